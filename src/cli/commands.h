@@ -1,0 +1,16 @@
+// One function per subcommand: each adds its CLI11 subcommand to the app and
+// sets the callback that runs it. Callbacks throw tokenmill::Error for bad
+// input; main() prints it and exits non-zero.
+#pragma once
+
+#include <CLI/CLI.hpp>
+
+namespace tokenmill::cli {
+
+void add_inspect_command(CLI::App& app);
+void add_tokenize_command(CLI::App& app);
+void add_run_command(CLI::App& app);
+void add_convert_command(CLI::App& app);
+void add_synth_command(CLI::App& app);
+
+}  // namespace tokenmill::cli

@@ -1,0 +1,25 @@
+// tokenmill: one binary, one subcommand per job.
+#include <cstdio>
+#include <exception>
+
+#include "cli/commands.h"
+#include "util/error.h"
+
+int main(int argc, char** argv) {
+  CLI::App app{"tokenmill: a self-hosted LLM inference engine, server and benchmark"};
+  app.require_subcommand(1);
+  app.set_version_flag("--version", "tokenmill 0.1.0");
+  // Subcommands are added here as each one lands; every one lives in its own file.
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e);
+  } catch (const tokenmill::Error& e) {
+    std::fprintf(stderr, "tokenmill: error: %s\n", e.what());
+    return 1;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "tokenmill: internal error: %s\n", e.what());
+    return 2;
+  }
+  return 0;
+}

@@ -1,0 +1,14 @@
+// Monotonic wall-clock helpers for timings reported to users.
+#pragma once
+
+#include <chrono>
+
+namespace tokenmill {
+
+using SteadyClock = std::chrono::steady_clock;
+
+inline double seconds_since(SteadyClock::time_point start) {
+  return std::chrono::duration<double>(SteadyClock::now() - start).count();
+}
+
+}  // namespace tokenmill
