@@ -12,5 +12,6 @@ void add_tokenize_command(CLI::App& app);
 void add_run_command(CLI::App& app);
 void add_convert_command(CLI::App& app);
 void add_synth_command(CLI::App& app);
+void add_logits_command(CLI::App& app);
 
 }  // namespace tokenmill::cli

@@ -10,6 +10,8 @@ int main(int argc, char** argv) {
   app.require_subcommand(1);
   app.set_version_flag("--version", "tokenmill 0.1.0");
   // Subcommands are added here as each one lands; every one lives in its own file.
+  tokenmill::cli::add_run_command(app);
+  tokenmill::cli::add_logits_command(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

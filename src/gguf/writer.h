@@ -35,6 +35,9 @@ class GgufWriter {
     std::vector<int64_t> dims;
     std::vector<uint8_t> data;
   };
+  // Magic through tensor infos, padded to the start of the data section.
+  std::vector<uint8_t> encode_header() const;
+
   uint32_t alignment_;
   std::vector<MetadataEntry> metadata_;
   std::vector<PendingTensor> tensors_;

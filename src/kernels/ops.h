@@ -30,4 +30,14 @@ void add_inplace(float* y, const float* x, int64_t n);
 // x[i] *= s
 void scale_inplace(float* x, float s, int64_t n);
 
+// Scalar references of the operations above (same contracts). They compute
+// in double where it matters and are what the scalar ISA (TOKENMILL_ISA=scalar)
+// runs; the optimised versions are tested against them.
+void rms_norm_ref(const float* x, const float* w, float* out, int64_t n, float eps);
+void swiglu_ref(float* gate, const float* up, int64_t n);
+void geglu_tanh_ref(float* gate, const float* up, int64_t n);
+void softmax_ref(float* x, int64_t n);
+void add_inplace_ref(float* y, const float* x, int64_t n);
+void scale_inplace_ref(float* x, float s, int64_t n);
+
 }  // namespace tokenmill::kernels

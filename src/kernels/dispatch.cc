@@ -1,0 +1,97 @@
+#include "kernels/dispatch.h"
+
+#include <cstdlib>
+#include <string_view>
+
+#include "kernels/ops.h"
+#include "util/error.h"
+
+namespace tokenmill::kernels {
+namespace {
+
+KernelTable make_scalar_table() {
+  KernelTable t;
+  t.isa = Isa::kScalar;
+  t.rms_norm = rms_norm_ref;
+  t.swiglu = swiglu_ref;
+  t.geglu_tanh = geglu_tanh_ref;
+  t.softmax = softmax_ref;
+  t.add_inplace = add_inplace_ref;
+  t.scale_inplace = scale_inplace_ref;
+  t.gemm_f32 = scalar::gemm_f32;
+  t.dequantize_row = dequantize_row_ref;
+  t.fused_supports = nullptr;
+  t.fused_rows = nullptr;
+  t.attend_head = scalar::attend_head;
+  return t;
+}
+
+KernelTable make_avx2_table() {
+  KernelTable t;
+  t.isa = Isa::kAvx2;
+  t.rms_norm = avx2::rms_norm;
+  t.swiglu = avx2::swiglu;
+  t.geglu_tanh = avx2::geglu_tanh;
+  t.softmax = avx2::softmax;
+  t.add_inplace = avx2::add_inplace;
+  t.scale_inplace = avx2::scale_inplace;
+  t.gemm_f32 = avx2::gemm_f32;
+  t.dequantize_row = avx2::dequantize_row;
+  t.fused_supports = avx2::fused_supports;
+  t.fused_rows = avx2::fused_rows;
+  t.attend_head = avx2::attend_head;
+  return t;
+}
+
+}  // namespace
+
+std::string_view isa_name(Isa isa) {
+  switch (isa) {
+    case Isa::kScalar:
+      return "scalar";
+    case Isa::kAvx2:
+      return "avx2";
+  }
+  return "unknown";
+}
+
+const KernelTable& scalar_kernels() {
+  static const KernelTable table = make_scalar_table();
+  return table;
+}
+
+const KernelTable* kernels_for(Isa isa) {
+  switch (isa) {
+    case Isa::kScalar:
+      return &scalar_kernels();
+    case Isa::kAvx2: {
+      if (!cpu_features().supports_avx2_kernels()) return nullptr;
+      static const KernelTable table = make_avx2_table();
+      return &table;
+    }
+  }
+  return nullptr;
+}
+
+Isa choose_isa(const char* request, const CpuFeatures& cpu) {
+  const std::string_view want = request == nullptr ? "" : request;
+  if (want.empty() || want == "auto") {
+    return cpu.supports_avx2_kernels() ? Isa::kAvx2 : Isa::kScalar;
+  }
+  if (want == "scalar") return Isa::kScalar;
+  if (want == "avx2") {
+    if (!cpu.supports_avx2_kernels()) {
+      fail("TOKENMILL_ISA=avx2, but this CPU lacks AVX2, FMA or F16C (avx2={}, fma={}, f16c={})",
+           cpu.avx2, cpu.fma, cpu.f16c);
+    }
+    return Isa::kAvx2;
+  }
+  fail("TOKENMILL_ISA='{}' is not one of: auto, scalar, avx2", want);
+}
+
+const KernelTable& active_kernels() {
+  static const KernelTable* table = kernels_for(choose_isa(std::getenv("TOKENMILL_ISA"), cpu_features()));
+  return *table;
+}
+
+}  // namespace tokenmill::kernels

@@ -1,0 +1,118 @@
+// ISA dispatch: one table of kernel function pointers per instruction set,
+// chosen once at first use. The public entry points in matmul.h, ops.h and
+// attention.h call through active_kernels(); tests call a specific table to
+// compare each ISA with the scalar references.
+//
+// Rule for *_avx2.cc files (compiled with -mavx2 -mfma -mf16c): they may call
+// only intrinsics, their own internal-linkage helpers and out-of-line
+// functions of other files. An inline function or template shared with other
+// files (std::max<float>, std::vector, std::exp(float) ...) would be emitted
+// there with AVX encoding, and the linker may pick that copy for callers on
+// CPUs without AVX. Their code runs only through kernels_for(Isa::kAvx2),
+// which exists only when cpu_features() says the CPU has AVX2, FMA and F16C.
+#pragma once
+
+#include <cstdint>
+#include <string_view>
+
+#include "gguf/tensor_type.h"
+#include "kernels/attention.h"
+#include "kernels/cpu_features.h"
+#include "kernels/matmul.h"
+
+namespace tokenmill::kernels {
+
+enum class Isa { kScalar, kAvx2 };
+
+std::string_view isa_name(Isa isa);
+
+struct KernelTable {
+  Isa isa = Isa::kScalar;
+
+  // --- ops.h (same contracts) ---
+  void (*rms_norm)(const float* x, const float* w, float* out, int64_t n, float eps) = nullptr;
+  void (*swiglu)(float* gate, const float* up, int64_t n) = nullptr;
+  void (*geglu_tanh)(float* gate, const float* up, int64_t n) = nullptr;
+  void (*softmax)(float* x, int64_t n) = nullptr;
+  void (*add_inplace)(float* y, const float* x, int64_t n) = nullptr;
+  void (*scale_inplace)(float* x, float s, int64_t n) = nullptr;
+
+  // --- matmul building blocks ---
+  // Dense FP32 panel product:
+  //   y[t * y_stride + r] = sum_{c < cols} w[r * w_stride + c] * x[t * x_stride + c]
+  // w: [num_rows, w_stride], x: [num_tokens, x_stride], y: [num_tokens, y_stride].
+  // Each output is computed by the same operation sequence whatever the
+  // tiling, so results do not depend on how rows are split over threads.
+  void (*gemm_f32)(const float* w, int64_t w_stride, int64_t num_rows, const float* x,
+                   int64_t x_stride, int64_t num_tokens, int64_t cols, float* y,
+                   int64_t y_stride) = nullptr;
+  // dst[0..n) = elements of one row stored in src (any type dequantize_row_ref
+  // handles; faster for the types this ISA has decoders for).
+  void (*dequantize_row)(gguf::TensorType type, const void* src, float* dst, int64_t n) = nullptr;
+  // Fused dequantize-and-dot for decode: for rows [row_begin, row_end) and
+  // t < num_tokens (<= kMaxFusedTokens): y[t * w.rows + r] = W[r] . x[t].
+  // Null, or false from fused_supports, when this ISA has no fused kernel.
+  bool (*fused_supports)(gguf::TensorType type) = nullptr;
+  void (*fused_rows)(const WeightView& w, int64_t row_begin, int64_t row_end, const float* x,
+                     int64_t num_tokens, float* y) = nullptr;
+
+  // --- attention building block ---
+  // One (token, head) pair: out = softmax_j(score(q, k_j)) . v_j over keys
+  // j in [j_begin, j_end), where score = scale * q.k_j, soft-capped if
+  // softcap > 0. q, out: [head_dim]; k, v: rows j_begin.. with kv_stride
+  // floats between consecutive keys. Precondition: j_begin < j_end.
+  void (*attend_head)(const float* q, const float* k, const float* v, int64_t kv_stride,
+                      int64_t j_begin, int64_t j_end, int64_t head_dim, float scale,
+                      float softcap, float* out) = nullptr;
+};
+
+// The most tokens a fused decode kernel handles in one call.
+inline constexpr int64_t kMaxFusedTokens = 4;
+
+// The scalar table (always available; the ops in it are the *_ref functions).
+const KernelTable& scalar_kernels();
+// The table for `isa`, or null when this CPU cannot run it.
+const KernelTable* kernels_for(Isa isa);
+// Picks the ISA from a TOKENMILL_ISA value: null, "" or "auto" mean the best
+// the CPU supports; "scalar" and "avx2" force one. Throws tokenmill::Error for
+// an unknown name or an ISA this CPU lacks (never runs AVX2 without it).
+Isa choose_isa(const char* request, const CpuFeatures& cpu);
+// The table every public kernel uses, chosen on first call from the
+// TOKENMILL_ISA environment variable and cpu_features(). Thread-safe.
+const KernelTable& active_kernels();
+
+// The public operations computed with a given table (for tests and A/B runs).
+void matmul_with(const KernelTable& kt, const WeightView& w, const float* x, int64_t num_tokens,
+                 float* y, ThreadPool& pool);
+void attention_with(const KernelTable& kt, const AttentionShape& shape, const float* q,
+                    const int64_t* q_pos, int64_t num_tokens, const float* k, const float* v,
+                    int64_t n_ctx, float* out, ThreadPool& pool);
+
+// Per-ISA implementations, referenced by the tables in dispatch.cc.
+namespace scalar {
+void gemm_f32(const float* w, int64_t w_stride, int64_t num_rows, const float* x,
+              int64_t x_stride, int64_t num_tokens, int64_t cols, float* y, int64_t y_stride);
+void attend_head(const float* q, const float* k, const float* v, int64_t kv_stride,
+                 int64_t j_begin, int64_t j_end, int64_t head_dim, float scale, float softcap,
+                 float* out);
+}  // namespace scalar
+
+namespace avx2 {
+void rms_norm(const float* x, const float* w, float* out, int64_t n, float eps);
+void swiglu(float* gate, const float* up, int64_t n);
+void geglu_tanh(float* gate, const float* up, int64_t n);
+void softmax(float* x, int64_t n);
+void add_inplace(float* y, const float* x, int64_t n);
+void scale_inplace(float* x, float s, int64_t n);
+void gemm_f32(const float* w, int64_t w_stride, int64_t num_rows, const float* x,
+              int64_t x_stride, int64_t num_tokens, int64_t cols, float* y, int64_t y_stride);
+void dequantize_row(gguf::TensorType type, const void* src, float* dst, int64_t n);
+bool fused_supports(gguf::TensorType type);
+void fused_rows(const WeightView& w, int64_t row_begin, int64_t row_end, const float* x,
+                int64_t num_tokens, float* y);
+void attend_head(const float* q, const float* k, const float* v, int64_t kv_stride,
+                 int64_t j_begin, int64_t j_end, int64_t head_dim, float scale, float softcap,
+                 float* out);
+}  // namespace avx2
+
+}  // namespace tokenmill::kernels

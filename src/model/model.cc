@@ -1,0 +1,206 @@
+#include "model/model.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "kernels/attention.h"
+#include "kernels/ops.h"
+#include "util/check.h"
+#include "util/error.h"
+
+namespace tokenmill::model {
+
+// Activations of the current step, reused across steps (resized, never shrunk).
+struct Model::Scratch {
+  std::vector<float> x;     // [T, n_embd]   residual stream
+  std::vector<float> xb;    // [T, n_embd]   normalised input / block output
+  std::vector<float> q;     // [T, n_q_dim]
+  std::vector<float> k;     // [T, n_kv_dim]
+  std::vector<float> v;     // [T, n_kv_dim]
+  std::vector<float> att;   // [T, n_q_dim]
+  std::vector<float> gate;  // [T, n_ff]
+  std::vector<float> up;    // [T, n_ff]
+  std::vector<float> rows;  // [R, n_embd]   final hidden states that need logits
+  int64_t num_tokens = 0;
+};
+
+std::unique_ptr<Model> Model::load(const std::string& path) {
+  return std::unique_ptr<Model>(new Model(gguf::GgufFile::open(path)));
+}
+
+Model::Model(gguf::GgufFile file)
+    : file_(std::move(file)),
+      config_(ModelConfig::from_gguf(file_)),
+      weights_(ModelWeights::bind(file_, config_)),
+      scratch_(std::make_unique<Scratch>()) {}
+
+namespace {
+
+void validate_chunks(const ModelConfig& c, std::span<const SequenceChunk> chunks) {
+  for (const SequenceChunk& ch : chunks) {
+    if (ch.cache == nullptr) fail("forward: chunk without a KV cache");
+    if (ch.tokens.empty()) fail("forward: empty chunk");
+    if (ch.start_pos != ch.cache->size())
+      fail("forward: chunk starts at position {} but its cache holds {}", ch.start_pos, ch.cache->size());
+    const int64_t end = ch.start_pos + static_cast<int64_t>(ch.tokens.size());
+    if (end > ch.cache->capacity())
+      fail("context is full: {} positions needed, the cache holds {}", end, ch.cache->capacity());
+    for (int32_t t : ch.tokens) {
+      if (t < 0 || t >= c.n_vocab) fail("token id {} is outside the vocabulary [0, {})", t, c.n_vocab);
+    }
+  }
+}
+
+void resize(std::vector<float>& v, int64_t n) {
+  if (static_cast<int64_t>(v.size()) < n) v.resize(static_cast<size_t>(n));
+}
+
+// out[t] = rms_norm(in[t]) * w for each of T rows of length n.
+void norm_rows(const float* in, const VectorView& w, float* out, int64_t rows, int64_t n, float eps) {
+  for (int64_t t = 0; t < rows; ++t) kernels::rms_norm(in + t * n, w.data, out + t * n, n, eps);
+}
+
+void add_bias(float* y, const VectorView& b, int64_t rows) {
+  if (!b.present()) return;
+  for (int64_t t = 0; t < rows; ++t) kernels::add_inplace(y + t * b.size, b.data, b.size);
+}
+
+}  // namespace
+
+void Model::forward(std::span<const SequenceChunk> chunks, std::vector<float>& logits, ThreadPool& pool) {
+  const ModelConfig& c = config_;
+  validate_chunks(c, chunks);
+  Scratch& s = *scratch_;
+
+  int64_t T = 0;
+  int64_t R = 0;
+  for (const SequenceChunk& ch : chunks) {
+    T += static_cast<int64_t>(ch.tokens.size());
+    R += ch.all_logits ? static_cast<int64_t>(ch.tokens.size()) : 1;
+  }
+  s.num_tokens = T;
+  resize(s.x, T * c.n_embd);
+  resize(s.xb, T * c.n_embd);
+  resize(s.q, T * c.n_q_dim());
+  resize(s.k, T * c.n_kv_dim());
+  resize(s.v, T * c.n_kv_dim());
+  resize(s.att, T * c.n_q_dim());
+  resize(s.gate, T * c.n_ff);
+  resize(s.up, T * c.n_ff);
+
+  // Embeddings: x[t] = embd_scale * E[token_t]; positions of the flat batch.
+  std::vector<int64_t> positions(static_cast<size_t>(T));
+  int64_t t = 0;
+  for (const SequenceChunk& ch : chunks) {
+    for (size_t i = 0; i < ch.tokens.size(); ++i, ++t) {
+      float* row = s.x.data() + t * c.n_embd;
+      kernels::dequantize_weight_row(weights_.tok_embd, ch.tokens[i], row);
+      if (c.embd_scale != 1.0f) kernels::scale_inplace(row, c.embd_scale, c.n_embd);
+      positions[static_cast<size_t>(t)] = ch.start_pos + static_cast<int64_t>(i);
+    }
+  }
+
+  for (int64_t layer = 0; layer < c.n_layer; ++layer) {
+    attention_block(layer, chunks, positions, pool);
+    ffn_block(layer, pool);
+  }
+
+  // Final norm and the output projection, only for the rows that need logits.
+  resize(s.rows, R * c.n_embd);
+  int64_t r = 0;
+  t = 0;
+  for (const SequenceChunk& ch : chunks) {
+    const int64_t n = static_cast<int64_t>(ch.tokens.size());
+    const int64_t first = ch.all_logits ? t : t + n - 1;
+    for (int64_t i = first; i < t + n; ++i, ++r) {
+      kernels::rms_norm(s.x.data() + i * c.n_embd, weights_.output_norm.data,
+                        s.rows.data() + r * c.n_embd, c.n_embd, c.rms_eps);
+    }
+    t += n;
+    ch.cache->set_size(ch.start_pos + n);
+  }
+  logits.resize(static_cast<size_t>(R * c.n_vocab));
+  kernels::matmul(weights_.output, s.rows.data(), R, logits.data(), pool);
+}
+
+void Model::attention_block(int64_t layer, std::span<const SequenceChunk> chunks,
+                            std::span<const int64_t> positions, ThreadPool& pool) {
+  const ModelConfig& c = config_;
+  const LayerWeights& w = weights_.layers[static_cast<size_t>(layer)];
+  Scratch& s = *scratch_;
+  const int64_t T = s.num_tokens;
+  const int64_t hd = c.head_dim;
+
+  // q, k, v = projections of the normalised residual stream.
+  norm_rows(s.x.data(), w.attn_norm, s.xb.data(), T, c.n_embd, c.rms_eps);
+  kernels::matmul(w.wq, s.xb.data(), T, s.q.data(), pool);
+  kernels::matmul(w.wk, s.xb.data(), T, s.k.data(), pool);
+  kernels::matmul(w.wv, s.xb.data(), T, s.v.data(), pool);
+  add_bias(s.q.data(), w.bq, T);
+  add_bias(s.k.data(), w.bk, T);
+  add_bias(s.v.data(), w.bv, T);
+  if (w.q_norm.present()) norm_rows(s.q.data(), w.q_norm, s.q.data(), T * c.n_head, hd, c.rms_eps);
+  if (w.k_norm.present()) norm_rows(s.k.data(), w.k_norm, s.k.data(), T * c.n_kv_head, hd, c.rms_eps);
+
+  // Rotary position embedding, per head, at each token's own position.
+  const bool local = c.layer_is_local[static_cast<size_t>(layer)];
+  const float base = local ? c.rope_base_local : c.rope_base;
+  const float freq_scale = local ? c.rope_freq_scale_local : c.rope_freq_scale;
+  const float* factors = weights_.rope_freqs.data;
+  for (int64_t i = 0; i < T; ++i) {
+    const int64_t pos = positions[static_cast<size_t>(i)];
+    for (int64_t h = 0; h < c.n_head; ++h)
+      kernels::rope(s.q.data() + (i * c.n_head + h) * hd, hd, c.rope_dims, pos, base, freq_scale, factors,
+                    c.rope_neox);
+    for (int64_t h = 0; h < c.n_kv_head; ++h)
+      kernels::rope(s.k.data() + (i * c.n_kv_head + h) * hd, hd, c.rope_dims, pos, base, freq_scale,
+                    factors, c.rope_neox);
+  }
+
+  // Append K/V to each sequence's cache, then attend over it.
+  kernels::AttentionShape shape;
+  shape.n_head = c.n_head;
+  shape.n_kv_head = c.n_kv_head;
+  shape.head_dim = hd;
+  shape.scale = c.attn_scale;
+  shape.window = local ? c.sliding_window : 0;
+  const int64_t kv = c.n_kv_dim();
+  int64_t t0 = 0;
+  for (const SequenceChunk& ch : chunks) {
+    const int64_t n = static_cast<int64_t>(ch.tokens.size());
+    float* kc = ch.cache->keys(layer);
+    float* vc = ch.cache->values(layer);
+    std::copy_n(s.k.data() + t0 * kv, n * kv, kc + ch.start_pos * kv);
+    std::copy_n(s.v.data() + t0 * kv, n * kv, vc + ch.start_pos * kv);
+    kernels::attention(shape, s.q.data() + t0 * c.n_q_dim(), positions.data() + t0, n, kc, vc,
+                       ch.start_pos + n, s.att.data() + t0 * c.n_q_dim(), pool);
+    t0 += n;
+  }
+
+  // Output projection (gemma3: normalised again) added to the residual stream.
+  kernels::matmul(w.wo, s.att.data(), T, s.xb.data(), pool);
+  if (w.post_attn_norm.present()) norm_rows(s.xb.data(), w.post_attn_norm, s.xb.data(), T, c.n_embd, c.rms_eps);
+  kernels::add_inplace(s.x.data(), s.xb.data(), T * c.n_embd);
+}
+
+void Model::ffn_block(int64_t layer, ThreadPool& pool) {
+  const ModelConfig& c = config_;
+  const LayerWeights& w = weights_.layers[static_cast<size_t>(layer)];
+  Scratch& s = *scratch_;
+  const int64_t T = s.num_tokens;
+
+  // down( act(gate(x)) * up(x) ), with gemma3's extra norm after it.
+  norm_rows(s.x.data(), w.ffn_norm, s.xb.data(), T, c.n_embd, c.rms_eps);
+  kernels::matmul(w.w_gate, s.xb.data(), T, s.gate.data(), pool);
+  kernels::matmul(w.w_up, s.xb.data(), T, s.up.data(), pool);
+  if (c.ffn_gelu) {
+    kernels::geglu_tanh(s.gate.data(), s.up.data(), T * c.n_ff);
+  } else {
+    kernels::swiglu(s.gate.data(), s.up.data(), T * c.n_ff);
+  }
+  kernels::matmul(w.w_down, s.gate.data(), T, s.xb.data(), pool);
+  if (w.post_ffn_norm.present()) norm_rows(s.xb.data(), w.post_ffn_norm, s.xb.data(), T, c.n_embd, c.rms_eps);
+  kernels::add_inplace(s.x.data(), s.xb.data(), T * c.n_embd);
+}
+
+}  // namespace tokenmill::model

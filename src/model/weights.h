@@ -1,0 +1,50 @@
+// Views of a model's tensors inside the memory-mapped GGUF file. Nothing is
+// copied: every WeightView points into the map, which the Model keeps alive.
+// Small vectors (norms, biases) are F32 views too; they are read in place.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "gguf/reader.h"
+#include "kernels/matmul.h"
+#include "model/config.h"
+
+namespace tokenmill::model {
+
+// A 1-D F32 tensor (norm weight, bias) of `size` elements.
+struct VectorView {
+  const float* data = nullptr;
+  int64_t size = 0;
+  bool present() const { return data != nullptr; }
+};
+
+struct LayerWeights {
+  VectorView attn_norm;        // [n_embd]
+  kernels::WeightView wq;      // [n_head*head_dim, n_embd]  (rows = out)
+  kernels::WeightView wk;      // [n_kv_head*head_dim, n_embd]
+  kernels::WeightView wv;      // [n_kv_head*head_dim, n_embd]
+  kernels::WeightView wo;      // [n_embd, n_head*head_dim]
+  VectorView bq, bk, bv;       // qwen2 only: [n_q_dim], [n_kv_dim], [n_kv_dim]
+  VectorView q_norm, k_norm;   // gemma3 only: [head_dim]
+  VectorView post_attn_norm;   // gemma3 only: [n_embd]
+  VectorView ffn_norm;         // [n_embd]
+  kernels::WeightView w_gate;  // [n_ff, n_embd]
+  kernels::WeightView w_up;    // [n_ff, n_embd]
+  kernels::WeightView w_down;  // [n_embd, n_ff]
+  VectorView post_ffn_norm;    // gemma3 only: [n_embd]
+};
+
+struct ModelWeights {
+  kernels::WeightView tok_embd;  // [n_vocab, n_embd]
+  VectorView output_norm;        // [n_embd]
+  kernels::WeightView output;    // [n_vocab, n_embd]; the embedding when tied
+  VectorView rope_freqs;         // llama3 scaling factors [rope_dims/2], optional
+  std::vector<LayerWeights> layers;
+
+  // Binds every tensor the architecture needs, checking names, types and
+  // shapes. Throws Error naming the file and the missing or misshapen tensor.
+  static ModelWeights bind(const gguf::GgufFile& file, const ModelConfig& config);
+};
+
+}  // namespace tokenmill::model

@@ -1,0 +1,82 @@
+// Turns one logits row into one token id, following llama.cpp's default chain:
+//   logit bias -> repetition / frequency / presence penalties -> top-k ->
+//   top-p -> min-p -> temperature -> draw from the softmax.
+// Top-p and min-p therefore see the temperature-1 distribution (as llama.cpp).
+//
+// Determinism: each Sampler owns an std::mt19937_64 seeded from params.seed
+// and turns its output into a double by hand (not through the library's
+// implementation-defined distributions), and every ordering breaks ties by the
+// lower token id. Same seed + same logits sequence => same tokens, on any run.
+//
+// Thread-safety: none; one Sampler per sequence, driven by the engine thread.
+// Memory: the scratch grows to 12 bytes x vocab on the first stochastic call
+// (3 MiB for 262144); many Samplers can share one SamplerScratch instead.
+#pragma once
+
+#include <cstdint>
+#include <random>
+#include <span>
+#include <vector>
+
+#include "sample/sampling_params.h"
+
+namespace tokenmill::sample {
+
+struct Candidate {
+  int32_t id;
+  float logit;
+};
+
+// Buffers reused from call to call so that sampling allocates nothing once warm.
+struct SamplerScratch {
+  std::vector<float> logits;           // [vocab] adjusted copy of the input row
+  std::vector<Candidate> candidates;   // [<= vocab] tokens still in the running
+  std::vector<int32_t> window;         // [<= history] sorted penalty window
+};
+
+// Adds params.logit_bias, then applies the repetition, frequency and presence
+// penalties over the last params.penalty_last_n tokens of history, in place.
+// `window` is scratch. Cost: O(bias + n log n) with n the window length.
+// Precondition: every history id is in [0, logits.size()).
+void apply_bias_and_penalties(const SamplingParams& params,
+                              std::span<float> logits,  // [vocab]
+                              std::span<const int32_t> history, std::vector<int32_t>& window);
+
+class Sampler {
+ public:
+  // Throws tokenmill::Error if params.validate(vocab_size) does.
+  Sampler(const SamplingParams& params, int32_t vocab_size);
+
+  // Picks the next token. `history` is every previous token of the sequence,
+  // prompt included. Throws tokenmill::Error when no token is left to choose
+  // (every logit -inf or NaN, e.g. logit_bias banned them all).
+  // Cost: O(vocab) plus O(k log k) for top-k, or O(m log m) for top-p with m
+  // the smallest prefix holding the mass (grown geometrically, no full sort).
+  int32_t sample(std::span<const float> logits,  // [vocab]
+                 std::span<const int32_t> history);
+  int32_t sample(std::span<const float> logits,  // [vocab]
+                 std::span<const int32_t> history, SamplerScratch& scratch);
+
+  // Probability of the last chosen token in the distribution it was drawn from
+  // (after every filter and the temperature); 1 for greedy.
+  float last_probability() const { return last_probability_; }
+
+  const SamplingParams& params() const { return params_; }
+  int32_t vocab_size() const { return vocab_size_; }
+
+ private:
+  int32_t sample_greedy(std::span<const float> adjusted);  // [vocab]
+  void keep_top_k(std::vector<Candidate>& cands, bool& sorted) const;
+  void keep_top_p(std::vector<Candidate>& cands, bool& sorted) const;
+  void keep_min_p(std::vector<Candidate>& cands) const;
+  int32_t draw(std::span<Candidate> cands);
+  double next_uniform();  // in [0, 1)
+
+  SamplingParams params_;
+  int32_t vocab_size_;
+  std::mt19937_64 rng_;
+  SamplerScratch scratch_;
+  float last_probability_ = 0.0f;
+};
+
+}  // namespace tokenmill::sample

@@ -1,0 +1,307 @@
+#include "sample/sampler.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <numeric>
+#include <set>
+#include <vector>
+
+#include "util/error.h"
+
+namespace tokenmill::sample {
+namespace {
+
+constexpr float kInf = std::numeric_limits<float>::infinity();
+
+// A fixed pseudo-random row (an LCG, independent of the sampler's RNG).
+std::vector<float> pseudo_random_logits(size_t n, uint32_t seed) {
+  std::vector<float> out(n);
+  uint32_t s = seed;
+  for (float& v : out) {
+    s = s * 1664525u + 1013904223u;
+    v = static_cast<float>(s >> 8) / static_cast<float>(1u << 24) * 10.0f - 5.0f;
+  }
+  return out;
+}
+
+std::vector<float> log_of(const std::vector<double>& probs) {
+  std::vector<float> out;
+  for (double p : probs) out.push_back(static_cast<float>(std::log(p)));
+  return out;
+}
+
+std::vector<int> histogram(Sampler& s, const std::vector<float>& logits, int draws) {
+  std::vector<int> counts(logits.size(), 0);
+  for (int i = 0; i < draws; ++i) ++counts[static_cast<size_t>(s.sample(logits, {}))];
+  return counts;
+}
+
+SamplingParams with_temperature(float t, uint64_t seed = 1) {
+  SamplingParams p;
+  p.temperature = t;
+  p.seed = seed;
+  return p;
+}
+
+TEST(Sampler, GreedyPicksArgmaxLowestIdOnTies) {
+  Sampler s(with_temperature(0.0f), 6);
+  const std::vector<float> logits = {0.1f, 2.0f, -1.0f, 2.0f, std::nanf(""), 1.9f};
+  EXPECT_EQ(s.sample(logits, {}), 1);
+  EXPECT_EQ(s.last_probability(), 1.0f);
+  const std::vector<float> all_neg = {-5.0f, -3.0f, -4.0f};
+  Sampler s3(with_temperature(0.0f), 3);
+  EXPECT_EQ(s3.sample(all_neg, {}), 1);
+}
+
+TEST(Sampler, SameSeedSameSequenceDifferentSeedDiffers) {
+  const auto logits = pseudo_random_logits(50, 7);
+  auto run = [&](uint64_t seed) {
+    SamplingParams p = with_temperature(1.5f, seed);
+    p.top_k = 30;
+    p.top_p = 0.97f;
+    Sampler s(p, 50);
+    std::vector<int32_t> out;
+    for (int i = 0; i < 1000; ++i) out.push_back(s.sample(logits, out));
+    return out;
+  };
+  const auto a = run(42);
+  EXPECT_EQ(a, run(42));
+  const auto b = run(43);
+  EXPECT_NE(a, b);
+  // Not a degenerate sequence: several distinct tokens were drawn.
+  EXPECT_GT(std::set<int32_t>(a.begin(), a.end()).size(), 5u);
+}
+
+TEST(Sampler, TopKOneIsGreedy) {
+  SamplingParams p = with_temperature(1.0f, 3);
+  p.top_k = 1;
+  Sampler s(p, 1000);
+  for (uint32_t row = 0; row < 20; ++row) {
+    auto logits = pseudo_random_logits(1000, row);
+    const auto argmax = std::max_element(logits.begin(), logits.end()) - logits.begin();
+    EXPECT_EQ(s.sample(logits, {}), argmax);
+    EXPECT_FLOAT_EQ(s.last_probability(), 1.0f);
+  }
+}
+
+TEST(Sampler, TopKKeepsExactlyTheKBestOnLargeVocab) {
+  constexpr size_t kVocab = 262144;
+  const auto logits = pseudo_random_logits(kVocab, 11);
+  std::vector<int32_t> order(kVocab);
+  std::iota(order.begin(), order.end(), 0);
+  std::sort(order.begin(), order.end(), [&](int32_t a, int32_t b) { return logits[a] > logits[b]; });
+  const std::set<int32_t> top(order.begin(), order.begin() + 8);
+
+  SamplingParams p = with_temperature(kMaxTemperature, 5);  // near-uniform over the kept set
+  p.top_k = 8;
+  Sampler s(p, kVocab);
+  std::set<int32_t> seen;
+  for (int i = 0; i < 400; ++i) seen.insert(s.sample(logits, {}));
+  EXPECT_EQ(seen, top);
+}
+
+TEST(Sampler, TopPKeepsSmallestSetReachingMass) {
+  // Sorted: 0.4 (id 1), 0.25 (id 2), 0.2 (id 3), 0.1 (id 4), 0.05 (id 0).
+  const auto logits = log_of({0.05, 0.4, 0.25, 0.2, 0.1});
+  SamplingParams p = with_temperature(1.0f, 9);
+  p.top_p = 0.6f;  // 0.4 + 0.25 = 0.65 >= 0.6 -> {1, 2}
+  Sampler s(p, 5);
+  auto h = histogram(s, logits, 4000);
+  EXPECT_EQ(h[0] + h[3] + h[4], 0);
+  // Renormalised: id 1 has 0.4 / 0.65 = 0.615; 4000 draws give sd ~ 0.0077.
+  EXPECT_NEAR(h[1] / 4000.0, 0.4 / 0.65, 0.04);
+
+  p.top_p = 0.9f;  // 0.85 < 0.9, + 0.1 = 0.95 -> {1, 2, 3, 4}
+  Sampler s2(p, 5);
+  h = histogram(s2, logits, 4000);
+  EXPECT_EQ(h[0], 0);
+  EXPECT_GT(h[4], 0);
+}
+
+// Exercises the geometric growth of the sorted prefix (64 -> 512 -> 4096).
+TEST(Sampler, TopPOnLargeVocabMatchesFullSortReference) {
+  constexpr size_t kVocab = 20000;
+  auto logits = pseudo_random_logits(kVocab, 21);
+  for (float& v : logits) v *= 0.3f;  // flatter, so the nucleus holds hundreds of tokens
+  std::vector<int32_t> order(kVocab);
+  std::iota(order.begin(), order.end(), 0);
+  std::sort(order.begin(), order.end(), [&](int32_t a, int32_t b) { return logits[a] > logits[b]; });
+  const float top_p = 0.05f;
+  double total = 0.0;
+  for (float v : logits) total += std::exp(double(v) - logits[order[0]]);
+  size_t keep = 0;
+  for (double cum = 0.0; cum < top_p * total; ++keep) cum += std::exp(double(logits[order[keep]]) - logits[order[0]]);
+  ASSERT_GT(keep, 64u);  // the test means to cross the first growth step
+
+  SamplingParams p = with_temperature(kMaxTemperature, 13);
+  p.top_p = top_p;
+  Sampler s(p, kVocab);
+  std::set<int32_t> seen;
+  for (int i = 0; i < 20 * static_cast<int>(keep); ++i) seen.insert(s.sample(logits, {}));
+  const std::set<int32_t> expected(order.begin(), order.begin() + static_cast<ptrdiff_t>(keep));
+  EXPECT_TRUE(std::includes(expected.begin(), expected.end(), seen.begin(), seen.end()))
+      << "drew a token outside the nucleus";
+  EXPECT_TRUE(seen.count(order[keep - 1])) << "the last token of the nucleus never came";
+  EXPECT_GE(seen.size(), keep * 95 / 100);
+}
+
+TEST(Sampler, MinPKeepsTokensAboveFractionOfBest) {
+  const auto logits = log_of({0.5, 0.3, 0.1, 0.06, 0.04});
+  SamplingParams p = with_temperature(1.0f, 17);
+  p.min_p = 0.15f;  // threshold 0.075 -> {0, 1, 2}
+  Sampler s(p, 5);
+  const auto h = histogram(s, logits, 3000);
+  EXPECT_EQ(h[3] + h[4], 0);
+  EXPECT_GT(h[2], 0);
+  // Renormalised over {0, 1, 2}: id 2 has 0.1 / 0.9.
+  EXPECT_NEAR(h[2] / 3000.0, 0.1 / 0.9, 0.03);
+}
+
+// Pearson chi-square of the counts against softmax(logits / T). With 4 degrees
+// of freedom P(chi2 > 25) ~ 5e-5; the seed is fixed, so this is not flaky.
+void check_temperature_distribution(float t, uint64_t seed) {
+  const std::vector<float> logits = {1.0f, 0.5f, 0.0f, -0.5f, 2.0f};
+  std::vector<double> expected;
+  double total = 0.0;
+  for (float l : logits) total += std::exp(l / t);
+  for (float l : logits) expected.push_back(std::exp(l / t) / total);
+  Sampler s(with_temperature(t, seed), 5);
+  constexpr int kDraws = 20000;
+  std::vector<int> counts(5, 0);
+  for (int i = 0; i < kDraws; ++i) {
+    const int32_t id = s.sample(logits, {});
+    ++counts[id];
+    ASSERT_NEAR(s.last_probability(), expected[id], 1e-5);
+  }
+  double chi2 = 0.0;
+  for (size_t i = 0; i < 5; ++i) {
+    const double e = expected[i] * kDraws;
+    chi2 += (counts[i] - e) * (counts[i] - e) / e;
+  }
+  EXPECT_LT(chi2, 25.0) << "temperature " << t;
+}
+
+TEST(Sampler, TemperatureMatchesSoftmaxDistribution) {
+  check_temperature_distribution(1.0f, 100);
+  check_temperature_distribution(0.5f, 101);
+  check_temperature_distribution(2.0f, 102);
+}
+
+TEST(Sampler, TemperatureSharpensAndFlattens) {
+  const std::vector<float> logits = {0.0f, 1.0f};
+  Sampler cold(with_temperature(0.25f, 1), 2), hot(with_temperature(4.0f, 1), 2);
+  // p(1) = 1 / (1 + e^-4) = 0.982 cold, 1 / (1 + e^-0.25) = 0.562 hot.
+  EXPECT_NEAR(histogram(cold, logits, 5000)[1] / 5000.0, 0.982, 0.01);
+  EXPECT_NEAR(histogram(hot, logits, 5000)[1] / 5000.0, 0.562, 0.03);
+}
+
+TEST(ApplyBiasAndPenalties, MatchesFormulas) {
+  SamplingParams p;
+  p.repetition_penalty = 2.0f;
+  p.frequency_penalty = 0.5f;
+  p.presence_penalty = 0.25f;
+  p.logit_bias = {{4, 1.5f}, {0, -1.0f}};
+  p.penalty_last_n = -1;
+  std::vector<float> logits = {2.0f, -1.0f, 0.5f, 3.0f, 0.0f, 7.0f};
+  const std::vector<int32_t> history = {0, 1, 0, 3, 0, 4};
+  std::vector<int32_t> window;
+  apply_bias_and_penalties(p, logits, history, window);
+  // id 0: 2 - 1 (bias) = 1 > 0 -> 1 / 2 = 0.5, count 3: 0.5 - 1.5 - 0.25 = -1.25
+  // id 1: -1 -> -2, count 1: -2 - 0.5 - 0.25 = -2.75
+  // id 2: untouched 0.5
+  // id 3: 3 / 2 = 1.5, count 1: 1.5 - 0.75 = 0.75
+  // id 4: 0 + 1.5 = 1.5 -> 0.75, count 1: 0.75 - 0.75 = 0
+  // id 5: untouched 7
+  const std::vector<float> expected = {-1.25f, -2.75f, 0.5f, 0.75f, 0.0f, 7.0f};
+  for (size_t i = 0; i < expected.size(); ++i) EXPECT_FLOAT_EQ(logits[i], expected[i]) << i;
+}
+
+TEST(ApplyBiasAndPenalties, WindowIsLastN) {
+  SamplingParams p;
+  p.frequency_penalty = 1.0f;
+  p.penalty_last_n = 2;
+  std::vector<float> logits = {0.0f, 0.0f, 0.0f};
+  std::vector<int32_t> window;
+  apply_bias_and_penalties(p, logits, std::vector<int32_t>{0, 0, 1, 2, 2}, window);
+  EXPECT_EQ(logits, (std::vector<float>{0.0f, 0.0f, -2.0f}));
+  p.penalty_last_n = 0;  // off
+  logits = {0.0f, 0.0f, 0.0f};
+  apply_bias_and_penalties(p, logits, std::vector<int32_t>{0, 1, 2}, window);
+  EXPECT_EQ(logits, (std::vector<float>{0.0f, 0.0f, 0.0f}));
+}
+
+int32_t greedy_with(const SamplingParams& base, std::vector<float> logits,
+                    std::vector<int32_t> history) {
+  SamplingParams p = base;
+  p.temperature = 0.0f;
+  Sampler s(p, static_cast<int32_t>(logits.size()));
+  return s.sample(logits, history);
+}
+
+TEST(Sampler, PenaltiesFlipGreedyChoice) {
+  SamplingParams rep;
+  rep.repetition_penalty = 1.2f;
+  EXPECT_EQ(greedy_with(rep, {1.0f, 0.9f}, {}), 0);
+  EXPECT_EQ(greedy_with(rep, {1.0f, 0.9f}, {0}), 1);        // 1 / 1.2 = 0.833 < 0.9
+  EXPECT_EQ(greedy_with(rep, {-1.0f, -1.1f}, {0}), 1);      // -1 * 1.2 = -1.2 < -1.1
+  EXPECT_EQ(greedy_with(rep, {1.0f, 0.9f, -5.0f}, {0, 2}), 1);
+  rep.penalty_last_n = 1;
+  EXPECT_EQ(greedy_with(rep, {1.0f, 0.9f, -5.0f}, {0, 2}), 0);  // id 0 left the window
+
+  SamplingParams freq;
+  freq.frequency_penalty = 0.15f;
+  EXPECT_EQ(greedy_with(freq, {1.0f, 0.8f}, {0}), 0);       // 0.85 > 0.8
+  EXPECT_EQ(greedy_with(freq, {1.0f, 0.8f}, {0, 0}), 1);    // 0.70 < 0.8
+
+  SamplingParams pres;
+  pres.presence_penalty = 0.3f;
+  EXPECT_EQ(greedy_with(pres, {1.0f, 0.75f}, {0}), 1);      // 0.7 < 0.75
+  EXPECT_EQ(greedy_with(pres, {1.0f, 0.65f}, {0, 0, 0, 0}), 0);  // not per count: 0.7 > 0.65
+}
+
+TEST(Sampler, LogitBiasMinusInfBansToken) {
+  const std::vector<float> logits = {0.0f, 5.0f, 1.0f, 0.5f};
+  SamplingParams p = with_temperature(0.0f);
+  p.logit_bias = {{1, -kInf}};
+  EXPECT_EQ(Sampler(p, 4).sample(logits, {}), 2);
+  p.temperature = 1.0f;
+  Sampler s(p, 4);
+  const auto h = histogram(s, logits, 2000);
+  EXPECT_EQ(h[1], 0);
+  EXPECT_GT(h[0], 0);
+
+  p.logit_bias = {{0, -kInf}, {1, -kInf}, {2, -kInf}, {3, -kInf}};
+  Sampler banned(p, 4);
+  EXPECT_THROW(banned.sample(logits, {}), Error);
+  p.temperature = 0.0f;
+  Sampler banned_greedy(p, 4);
+  EXPECT_THROW(banned_greedy.sample(logits, {}), Error);
+}
+
+TEST(Sampler, ConstructorValidates) {
+  SamplingParams p;
+  p.top_p = 0.0f;
+  EXPECT_THROW(Sampler(p, 10), Error);
+  EXPECT_THROW(Sampler(SamplingParams{}, 0), Error);
+}
+
+TEST(Sampler, SharedScratchGivesSameTokens) {
+  const auto logits = pseudo_random_logits(300, 5);
+  SamplingParams p = with_temperature(0.8f, 77);
+  p.top_p = 0.9f;
+  p.repetition_penalty = 1.3f;
+  Sampler own(p, 300), shared(p, 300);
+  SamplerScratch scratch;
+  std::vector<int32_t> history = {1, 2, 3};
+  for (int i = 0; i < 200; ++i) {
+    const int32_t a = own.sample(logits, history);
+    ASSERT_EQ(a, shared.sample(logits, history, scratch));
+    history.push_back(a);
+  }
+}
+
+}  // namespace
+}  // namespace tokenmill::sample

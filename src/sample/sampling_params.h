@@ -1,0 +1,51 @@
+// The knobs of one request's token sampling, as the OpenAI API and llama.cpp
+// expose them. Plain data: copied into the Sampler, checked once by validate()
+// at the request boundary.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace tokenmill::sample {
+
+// Sane bounds for validate(); anything outside is almost certainly a client bug.
+inline constexpr float kMaxTemperature = 100.0f;
+inline constexpr float kMaxRepetitionPenalty = 10.0f;
+inline constexpr float kMaxAbsFrequencyPenalty = 2.0f;  // OpenAI: [-2, 2]
+inline constexpr float kMaxAbsPresencePenalty = 2.0f;   // OpenAI: [-2, 2]
+inline constexpr size_t kMaxStopStrings = 16;
+
+struct SamplingParams {
+  float temperature = 1.0f;  // 0 = greedy (argmax after bias and penalties)
+  int top_k = 0;             // 0 = off
+  float top_p = 1.0f;        // nucleus mass in (0, 1]; 1 = off
+  float min_p = 0.0f;        // keep tokens with p >= min_p * p_max; 0 = off
+
+  // CTRL / llama.cpp style: over the distinct tokens of the penalty window,
+  // positive logits are divided by it and non-positive ones multiplied.
+  float repetition_penalty = 1.0f;  // 1 = off
+  int penalty_last_n = 64;          // window of the history; -1 = whole history, 0 = off
+  // OpenAI style: logit -= count * frequency_penalty + (count > 0) * presence_penalty,
+  // count being the occurrences of the token in the same window.
+  float frequency_penalty = 0.0f;
+  float presence_penalty = 0.0f;
+
+  // Added to the raw logits before anything else; -inf bans a token.
+  std::vector<std::pair<int32_t, float>> logit_bias;
+
+  uint64_t seed = 0;               // the Sampler's own mt19937_64 starts from it
+  std::vector<std::string> stop;   // stop strings (see stop_criteria.h)
+  bool ignore_eos = false;         // honoured by the scheduler's stop checks, not here
+
+  // Throws tokenmill::Error naming the first field out of range (NaN included):
+  // temperature in [0, kMaxTemperature], top_k >= 0, top_p in (0, 1], min_p in
+  // [0, 1], repetition_penalty in (0, kMaxRepetitionPenalty], penalty_last_n >= -1,
+  // |frequency_penalty| and |presence_penalty| <= 2, logit_bias ids in
+  // [0, vocab_size) with a value that is finite or -inf, at most
+  // kMaxStopStrings stop strings, none empty.
+  void validate(int32_t vocab_size) const;
+};
+
+}  // namespace tokenmill::sample
