@@ -1,0 +1,86 @@
+// AVX2 helpers shared by the *_avx2.cc files, and only those (it needs
+// -mavx2 -mfma -mf16c). Everything here has internal linkage so that no
+// AVX-encoded copy of it can be linked into code for other CPUs.
+#pragma once
+
+#include <immintrin.h>
+
+#include <cstdint>
+
+namespace tokenmill::kernels {
+namespace {  // NOLINT(build/namespaces): internal linkage on purpose, see above
+
+// Sum of the 8 lanes, in a fixed order (so results are reproducible).
+inline float hsum(__m256 v) {
+  __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+  s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+  s = _mm_add_ss(s, _mm_movehdup_ps(s));
+  return _mm_cvtss_f32(s);
+}
+
+inline double hsum_pd(__m256d v) {
+  __m128d s = _mm_add_pd(_mm256_castpd256_pd128(v), _mm256_extractf128_pd(v, 1));
+  s = _mm_add_sd(s, _mm_unpackhi_pd(s, s));
+  return _mm_cvtsd_f64(s);
+}
+
+inline float hmax(__m256 v) {
+  __m128 s = _mm_max_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+  s = _mm_max_ps(s, _mm_movehl_ps(s, s));
+  s = _mm_max_ss(s, _mm_movehdup_ps(s));
+  return _mm_cvtss_f32(s);
+}
+
+// Adds the squares of 8 floats to two double accumulators.
+inline void add_squares_pd(__m256 v, __m256d& acc0, __m256d& acc1) {
+  const __m256d lo = _mm256_cvtps_pd(_mm256_castps256_ps128(v));
+  const __m256d hi = _mm256_cvtps_pd(_mm256_extractf128_ps(v, 1));
+  acc0 = _mm256_fmadd_pd(lo, lo, acc0);
+  acc1 = _mm256_fmadd_pd(hi, hi, acc1);
+}
+
+inline void add_pd(__m256 v, __m256d& acc0, __m256d& acc1) {
+  acc0 = _mm256_add_pd(acc0, _mm256_cvtps_pd(_mm256_castps256_ps128(v)));
+  acc1 = _mm256_add_pd(acc1, _mm256_cvtps_pd(_mm256_extractf128_ps(v, 1)));
+}
+
+// e^x for 8 floats. x = n*ln2 + r with |r| <= ln2/2 (ln2 split in two for an
+// exact product), e^r by its degree-7 Taylor polynomial (truncation error
+// < 6e-9 relative), times 2^n built in the exponent bits. Measured error is
+// within 2 ulp (~2.4e-7 relative). Inputs are clamped to [-87.3, 88.3] so the
+// result stays a normal float: below the range it returns ~1.2e-38 instead of
+// a subnormal or 0 (an absolute error under 1.2e-38); above, ~2.2e38 instead
+// of overflowing. NaN inputs give unspecified results.
+inline __m256 exp_ps(__m256 x) {
+  x = _mm256_min_ps(_mm256_max_ps(x, _mm256_set1_ps(-87.3f)), _mm256_set1_ps(88.3f));
+  const __m256 n = _mm256_round_ps(_mm256_mul_ps(x, _mm256_set1_ps(1.44269504088896341f)),
+                                   _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+  __m256 r = _mm256_fnmadd_ps(n, _mm256_set1_ps(0.693359375f), x);
+  r = _mm256_fnmadd_ps(n, _mm256_set1_ps(-2.12194440e-4f), r);
+  __m256 p = _mm256_set1_ps(1.0f / 5040.0f);
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f / 720.0f));
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f / 120.0f));
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f / 24.0f));
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f / 6.0f));
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(0.5f));
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f));
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f));
+  const __m256i bits = _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127)), 23);
+  return _mm256_mul_ps(p, _mm256_castsi256_ps(bits));
+}
+
+// x / (1 + e^-z): x times the logistic sigmoid of z, without the cancellation
+// that 1 + tanh would have (silu and gelu_tanh are both of this form).
+inline __m256 mul_sigmoid_ps(__m256 x, __m256 z) {
+  const __m256 e = exp_ps(_mm256_sub_ps(_mm256_setzero_ps(), z));
+  return _mm256_div_ps(x, _mm256_add_ps(_mm256_set1_ps(1.0f), e));
+}
+
+// Mask for a partial vector of `count` (0..8) leading lanes.
+inline __m256i tail_mask(int64_t count) {
+  const __m256i idx = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+  return _mm256_cmpgt_epi32(_mm256_set1_epi32(static_cast<int>(count)), idx);
+}
+
+}  // namespace
+}  // namespace tokenmill::kernels
