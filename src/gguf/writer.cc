@@ -1,5 +1,6 @@
 #include "gguf/writer.h"
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
@@ -222,10 +223,14 @@ void GgufWriter::write(const std::string& path) const {
   };
   std::vector<uint8_t> header = encode_header();
   write_bytes(header.data(), header.size());
-  const std::vector<uint8_t> zeros(alignment_, 0);
+  static constexpr uint8_t kZeros[4096] = {};
   for (const PendingTensor& t : tensors_) {
     write_bytes(t.data.data(), t.data.size());
-    write_bytes(zeros.data(), align_up(t.data.size(), alignment_) - t.data.size());
+    for (uint64_t pad = align_up(t.data.size(), alignment_) - t.data.size(); pad > 0;) {
+      size_t n = std::min<uint64_t>(pad, sizeof(kZeros));
+      write_bytes(kZeros, n);
+      pad -= n;
+    }
   }
   std::FILE* file = std::exchange(tmp.file, nullptr);
   if (std::fclose(file) != 0) fail("cannot write '{}': {}", tmp.path, std::strerror(errno));

@@ -4,6 +4,7 @@
 #include <string_view>
 
 #include "kernels/ops.h"
+#include "kernels/quant.h"
 #include "util/error.h"
 
 namespace tokenmill::kernels {

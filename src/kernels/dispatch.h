@@ -113,6 +113,11 @@ void fused_rows(const WeightView& w, int64_t row_begin, int64_t row_end, const f
 void attend_head(const float* q, const float* k, const float* v, int64_t kv_stride,
                  int64_t j_begin, int64_t j_end, int64_t head_dim, float scale, float softcap,
                  float* out);
+// The quantized-type half of dequantize_row / fused_rows (matmul_quant_avx2.cc);
+// false when it has no decoder for the type.
+bool dequantize_row_quant(gguf::TensorType type, const void* src, float* dst, int64_t n);
+bool fused_rows_quant(const WeightView& w, int64_t row_begin, int64_t row_end, const float* x,
+                      int64_t num_tokens, float* y);
 }  // namespace avx2
 
 }  // namespace tokenmill::kernels

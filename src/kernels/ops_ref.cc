@@ -22,11 +22,14 @@ void swiglu_ref(float* gate, const float* up, int64_t n) {
   }
 }
 
+// 0.5 g (1 + tanh(u)) is evaluated as g / (1 + e^(-2u)): the same value
+// without the cancellation of 1 + tanh(u) for u << 0 (which would return 0
+// instead of ~1e-19 even in double).
 void geglu_tanh_ref(float* gate, const float* up, int64_t n) {
   const double k = std::sqrt(2.0 / std::numbers::pi);
   for (int64_t i = 0; i < n; ++i) {
     const double g = gate[i];
-    const double gelu = 0.5 * g * (1.0 + std::tanh(k * (g + 0.044715 * g * g * g)));
+    const double gelu = g / (1.0 + std::exp(-2.0 * k * (g + 0.044715 * g * g * g)));
     gate[i] = static_cast<float>(gelu * up[i]);
   }
 }

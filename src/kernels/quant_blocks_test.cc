@@ -83,7 +83,7 @@ TEST(QuantBlocks, Q4_1) {
     EXPECT_EQ(y[j], 0.25f * j - 1.0f) << j;
     EXPECT_EQ(y[j + 16], 0.25f * ((3 * j) % 16) - 1.0f) << j;
   }
-  EXPECT_EQ(y[21], 0.75f);  // j = 5: high nibble 15 -> 3.75 - 1
+  EXPECT_EQ(y[21], 2.75f);  // j = 5: high nibble 15 -> 3.75 - 1
 }
 
 // Fifth bits of the 32 elements, in element order.

@@ -3,6 +3,7 @@
 // quant.h. Counts are in blocks (nb) unless named otherwise.
 #pragma once
 
+#include <cmath>
 #include <cstdint>
 
 #include "kernels/quant_blocks.h"
@@ -40,8 +41,14 @@ void quantize_q4_k(const float* x, BlockQ4_K* y, int64_t nb, const float* import
 void quantize_q5_k(const float* x, BlockQ5_K* y, int64_t nb, const float* importance);
 void quantize_q6_k(const float* x, BlockQ6_K* y, int64_t nb, const float* importance);
 
-// Round half away from zero (the rounding every quantizer here uses).
-inline int round_int(float v) { return static_cast<int>(v >= 0.0f ? v + 0.5f : v - 0.5f); }
+// Round half away from zero (the rounding every quantizer here uses). The
+// argument is first clamped to +-1e9 (NaN -> +1e9) so that non-finite
+// input cannot make the float-to-int conversion undefined; callers clamp
+// the result to their code range anyway.
+inline int round_int(float v) {
+  v = std::fmax(std::fmin(v, 1e9f), -1e9f);
+  return static_cast<int>(v >= 0.0f ? v + 0.5f : v - 0.5f);
+}
 
 inline int clamp_int(int v, int lo, int hi) { return v < lo ? lo : (v > hi ? hi : v); }
 

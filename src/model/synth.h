@@ -1,7 +1,10 @@
 // Synthetic models: GGUF files with the exact layout of real llama, qwen2 and
 // gemma3 models, filled with deterministic random weights. They let tests,
 // benchmarks and the quantization tools run on any model size without
-// downloading one. Same options and seed => byte-identical file.
+// downloading one. Same options and seed => byte-identical file, whatever
+// the thread count (the normals come from tokenmill's own splitmix64 and
+// Box-Muller, so only libm's float log/sin/cos could differ across C
+// libraries).
 #pragma once
 
 #include <cstdint>

@@ -75,24 +75,30 @@ int32_t Sampler::sample(std::span<const float> logits, std::span<const int32_t> 
 
 int32_t Sampler::sample(std::span<const float> logits, std::span<const int32_t> history,
                         SamplerScratch& scratch) {
-  TM_CHECK_MSG(logits.size() == static_cast<size_t>(vocab_size_), "logits row is not [vocab]");
-  std::vector<float>& adjusted = scratch.logits;
-  adjusted.assign(logits.begin(), logits.end());
-  apply_bias_and_penalties(params_, adjusted, history, scratch.window);
-  if (params_.temperature == 0.0f) return sample_greedy(adjusted);
-
-  std::vector<Candidate>& cands = scratch.candidates;
-  cands.clear();
-  for (size_t i = 0; i < adjusted.size(); ++i) {
-    // `>` drops -inf (banned) and NaN alike.
-    if (adjusted[i] > kNegInf) cands.push_back({static_cast<int32_t>(i), adjusted[i]});
+  if (params_.temperature == 0.0f) {
+    adjust(logits, history, scratch);
+    return sample_greedy(scratch.logits);
   }
-  if (cands.empty()) fail("sampling: every token is banned (all logits are -inf after logit_bias)");
+  filter(logits, history, scratch);
+  return draw(scratch.candidates);
+}
+
+void Sampler::adjust(std::span<const float> logits, std::span<const int32_t> history,
+                     SamplerScratch& scratch) const {
+  TM_CHECK_MSG(logits.size() == static_cast<size_t>(vocab_size_), "logits row is not [vocab]");
+  scratch.logits.assign(logits.begin(), logits.end());
+  apply_bias_and_penalties(params_, scratch.logits, history, scratch.window);
+}
+
+void Sampler::filter(std::span<const float> logits, std::span<const int32_t> history,
+                     SamplerScratch& scratch) const {
+  adjust(logits, history, scratch);
+  std::vector<Candidate>& cands = scratch.candidates;
   bool sorted = false;
-  keep_top_k(cands, sorted);
+  collect_candidates(scratch.logits, cands, sorted);
+  if (cands.empty()) fail("sampling: every token is banned (all logits are -inf after logit_bias)");
   keep_top_p(cands, sorted);
   keep_min_p(cands);
-  return draw(cands);
 }
 
 int32_t Sampler::sample_greedy(std::span<const float> adjusted) {
@@ -109,12 +115,43 @@ int32_t Sampler::sample_greedy(std::span<const float> adjusted) {
   return best_id;
 }
 
-void Sampler::keep_top_k(std::vector<Candidate>& cands, bool& sorted) const {
+// Fills `cands` with the tokens that can survive the filters. With top-k it
+// selects the k best straight from the row with a k-element heap (O(vocab)
+// compares, ~k log(vocab / k) heap updates on typical rows) instead of copying
+// the whole vocabulary. With min-p alone it pre-drops tokens far below the
+// threshold (keep_min_p still applies the exact test). `>` drops -inf and NaN.
+void Sampler::collect_candidates(std::span<const float> adjusted, std::vector<Candidate>& cands,
+                                 bool& sorted) const {
+  cands.clear();
   const auto k = static_cast<size_t>(params_.top_k);
-  if (k == 0 || k >= cands.size()) return;
-  extend_sorted_prefix(cands, 0, k);
-  cands.resize(k);
-  sorted = true;
+  if (k > 0 && k < adjusted.size()) {
+    for (size_t i = 0; i < adjusted.size(); ++i) {
+      const Candidate c{static_cast<int32_t>(i), adjusted[i]};
+      if (!(c.logit > kNegInf)) continue;
+      if (cands.size() < k) {
+        cands.push_back(c);
+        std::push_heap(cands.begin(), cands.end(), better);  // front: worst kept
+      } else if (better(c, cands.front())) {
+        std::pop_heap(cands.begin(), cands.end(), better);
+        cands.back() = c;
+        std::push_heap(cands.begin(), cands.end(), better);
+      }
+    }
+    std::sort_heap(cands.begin(), cands.end(), better);  // best first
+    sorted = true;
+    return;
+  }
+  float floor = kNegInf;
+  if (params_.min_p > 0.0f && params_.top_p >= 1.0f) {
+    float lmax = kNegInf;
+    for (float v : adjusted) lmax = std::max(lmax, v);
+    floor = lmax + std::log(params_.min_p) - 1e-3f;  // loose by 1e-3: never drops a keeper
+  }
+  for (size_t i = 0; i < adjusted.size(); ++i) {
+    if (adjusted[i] > kNegInf && adjusted[i] >= floor) {
+      cands.push_back({static_cast<int32_t>(i), adjusted[i]});
+    }
+  }
 }
 
 // Keeps the shortest best-first prefix whose softmax mass (over the candidates
@@ -125,7 +162,7 @@ void Sampler::keep_top_p(std::vector<Candidate>& cands, bool& sorted) const {
   if (params_.top_p >= 1.0f) return;
   const float lmax = max_logit(cands, sorted);
   double total = 0.0;
-  for (const Candidate& c : cands) total += std::exp(static_cast<double>(c.logit - lmax));
+  for (const Candidate& c : cands) total += std::exp(c.logit - lmax);
   const double target = static_cast<double>(params_.top_p) * total;
 
   const size_t n = cands.size();
@@ -137,7 +174,7 @@ void Sampler::keep_top_p(std::vector<Candidate>& cands, bool& sorted) const {
       extend_sorted_prefix(cands, sorted_len, want);
       sorted_len = want;
     }
-    cum += std::exp(static_cast<double>(cands[i].logit - lmax));
+    cum += std::exp(cands[i].logit - lmax);
     if (cum >= target) {
       cands.resize(i + 1);
       break;
@@ -163,10 +200,10 @@ void Sampler::keep_min_p(std::vector<Candidate>& cands) const {
 // candidate has weight 1, so the total is >= 1.
 int32_t Sampler::draw(std::span<Candidate> cands) {
   const float lmax = max_logit(cands, false);
-  const double inv_t = 1.0 / static_cast<double>(params_.temperature);
+  const float inv_t = 1.0f / params_.temperature;
   double total = 0.0;
   for (Candidate& c : cands) {
-    c.logit = static_cast<float>(std::exp(static_cast<double>(c.logit - lmax) * inv_t));
+    c.logit = std::exp((c.logit - lmax) * inv_t);
     total += c.logit;
   }
   const double r = next_uniform() * total;

@@ -9,8 +9,10 @@
 // lower token id. Same seed + same logits sequence => same tokens, on any run.
 //
 // Thread-safety: none; one Sampler per sequence, driven by the engine thread.
-// Memory: the scratch grows to 12 bytes x vocab on the first stochastic call
-// (3 MiB for 262144); many Samplers can share one SamplerScratch instead.
+// Memory: the own scratch grows on first use to 4 bytes x vocab (the adjusted
+// row) plus 8 bytes per candidate (k with top-k, up to vocab without): 3 MiB
+// at most for 262144. Many Samplers can share one SamplerScratch instead, and
+// Samplers are move-only so that the scratch is never copied by accident.
 #pragma once
 
 #include <cstdint>
@@ -46,16 +48,29 @@ class Sampler {
  public:
   // Throws tokenmill::Error if params.validate(vocab_size) does.
   Sampler(const SamplingParams& params, int32_t vocab_size);
+  Sampler(Sampler&&) = default;
+  Sampler& operator=(Sampler&&) = default;
+  Sampler(const Sampler&) = delete;
+  Sampler& operator=(const Sampler&) = delete;
 
   // Picks the next token. `history` is every previous token of the sequence,
   // prompt included. Throws tokenmill::Error when no token is left to choose
   // (every logit -inf or NaN, e.g. logit_bias banned them all).
-  // Cost: O(vocab) plus O(k log k) for top-k, or O(m log m) for top-p with m
-  // the smallest prefix holding the mass (grown geometrically, no full sort).
+  // Cost: a copy and a scan of the row, then one exp per candidate: top-k
+  // selects with a k-element heap (no vocab-sized candidate list); top-p
+  // without top-k pays one exp per token and sorts only a geometrically grown
+  // best-first prefix covering the mass; greedy pays no exp at all.
   int32_t sample(std::span<const float> logits,  // [vocab]
                  std::span<const int32_t> history);
   int32_t sample(std::span<const float> logits,  // [vocab]
                  std::span<const int32_t> history, SamplerScratch& scratch);
+
+  // The stochastic path up to the draw: bias, penalties, top-k, top-p and
+  // min-p, leaving the survivors in scratch.candidates with their adjusted
+  // logits (temperature not applied), best first whenever top-k or top-p ran.
+  // Exposed for tests and diagnostics; throws like sample().
+  void filter(std::span<const float> logits,  // [vocab]
+              std::span<const int32_t> history, SamplerScratch& scratch) const;
 
   // Probability of the last chosen token in the distribution it was drawn from
   // (after every filter and the temperature); 1 for greedy.
@@ -65,8 +80,12 @@ class Sampler {
   int32_t vocab_size() const { return vocab_size_; }
 
  private:
+  // Copies logits into scratch.logits and applies bias and penalties there.
+  void adjust(std::span<const float> logits,  // [vocab]
+              std::span<const int32_t> history, SamplerScratch& scratch) const;
   int32_t sample_greedy(std::span<const float> adjusted);  // [vocab]
-  void keep_top_k(std::vector<Candidate>& cands, bool& sorted) const;
+  void collect_candidates(std::span<const float> adjusted,  // [vocab]
+                          std::vector<Candidate>& cands, bool& sorted) const;
   void keep_top_p(std::vector<Candidate>& cands, bool& sorted) const;
   void keep_min_p(std::vector<Candidate>& cands) const;
   int32_t draw(std::span<Candidate> cands);

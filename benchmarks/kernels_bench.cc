@@ -1,0 +1,144 @@
+// Kernel micro-benchmarks. GEMV (one token, decode) reports weight bytes
+// streamed per second; GEMM (64 tokens, prefill) reports FLOP/s; the Gemma 3
+// 270M benchmarks time the shapes of a real prefill. Run for example:
+//   kernels_bench --benchmark_filter=Gemv
+//   TOKENMILL_ISA=scalar kernels_bench --benchmark_filter=Gemm   (A/B)
+// Last argument of each benchmark is the thread count.
+#include <benchmark/benchmark.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <memory>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "kernels/attention.h"
+#include "kernels/matmul.h"
+#include "kernels/quant.h"
+#include "util/thread_pool.h"
+
+namespace tokenmill::kernels {
+namespace {
+
+using gguf::TensorType;
+
+std::vector<float> gaussian(int64_t n, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::normal_distribution<float> dist(0.0f, 1.0f);
+  std::vector<float> v(static_cast<size_t>(n));
+  for (auto& x : v) x = dist(rng);
+  return v;
+}
+
+// A random weight matrix quantized with the reference quantizer (one random
+// row repeated: quantizing 168M values for the output matrix would take
+// longer than the benchmark; the kernels' speed does not depend on values).
+struct Matrix {
+  Matrix(TensorType type, int64_t rows, int64_t cols) {
+    const int64_t rb = gguf::row_bytes(type, cols);
+    bytes.resize(static_cast<size_t>(rows * rb));
+    std::vector<uint8_t> row(static_cast<size_t>(rb));
+    for (int64_t r = 0; r < std::min<int64_t>(rows, 64); ++r) {
+      quantize_row_ref(type, gaussian(cols, static_cast<uint32_t>(r)).data(), bytes.data() + r * rb, cols);
+    }
+    for (int64_t r = 64; r < rows; ++r) std::copy_n(bytes.data() + (r % 64) * rb, rb, bytes.data() + r * rb);
+    view = {type, bytes.data(), rows, cols};
+  }
+  std::vector<uint8_t> bytes;
+  WeightView view;
+};
+
+ThreadPool& pool_with(int threads) {
+  static std::unique_ptr<ThreadPool> pools[9];
+  if (!pools[threads]) pools[threads] = std::make_unique<ThreadPool>(threads);
+  return *pools[threads];
+}
+
+// Args: type id, rows, cols, tokens, threads.
+void BM_Matmul(benchmark::State& state) {
+  const auto type = static_cast<TensorType>(state.range(0));
+  const int64_t rows = state.range(1), cols = state.range(2), tokens = state.range(3);
+  ThreadPool& pool = pool_with(static_cast<int>(state.range(4)));
+  Matrix w(type, rows, cols);
+  const auto x = gaussian(tokens * cols, 1);
+  std::vector<float> y(static_cast<size_t>(tokens * rows));
+  for (auto _ : state) {
+    matmul(w.view, x.data(), tokens, y.data(), pool);
+    benchmark::DoNotOptimize(y.data());
+  }
+  state.SetLabel(std::string(gguf::tensor_type_name(type)));
+  state.SetBytesProcessed(state.iterations() * static_cast<int64_t>(w.bytes.size()));
+  state.counters["FLOP/s"] = benchmark::Counter(2.0 * rows * cols * tokens * state.iterations(),
+                                                benchmark::Counter::kIsRate);
+}
+
+constexpr int64_t id(TensorType t) { return static_cast<int64_t>(t); }
+
+void gemv_args(benchmark::internal::Benchmark* b) {
+  for (TensorType t : {TensorType::Q8_0, TensorType::Q4_0, TensorType::Q4_K, TensorType::F16}) {
+    for (int64_t rows : {2048, 5632}) {
+      for (int threads : {1, 2}) b->Args({id(t), rows, 2048, 1, threads});
+    }
+  }
+  for (int threads : {1, 2}) b->Args({id(TensorType::Q8_0), 262144, 640, 1, threads});  // Gemma 3 output
+}
+
+void gemm_args(benchmark::internal::Benchmark* b) {
+  for (TensorType t : {TensorType::Q8_0, TensorType::Q4_0, TensorType::Q4_K, TensorType::Q6_K,
+                       TensorType::Q5_0, TensorType::F16, TensorType::F32}) {
+    for (int threads : {1, 2}) b->Args({id(t), 2048, 2048, 64, threads});
+  }
+}
+
+BENCHMARK(BM_Matmul)->Name("Gemv")->Apply(gemv_args)->Unit(benchmark::kMicrosecond)->UseRealTime();
+BENCHMARK(BM_Matmul)->Name("Gemm")->Apply(gemm_args)->Unit(benchmark::kMillisecond)->UseRealTime();
+
+// One Gemma 3 270M layer's projections for a 500-token prefill chunk (hidden
+// 640, 4 query heads and 1 KV head of 256, FFN 2048), with the types of the
+// Q4_K_M file. Times 18 for the model; plus the attention below.
+void BM_Gemma3LayerProjections(benchmark::State& state) {
+  ThreadPool& pool = pool_with(static_cast<int>(state.range(0)));
+  const int64_t tokens = 500;
+  struct Proj { TensorType type; int64_t rows, cols; };
+  // K-quants need cols % 256 == 0, so the 640-column matrices fall back to
+  // Q5_0 / Q8_0 in that file.
+  const Proj projs[] = {{TensorType::Q5_0, 1024, 640}, {TensorType::Q5_0, 256, 640},
+                        {TensorType::Q8_0, 256, 640},  {TensorType::Q4_K, 640, 1024},
+                        {TensorType::Q5_0, 2048, 640}, {TensorType::Q5_0, 2048, 640},
+                        {TensorType::Q6_K, 640, 2048}};
+  std::vector<Matrix> ws;
+  double flops = 0;
+  for (const Proj& p : projs) ws.emplace_back(p.type, p.rows, p.cols), flops += 2.0 * p.rows * p.cols * tokens;
+  const auto x = gaussian(tokens * 2048, 2);
+  std::vector<float> y(static_cast<size_t>(tokens * 2048));
+  for (auto _ : state) {
+    for (const Matrix& w : ws) matmul(w.view, x.data(), tokens, y.data(), pool);
+    benchmark::DoNotOptimize(y.data());
+  }
+  state.counters["FLOP/s"] = benchmark::Counter(flops * state.iterations(), benchmark::Counter::kIsRate);
+}
+BENCHMARK(BM_Gemma3LayerProjections)->Arg(1)->Arg(2)->Unit(benchmark::kMillisecond)->UseRealTime();
+
+// Causal attention of a 500-token prefill, 4 query heads sharing 1 KV head.
+void BM_Gemma3Attention(benchmark::State& state) {
+  ThreadPool& pool = pool_with(static_cast<int>(state.range(0)));
+  const int64_t tokens = 500;
+  const AttentionShape shape{4, 1, 256, 1.0f / 16.0f, state.range(1), 0.0f};
+  const auto q = gaussian(tokens * 4 * 256, 3);
+  const auto k = gaussian(tokens * 256, 4);
+  const auto v = gaussian(tokens * 256, 5);
+  std::vector<int64_t> pos(static_cast<size_t>(tokens));
+  for (int64_t t = 0; t < tokens; ++t) pos[static_cast<size_t>(t)] = t;
+  std::vector<float> out(q.size());
+  for (auto _ : state) {
+    attention(shape, q.data(), pos.data(), tokens, k.data(), v.data(), tokens, out.data(), pool);
+    benchmark::DoNotOptimize(out.data());
+  }
+}
+BENCHMARK(BM_Gemma3Attention)->Args({1, 0})->Args({2, 0})->Args({2, 512})->Unit(benchmark::kMillisecond)->UseRealTime();
+
+}  // namespace
+}  // namespace tokenmill::kernels
+
+BENCHMARK_MAIN();

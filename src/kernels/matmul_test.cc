@@ -1,0 +1,213 @@
+// matmul: every ISA and every weight type the quant layer supports against
+// matmul_ref (dequantize, then dot in double), over token counts that hit the
+// fused decode path and the panel path, odd row counts, misaligned x/y, and
+// 1/2/3 threads (which must agree bit for bit).
+#include "kernels/matmul.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "kernels/dispatch.h"
+#include "kernels/quant.h"
+
+namespace tokenmill::kernels {
+namespace {
+
+using gguf::TensorType;
+
+std::vector<const KernelTable*> tables() {
+  std::vector<const KernelTable*> t = {&scalar_kernels()};
+  if (const KernelTable* avx2 = kernels_for(Isa::kAvx2)) t.push_back(avx2);
+  return t;
+}
+
+std::vector<TensorType> weight_types() {
+  std::vector<TensorType> types;
+  for (TensorType t : {TensorType::F32, TensorType::F16, TensorType::BF16, TensorType::Q4_0,
+                       TensorType::Q4_1, TensorType::Q5_0, TensorType::Q5_1, TensorType::Q8_0,
+                       TensorType::Q8_1, TensorType::Q2_K, TensorType::Q3_K, TensorType::Q4_K,
+                       TensorType::Q5_K, TensorType::Q6_K, TensorType::Q8_K, TensorType::BF16}) {
+    if (can_quantize(t)) types.push_back(t);
+  }
+  return types;
+}
+
+std::vector<float> gaussian(int64_t n, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::normal_distribution<float> dist(0.0f, 1.0f);
+  std::vector<float> v(static_cast<size_t>(n));
+  for (auto& x : v) x = dist(rng);
+  return v;
+}
+
+// A weight matrix quantized row by row with the reference quantizer.
+struct Weights {
+  Weights(TensorType type, int64_t rows, int64_t cols, uint32_t seed) {
+    const int64_t rb = gguf::row_bytes(type, cols);
+    bytes.resize(static_cast<size_t>(rows * rb));
+    const auto values = gaussian(rows * cols, seed);
+    for (int64_t r = 0; r < rows; ++r) {
+      quantize_row_ref(type, values.data() + r * cols, bytes.data() + r * rb, cols);
+    }
+    view = {type, bytes.data(), rows, cols};
+  }
+  std::vector<uint8_t> bytes;
+  WeightView view;
+};
+
+// Columns to test: a few multiples of the block size; for the float types
+// also lengths that leave a partial vector.
+std::vector<int64_t> col_counts(TensorType type) {
+  const int64_t bs = gguf::tensor_type_info(type).block_size;
+  if (bs == 1) return {1, 19, 72, 640};
+  if (bs == 32) return {32, 96, 640};
+  return {256, 512};
+}
+
+// Float accumulation bound: each rounding step costs at most 2^-24 of the
+// running |sum|, which is <= sum |w x|. AVX2 sums cols/8 FMAs per lane, then
+// 8 lanes and up to 4 partial accumulators: cols/8 + 16 steps; the scalar
+// ISA sums sequentially: cols steps. So |err| <= (steps + 1) * 2^-24 *
+// sum_c |w_c x_c| (the +1 for the double reference's final rounding). A wrong
+// element or scale is ~|w x| ~ sum/cols, orders of magnitude above this.
+void expect_close(const KernelTable& kt, const WeightView& w, const float* x, int64_t num_tokens,
+                  const float* y, const std::vector<float>& ref, const std::string& what) {
+  const double steps = kt.isa == Isa::kScalar ? static_cast<double>(w.cols)
+                                              : static_cast<double>(w.cols) / 8 + 16;
+  std::vector<float> row(static_cast<size_t>(w.cols));
+  for (int64_t r = 0; r < w.rows; ++r) {
+    dequantize_weight_row(w, r, row.data());
+    for (int64_t t = 0; t < num_tokens; ++t) {
+      double abs_sum = 0;
+      for (int64_t c = 0; c < w.cols; ++c) abs_sum += std::fabs(double(row[c]) * x[t * w.cols + c]);
+      const double tol = (steps + 1) * std::ldexp(1.0, -24) * abs_sum + 1e-30;
+      const size_t i = static_cast<size_t>(t * w.rows + r);
+      ASSERT_NEAR(y[i], ref[i], tol) << what << " row " << r << " token " << t;
+    }
+  }
+}
+
+TEST(Matmul, EveryTypeMatchesReference) {
+  ThreadPool pool(2);
+  for (const KernelTable* kt : tables()) {
+    for (TensorType type : weight_types()) {
+      for (int64_t cols : col_counts(type)) {
+        const int64_t rows = 37;  // not a multiple of the 4-row tiles or of 16-row units
+        Weights w(type, rows, cols, 7 + static_cast<uint32_t>(cols));
+        for (int64_t nt : {1, 2, 3, 4, 5, 7, 17, 64}) {
+          const int off = static_cast<int>(nt % 8);  // misaligned x and y
+          std::vector<float> xs(static_cast<size_t>(nt * cols + 8));
+          const auto xv = gaussian(nt * cols, 99);
+          std::copy(xv.begin(), xv.end(), xs.begin() + off);
+          const float* x = xs.data() + off;
+          std::vector<float> ys(static_cast<size_t>(nt * rows + 8), -1.0f);
+          float* y = ys.data() + (7 - off);
+          std::vector<float> ref(static_cast<size_t>(nt * rows));
+          matmul_ref(w.view, x, nt, ref.data());
+          matmul_with(*kt, w.view, x, nt, y, pool);
+          const std::string what = std::string(isa_name(kt->isa)) + " " +
+                                   std::string(gguf::tensor_type_name(type)) + " cols=" +
+                                   std::to_string(cols) + " tokens=" + std::to_string(nt);
+          expect_close(*kt, w.view, x, nt, y, ref, what);
+          ASSERT_EQ(y[nt * rows], -1.0f) << what << ": wrote past y";
+          if (7 - off > 0) {
+            ASSERT_EQ(y[-1], -1.0f) << what << ": wrote before y";
+          }
+        }
+      }
+    }
+  }
+}
+
+// The row split over threads must not change a single bit.
+TEST(Matmul, ThreadCountDoesNotChangeResults) {
+  ThreadPool one(1), two(2), three(3);
+  for (const KernelTable* kt : tables()) {
+    for (TensorType type : {TensorType::F32, TensorType::F16, TensorType::Q8_0, TensorType::Q4_K,
+                            TensorType::Q6_K, TensorType::Q5_0, TensorType::Q3_K}) {
+      Weights w(type, 203, 512, 5);
+      for (int64_t nt : {1, 3, 17, 64}) {
+        const auto x = gaussian(nt * 512, 6);
+        std::vector<float> y1(static_cast<size_t>(nt * 203)), y2(y1.size()), y3(y1.size());
+        matmul_with(*kt, w.view, x.data(), nt, y1.data(), one);
+        matmul_with(*kt, w.view, x.data(), nt, y2.data(), two);
+        matmul_with(*kt, w.view, x.data(), nt, y3.data(), three);
+        ASSERT_EQ(0, std::memcmp(y1.data(), y2.data(), y1.size() * sizeof(float)))
+            << isa_name(kt->isa) << " " << gguf::tensor_type_name(type) << " tokens=" << nt;
+        ASSERT_EQ(0, std::memcmp(y1.data(), y3.data(), y1.size() * sizeof(float)));
+      }
+    }
+  }
+}
+
+// A prefill-sized product, large enough for several panels per thread and
+// several token blocks (cols 2048: 32 tokens per 256 KiB block).
+TEST(Matmul, LargePrefillMatchesReference) {
+  ThreadPool pool(2);
+  Weights w(TensorType::Q4_K, 150, 2048, 3);
+  const int64_t nt = 70;
+  const auto x = gaussian(nt * 2048, 4);
+  std::vector<float> y(static_cast<size_t>(nt * 150)), ref(y.size());
+  matmul_ref(w.view, x.data(), nt, ref.data());
+  matmul(w.view, x.data(), nt, y.data(), pool);
+  expect_close(active_kernels(), w.view, x.data(), nt, y.data(), ref, "Q4_K 150x2048 x 70");
+}
+
+// The AVX2 decoders reproduce the reference dequantization exactly (same
+// float operations in the same order).
+TEST(Matmul, FastDequantizeIsExact) {
+  for (const KernelTable* kt : tables()) {
+    for (TensorType type : weight_types()) {
+      const int64_t cols = gguf::tensor_type_info(type).block_size == 1 ? 77 : 1024;
+      Weights w(type, 1, cols, 11);
+      std::vector<float> a(static_cast<size_t>(cols) + 1, -7.0f), b(static_cast<size_t>(cols));
+      kt->dequantize_row(type, w.bytes.data(), a.data(), cols);
+      dequantize_row_ref(type, w.bytes.data(), b.data(), cols);
+      for (int64_t c = 0; c < cols; ++c) {
+        ASSERT_EQ(a[c], b[c]) << isa_name(kt->isa) << " " << gguf::tensor_type_name(type) << " c=" << c;
+      }
+      ASSERT_EQ(a[cols], -7.0f) << "wrote past the row";
+    }
+  }
+}
+
+TEST(Matmul, DequantizeWeightRowPicksTheRow) {
+  Weights w(TensorType::Q8_0, 5, 64, 21);
+  std::vector<float> got(64), want(64);
+  dequantize_weight_row(w.view, 3, got.data());
+  dequantize_row_ref(TensorType::Q8_0, w.bytes.data() + 3 * gguf::row_bytes(TensorType::Q8_0, 64),
+                     want.data(), 64);
+  EXPECT_EQ(got, want);
+}
+
+// Hand-computed: W = [[1, 2], [3, 4], [-1, 0.5]] (F32), x = [[1, 1], [2, -1]].
+TEST(Matmul, SmallHandComputed) {
+  const float wd[6] = {1, 2, 3, 4, -1, 0.5f};
+  const float x[4] = {1, 1, 2, -1};
+  const WeightView w{TensorType::F32, wd, 3, 2};
+  ThreadPool pool(2);
+  for (const KernelTable* kt : tables()) {
+    float y[6];
+    matmul_with(*kt, w, x, 2, y, pool);
+    const float want[6] = {3, 7, -0.5f, 0, 2, -2.5f};
+    for (int i = 0; i < 6; ++i) EXPECT_EQ(y[i], want[i]) << isa_name(kt->isa) << " i=" << i;
+  }
+}
+
+TEST(Matmul, EmptyShapes) {
+  ThreadPool pool(2);
+  const float x[4] = {1, 2, 3, 4};
+  float y[4] = {5, 5, 5, 5};
+  matmul(WeightView{TensorType::F32, x, 2, 2}, x, 0, y, pool);  // no tokens: y untouched
+  EXPECT_EQ(y[0], 5.0f);
+  matmul(WeightView{TensorType::F32, nullptr, 4, 0}, x, 1, y, pool);  // no columns: zeros
+  for (float v : y) EXPECT_EQ(v, 0.0f);
+}
+
+}  // namespace
+}  // namespace tokenmill::kernels
