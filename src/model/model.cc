@@ -34,6 +34,8 @@ Model::Model(gguf::GgufFile file)
       weights_(ModelWeights::bind(file_, config_)),
       scratch_(std::make_unique<Scratch>()) {}
 
+Model::~Model() = default;
+
 namespace {
 
 void validate_chunks(const ModelConfig& c, std::span<const SequenceChunk> chunks) {

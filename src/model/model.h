@@ -33,6 +33,7 @@ class Model {
  public:
   // Maps and binds the file. Throws Error for unreadable or unsupported files.
   static std::unique_ptr<Model> load(const std::string& path);
+  ~Model();
 
   const ModelConfig& config() const { return config_; }
   const gguf::GgufFile& file() const { return file_; }

@@ -5,14 +5,14 @@
 
 #include <cstdio>
 #include <cstdlib>
-#include <source_location>
 
 namespace tokenmill {
 
-[[noreturn]] inline void check_failed(const char* expr, const char* msg,
-                                      std::source_location loc = std::source_location::current()) {
-  std::fprintf(stderr, "%s:%u: CHECK failed: %s%s%s\n", loc.file_name(), loc.line(), expr,
-               msg[0] ? " — " : "", msg);
+// The call site is captured with the builtins rather than std::source_location,
+// which clang 14 cannot use with libstdc++ 12 (the fuzz build).
+[[noreturn]] inline void check_failed(const char* expr, const char* msg, const char* file = __builtin_FILE(),
+                                      unsigned line = __builtin_LINE()) {
+  std::fprintf(stderr, "%s:%u: CHECK failed: %s%s%s\n", file, line, expr, msg[0] ? " — " : "", msg);
   std::abort();
 }
 
