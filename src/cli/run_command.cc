@@ -13,6 +13,7 @@
 #include "sample/sampler.h"
 #include "sample/stop_criteria.h"
 #include "tokenizer/chat_template.h"
+#include "tokenizer/incremental_detokenizer.h"
 #include "tokenizer/tokenizer.h"
 #include "util/clock.h"
 #include "util/error.h"

@@ -60,7 +60,10 @@ class SpmSession {
     size_t offs = 0;
     int index = 0;
     while (offs < text_.size()) {
-      size_t len = std::min(utf8_char_length(static_cast<uint8_t>(text_[offs])), text_.size() - offs);
+      // A valid character, or one byte of text that is not UTF-8 (llama.cpp
+      // would swallow the following bytes with it; one byte keeps them intact).
+      const int n = utf8_check_sequence(text_.substr(offs));
+      const size_t len = n > 0 ? static_cast<size_t>(n) : 1;
       Symbol sym{index - 1, offs + len == text_.size() ? -1 : index + 1, offs, len};
       symbols_.push_back(sym);
       offs += len;

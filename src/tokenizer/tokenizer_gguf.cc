@@ -112,6 +112,7 @@ Tokenizer Tokenizer::from_gguf(const gguf::GgufFile& file) {
     }
     spec.merges = read_strings(file, "tokenizer.ggml.merges");
     spec.pre_tokenizer = file.get_string_or("tokenizer.ggml.pre", "default");
+    if (spec.pre_tokenizer.empty()) spec.pre_tokenizer = "default";  // as llama.cpp
   }
   spec.bos_id = read_id(file, "tokenizer.ggml.bos_token_id");
   spec.eos_id = read_id(file, "tokenizer.ggml.eos_token_id");

@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <fstream>
+#include <random>
 #include <sstream>
 
 #include "gguf/reader.h"
@@ -100,6 +101,34 @@ TEST_P(VocabConformance, IncrementalDetokenizerMatchesDecode) {
     }
     joined += d.flush();
     EXPECT_EQ(joined, t.decode(ids, true));
+  }
+}
+
+TEST_P(VocabConformance, RandomBytesRoundTrip) {
+  // Mixed ASCII, multi-byte characters and bytes that are not UTF-8 at all:
+  // every vocabulary here is lossless on them (byte fallback or byte-level).
+  Tokenizer t = Tokenizer::from_gguf(gguf::GgufFile::open(path_.string()));
+  const std::vector<std::string> atoms = {"a", "Z", " ", "  ", "\n", "\t", "7", "'s", "!",
+                                          "\xC3\xA9", "\xE4\xBD\xA0", "\xF0\x9F\xA6\x99",
+                                          "\xFF", "\x80", "\xC3", "\xE2\x96"};
+  // Some byte-level vocabularies have no plain token for bytes that never
+  // occur in UTF-8 (falcon and starcoder lack 0xFF; deepseek-coder has them
+  // as user-defined tokens, which decode as their text): valid text only.
+  bool every_byte = true;
+  for (int b = 0; b < 256; ++b) {
+    char hex[8];
+    std::snprintf(hex, sizeof hex, "<0x%02X>", b);
+    const bool spm = t.kind() == TokenizerKind::kSpm;
+    std::optional<int32_t> id =
+        t.find_token(spm ? std::string(hex) : byte_level_encode(std::string(1, static_cast<char>(b))));
+    every_byte &= id.has_value() && t.token_type(*id) == (spm ? TokenType::kByte : TokenType::kNormal);
+  }
+  const size_t num_atoms = every_byte ? atoms.size() : atoms.size() - 4;
+  std::mt19937 rng(42);
+  for (int trial = 0; trial < 100; ++trial) {
+    std::string text;
+    for (int i = static_cast<int>(rng() % 40); i > 0; --i) text += atoms[rng() % num_atoms];
+    EXPECT_EQ(t.decode(t.encode(text, false, false), true), text);
   }
 }
 

