@@ -3,12 +3,15 @@
 // forward pass against other implementations.
 #include <cstdio>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "cli/cli_util.h"
 #include "cli/commands.h"
+#include "kv/kv_dtype.h"
 #include "model/model.h"
+#include "model/single_sequence.h"
 #include "tokenizer/tokenizer.h"
 #include "util/error.h"
 
@@ -21,6 +24,7 @@ struct LogitsOptions {
   std::string text_file;
   std::string out_path;
   int64_t batch = 128;
+  std::string kv_dtype = "f32";  // exact by default: this command checks the maths
   int threads = 0;
 };
 
@@ -50,17 +54,18 @@ void run(const LogitsOptions& o) {
   }
   if (tokens.empty()) fail("no tokens to evaluate");
   if (o.batch < 1) fail("--batch must be >= 1");
+  const std::optional<kv::KvDtype> kv_dtype = kv::kv_dtype_from_name(o.kv_dtype);
+  if (!kv_dtype) fail("--kv-dtype '{}' is not one of: f16, f32", o.kv_dtype);
+  model::SingleSequence seq(*m, static_cast<int64_t>(tokens.size()), *kv_dtype);
 
   std::FILE* f = std::fopen((o.out_path + ".tmp").c_str(), "wb");
   if (!f) fail("cannot write '{}'", o.out_path);
   write_npy_header(f, static_cast<int64_t>(tokens.size()), c.n_vocab);
   ThreadPool pool(o.threads);
-  model::SequenceKvCache cache(c, static_cast<int64_t>(tokens.size()));
   std::vector<float> logits;
   for (size_t pos = 0; pos < tokens.size(); pos += static_cast<size_t>(o.batch)) {
     const size_t n = std::min(tokens.size() - pos, static_cast<size_t>(o.batch));
-    const model::SequenceChunk chunk{{tokens.data() + pos, n}, static_cast<int64_t>(pos), &cache, true};
-    m->forward({&chunk, 1}, logits, pool);
+    seq.forward({tokens.data() + pos, n}, /*all_logits=*/true, logits, pool);
     std::fwrite(logits.data(), sizeof(float), logits.size(), f);
   }
   const bool ok = std::ferror(f) == 0;
@@ -84,6 +89,7 @@ void add_logits_command(CLI::App& app) {
   cmd->add_option("-o,--output", opts->out_path, "Output .npy path")->required();
   cmd->add_option("-b,--batch", opts->batch, "Tokens per forward step")->capture_default_str();
   cmd->add_option("-t,--threads", opts->threads, "Threads (default: all cores)");
+  cmd->add_option("--kv-dtype", opts->kv_dtype, "KV cache element type: f16|f32")->capture_default_str();
   cmd->callback([opts] { run(*opts); });
 }
 

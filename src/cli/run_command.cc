@@ -9,7 +9,9 @@
 
 #include "cli/cli_util.h"
 #include "cli/commands.h"
+#include "kv/kv_dtype.h"
 #include "model/model.h"
+#include "model/single_sequence.h"
 #include "sample/sampler.h"
 #include "sample/stop_criteria.h"
 #include "tokenizer/chat_template.h"
@@ -33,6 +35,7 @@ struct RunOptions {
   int64_t n_predict = 128;
   int64_t ctx_size = 0;  // 0: prompt + n_predict, capped by the model's context
   int64_t batch = 512;
+  std::string kv_dtype = "f16";
   int threads = 0;
   std::optional<uint64_t> seed;
   std::vector<std::string> logit_bias;
@@ -103,6 +106,8 @@ void run(RunOptions o) {
   if (tokens.empty()) fail("the prompt is empty");
   if (o.n_predict < 0) fail("-n must be >= 0, got {}", o.n_predict);
   if (o.batch < 1) fail("--batch must be >= 1, got {}", o.batch);
+  const std::optional<kv::KvDtype> kv_dtype = kv::kv_dtype_from_name(o.kv_dtype);
+  if (!kv_dtype) fail("--kv-dtype '{}' is not one of: f16, f32", o.kv_dtype);
   const int64_t needed = static_cast<int64_t>(tokens.size()) + o.n_predict;
   const int64_t ctx = o.ctx_size > 0 ? o.ctx_size : std::min(needed, c.n_ctx_train);
   if (static_cast<int64_t>(tokens.size()) > ctx)
@@ -116,7 +121,7 @@ void run(RunOptions o) {
   if (tok) detok.emplace(*tok);
 
   ThreadPool pool(o.threads);
-  model::SequenceKvCache cache(c, ctx);
+  model::SingleSequence seq(*m, ctx, *kv_dtype);
   std::vector<float> logits;
   Timings tm;
   tm.prompt_tokens = static_cast<int64_t>(tokens.size());
@@ -125,8 +130,7 @@ void run(RunOptions o) {
   const SteadyClock::time_point prefill_start = SteadyClock::now();
   for (size_t pos = 0; pos < tokens.size(); pos += static_cast<size_t>(o.batch)) {
     const size_t n = std::min(tokens.size() - pos, static_cast<size_t>(o.batch));
-    const model::SequenceChunk chunk{{tokens.data() + pos, n}, static_cast<int64_t>(pos), &cache, false};
-    m->forward({&chunk, 1}, logits, pool);
+    seq.forward({tokens.data() + pos, n}, /*all_logits=*/false, logits, pool);
   }
   tm.prefill_s = seconds_since(prefill_start);
 
@@ -145,12 +149,11 @@ void run(RunOptions o) {
       stopped = r.stopped;
     }
     if (stopped || static_cast<int64_t>(generated.size()) >= o.n_predict) break;
-    if (cache.size() >= cache.capacity()) {
-      std::fprintf(stderr, "\n[context full at %lld tokens]\n", static_cast<long long>(cache.size()));
+    if (seq.size() >= seq.capacity()) {
+      std::fprintf(stderr, "\n[context full at %lld tokens]\n", static_cast<long long>(seq.size()));
       break;
     }
-    const model::SequenceChunk chunk{{&tokens.back(), 1}, cache.size(), &cache, false};
-    m->forward({&chunk, 1}, logits, pool);
+    seq.forward({&tokens.back(), 1}, /*all_logits=*/false, logits, pool);
   }
   tm.decode_s = seconds_since(decode_start);
   tm.generated = static_cast<int64_t>(generated.size());
@@ -190,6 +193,7 @@ void add_run_command(CLI::App& app) {
   cmd->add_option("-c,--ctx-size", opts->ctx_size, "Context size (default: prompt + n, capped)");
   cmd->add_option("-b,--batch", opts->batch, "Prefill chunk size in tokens")->capture_default_str();
   cmd->add_option("-t,--threads", opts->threads, "Threads (default: all cores)");
+  cmd->add_option("--kv-dtype", opts->kv_dtype, "KV cache element type: f16|f32")->capture_default_str();
   cmd->add_option("-s,--seed", opts->seed, "Sampling seed (default: random, printed)");
   auto& s = opts->sampling;
   s.temperature = 0.8f;

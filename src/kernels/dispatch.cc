@@ -24,6 +24,7 @@ KernelTable make_scalar_table() {
   t.fused_supports = nullptr;
   t.fused_rows = nullptr;
   t.attend_head = scalar::attend_head;
+  t.paged_attend_group = scalar::paged_attend_group;
   return t;
 }
 
@@ -41,6 +42,7 @@ KernelTable make_avx2_table() {
   t.fused_supports = avx2::fused_supports;
   t.fused_rows = avx2::fused_rows;
   t.attend_head = avx2::attend_head;
+  t.paged_attend_group = avx2::paged_attend_group;
   return t;
 }
 

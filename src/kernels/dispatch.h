@@ -19,6 +19,7 @@
 #include "kernels/attention.h"
 #include "kernels/cpu_features.h"
 #include "kernels/matmul.h"
+#include "kernels/paged_attention.h"
 
 namespace tokenmill::kernels {
 
@@ -64,7 +65,21 @@ struct KernelTable {
   void (*attend_head)(const float* q, const float* k, const float* v, int64_t kv_stride,
                       int64_t j_begin, int64_t j_end, int64_t head_dim, float scale,
                       float softcap, float* out) = nullptr;
+
+  // --- paged attention building block (paged_attention.h) ---
+  // One (token, KV head) pair: each of the num_heads (<= kMaxPagedGroup)
+  // query heads q[g] = q + g * head_dim attends the keys at positions
+  // [j_begin, j_end) of KV head kv_head, read through block_table, into
+  // out + g * head_dim. Each K and V row is loaded (and converted) once for
+  // all num_heads heads. Each head's result does not depend on num_heads.
+  // Precondition: j_begin < j_end.
+  void (*paged_attend_group)(const PagedKv& kv, const int32_t* block_table, int64_t kv_head,
+                             const float* q, int64_t num_heads, int64_t j_begin, int64_t j_end,
+                             int64_t head_dim, float scale, float softcap, float* out) = nullptr;
 };
+
+// The most query heads one paged_attend_group call takes.
+inline constexpr int64_t kMaxPagedGroup = 8;
 
 // The most tokens a fused decode kernel handles in one call.
 inline constexpr int64_t kMaxFusedTokens = 4;
@@ -87,6 +102,10 @@ void matmul_with(const KernelTable& kt, const WeightView& w, const float* x, int
 void attention_with(const KernelTable& kt, const AttentionShape& shape, const float* q,
                     const int64_t* q_pos, int64_t num_tokens, const float* k, const float* v,
                     int64_t n_ctx, float* out, ThreadPool& pool);
+void paged_attention_with(const KernelTable& kt, const AttentionShape& shape, const float* q,
+                          const int64_t* q_pos, int64_t num_tokens, const PagedKv& kv,
+                          std::span<const int32_t> block_table, int64_t n_ctx, float* out,
+                          ThreadPool& pool);
 
 // Per-ISA implementations, referenced by the tables in dispatch.cc.
 namespace scalar {
@@ -95,6 +114,9 @@ void gemm_f32(const float* w, int64_t w_stride, int64_t num_rows, const float* x
 void attend_head(const float* q, const float* k, const float* v, int64_t kv_stride,
                  int64_t j_begin, int64_t j_end, int64_t head_dim, float scale, float softcap,
                  float* out);
+void paged_attend_group(const PagedKv& kv, const int32_t* block_table, int64_t kv_head,
+                        const float* q, int64_t num_heads, int64_t j_begin, int64_t j_end,
+                        int64_t head_dim, float scale, float softcap, float* out);
 }  // namespace scalar
 
 namespace avx2 {
@@ -113,6 +135,9 @@ void fused_rows(const WeightView& w, int64_t row_begin, int64_t row_end, const f
 void attend_head(const float* q, const float* k, const float* v, int64_t kv_stride,
                  int64_t j_begin, int64_t j_end, int64_t head_dim, float scale, float softcap,
                  float* out);
+void paged_attend_group(const PagedKv& kv, const int32_t* block_table, int64_t kv_head,
+                        const float* q, int64_t num_heads, int64_t j_begin, int64_t j_end,
+                        int64_t head_dim, float scale, float softcap, float* out);
 // The quantized-type half of dequantize_row / fused_rows (matmul_quant_avx2.cc);
 // false when it has no decoder for the type.
 bool dequantize_row_quant(gguf::TensorType type, const void* src, float* dst, int64_t n);

@@ -3,8 +3,8 @@
 #include <algorithm>
 #include <cmath>
 
-#include "kernels/attention.h"
 #include "kernels/ops.h"
+#include "kernels/paged_attention.h"
 #include "util/check.h"
 #include "util/error.h"
 
@@ -36,21 +36,44 @@ Model::Model(gguf::GgufFile file)
 
 Model::~Model() = default;
 
+kv::KvGeometry Model::kv_geometry(int64_t block_size, kv::KvDtype dtype) const {
+  kv::KvGeometry g;
+  g.n_layer = config_.n_layer;
+  g.n_kv_dim = config_.n_kv_dim();
+  g.block_size = block_size;
+  g.dtype = dtype;
+  return g;
+}
+
 namespace {
 
-void validate_chunks(const ModelConfig& c, std::span<const SequenceChunk> chunks) {
+void validate_step(const ModelConfig& c, std::span<const SequenceChunk> chunks, const kv::PagedKvStorage& kv) {
+  const kv::KvGeometry& g = kv.geometry();
+  if (g.n_layer != c.n_layer || g.n_kv_dim != c.n_kv_dim())
+    fail("forward: the KV pool has {} layers of {} K/V dims, the model needs {} of {}", g.n_layer, g.n_kv_dim,
+         c.n_layer, c.n_kv_dim());
   for (const SequenceChunk& ch : chunks) {
-    if (ch.cache == nullptr) fail("forward: chunk without a KV cache");
     if (ch.tokens.empty()) fail("forward: empty chunk");
-    if (ch.start_pos != ch.cache->size())
-      fail("forward: chunk starts at position {} but its cache holds {}", ch.start_pos, ch.cache->size());
-    const int64_t end = ch.start_pos + static_cast<int64_t>(ch.tokens.size());
-    if (end > ch.cache->capacity())
-      fail("context is full: {} positions needed, the cache holds {}", end, ch.cache->capacity());
+    if (ch.start_pos < 0) fail("forward: chunk starts at negative position {}", ch.start_pos);
     for (int32_t t : ch.tokens) {
       if (t < 0 || t >= c.n_vocab) fail("token id {} is outside the vocabulary [0, {})", t, c.n_vocab);
     }
+    const int64_t end = ch.start_pos + static_cast<int64_t>(ch.tokens.size());
+    const int64_t needed = (end + g.block_size - 1) / g.block_size;
+    if (static_cast<int64_t>(ch.block_table.size()) < needed)
+      fail("forward: positions [0, {}) need {} blocks of {}, the block table has {}", end, needed, g.block_size,
+           ch.block_table.size());
+    for (int64_t b = 0; b < needed; ++b) {
+      const int32_t id = ch.block_table[static_cast<size_t>(b)];
+      if (id < 0 || id >= kv.num_blocks()) fail("forward: block id {} is outside the pool [0, {})", id, kv.num_blocks());
+    }
   }
+}
+
+// Layer `layer` of the pool, as the paged kernels see it.
+kernels::PagedKv layer_kv(kv::PagedKvStorage& kv, int64_t layer) {
+  const kv::KvGeometry& g = kv.geometry();
+  return kernels::PagedKv{kv.keys(layer), kv.values(layer), g.dtype, g.block_size, g.n_kv_dim, kv.num_blocks()};
 }
 
 void resize(std::vector<float>& v, int64_t n) {
@@ -69,9 +92,10 @@ void add_bias(float* y, const VectorView& b, int64_t rows) {
 
 }  // namespace
 
-void Model::forward(std::span<const SequenceChunk> chunks, std::vector<float>& logits, ThreadPool& pool) {
+void Model::forward(std::span<const SequenceChunk> chunks, kv::PagedKvStorage& kv, std::vector<float>& logits,
+                    ThreadPool& pool) {
   const ModelConfig& c = config_;
-  validate_chunks(c, chunks);
+  validate_step(c, chunks, kv);
   Scratch& s = *scratch_;
 
   int64_t T = 0;
@@ -103,7 +127,7 @@ void Model::forward(std::span<const SequenceChunk> chunks, std::vector<float>& l
   }
 
   for (int64_t layer = 0; layer < c.n_layer; ++layer) {
-    attention_block(layer, chunks, positions, pool);
+    attention_block(layer, chunks, positions, kv, pool);
     ffn_block(layer, pool);
   }
 
@@ -119,14 +143,13 @@ void Model::forward(std::span<const SequenceChunk> chunks, std::vector<float>& l
                         s.rows.data() + r * c.n_embd, c.n_embd, c.rms_eps);
     }
     t += n;
-    ch.cache->set_size(ch.start_pos + n);
   }
   logits.resize(static_cast<size_t>(R * c.n_vocab));
   kernels::matmul(weights_.output, s.rows.data(), R, logits.data(), pool);
 }
 
 void Model::attention_block(int64_t layer, std::span<const SequenceChunk> chunks,
-                            std::span<const int64_t> positions, ThreadPool& pool) {
+                            std::span<const int64_t> positions, kv::PagedKvStorage& kv, ThreadPool& pool) {
   const ModelConfig& c = config_;
   const LayerWeights& w = weights_.layers[static_cast<size_t>(layer)];
   Scratch& s = *scratch_;
@@ -159,23 +182,22 @@ void Model::attention_block(int64_t layer, std::span<const SequenceChunk> chunks
                     factors, c.rope_neox);
   }
 
-  // Append K/V to each sequence's cache, then attend over it.
+  // Write each sequence's new K/V into its blocks, then attend over all its
+  // positions so far (read back through the same block table).
   kernels::AttentionShape shape;
   shape.n_head = c.n_head;
   shape.n_kv_head = c.n_kv_head;
   shape.head_dim = hd;
   shape.scale = c.attn_scale;
   shape.window = local ? c.sliding_window : 0;
-  const int64_t kv = c.n_kv_dim();
+  const kernels::PagedKv cache = layer_kv(kv, layer);
   int64_t t0 = 0;
   for (const SequenceChunk& ch : chunks) {
     const int64_t n = static_cast<int64_t>(ch.tokens.size());
-    float* kc = ch.cache->keys(layer);
-    float* vc = ch.cache->values(layer);
-    std::copy_n(s.k.data() + t0 * kv, n * kv, kc + ch.start_pos * kv);
-    std::copy_n(s.v.data() + t0 * kv, n * kv, vc + ch.start_pos * kv);
-    kernels::attention(shape, s.q.data() + t0 * c.n_q_dim(), positions.data() + t0, n, kc, vc,
-                       ch.start_pos + n, s.att.data() + t0 * c.n_q_dim(), pool);
+    kernels::paged_kv_write(cache, ch.block_table, ch.start_pos, n, s.k.data() + t0 * c.n_kv_dim(),
+                            s.v.data() + t0 * c.n_kv_dim());
+    kernels::paged_attention(shape, s.q.data() + t0 * c.n_q_dim(), positions.data() + t0, n, cache,
+                             ch.block_table, ch.start_pos + n, s.att.data() + t0 * c.n_q_dim(), pool);
     t0 += n;
   }
 

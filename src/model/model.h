@@ -4,6 +4,9 @@
 //
 // Thread-safety: forward() uses per-model scratch buffers, so one caller at a
 // time (the engine thread). The pool does the parallel work.
+//
+// K and V live in a paged pool (kv::PagedKvStorage) shared by every
+// sequence; each chunk names its sequence's blocks through a block table.
 #pragma once
 
 #include <cstdint>
@@ -13,19 +16,22 @@
 #include <vector>
 
 #include "gguf/reader.h"
+#include "kv/paged_kv_storage.h"
 #include "model/config.h"
-#include "model/kv_cache.h"
 #include "model/weights.h"
 #include "util/thread_pool.h"
 
 namespace tokenmill::model {
 
 // A run of consecutive tokens of one sequence, at positions
-// [start_pos, start_pos + tokens.size()), appended to that sequence's cache.
+// [start_pos, start_pos + tokens.size()). Their K/V are written to the
+// sequence's blocks; positions [0, start_pos) must already be there.
 struct SequenceChunk {
   std::span<const int32_t> tokens;
   int64_t start_pos = 0;
-  SequenceKvCache* cache = nullptr;
+  // The sequence's blocks in position order: block_table[i] holds positions
+  // [i * block_size, (i + 1) * block_size). Covers [0, start_pos + tokens.size()).
+  std::span<const int32_t> block_table;
   bool all_logits = false;  // logits for every token, else for the last only
 };
 
@@ -39,19 +45,27 @@ class Model {
   const gguf::GgufFile& file() const { return file_; }
   const ModelWeights& weights() const { return weights_; }
 
+  // The KV pool geometry this model needs (n_layer, n_kv_dim) for the given
+  // block size and element type.
+  kv::KvGeometry kv_geometry(int64_t block_size, kv::KvDtype dtype) const;
+
   // Runs one step over a flat batch made of the chunks, in order, and writes
   // their logits to `logits` as rows [num_rows, n_vocab]: every token's row for
-  // chunks with all_logits, else the chunk's last row. Preconditions (checked,
-  // Error): tokens inside the vocabulary, start_pos == cache->size(), and the
-  // chunk fits the cache's capacity. On return each cache's size has grown.
-  void forward(std::span<const SequenceChunk> chunks, std::vector<float>& logits, ThreadPool& pool);
+  // chunks with all_logits, else the chunk's last row. Writes each chunk's K/V
+  // into `kv` through its block table. Checked (Error): no empty chunk, tokens
+  // inside the vocabulary, start_pos >= 0, block tables long enough with ids
+  // inside the pool, and kv's geometry matching kv_geometry(). Not checked
+  // (the caller's contract): positions [0, start_pos) of each sequence are
+  // already written, and no two chunks write the same block.
+  void forward(std::span<const SequenceChunk> chunks, kv::PagedKvStorage& kv, std::vector<float>& logits,
+               ThreadPool& pool);
 
  private:
   explicit Model(gguf::GgufFile file);
 
   struct Scratch;
   void attention_block(int64_t layer, std::span<const SequenceChunk> chunks,
-                       std::span<const int64_t> positions, ThreadPool& pool);
+                       std::span<const int64_t> positions, kv::PagedKvStorage& kv, ThreadPool& pool);
   void ffn_block(int64_t layer, ThreadPool& pool);
 
   gguf::GgufFile file_;

@@ -1,0 +1,149 @@
+#include "engine/engine.h"
+
+#include <chrono>
+
+namespace tokenmill::engine {
+
+void Engine::Inbox::push_cancel(RequestId id) {
+  {
+    std::lock_guard<std::mutex> lock(mutex);
+    cancels.push_back(id);
+  }
+  wake.notify_one();
+}
+
+Engine::Engine(const EngineConfig& config)
+    : core_(std::make_unique<EngineCore>(config, metrics_)), inbox_(std::make_shared<Inbox>()) {
+  thread_ = std::thread([this] { loop(); });
+}
+
+Engine::~Engine() { stop(StopMode::kAbort); }
+
+void Engine::reject(RequestStream& stream, RejectReason reason, std::string message) {
+  FinalEvent f;
+  f.reason = FinishReason::kRejected;
+  f.reject = reason;
+  f.error = std::move(message);
+  metrics_.on_reject(reason);
+  metrics_.on_finish(f);
+  stream.push_final(std::move(f));
+}
+
+RequestHandle Engine::submit(GenerateRequest request) {
+  const SteadyClock::time_point now = SteadyClock::now();
+  const RequestId id = next_id_.fetch_add(1);
+  std::weak_ptr<Inbox> weak = inbox_;
+  auto stream = std::make_shared<RequestStream>(id, [weak](RequestId rid) {
+    if (std::shared_ptr<Inbox> inbox = weak.lock()) inbox->push_cancel(rid);
+  });
+  metrics_.on_submit();
+  if (std::optional<Refusal> refusal = check_request(request, core_->limits())) {
+    reject(*stream, refusal->reason, std::move(refusal->message));
+    return RequestHandle(stream);
+  }
+  {
+    std::unique_lock<std::mutex> lock(inbox_->mutex);
+    if (inbox_->stopping) {
+      lock.unlock();
+      reject(*stream, RejectReason::kOverloaded, "the engine is stopped");
+      return RequestHandle(stream);
+    }
+    inbox_->submissions.push_back({stream, std::move(request), now});
+  }
+  inbox_->wake.notify_one();
+  return RequestHandle(stream);
+}
+
+void Engine::cancel(RequestId id) { inbox_->push_cancel(id); }
+
+void Engine::pause() {
+  std::unique_lock<std::mutex> lock(inbox_->mutex);
+  inbox_->paused = true;
+  inbox_->wake.notify_one();
+  inbox_->parked.wait(lock, [&] { return inbox_->is_parked || inbox_->stopping; });
+}
+
+void Engine::resume() {
+  {
+    std::lock_guard<std::mutex> lock(inbox_->mutex);
+    inbox_->paused = false;
+  }
+  inbox_->wake.notify_one();
+}
+
+void Engine::stop(StopMode mode) {
+  std::lock_guard<std::mutex> serial(stop_mutex_);
+  {
+    std::lock_guard<std::mutex> lock(inbox_->mutex);
+    if (!inbox_->stopping) {
+      inbox_->stopping = true;
+      inbox_->stop_mode = mode;
+    }
+    inbox_->paused = false;
+  }
+  inbox_->wake.notify_one();
+  inbox_->parked.notify_all();
+  if (thread_.joinable()) thread_.join();
+}
+
+// Waits until the engine thread has something to do: inbox items, work
+// (after a 1 ms back-off when the last step made no progress), or a stop.
+// Parks while paused. Called with the inbox lock held.
+void Engine::wait_for_work(std::unique_lock<std::mutex>& lock, bool backoff) {
+  Inbox& in = *inbox_;
+  while (true) {
+    if (in.stopping) {
+      if (backoff) in.wake.wait_for(lock, std::chrono::milliseconds(1));
+      return;
+    }
+    if (in.paused) {
+      in.is_parked = true;
+      in.parked.notify_all();
+      in.wake.wait(lock);
+      continue;
+    }
+    in.is_parked = false;
+    if (!in.submissions.empty() || !in.cancels.empty()) return;
+    if (core_->has_work()) {
+      if (!backoff) return;
+      in.wake.wait_for(lock, std::chrono::milliseconds(1));
+      backoff = false;
+      continue;
+    }
+    in.wake.wait(lock);
+  }
+}
+
+// The engine thread. Takes the inbox under the lock, then works without it.
+void Engine::loop() {
+  bool backoff = false;
+  while (true) {
+    std::vector<Inbox::Submission> submissions;
+    std::vector<RequestId> cancels;
+    bool stopping = false;
+    StopMode mode = StopMode::kAbort;
+    {
+      std::unique_lock<std::mutex> lock(inbox_->mutex);
+      wait_for_work(lock, backoff);
+      inbox_->is_parked = false;
+      submissions.swap(inbox_->submissions);
+      cancels.swap(inbox_->cancels);
+      stopping = inbox_->stopping;
+      mode = inbox_->stop_mode;
+    }
+    for (Inbox::Submission& s : submissions) core_->add(std::move(s.stream), s.request, s.submitted);
+    for (RequestId id : cancels) core_->cancel(id);
+    if (stopping && mode == StopMode::kAbort) {
+      core_->abort_all("the engine is shutting down");
+      return;
+    }
+    if (!core_->has_work()) {
+      if (stopping) return;
+      backoff = false;
+      continue;
+    }
+    backoff = !core_->step();
+  }
+}
+
+}  // namespace tokenmill::engine

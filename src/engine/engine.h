@@ -1,0 +1,113 @@
+// The in-process serving engine: what the HTTP server and the benchmarks
+// drive. Callers submit GenerateRequests from any thread and read their
+// output streams; ONE engine thread owns the model, the KV pool, the
+// scheduler and every sequence, and runs the step loop (engine_core.h):
+//
+//   drain the inbox (new requests, cancels) -> schedule -> copy-on-write
+//   copies -> forward -> sample -> commit (stop checks, token events) ->
+//   final events -> repeat; sleep on a condition variable when idle.
+//
+// Callers never run model compute. Only the inbox (here) and the output
+// streams (output_stream.h) are shared between threads.
+//
+// Example:
+//   Engine engine(config);                       // loads the model, starts the thread
+//   RequestHandle h = engine.submit(request);    // returns at once
+//   while (auto e = h.next()) { if (e->token) print(e->token->text); }
+//   engine.stop();                               // or let the destructor abort
+#pragma once
+
+#include <atomic>
+#include <condition_variable>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+#include "engine/engine_config.h"
+#include "engine/engine_core.h"
+#include "engine/metrics.h"
+#include "engine/output_stream.h"
+#include "engine/request.h"
+
+namespace tokenmill::engine {
+
+class Engine {
+ public:
+  // Loads the model and starts the engine thread. Throws Error for a bad
+  // config, model file or KV budget.
+  explicit Engine(const EngineConfig& config);
+  // stop(StopMode::kAbort) if still running.
+  ~Engine();
+  Engine(const Engine&) = delete;
+  Engine& operator=(const Engine&) = delete;
+
+  // Thread-safe; never blocks on the engine thread. Invalid requests and
+  // those that can never fit end their stream before this returns
+  // (FinishReason::kRejected with RejectReason kInvalid / kTooLong); the
+  // overloaded check happens when the engine thread takes the request.
+  RequestHandle submit(GenerateRequest request);
+  // Same as the handle's cancel(); unknown or finished ids are ignored.
+  void cancel(RequestId id);
+
+  enum class StopMode {
+    kDrain,  // refuse new requests, finish the ones already submitted
+    kAbort,  // end every request now with kCancelled
+  };
+  // Stops the engine thread and joins it. Idempotent; later submits are
+  // rejected as overloaded ("the engine is stopped").
+  void stop(StopMode mode = StopMode::kAbort);
+
+  // Holds the step loop between steps (the current step completes first;
+  // returns once the engine thread is parked). Submissions queue up and are
+  // taken together on resume(): tests use it to control arrival order.
+  void pause();
+  void resume();
+
+  MetricsSnapshot metrics() const { return metrics_.snapshot(); }
+
+  // Immutable after construction; safe from any thread.
+  const model::ModelConfig& model_config() const { return core_->model_config(); }
+  const tokenizer::Tokenizer* tokenizer() const { return core_->tokenizer(); }
+  const RequestLimits& limits() const { return core_->limits(); }
+  const EngineConfig& config() const { return core_->config(); }
+  int64_t num_kv_blocks() const { return core_->num_kv_blocks(); }
+  int64_t kv_bytes() const { return core_->kv_bytes(); }
+  int num_threads() const { return core_->num_threads(); }
+
+ private:
+  // The thread-safe part shared with the streams' cancel callbacks (held
+  // weakly there, so handles may outlive the engine).
+  struct Inbox {
+    std::mutex mutex;
+    std::condition_variable wake;    // engine thread waits here
+    std::condition_variable parked;  // pause() waits here
+    struct Submission {
+      std::shared_ptr<RequestStream> stream;
+      GenerateRequest request;
+      SteadyClock::time_point submitted;
+    };
+    std::vector<Submission> submissions;
+    std::vector<RequestId> cancels;
+    bool paused = false;
+    bool is_parked = false;
+    bool stopping = false;
+    StopMode stop_mode = StopMode::kAbort;
+
+    void push_cancel(RequestId id);
+  };
+
+  void loop();
+  void wait_for_work(std::unique_lock<std::mutex>& lock, bool backoff);
+  void reject(RequestStream& stream, RejectReason reason, std::string message);
+
+  Metrics metrics_;
+  std::unique_ptr<EngineCore> core_;
+  std::shared_ptr<Inbox> inbox_;
+  std::atomic<RequestId> next_id_{1};
+  std::thread thread_;
+  std::mutex stop_mutex_;  // serialises stop() callers
+};
+
+}  // namespace tokenmill::engine

@@ -1,0 +1,57 @@
+#include "engine/engine_config.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "util/error.h"
+
+namespace tokenmill::engine {
+
+void EngineConfig::validate() const {
+  if (num_threads < 0) fail("threads must be >= 0, got {}", num_threads);
+  if (kv_num_blocks < 0) fail("kv blocks must be >= 0, got {}", kv_num_blocks);
+  if (kv_memory_bytes < 0) fail("kv memory must be >= 0 bytes, got {}", kv_memory_bytes);
+  if (!(kv_memory_fraction > 0.0 && kv_memory_fraction <= 1.0))
+    fail("kv memory fraction must be in (0, 1], got {}", kv_memory_fraction);
+  if (block_size < 1 || block_size > 4096) fail("block size must be in [1, 4096], got {}", block_size);
+  if (max_seqs < 1) fail("max seqs must be >= 1, got {}", max_seqs);
+  if (max_batch_tokens < max_seqs)
+    fail("max batch tokens ({}) must be at least max seqs ({})", max_batch_tokens, max_seqs);
+  if (prefill_chunk < 0) fail("prefill chunk must be >= 0, got {}", prefill_chunk);
+  if (max_model_len < 0) fail("max model len must be >= 0, got {}", max_model_len);
+  if (max_waiting < 0) fail("max waiting must be >= 0, got {}", max_waiting);
+  if (!(priority_aging_s >= 0.0)) fail("priority aging must be >= 0 seconds, got {}", priority_aging_s);
+}
+
+int64_t resolve_kv_blocks(const EngineConfig& config, const model::ModelConfig& model, int64_t bytes_per_block,
+                          int64_t mem_available) {
+  if (config.kv_num_blocks > 0) return config.kv_num_blocks;
+  int64_t budget = config.kv_memory_bytes;
+  if (budget == 0) budget = static_cast<int64_t>(std::floor(static_cast<double>(mem_available) * config.kv_memory_fraction));
+  const int64_t blocks = budget / bytes_per_block;
+  if (blocks < 1) {
+    fail("the KV memory budget ({} bytes) holds no block ({} bytes each); raise --kv-memory", budget,
+         bytes_per_block);
+  }
+  // More blocks than max_seqs sequences of full context could hold would
+  // only ever serve as prefix cache; that much is plenty.
+  const int64_t max_len = config.max_model_len > 0 ? config.max_model_len : model.n_ctx_train;
+  const int64_t per_seq = (max_len + config.block_size - 1) / config.block_size;
+  const int64_t cap = std::max<int64_t>(1, per_seq) * config.max_seqs;
+  return std::min<int64_t>({blocks, cap, int64_t{1} << 30});
+}
+
+sched::KvExhaustedPolicy parse_kv_policy(const std::string& name) {
+  if (name == "preempt") return sched::KvExhaustedPolicy::kPreempt;
+  if (name == "queue") return sched::KvExhaustedPolicy::kQueue;
+  if (name == "reject") return sched::KvExhaustedPolicy::kReject;
+  fail("unknown KV-exhausted policy '{}' (use preempt, queue or reject)", name);
+}
+
+PrefixIsolation parse_prefix_isolation(const std::string& name) {
+  if (name == "shared") return PrefixIsolation::kShared;
+  if (name == "tenant") return PrefixIsolation::kTenant;
+  fail("unknown prefix-cache isolation '{}' (use shared or tenant)", name);
+}
+
+}  // namespace tokenmill::engine

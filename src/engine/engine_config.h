@@ -1,0 +1,59 @@
+// How an Engine is built: the model, threads, the KV pool's size and layout,
+// and the scheduler's knobs. Plain data with defaults for a CPU server.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "kv/kv_dtype.h"
+#include "model/config.h"
+#include "sched/scheduler.h"
+
+namespace tokenmill::engine {
+
+enum class PrefixIsolation {
+  kShared,  // every tenant shares one prefix-cache domain
+  kTenant,  // a tenant only hits blocks its own requests computed
+};
+
+struct EngineConfig {
+  std::string model_path;
+  int num_threads = 0;  // 0: one per online CPU
+
+  // KV pool size, first match wins: kv_num_blocks (exact, for tests), then
+  // kv_memory_bytes, then kv_memory_fraction of MemAvailable. The result is
+  // capped at what max_seqs full-length sequences could ever use.
+  int64_t kv_num_blocks = 0;
+  int64_t kv_memory_bytes = 0;
+  double kv_memory_fraction = 0.5;
+  int64_t block_size = 16;  // positions per KV block
+  kv::KvDtype kv_dtype = kv::KvDtype::F16;
+
+  int64_t max_batch_tokens = 512;  // tokens per forward pass, all sequences together
+  int32_t max_seqs = 32;           // sequences running at once
+  int64_t prefill_chunk = 256;     // max prefill tokens per sequence per step; 0 = unchunked
+  int64_t max_model_len = 0;       // prompt + max_tokens cap; 0 = the model's training context
+  int64_t max_waiting = 0;         // bound of the waiting queue (overloaded beyond); 0 = none
+  sched::KvExhaustedPolicy kv_exhausted = sched::KvExhaustedPolicy::kPreempt;
+  double priority_aging_s = 10.0;  // seconds per priority class of aging; 0 = off
+
+  bool prefix_cache = true;
+  PrefixIsolation prefix_isolation = PrefixIsolation::kShared;
+  std::string adapter_id;  // part of the prefix-cache namespace; "" = base model
+
+  // Throws Error naming the first bad field (model_path is checked on load).
+  void validate() const;
+};
+
+// The block count of the KV pool for a model whose K/V take
+// bytes_per_block per block (see the precedence in EngineConfig).
+// mem_available: MemAvailable in bytes, used only for the fraction. Throws
+// Error when the budget holds no block at all.
+int64_t resolve_kv_blocks(const EngineConfig& config, const model::ModelConfig& model, int64_t bytes_per_block,
+                          int64_t mem_available);
+
+// "preempt" | "queue" | "reject"; throws Error for anything else.
+sched::KvExhaustedPolicy parse_kv_policy(const std::string& name);
+PrefixIsolation parse_prefix_isolation(const std::string& name);  // "shared" | "tenant"
+
+}  // namespace tokenmill::engine

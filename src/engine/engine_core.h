@@ -1,0 +1,111 @@
+// The single-threaded heart of the engine: the model, the paged KV pool,
+// the scheduler and the per-request states, driven one step at a time:
+//
+//   schedule() -> copy-on-write block copies -> SequenceChunks ->
+//   Model::forward() -> sample where a chunk ends a prefill or decodes ->
+//   commit() (stop checks push token events) -> final events.
+//
+// Engine (engine.h) wraps it with a thread and a thread-safe inbox; tests
+// may also drive it directly, step by step, for exact scheduling checks.
+//
+// Thread-safety: none, except the const accessors of immutable parts
+// (model config, tokenizer, limits), which any thread may read.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "engine/engine_config.h"
+#include "engine/metrics.h"
+#include "engine/output_stream.h"
+#include "engine/request.h"
+#include "engine/request_state.h"
+#include "kv/paged_kv_storage.h"
+#include "kv/prefix_cache.h"
+#include "model/model.h"
+#include "sample/sampler.h"
+#include "sched/scheduler.h"
+#include "tokenizer/tokenizer.h"
+#include "util/thread_pool.h"
+
+namespace tokenmill::engine {
+
+// What submit() can check without the engine thread.
+struct RequestLimits {
+  int32_t n_vocab = 0;
+  int64_t max_model_len = 0;
+  int64_t num_blocks = 0;
+  int64_t block_size = 0;
+  int64_t max_batch_tokens = 0;
+  int64_t prefill_chunk = 0;
+  bool has_tokenizer = false;
+};
+
+// nullopt when the request may be queued; else why it is refused at once
+// (kInvalid or kTooLong) and a message naming the problem.
+struct Refusal {
+  RejectReason reason;
+  std::string message;
+};
+std::optional<Refusal> check_request(const GenerateRequest& request, const RequestLimits& limits);
+
+class EngineCore {
+ public:
+  // Loads the model and tokenizer, sizes and allocates the KV pool. Throws
+  // Error for a bad config or model file.
+  EngineCore(const EngineConfig& config, Metrics& metrics);
+  ~EngineCore();
+
+  // Queues a request checked by check_request. A scheduler rejection
+  // (overloaded) ends its stream at once.
+  void add(std::shared_ptr<RequestStream> stream, const GenerateRequest& request,
+           SteadyClock::time_point submitted);
+  // Ends the request at the next step (kCancelled); unknown ids are ignored.
+  void cancel(RequestId id);
+  // Ends every request with kCancelled and `message` (shutdown).
+  void abort_all(const std::string& message);
+
+  bool has_work() const { return scheduler_->has_work(); }
+  // One engine step. Returns false when it made no progress (nothing ran
+  // and nothing finished), so the caller can back off instead of spinning.
+  bool step();
+
+  const EngineConfig& config() const { return config_; }
+  const model::ModelConfig& model_config() const { return model_->config(); }
+  const model::Model& model() const { return *model_; }
+  const tokenizer::Tokenizer* tokenizer() const { return tokenizer_ ? &*tokenizer_ : nullptr; }
+  const RequestLimits& limits() const { return limits_; }
+  const kv::CacheNamespace& cache_namespace() const { return namespace_; }
+  int64_t num_kv_blocks() const { return storage_->num_blocks(); }
+  int64_t kv_bytes() const { return storage_->total_bytes(); }
+  int num_threads() const { return pool_.num_threads(); }
+  int64_t steps() const { return num_steps_; }
+
+ private:
+  sched::FinishReason stop_check(const sched::Sequence& seq);
+  void finish_sequence(const sched::Sequence& seq, SteadyClock::time_point now);
+  void run_batch(const sched::ScheduledBatch& batch, StepStats& stats);
+  void update_gauges();
+
+  EngineConfig config_;
+  Metrics& metrics_;
+  std::unique_ptr<model::Model> model_;
+  std::optional<tokenizer::Tokenizer> tokenizer_;
+  kv::CacheNamespace namespace_;
+  RequestLimits limits_;
+  std::unique_ptr<kv::PagedKvStorage> storage_;
+  std::unique_ptr<sched::Scheduler> scheduler_;
+  ThreadPool pool_;
+  std::unordered_map<RequestId, RequestState> states_;
+  sample::SamplerScratch sampler_scratch_;
+  std::vector<std::vector<int32_t>> chunk_tokens_;  // per batch entry, this step
+  std::vector<float> logits_;                       // [batch entries, n_vocab]
+  SteadyClock::time_point commit_time_{};           // `now` of the commit in progress
+  int64_t num_steps_ = 0;
+};
+
+}  // namespace tokenmill::engine

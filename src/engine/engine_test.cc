@@ -1,0 +1,221 @@
+// End-to-end tests of the threaded Engine on a tiny synthetic model. Every
+// expectation is exact (token ids, reasons, counts); none depends on timing.
+#include "engine/engine.h"
+
+#include <gtest/gtest.h>
+
+#include <chrono>
+
+#include "engine/test_util.h"
+
+namespace tokenmill::engine {
+namespace {
+
+using testing::greedy_request;
+using testing::random_prompt;
+using testing::tiny_config;
+
+struct Case {
+  std::vector<int32_t> prompt;
+  int64_t max_tokens;
+};
+
+// 32 requests of mixed prompt (1..100) and output (1..40) lengths.
+std::vector<Case> mixed_cases() {
+  std::vector<Case> cases;
+  for (uint64_t i = 0; i < 32; ++i) {
+    const size_t len = 1 + (i * 37) % 100;
+    cases.push_back({random_prompt(100 + i, len), static_cast<int64_t>(1 + (i * 13) % 40)});
+  }
+  return cases;
+}
+
+std::vector<std::vector<int32_t>> references(const std::vector<Case>& cases) {
+  std::unique_ptr<model::Model> m = model::Model::load(testing::tiny_model_path());
+  std::vector<std::vector<int32_t>> out;
+  for (const Case& c : cases) out.push_back(testing::reference_greedy(*m, c.prompt, c.max_tokens));
+  return out;
+}
+
+// Submits every case at once (paused, so they arrive in one step) and
+// returns the results in order.
+std::vector<GenerationResult> run_all(Engine& engine, const std::vector<Case>& cases) {
+  engine.pause();
+  std::vector<RequestHandle> handles;
+  for (const Case& c : cases) handles.push_back(engine.submit(greedy_request(c.prompt, c.max_tokens)));
+  engine.resume();
+  std::vector<GenerationResult> results;
+  for (RequestHandle& h : handles) results.push_back(h.wait());
+  return results;
+}
+
+void expect_matches(const std::vector<GenerationResult>& results, const std::vector<std::vector<int32_t>>& want) {
+  ASSERT_EQ(results.size(), want.size());
+  for (size_t i = 0; i < want.size(); ++i) {
+    EXPECT_EQ(results[i].final.reason, FinishReason::kLength) << "request " << i << ": " << results[i].final.error;
+    EXPECT_EQ(results[i].tokens, want[i]) << "request " << i;
+    EXPECT_EQ(results[i].final.usage.completion_tokens, static_cast<int64_t>(want[i].size()));
+  }
+}
+
+TEST(EngineTest, GreedyMatchesTheReferenceAloneAndInABatch) {
+  const std::vector<Case> cases = mixed_cases();
+  const auto want = references(cases);
+  EngineConfig config = tiny_config();
+  config.prefix_cache = false;
+  Engine engine(config);
+  // One at a time.
+  for (size_t i = 0; i < 4; ++i) {
+    GenerationResult r = engine.submit(greedy_request(cases[i].prompt, cases[i].max_tokens)).wait();
+    EXPECT_EQ(r.tokens, want[i]) << "request " << i;
+  }
+  // All 32 together.
+  expect_matches(run_all(engine, cases), want);
+  const MetricsSnapshot m = engine.metrics();
+  EXPECT_GT(m.last_step.num_seqs, 0);
+  EXPECT_EQ(m.kv_blocks_used, 0);
+}
+
+TEST(EngineTest, ChunkedAndUnchunkedPrefillAgree) {
+  const std::vector<Case> cases = mixed_cases();
+  const auto want = references(cases);
+  for (int64_t chunk : {0, 7, 16}) {
+    EngineConfig config = tiny_config();
+    config.prefill_chunk = chunk;
+    config.max_batch_tokens = chunk == 0 ? 256 : 40;  // chunked: prompts must split across steps
+    Engine engine(config);
+    SCOPED_TRACE(chunk);
+    expect_matches(run_all(engine, cases), want);
+  }
+}
+
+TEST(EngineTest, PreemptionAndRecomputeGiveTheSameTokens) {
+  const std::vector<Case> cases = mixed_cases();
+  const auto want = references(cases);
+  for (bool prefix_cache : {false, true}) {
+    EngineConfig config = tiny_config();
+    config.kv_num_blocks = 12;  // 192 positions for 32 requests: sequences must be preempted
+    config.kv_exhausted = sched::KvExhaustedPolicy::kPreempt;
+    config.prefix_cache = prefix_cache;
+    Engine engine(config);
+    SCOPED_TRACE(prefix_cache);
+    const std::vector<GenerationResult> results = run_all(engine, cases);
+    expect_matches(results, want);
+    const MetricsSnapshot m = engine.metrics();
+    EXPECT_GT(m.preemptions, 0u);
+    int64_t preempted = 0;
+    for (const GenerationResult& r : results) preempted += r.final.num_preemptions;
+    EXPECT_EQ(static_cast<uint64_t>(preempted), m.preemptions);
+    EXPECT_EQ(m.kv_blocks_used, 0);
+    EXPECT_EQ(m.kv_blocks_free + m.kv_blocks_evictable, m.kv_blocks_total);
+  }
+}
+
+TEST(EngineTest, CancelEndsTheRequestAndFreesItsBlocks) {
+  EngineConfig config = tiny_config();
+  Engine engine(config);
+  RequestHandle h = engine.submit(greedy_request(random_prompt(1, 40), 200));
+  std::optional<StreamEvent> first = h.next();
+  ASSERT_TRUE(first && first->token);
+  h.cancel();
+  GenerationResult r = h.wait();
+  EXPECT_EQ(r.final.reason, FinishReason::kCancelled);
+  EXPECT_LT(r.final.usage.completion_tokens, 200);
+  const MetricsSnapshot m = engine.metrics();
+  EXPECT_EQ(m.kv_blocks_used, 0);
+  EXPECT_GT(m.kv_blocks_evictable, 0);  // the prompt's full blocks stay cached
+  EXPECT_EQ(m.kv_blocks_free + m.kv_blocks_evictable, m.kv_blocks_total);
+  EXPECT_EQ(m.requests_finished[static_cast<size_t>(FinishReason::kCancelled)], 1u);
+
+  // Engine::cancel by id, while the request is still queued behind a pause.
+  engine.pause();
+  RequestHandle queued = engine.submit(greedy_request(random_prompt(2, 10), 50));
+  engine.cancel(queued.id());
+  engine.resume();
+  EXPECT_EQ(queued.wait().final.reason, FinishReason::kCancelled);
+}
+
+TEST(EngineTest, RequestsThatCanNeverFitAreRejectedAtSubmit) {
+  EngineConfig config = tiny_config();
+  config.kv_num_blocks = 8;  // 128 positions
+  Engine engine(config);
+  const auto rejected = [&](GenerateRequest r) {
+    RequestHandle h = engine.submit(std::move(r));
+    EXPECT_TRUE(h.done());  // before the engine thread saw it
+    return h.wait().final;
+  };
+  FinalEvent f = rejected(greedy_request(random_prompt(1, 200), 100));  // > context 256
+  EXPECT_EQ(f.reason, FinishReason::kRejected);
+  EXPECT_EQ(f.reject, RejectReason::kTooLong);
+  EXPECT_NE(f.error.find("context"), std::string::npos) << f.error;
+  f = rejected(greedy_request(random_prompt(1, 100), 60));  // 159 positions > 128 in the pool
+  EXPECT_EQ(f.reject, RejectReason::kTooLong);
+  EXPECT_NE(f.error.find("KV blocks"), std::string::npos) << f.error;
+  f = rejected(greedy_request({1, 600}, 5));
+  EXPECT_EQ(f.reject, RejectReason::kInvalid);
+  EXPECT_NE(f.error.find("600"), std::string::npos) << f.error;
+  GenerateRequest two = greedy_request({1, 2}, 5);
+  two.n = 2;
+  EXPECT_EQ(rejected(two).reject, RejectReason::kInvalid);
+  GenerateRequest bad = greedy_request({1, 2}, 5);
+  bad.sampling.top_p = 0;
+  EXPECT_EQ(rejected(bad).reject, RejectReason::kInvalid);
+  EXPECT_EQ(rejected(greedy_request({}, 5)).reject, RejectReason::kInvalid);
+  EXPECT_EQ(rejected(greedy_request({1}, 0)).reject, RejectReason::kInvalid);
+
+  const MetricsSnapshot m = engine.metrics();
+  EXPECT_EQ(m.requests_submitted, 7u);
+  EXPECT_EQ(m.requests_rejected[static_cast<size_t>(RejectReason::kTooLong)], 2u);
+  EXPECT_EQ(m.requests_rejected[static_cast<size_t>(RejectReason::kInvalid)], 5u);
+  EXPECT_EQ(m.requests_finished[static_cast<size_t>(FinishReason::kRejected)], 7u);
+}
+
+TEST(EngineTest, OverloadBeyondTheWaitingBound) {
+  EngineConfig config = tiny_config();
+  config.max_waiting = 2;
+  Engine engine(config);
+  engine.pause();
+  std::vector<RequestHandle> handles;
+  for (uint64_t i = 0; i < 4; ++i) handles.push_back(engine.submit(greedy_request(random_prompt(i, 8), 4)));
+  engine.resume();
+  std::vector<FinishReason> reasons;
+  for (RequestHandle& h : handles) reasons.push_back(h.wait().final.reason);
+  EXPECT_EQ(reasons, (std::vector<FinishReason>{FinishReason::kLength, FinishReason::kLength,
+                                                FinishReason::kRejected, FinishReason::kRejected}));
+  EXPECT_EQ(engine.metrics().requests_rejected[static_cast<size_t>(RejectReason::kOverloaded)], 2u);
+}
+
+TEST(EngineTest, DeadlineEndsTheRequestWithTimeout) {
+  Engine engine(tiny_config());
+  GenerateRequest r = greedy_request(random_prompt(3, 20), 50);
+  r.timeout = std::chrono::milliseconds(0);  // expired by the time it is scheduled
+  const GenerationResult result = engine.submit(r).wait();
+  EXPECT_EQ(result.final.reason, FinishReason::kTimeout);
+  EXPECT_EQ(result.final.usage.completion_tokens, 0);
+  EXPECT_EQ(engine.metrics().kv_blocks_used, 0);
+}
+
+TEST(EngineTest, StopAbortsInFlightRequestsAndRejectsLaterOnes) {
+  Engine engine(tiny_config());
+  engine.pause();
+  RequestHandle h = engine.submit(greedy_request(random_prompt(4, 20), 100));
+  engine.stop(Engine::StopMode::kAbort);
+  const FinalEvent f = h.wait().final;
+  EXPECT_EQ(f.reason, FinishReason::kCancelled);
+  EXPECT_NE(f.error.find("shutting down"), std::string::npos);
+  const FinalEvent late = engine.submit(greedy_request({1, 2}, 3)).wait().final;
+  EXPECT_EQ(late.reason, FinishReason::kRejected);
+  EXPECT_EQ(late.reject, RejectReason::kOverloaded);
+}
+
+TEST(EngineTest, DrainFinishesSubmittedRequests) {
+  Engine engine(tiny_config());
+  RequestHandle h = engine.submit(greedy_request(random_prompt(5, 20), 30));
+  engine.stop(Engine::StopMode::kDrain);
+  const GenerationResult r = h.wait();
+  EXPECT_EQ(r.final.reason, FinishReason::kLength);
+  EXPECT_EQ(r.tokens.size(), 30u);
+}
+
+}  // namespace
+}  // namespace tokenmill::engine

@@ -1,0 +1,133 @@
+#include "engine/metrics.h"
+
+#include <algorithm>
+#include <numeric>
+
+#include "util/check.h"
+
+namespace tokenmill::engine {
+
+Histogram Histogram::with_bounds(std::vector<double> bounds) {
+  TM_CHECK(std::is_sorted(bounds.begin(), bounds.end()));
+  Histogram h;
+  h.counts.assign(bounds.size() + 1, 0);
+  h.bounds = std::move(bounds);
+  return h;
+}
+
+void Histogram::observe(double value) {
+  const auto it = std::lower_bound(bounds.begin(), bounds.end(), value);  // first bound >= value
+  ++counts[static_cast<size_t>(it - bounds.begin())];
+  ++count;
+  sum += value;
+}
+
+double Histogram::quantile(double q) const {
+  if (count == 0) return 0.0;
+  const double target = std::clamp(q, 0.0, 1.0) * static_cast<double>(count);
+  double seen = 0;
+  for (size_t i = 0; i < counts.size(); ++i) {
+    const double c = static_cast<double>(counts[i]);
+    if (c > 0 && seen + c >= target) {
+      const double lo = i == 0 ? 0.0 : bounds[i - 1];
+      if (i == bounds.size()) return lo;  // overflow bucket: no upper edge
+      return lo + (bounds[i] - lo) * std::clamp((target - seen) / c, 0.0, 1.0);
+    }
+    seen += c;
+  }
+  return bounds.empty() ? 0.0 : bounds.back();
+}
+
+std::vector<double> latency_bounds_ms() {
+  return {1, 2.5, 5, 10, 25, 50, 100, 250, 500, 1000, 2500, 5000, 10000, 30000, 60000};
+}
+
+std::vector<double> token_latency_bounds_ms() {
+  return {0.5, 1, 2, 5, 10, 20, 50, 100, 200, 500, 1000, 2000, 5000, 10000};
+}
+
+uint64_t MetricsSnapshot::requests_finished_total() const {
+  return std::accumulate(requests_finished.begin(), requests_finished.end(), uint64_t{0});
+}
+
+uint64_t MetricsSnapshot::requests_rejected_total() const {
+  return std::accumulate(requests_rejected.begin(), requests_rejected.end(), uint64_t{0});
+}
+
+Metrics::Metrics() {
+  s_.queue_ms = Histogram::with_bounds(latency_bounds_ms());
+  s_.ttft_ms = Histogram::with_bounds(latency_bounds_ms());
+  s_.e2e_ms = Histogram::with_bounds(latency_bounds_ms());
+  s_.tpot_ms = Histogram::with_bounds(token_latency_bounds_ms());
+  s_.itl_ms = Histogram::with_bounds(token_latency_bounds_ms());
+  s_.step_ms = Histogram::with_bounds(token_latency_bounds_ms());
+}
+
+void Metrics::on_submit() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  ++s_.requests_submitted;
+}
+
+void Metrics::on_reject(RejectReason reason) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  ++s_.requests_rejected[static_cast<size_t>(reason)];
+}
+
+void Metrics::on_finish(const FinalEvent& f) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  ++s_.requests_finished[static_cast<size_t>(f.reason)];
+  if (f.reason == FinishReason::kRejected) return;  // never ran: no latencies
+  s_.prompt_tokens += static_cast<uint64_t>(f.usage.prompt_tokens);
+  s_.cached_prompt_tokens += static_cast<uint64_t>(f.usage.cached_prompt_tokens);
+  s_.e2e_ms.observe(f.timings.e2e_ms);
+  if (f.usage.completion_tokens > 0) {
+    s_.queue_ms.observe(f.timings.queue_ms);
+    s_.ttft_ms.observe(f.timings.ttft_ms);
+  }
+  if (f.usage.completion_tokens > 1) s_.tpot_ms.observe(f.timings.tpot_ms);
+}
+
+void Metrics::on_token_gap(double ms) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  s_.itl_ms.observe(ms);
+}
+
+void Metrics::on_step(const StepStats& step) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  ++s_.steps;
+  s_.prefill_tokens += static_cast<uint64_t>(step.prefill_tokens);
+  s_.decode_tokens += static_cast<uint64_t>(step.decode_tokens);
+  s_.generated_tokens += static_cast<uint64_t>(step.sampled_tokens);
+  s_.step_seconds += step.step_ms / 1e3;
+  s_.step_ms.observe(step.step_ms);
+  s_.last_step = step;
+}
+
+void Metrics::on_cow_copies(uint64_t n) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  s_.cow_copies += n;
+}
+
+void Metrics::set_scheduler_gauges(const SchedulerGauges& g) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  s_.running = g.running;
+  s_.waiting = g.waiting;
+  s_.kv_blocks_total = g.kv_blocks_total;
+  s_.kv_blocks_used = g.kv_blocks_used;
+  s_.kv_blocks_free = g.kv_blocks_free;
+  s_.kv_blocks_evictable = g.kv_blocks_evictable;
+  s_.kv_blocks_high_water = g.kv_blocks_high_water;
+  s_.prefix_cache_blocks = g.prefix_cache_blocks;
+  s_.preemptions = g.preemptions;
+  s_.prefix_cache_lookups = g.prefix_cache_lookups;
+  s_.prefix_cache_hit_tokens = g.prefix_cache_hit_tokens;
+  s_.prefix_cache_miss_tokens = g.prefix_cache_miss_tokens;
+  s_.prefix_cache_evictions = g.prefix_cache_evictions;
+}
+
+MetricsSnapshot Metrics::snapshot() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return s_;
+}
+
+}  // namespace tokenmill::engine

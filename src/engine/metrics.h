@@ -1,0 +1,124 @@
+// Engine metrics: counters, gauges and latency histograms, recorded by the
+// engine thread and read by anyone through snapshot() (a plain struct that
+// the server exports in the Prometheus text format).
+//
+// Thread-safety: every method locks one mutex; the engine thread records at
+// most a few times per step, so contention is negligible.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <mutex>
+#include <span>
+#include <vector>
+
+#include "engine/output_stream.h"
+
+namespace tokenmill::engine {
+
+// Fixed-bound histogram. counts[i] counts observations v with
+// bounds[i-1] < v <= bounds[i] (bounds ascending); the last count is the
+// overflow bucket (v > bounds.back()). Non-cumulative: Prometheus' `le`
+// buckets are the running sums.
+struct Histogram {
+  std::vector<double> bounds;
+  std::vector<uint64_t> counts;  // bounds.size() + 1
+  uint64_t count = 0;
+  double sum = 0;
+
+  static Histogram with_bounds(std::vector<double> bounds);
+  void observe(double value);
+  // Estimate of the q-quantile (q in [0, 1]) by linear interpolation inside
+  // the bucket; 0 when empty. For reports, not for exact assertions.
+  double quantile(double q) const;
+  double mean() const { return count ? sum / static_cast<double>(count) : 0.0; }
+};
+
+// Latency bucket bounds in milliseconds: 1 ms .. 60 s, roughly x2 apart.
+std::vector<double> latency_bounds_ms();
+// Per-token latency bounds in milliseconds: 0.5 ms .. 10 s.
+std::vector<double> token_latency_bounds_ms();
+
+struct StepStats {
+  int64_t num_seqs = 0;
+  int64_t prefill_tokens = 0;  // prompt (or recomputed) tokens run this step
+  int64_t decode_tokens = 0;   // one per decoding sequence
+  int64_t sampled_tokens = 0;  // tokens sampled (EOS included; one per finished prefill or decode)
+  double step_ms = 0;
+};
+
+struct MetricsSnapshot {
+  // Counters (since start).
+  uint64_t requests_submitted = 0;
+  std::array<uint64_t, kNumFinishReasons> requests_finished{};  // by FinishReason
+  std::array<uint64_t, kNumRejectReasons> requests_rejected{};  // by RejectReason
+  uint64_t prompt_tokens = 0;         // of finished requests
+  uint64_t cached_prompt_tokens = 0;  // of those, served by the prefix cache
+  uint64_t generated_tokens = 0;      // tokens sampled, EOS included (sum of completion_tokens)
+  uint64_t steps = 0;
+  uint64_t prefill_tokens = 0;  // summed over steps (recomputation included)
+  uint64_t decode_tokens = 0;
+  double step_seconds = 0;
+  uint64_t preemptions = 0;
+  uint64_t prefix_cache_lookups = 0;      // admissions that consulted the cache
+  uint64_t prefix_cache_hit_tokens = 0;   // prompt tokens served from it
+  uint64_t prefix_cache_miss_tokens = 0;  // prompt tokens of those lookups computed
+  uint64_t prefix_cache_evictions = 0;
+  uint64_t cow_copies = 0;  // KV blocks copied on write
+
+  // Gauges (as of the last step).
+  int64_t running = 0;
+  int64_t waiting = 0;
+  int64_t kv_blocks_total = 0;
+  int64_t kv_blocks_used = 0;       // referenced by a live sequence
+  int64_t kv_blocks_free = 0;       // on the free list
+  int64_t kv_blocks_evictable = 0;  // held only by the prefix cache
+  int64_t kv_blocks_high_water = 0;
+  int64_t prefix_cache_blocks = 0;  // blocks indexed (referenced or evictable)
+  StepStats last_step;
+
+  Histogram queue_ms;
+  Histogram ttft_ms;
+  Histogram tpot_ms;
+  Histogram itl_ms;  // every gap between consecutive tokens of a request
+  Histogram e2e_ms;
+  Histogram step_ms;
+
+  uint64_t requests_finished_total() const;
+  uint64_t requests_rejected_total() const;
+};
+
+// The scheduler's side of the picture, sampled after each step. Counters
+// here are cumulative (the snapshot takes them as they are).
+struct SchedulerGauges {
+  int64_t running = 0;
+  int64_t waiting = 0;
+  int64_t kv_blocks_total = 0, kv_blocks_used = 0, kv_blocks_free = 0, kv_blocks_evictable = 0;
+  int64_t kv_blocks_high_water = 0;
+  int64_t prefix_cache_blocks = 0;
+  uint64_t preemptions = 0;
+  uint64_t prefix_cache_lookups = 0, prefix_cache_hit_tokens = 0, prefix_cache_miss_tokens = 0;
+  uint64_t prefix_cache_evictions = 0;
+};
+
+class Metrics {
+ public:
+  Metrics();
+
+  void on_submit();
+  void on_reject(RejectReason reason);
+  // A finished request (rejections included: they also end a stream).
+  void on_finish(const FinalEvent& final);
+  void on_token_gap(double ms);  // inter-token latency of one request
+  void on_step(const StepStats& step);
+  void on_cow_copies(uint64_t n);
+  void set_scheduler_gauges(const SchedulerGauges& g);
+
+  MetricsSnapshot snapshot() const;
+
+ private:
+  mutable std::mutex mutex_;
+  MetricsSnapshot s_;
+};
+
+}  // namespace tokenmill::engine

@@ -1,0 +1,83 @@
+#include "engine/metrics.h"
+
+#include <gtest/gtest.h>
+
+namespace tokenmill::engine {
+namespace {
+
+TEST(HistogramTest, BucketsAreUpperInclusive) {
+  Histogram h = Histogram::with_bounds({1, 10, 100});
+  for (double v : {0.5, 1.0, 1.5, 10.0, 50.0, 100.0, 1000.0}) h.observe(v);
+  EXPECT_EQ(h.counts, (std::vector<uint64_t>{2, 2, 2, 1}));
+  EXPECT_EQ(h.count, 7u);
+  EXPECT_DOUBLE_EQ(h.sum, 1163.0);
+  EXPECT_DOUBLE_EQ(h.mean(), 1163.0 / 7);
+}
+
+TEST(HistogramTest, QuantileInterpolatesInsideTheBucket) {
+  Histogram h = Histogram::with_bounds({10, 20});
+  EXPECT_EQ(h.quantile(0.5), 0.0);
+  for (int i = 0; i < 4; ++i) h.observe(15);  // all in (10, 20]
+  // The median is half-way through the bucket's mass: 10 + 10 * 0.5.
+  EXPECT_DOUBLE_EQ(h.quantile(0.5), 15.0);
+  EXPECT_DOUBLE_EQ(h.quantile(1.0), 20.0);
+  h.observe(100);  // overflow bucket: reported at its lower edge
+  EXPECT_DOUBLE_EQ(h.quantile(1.0), 20.0);
+}
+
+TEST(MetricsTest, CountersAndGaugesAddUp) {
+  Metrics m;
+  m.on_submit();
+  m.on_submit();
+  m.on_submit();
+  m.on_reject(RejectReason::kTooLong);
+  FinalEvent rejected;
+  rejected.reason = FinishReason::kRejected;
+  m.on_finish(rejected);
+  FinalEvent done;
+  done.reason = FinishReason::kLength;
+  done.usage = {10, 4, 3};
+  done.timings.ttft_ms = 12;
+  done.timings.tpot_ms = 3;
+  done.timings.e2e_ms = 18;
+  m.on_finish(done);
+  m.on_step({2, 6, 1, 2, 5.0});
+  m.on_step({1, 0, 1, 1, 1.0});
+  SchedulerGauges g;
+  g.running = 1;
+  g.kv_blocks_total = 10;
+  g.kv_blocks_used = 0;
+  g.kv_blocks_free = 8;
+  g.kv_blocks_evictable = 2;
+  g.kv_blocks_high_water = 4;
+  g.preemptions = 2;
+  m.set_scheduler_gauges(g);
+
+  const MetricsSnapshot s = m.snapshot();
+  EXPECT_EQ(s.requests_submitted, 3u);
+  EXPECT_EQ(s.requests_rejected_total(), 1u);
+  EXPECT_EQ(s.requests_rejected[static_cast<size_t>(RejectReason::kTooLong)], 1u);
+  EXPECT_EQ(s.requests_finished_total(), 2u);
+  EXPECT_EQ(s.requests_finished[static_cast<size_t>(FinishReason::kLength)], 1u);
+  EXPECT_EQ(s.prompt_tokens, 10u);
+  EXPECT_EQ(s.cached_prompt_tokens, 4u);
+  EXPECT_EQ(s.steps, 2u);
+  EXPECT_EQ(s.prefill_tokens, 6u);
+  EXPECT_EQ(s.decode_tokens, 2u);
+  EXPECT_EQ(s.generated_tokens, 3u);
+  EXPECT_DOUBLE_EQ(s.step_seconds, 0.006);
+  EXPECT_EQ(s.ttft_ms.count, 1u);  // the rejection has no latencies
+  EXPECT_EQ(s.tpot_ms.count, 1u);
+  EXPECT_EQ(s.e2e_ms.count, 1u);
+  EXPECT_EQ(s.running, 1);
+  EXPECT_EQ(s.kv_blocks_total, 10);
+  EXPECT_EQ(s.kv_blocks_used, 0);
+  EXPECT_EQ(s.kv_blocks_free, 8);
+  EXPECT_EQ(s.kv_blocks_evictable, 2);
+  EXPECT_EQ(s.kv_blocks_high_water, 4);
+  EXPECT_EQ(s.preemptions, 2u);
+  EXPECT_EQ(s.last_step.step_ms, 1.0);
+}
+
+}  // namespace
+}  // namespace tokenmill::engine

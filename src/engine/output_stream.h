@@ -1,0 +1,179 @@
+// What a request produces: a thread-safe stream of events that the engine
+// thread pushes and one consumer (an HTTP connection, a benchmark, a test)
+// pulls. A stream carries zero or more TokenEvents and ends with exactly one
+// FinalEvent; nothing follows the final event.
+//
+// Thread-safety: RequestStream and RequestHandle may be used from any thread.
+// The engine thread is the only producer; consumers may be several, but each
+// event is delivered to exactly one next()/try_next() call.
+#pragma once
+
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+namespace tokenmill::engine {
+
+using RequestId = uint64_t;
+
+enum class FinishReason {
+  kStop,       // end-of-generation token or a stop string
+  kLength,     // max_tokens reached (or the model's context is full)
+  kCancelled,  // cancel() by the client or engine shutdown
+  kTimeout,    // the request's deadline passed
+  kRejected,   // refused at submit (see RejectReason)
+  kError,      // an internal failure while running (message in FinalEvent::error)
+};
+inline constexpr int kNumFinishReasons = 6;
+std::string_view finish_reason_name(FinishReason reason);  // "stop", "length", ...
+
+enum class RejectReason {
+  kNone,
+  kTooLong,     // prompt + max_tokens can never fit the context or the KV cache
+  kOverloaded,  // the queue is full under the reject policy
+  kInvalid,     // bad parameters (empty prompt, token ids out of range, sampling)
+};
+inline constexpr int kNumRejectReasons = 4;
+std::string_view reject_reason_name(RejectReason reason);  // "rejected_too_long", ...
+
+// Log-probabilities of a generated token under the model's plain softmax
+// (temperature 1, no filters), as the OpenAI API reports them.
+struct TokenLogprob {
+  float logprob = 0.0f;
+  std::vector<std::pair<int32_t, float>> top;  // best first; empty unless asked for
+};
+
+struct TokenEvent {
+  int32_t token = -1;
+  // The newly complete text: never a broken UTF-8 character; text that may
+  // begin a stop string is held back until it is decided (so it can be "").
+  std::string text;
+  std::optional<TokenLogprob> logprob;  // when the request asked for logprobs
+};
+
+struct Usage {
+  int64_t prompt_tokens = 0;
+  int64_t cached_prompt_tokens = 0;  // of prompt_tokens, served from the prefix cache
+  int64_t completion_tokens = 0;
+};
+
+// Milliseconds, measured on the engine's steady clock from submit().
+struct Timings {
+  double queue_ms = 0;    // submit -> first scheduled
+  double prefill_ms = 0;  // first scheduled -> first token
+  double ttft_ms = 0;     // submit -> first token
+  double decode_ms = 0;   // first token -> last token
+  double tpot_ms = 0;     // decode_ms / (completion_tokens - 1); 0 with < 2 tokens
+  double e2e_ms = 0;      // submit -> final event
+};
+
+struct FinalEvent {
+  FinishReason reason = FinishReason::kStop;
+  RejectReason reject = RejectReason::kNone;
+  std::string error;  // human-readable; empty for stop/length
+  // Text released only at the end (held back for a stop string that did not
+  // complete, or the tail of an incomplete UTF-8 character as U+FFFD). The
+  // full output is the concatenation of every TokenEvent::text and this.
+  std::string text;
+  Usage usage;
+  Timings timings;
+  int64_t num_preemptions = 0;  // times the request lost its KV and recomputed
+  // Index of the engine step in which the request first ran (-1: never).
+  // Deterministic, unlike timings: tests use it to check scheduling order.
+  int64_t first_scheduled_step = -1;
+};
+
+struct StreamEvent {
+  std::optional<TokenEvent> token;  // exactly one of token / final is set
+  std::optional<FinalEvent> final;
+  bool is_final() const { return final.has_value(); }
+};
+
+// The shared state between the engine (producer) and handles (consumers).
+class RequestStream {
+ public:
+  // on_cancel is called (from the cancelling thread, without the stream's
+  // lock) the first time cancel() is asked; it must be thread-safe.
+  RequestStream(RequestId id, std::function<void(RequestId)> on_cancel);
+
+  RequestId id() const { return id_; }
+
+  // Producer side (engine thread). Nothing may be pushed after push_final.
+  void push_token(TokenEvent event);
+  void push_final(FinalEvent event);
+
+  // Consumer side. next() blocks until an event arrives or `timeout` passes
+  // (nullopt); after the final event has been taken it returns nullopt at once.
+  std::optional<StreamEvent> next(std::chrono::milliseconds timeout);
+  std::optional<StreamEvent> try_next();
+
+  // True once the final event has been pushed (it may not be consumed yet).
+  bool done() const;
+  // True once the final event has been taken by a consumer.
+  bool drained() const;
+
+  void cancel();
+  bool cancel_requested() const;
+
+ private:
+  std::optional<StreamEvent> pop_locked();
+
+  const RequestId id_;
+  std::function<void(RequestId)> on_cancel_;
+  mutable std::mutex mutex_;
+  std::condition_variable ready_;
+  std::deque<StreamEvent> events_;
+  bool final_pushed_ = false;
+  bool final_taken_ = false;
+  bool cancel_requested_ = false;
+};
+
+// Everything a finished stream said, gathered by RequestHandle::wait().
+struct GenerationResult {
+  std::vector<int32_t> tokens;
+  std::string text;  // every TokenEvent::text, then FinalEvent::text
+  std::vector<TokenLogprob> logprobs;  // one per token when asked for
+  FinalEvent final;
+};
+
+// The client's view of one request. Cheap to copy (a shared pointer); all
+// copies see the same stream. A default-constructed handle is empty.
+class RequestHandle {
+ public:
+  RequestHandle() = default;
+  explicit RequestHandle(std::shared_ptr<RequestStream> stream) : stream_(std::move(stream)) {}
+
+  bool valid() const { return stream_ != nullptr; }
+  RequestId id() const { return stream_->id(); }
+
+  // Blocking pull; nullopt on timeout or after the final event was taken.
+  std::optional<StreamEvent> next(std::chrono::milliseconds timeout = std::chrono::hours(24)) {
+    return stream_->next(timeout);
+  }
+  // Non-blocking poll.
+  std::optional<StreamEvent> try_next() { return stream_->try_next(); }
+  bool done() const { return stream_->done(); }
+  bool drained() const { return stream_->drained(); }
+
+  // Asks the engine to stop the request at its next step; its KV blocks are
+  // freed and the stream ends with FinishReason::kCancelled (unless it had
+  // already finished). Idempotent, thread-safe, returns at once.
+  void cancel() { stream_->cancel(); }
+
+  // Consumes the rest of the stream, blocking until the final event.
+  GenerationResult wait();
+
+ private:
+  std::shared_ptr<RequestStream> stream_;
+};
+
+}  // namespace tokenmill::engine

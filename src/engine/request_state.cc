@@ -1,0 +1,136 @@
+#include "engine/request_state.h"
+
+#include <algorithm>
+
+#include "sample/logprobs.h"
+#include "util/error.h"
+
+namespace tokenmill::engine {
+namespace {
+
+double ms_between(SteadyClock::time_point a, SteadyClock::time_point b) {
+  return std::chrono::duration<double, std::milli>(b - a).count();
+}
+
+}  // namespace
+
+FinishReason to_finish_reason(sched::FinishReason reason) {
+  switch (reason) {
+    case sched::FinishReason::kStop: return FinishReason::kStop;
+    case sched::FinishReason::kLength: return FinishReason::kLength;
+    case sched::FinishReason::kCancelled: return FinishReason::kCancelled;
+    case sched::FinishReason::kTimeout: return FinishReason::kTimeout;
+    case sched::FinishReason::kRejected: return FinishReason::kRejected;
+    case sched::FinishReason::kNone:
+    case sched::FinishReason::kError: return FinishReason::kError;
+  }
+  return FinishReason::kError;
+}
+
+RejectReason to_reject_reason(sched::RejectReason reason) {
+  switch (reason) {
+    case sched::RejectReason::kNone: return RejectReason::kNone;
+    case sched::RejectReason::kTooLong: return RejectReason::kTooLong;
+    case sched::RejectReason::kOverloaded: return RejectReason::kOverloaded;
+    case sched::RejectReason::kInvalid: return RejectReason::kInvalid;
+  }
+  return RejectReason::kInvalid;
+}
+
+RequestState::RequestState(std::shared_ptr<RequestStream> stream, const GenerateRequest& request, int32_t n_vocab,
+                           const tokenizer::Tokenizer* tokenizer, SteadyClock::time_point submitted)
+    : stream_(std::move(stream)),
+      want_logprobs_(request.logprobs || request.top_logprobs > 0),
+      top_logprobs_(request.top_logprobs),
+      ignore_eos_(request.sampling.ignore_eos),
+      sampler_(request.sampling, n_vocab),
+      tokenizer_(tokenizer),
+      stops_(request.sampling.stop),
+      history_(request.prompt),
+      submitted_(submitted) {
+  // The output continues the prompt: its first word keeps its leading space.
+  if (tokenizer_ != nullptr) detok_.emplace(*tokenizer_, /*skip_special=*/true, /*at_text_start=*/false);
+}
+
+void RequestState::note_scheduled(const sched::Sequence& seq, int64_t step) {
+  if (first_step_ >= 0) return;
+  first_step_ = step;
+  cached_prompt_tokens_ = std::min(seq.num_cached_prompt_tokens, seq.num_prompt_tokens());
+}
+
+int32_t RequestState::sample(std::span<const float> logits, sample::SamplerScratch& scratch) {
+  pending_logprob_.reset();
+  int32_t id = 0;
+  try {
+    id = sampler_.sample(logits, history_, scratch);
+  } catch (const Error& e) {
+    sample_error_ = e.what();
+    return 0;
+  }
+  if (want_logprobs_) {
+    TokenLogprob lp;
+    const double lse = sample::log_sum_exp(logits);
+    lp.logprob = static_cast<float>(static_cast<double>(logits[static_cast<size_t>(id)]) - lse);
+    if (top_logprobs_ > 0) lp.top = sample::top_logprobs(logits, top_logprobs_);
+    pending_logprob_ = std::move(lp);
+  }
+  return id;
+}
+
+sched::FinishReason RequestState::on_token(const sched::Sequence& seq, SteadyClock::time_point now,
+                                           Metrics& metrics) {
+  if (!sample_error_.empty()) return sched::FinishReason::kError;
+  const int32_t id = seq.output.back();
+  history_.push_back(id);
+  if (last_token_) metrics.on_token_gap(ms_between(*last_token_, now));
+  last_token_ = now;
+  if (!ignore_eos_ && tokenizer_ != nullptr && tokenizer_->is_end_of_generation(id)) {
+    return sched::FinishReason::kStop;  // EOS is counted but not streamed
+  }
+  TokenEvent event;
+  event.token = id;
+  event.logprob = std::move(pending_logprob_);
+  pending_logprob_.reset();
+  bool stopped = false;
+  if (detok_) {
+    sample::StopResult r = stops_.push(detok_->push(id));
+    event.text = std::move(r.emit);
+    stopped = r.stopped;
+  }
+  stream_->push_token(std::move(event));
+  return stopped ? sched::FinishReason::kStop : sched::FinishReason::kNone;
+}
+
+std::string RequestState::release_held_text() {
+  if (!detok_ || stops_.stopped()) return {};
+  std::string text = stops_.push(detok_->flush()).emit;
+  if (!stops_.stopped()) text += stops_.flush();
+  return text;
+}
+
+FinalEvent RequestState::make_final(const sched::Sequence& seq, SteadyClock::time_point now) {
+  FinalEvent f;
+  f.reason = to_finish_reason(seq.finish_reason);
+  f.reject = to_reject_reason(seq.reject_reason);
+  f.error = !sample_error_.empty() ? sample_error_ : seq.error;
+  if (f.reason == FinishReason::kError && f.error.empty()) f.error = "internal error";
+  if (f.reason != FinishReason::kRejected) f.text = release_held_text();
+  f.usage.prompt_tokens = seq.num_prompt_tokens();
+  f.usage.cached_prompt_tokens = cached_prompt_tokens_;
+  f.usage.completion_tokens = seq.num_output_tokens();
+  f.num_preemptions = seq.num_preemptions;
+  f.first_scheduled_step = first_step_;
+
+  Timings& t = f.timings;
+  t.e2e_ms = ms_between(submitted_, now);
+  t.queue_ms = seq.first_scheduled ? ms_between(submitted_, *seq.first_scheduled) : t.e2e_ms;
+  if (seq.first_token) {
+    t.ttft_ms = ms_between(submitted_, *seq.first_token);
+    if (seq.first_scheduled) t.prefill_ms = ms_between(*seq.first_scheduled, *seq.first_token);
+    if (last_token_) t.decode_ms = std::max(0.0, ms_between(*seq.first_token, *last_token_));
+    if (f.usage.completion_tokens > 1) t.tpot_ms = t.decode_ms / static_cast<double>(f.usage.completion_tokens - 1);
+  }
+  return f;
+}
+
+}  // namespace tokenmill::engine

@@ -1,0 +1,83 @@
+// The engine thread's side of one request: its sampler, streaming
+// detokenizer, stop-string matcher and output stream, from admission until
+// the final event. The scheduler owns the Sequence (tokens, blocks); this
+// owns everything that turns sampled ids into events.
+//
+// Thread-safety: engine thread only (the stream it pushes to is thread-safe).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "engine/metrics.h"
+#include "engine/output_stream.h"
+#include "engine/request.h"
+#include "sample/sampler.h"
+#include "sample/stop_criteria.h"
+#include "sched/sequence.h"
+#include "tokenizer/incremental_detokenizer.h"
+#include "tokenizer/tokenizer.h"
+#include "util/clock.h"
+
+namespace tokenmill::engine {
+
+// Maps the scheduler's finish / reject reasons to the stream's.
+FinishReason to_finish_reason(sched::FinishReason reason);
+RejectReason to_reject_reason(sched::RejectReason reason);
+
+class RequestState {
+ public:
+  // Precondition: request validated (its sampling params construct a
+  // Sampler). tokenizer may be null: events then carry no text and only
+  // max_tokens ends generation.
+  RequestState(std::shared_ptr<RequestStream> stream, const GenerateRequest& request, int32_t n_vocab,
+               const tokenizer::Tokenizer* tokenizer, SteadyClock::time_point submitted);
+
+  RequestStream& stream() { return *stream_; }
+  SteadyClock::time_point submitted() const { return submitted_; }
+
+  // Called when the sequence appears in a step's batch; the first call
+  // records the step index and the prompt tokens the prefix cache served.
+  void note_scheduled(const sched::Sequence& seq, int64_t step);
+
+  // Picks the next token from the sequence's logits row and, when asked,
+  // computes its log-probabilities. A sampler failure (every token banned)
+  // is recorded and returns 0; on_token then ends the request with kError.
+  int32_t sample(std::span<const float> logits,  // [n_vocab]
+                 sample::SamplerScratch& scratch);
+
+  // The scheduler's stop check, right after the sampled token was appended
+  // to seq.output: detokenizes it, matches stop strings, pushes the token
+  // event and returns kStop (EOS unless ignore_eos, or a stop string),
+  // kError, or kNone to go on (the scheduler then checks max_tokens).
+  sched::FinishReason on_token(const sched::Sequence& seq, SteadyClock::time_point now, Metrics& metrics);
+
+  // The final event of a finished (or rejected) sequence: releases held
+  // text, fills usage and timings. The caller pushes it.
+  FinalEvent make_final(const sched::Sequence& seq, SteadyClock::time_point now);
+
+ private:
+  std::string release_held_text();
+
+  std::shared_ptr<RequestStream> stream_;
+  bool want_logprobs_;
+  int top_logprobs_;
+  bool ignore_eos_;
+  sample::Sampler sampler_;
+  const tokenizer::Tokenizer* tokenizer_;
+  std::optional<tokenizer::IncrementalDetokenizer> detok_;
+  sample::StopStringMatcher stops_;
+  std::vector<int32_t> history_;  // prompt + sampled tokens, for penalties
+  std::optional<TokenLogprob> pending_logprob_;
+  std::string sample_error_;
+  SteadyClock::time_point submitted_;
+  std::optional<SteadyClock::time_point> last_token_;
+  int64_t first_step_ = -1;
+  int64_t cached_prompt_tokens_ = 0;
+};
+
+}  // namespace tokenmill::engine

@@ -1,0 +1,95 @@
+// Shared by the engine tests: a tiny synthetic llama (64-wide, 2 layers,
+// 512-token SPM vocabulary, context 256) written once per test binary to a
+// temporary file, and an independent greedy reference that runs one
+// sequence through model::SingleSequence (no scheduler, no shared pool).
+#pragma once
+
+#include <unistd.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "engine/engine_config.h"
+#include "engine/request.h"
+#include "model/model.h"
+#include "model/single_sequence.h"
+#include "model/synth.h"
+#include "util/thread_pool.h"
+
+namespace tokenmill::engine::testing {
+
+// Path of the model file; written on first use, removed at exit.
+inline const std::string& tiny_model_path() {
+  static const std::string path = [] {
+    const std::filesystem::path p = std::filesystem::temp_directory_path() /
+                                    ("tokenmill_engine_test_" + std::to_string(::getpid()) + ".gguf");
+    model::SynthOptions o;
+    o.arch = model::SynthArch::kLlama;
+    o.preset = "tiny";
+    o.format = *model::parse_weight_format("F32");
+    o.seed = 7;
+    o.num_threads = 1;
+    model::write_synth_model(o, p.string());
+    std::atexit([] { std::filesystem::remove(tiny_model_path()); });
+    return p.string();
+  }();
+  return path;
+}
+
+// A small engine: 64 blocks of 16 positions, F16 KV, 2 threads.
+inline EngineConfig tiny_config() {
+  EngineConfig c;
+  c.model_path = tiny_model_path();
+  c.num_threads = 2;
+  c.kv_num_blocks = 64;
+  c.block_size = 16;
+  c.max_seqs = 32;
+  c.max_batch_tokens = 256;
+  c.prefill_chunk = 32;
+  c.priority_aging_s = 0;
+  return c;
+}
+
+// A greedy request that never stops early (ignore_eos).
+inline GenerateRequest greedy_request(std::vector<int32_t> prompt, int64_t max_tokens) {
+  GenerateRequest r;
+  r.prompt = std::move(prompt);
+  r.max_tokens = max_tokens;
+  r.sampling.temperature = 0.0f;
+  r.sampling.ignore_eos = true;
+  return r;
+}
+
+// `n` random ids in [3, 512) (no BOS/EOS/UNK), from a fixed seed.
+inline std::vector<int32_t> random_prompt(uint64_t seed, size_t n) {
+  std::mt19937_64 rng(seed);
+  std::vector<int32_t> ids(n);
+  for (int32_t& id : ids) id = static_cast<int32_t>(3 + rng() % 509);
+  return ids;
+}
+
+// Greedy continuation computed without the engine: one private KV pool,
+// the whole prompt in one forward pass, then one token per pass; argmax
+// with ties to the lower id (the Sampler's greedy rule).
+inline std::vector<int32_t> reference_greedy(model::Model& m, const std::vector<int32_t>& prompt, int64_t n,
+                                             kv::KvDtype dtype = kv::KvDtype::F16) {
+  ThreadPool pool(1);
+  model::SingleSequence seq(m, static_cast<int64_t>(prompt.size()) + n, dtype);
+  std::vector<float> logits;
+  std::vector<int32_t> out;
+  seq.forward(prompt, false, logits, pool);
+  for (int64_t i = 0; i < n; ++i) {
+    int32_t best = 0;
+    for (int32_t v = 1; v < static_cast<int32_t>(logits.size()); ++v) {
+      if (logits[static_cast<size_t>(v)] > logits[static_cast<size_t>(best)]) best = v;
+    }
+    out.push_back(best);
+    if (i + 1 < n) seq.forward(std::span<const int32_t>(&out.back(), 1), false, logits, pool);
+  }
+  return out;
+}
+
+}  // namespace tokenmill::engine::testing

@@ -1,0 +1,170 @@
+// Paged attention driver (checks, GQA head grouping, threading), the scalar
+// per-group kernel (the reference path of the paged layout) and the K/V
+// row writer.
+#include "kernels/paged_attention.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <vector>
+
+#include "kernels/dispatch.h"
+#include "util/check.h"
+#include "util/fp16.h"
+
+namespace tokenmill::kernels {
+namespace {
+
+int64_t first_visible(const AttentionShape& s, int64_t p) {
+  return s.window > 0 ? std::max<int64_t>(0, p - s.window + 1) : 0;
+}
+
+int64_t elem_bytes(kv::KvDtype dtype) { return dtype == kv::KvDtype::F16 ? 2 : 4; }
+
+// Checks the block table once here so that the kernels can index it freely.
+void check_table(const PagedKv& kv, std::span<const int32_t> table, int64_t n_positions) {
+  TM_CHECK(kv.k != nullptr && kv.v != nullptr && kv.block_size > 0 && kv.n_kv_dim > 0);
+  TM_CHECK(kv.dtype == kv::KvDtype::F32 || kv.dtype == kv::KvDtype::F16);
+  const int64_t needed = (n_positions + kv.block_size - 1) / kv.block_size;
+  TM_CHECK_MSG(static_cast<int64_t>(table.size()) >= needed, "paged kv: block table too short");
+  for (int64_t b = 0; b < needed; ++b) {
+    TM_CHECK_MSG(table[b] >= 0 && table[b] < kv.num_blocks, "paged kv: block id outside the pool");
+  }
+}
+
+// Row of position p (into the [num_blocks * block_size, n_kv_dim] arrays).
+int64_t row_of(const PagedKv& kv, const int32_t* table, int64_t p) {
+  return static_cast<int64_t>(table[p / kv.block_size]) * kv.block_size + p % kv.block_size;
+}
+
+// dst[0..n) = the row's elements as floats.
+void load_row(kv::KvDtype dtype, const uint8_t* src, float* dst, int64_t n) {
+  if (dtype == kv::KvDtype::F32) {
+    std::memcpy(dst, src, static_cast<size_t>(n) * sizeof(float));
+    return;
+  }
+  const auto* h = reinterpret_cast<const uint16_t*>(src);
+  for (int64_t i = 0; i < n; ++i) dst[i] = fp16_to_fp32(h[i]);
+}
+
+void store_row(kv::KvDtype dtype, const float* src, uint8_t* dst, int64_t n) {
+  if (dtype == kv::KvDtype::F32) {
+    std::memcpy(dst, src, static_cast<size_t>(n) * sizeof(float));
+    return;
+  }
+  auto* h = reinterpret_cast<uint16_t*>(dst);
+  for (int64_t i = 0; i < n; ++i) h[i] = fp32_to_fp16(src[i]);
+}
+
+// How many parts each group of query heads is split into: the fewest that
+// keep a part within kMaxPagedGroup heads and give every thread work (more
+// parts mean each K/V row is loaded once per part instead of once per group).
+int64_t parts_per_group(int64_t group, int64_t num_pairs, int64_t num_threads) {
+  int64_t fallback = group;
+  for (int64_t parts = 1; parts <= group; ++parts) {
+    if (group % parts != 0 || group / parts > kMaxPagedGroup) continue;
+    if (num_pairs * parts >= num_threads) return parts;
+    fallback = parts;
+  }
+  return fallback;
+}
+
+}  // namespace
+
+// Keys one at a time, as scalar::attend_head, but each K and V row is
+// converted once and used by every head of the group.
+void scalar::paged_attend_group(const PagedKv& kv, const int32_t* block_table, int64_t kv_head,
+                                const float* q, int64_t num_heads, int64_t j_begin, int64_t j_end,
+                                int64_t head_dim, float scale, float softcap, float* out) {
+  const int64_t row_bytes = kv.n_kv_dim * elem_bytes(kv.dtype);
+  const int64_t head_offset = kv_head * head_dim * elem_bytes(kv.dtype);
+  std::vector<float> k(static_cast<size_t>(head_dim)), v(static_cast<size_t>(head_dim));
+  std::vector<float> m(static_cast<size_t>(num_heads), -std::numeric_limits<float>::infinity());
+  std::vector<float> l(static_cast<size_t>(num_heads), 0.0f);
+  std::fill(out, out + num_heads * head_dim, 0.0f);
+  for (int64_t j = j_begin; j < j_end; ++j) {
+    const int64_t row = row_of(kv, block_table, j);
+    load_row(kv.dtype, kv.k + row * row_bytes + head_offset, k.data(), head_dim);
+    load_row(kv.dtype, kv.v + row * row_bytes + head_offset, v.data(), head_dim);
+    for (int64_t g = 0; g < num_heads; ++g) {
+      const float* qg = q + g * head_dim;
+      float* og = out + g * head_dim;
+      float s = 0.0f;
+      for (int64_t d = 0; d < head_dim; ++d) s += qg[d] * k[static_cast<size_t>(d)];
+      s *= scale;
+      if (softcap > 0.0f) s = softcap * std::tanh(s / softcap);
+      if (s > m[g]) {
+        const float c = std::exp(m[g] - s);  // 0 on the first key (m = -inf)
+        for (int64_t d = 0; d < head_dim; ++d) og[d] *= c;
+        l[g] *= c;
+        m[g] = s;
+      }
+      const float p = std::exp(s - m[g]);
+      l[g] += p;
+      for (int64_t d = 0; d < head_dim; ++d) og[d] += p * v[static_cast<size_t>(d)];
+    }
+  }
+  for (int64_t g = 0; g < num_heads; ++g) {
+    const float inv = l[g] > 0.0f ? 1.0f / l[g] : 0.0f;
+    for (int64_t d = 0; d < head_dim; ++d) out[g * head_dim + d] *= inv;
+  }
+}
+
+// Work items are (token, KV head, part of the group). As in attention_with,
+// each thread takes every num_threads-th item so that the long rows of late
+// tokens are spread over the threads.
+void paged_attention_with(const KernelTable& kt, const AttentionShape& shape, const float* q,
+                          const int64_t* q_pos, int64_t num_tokens, const PagedKv& kv,
+                          std::span<const int32_t> block_table, int64_t n_ctx, float* out,
+                          ThreadPool& pool) {
+  TM_CHECK(shape.n_head > 0 && shape.n_kv_head > 0 && shape.head_dim > 0 && shape.window >= 0);
+  TM_CHECK_MSG(shape.n_head % shape.n_kv_head == 0, "attention: n_head must be a multiple of n_kv_head");
+  TM_CHECK_MSG(kv.n_kv_dim == shape.n_kv_head * shape.head_dim, "paged attention: n_kv_dim mismatch");
+  for (int64_t t = 0; t < num_tokens; ++t) {
+    TM_CHECK_MSG(q_pos[t] >= 0 && q_pos[t] < n_ctx, "attention: query position outside the cache");
+  }
+  check_table(kv, block_table, n_ctx);
+  if (num_tokens <= 0) return;
+  const int64_t hd = shape.head_dim;
+  const int64_t group = shape.n_head / shape.n_kv_head;
+  const int64_t num_threads = pool.num_threads();
+  const int64_t parts = parts_per_group(group, num_tokens * shape.n_kv_head, num_threads);
+  const int64_t heads_per_part = group / parts;
+  const int64_t items_per_token = shape.n_kv_head * parts;
+  const int64_t num_items = num_tokens * items_per_token;
+  pool.parallel_for(std::min(num_threads, num_items), [&](int, int64_t first, int64_t last) {
+    for (int64_t lane = first; lane < last; ++lane) {
+      for (int64_t i = lane; i < num_items; i += num_threads) {
+        const int64_t t = i / items_per_token;
+        const int64_t kv_head = (i % items_per_token) / parts;
+        const int64_t head = kv_head * group + (i % parts) * heads_per_part;
+        const int64_t offset = (t * shape.n_head + head) * hd;
+        kt.paged_attend_group(kv, block_table.data(), kv_head, q + offset, heads_per_part,
+                              first_visible(shape, q_pos[t]), q_pos[t] + 1, hd, shape.scale,
+                              shape.softcap, out + offset);
+      }
+    }
+  });
+}
+
+void paged_attention(const AttentionShape& shape, const float* q, const int64_t* q_pos,
+                     int64_t num_tokens, const PagedKv& kv, std::span<const int32_t> block_table,
+                     int64_t n_ctx, float* out, ThreadPool& pool) {
+  paged_attention_with(active_kernels(), shape, q, q_pos, num_tokens, kv, block_table, n_ctx, out,
+                       pool);
+}
+
+void paged_kv_write(const PagedKv& kv, std::span<const int32_t> block_table, int64_t start_pos,
+                    int64_t num_tokens, const float* k, const float* v) {
+  TM_CHECK(start_pos >= 0 && num_tokens >= 0);
+  check_table(kv, block_table, start_pos + num_tokens);
+  const int64_t row_bytes = kv.n_kv_dim * elem_bytes(kv.dtype);
+  for (int64_t t = 0; t < num_tokens; ++t) {
+    const int64_t row = row_of(kv, block_table.data(), start_pos + t);
+    store_row(kv.dtype, k + t * kv.n_kv_dim, kv.k + row * row_bytes, kv.n_kv_dim);
+    store_row(kv.dtype, v + t * kv.n_kv_dim, kv.v + row * row_bytes, kv.n_kv_dim);
+  }
+}
+
+}  // namespace tokenmill::kernels

@@ -1,0 +1,53 @@
+// Attention over a paged KV cache (PagedAttention): the keys and values of a
+// sequence live in fixed-size blocks of a shared pool, found through the
+// sequence's block table, stored as F32 or F16. The maths is that of
+// kernels::attention (attention.h): causal, grouped-query, optional sliding
+// window and soft-capping, online softmax.
+//
+// Grouped-query attention: the n_head / n_kv_head query heads that share a KV
+// head are processed together, so each K and V row (and its F16 -> F32
+// conversion) is loaded once per group rather than once per head.
+#pragma once
+
+#include <cstdint>
+#include <span>
+
+#include "kernels/attention.h"
+#include "kv/kv_dtype.h"
+#include "util/thread_pool.h"
+
+namespace tokenmill::kernels {
+
+// One layer of a paged KV pool (see kv/paged_kv_storage.h). Position p of a
+// sequence with block table `table` is row (table[p / block_size] * block_size
+// + p % block_size) of k and v.
+struct PagedKv {
+  uint8_t* k = nullptr;  // [num_blocks, block_size, n_kv_dim] of dtype
+  uint8_t* v = nullptr;  // [num_blocks, block_size, n_kv_dim] of dtype
+  kv::KvDtype dtype = kv::KvDtype::F32;
+  int64_t block_size = 0;
+  int64_t n_kv_dim = 0;    // n_kv_head * head_dim
+  int64_t num_blocks = 0;  // block ids in a table must be below this
+};
+
+// q:   [num_tokens, n_head, head_dim]  queries of one sequence, at positions q_pos[t]
+// out: [num_tokens, n_head, head_dim]
+// block_table: the sequence's blocks; must cover positions [0, n_ctx).
+// Query t attends the keys at positions j <= q_pos[t] inside the window;
+// blocks wholly outside every query's window are never touched.
+// Preconditions (CHECK; the caller validates outside input): q_pos[t] in
+// [0, n_ctx), block ids in [0, kv.num_blocks), kv.n_kv_dim ==
+// shape.n_kv_head * shape.head_dim. Work is split over (token, KV head)
+// pairs; results do not depend on the thread count.
+void paged_attention(const AttentionShape& shape, const float* q, const int64_t* q_pos,
+                     int64_t num_tokens, const PagedKv& kv, std::span<const int32_t> block_table,
+                     int64_t n_ctx, float* out, ThreadPool& pool);
+
+// Stores K and V rows of positions [start_pos, start_pos + num_tokens) of a
+// sequence, converted to kv.dtype (F16: round to nearest even).
+// k, v: [num_tokens, n_kv_dim]. Precondition (CHECK): block_table covers
+// start_pos + num_tokens positions with ids in [0, kv.num_blocks).
+void paged_kv_write(const PagedKv& kv, std::span<const int32_t> block_table, int64_t start_pos,
+                    int64_t num_tokens, const float* k, const float* v);
+
+}  // namespace tokenmill::kernels

@@ -1,0 +1,84 @@
+#include "kv/block_table.h"
+
+#include <algorithm>
+
+#include "util/check.h"
+
+namespace tokenmill::kv {
+
+BlockTable::BlockTable(int32_t block_size) : block_size_(block_size) { TM_CHECK(block_size > 0); }
+
+namespace {
+
+// True when the next written slot lies in the last block and that block is
+// shared, i.e. writing it needs a private copy first.
+bool last_block_needs_copy(int64_t num_tokens, int32_t block_size, const std::vector<BlockId>& blocks,
+                           const BlockAllocator& allocator) {
+  return num_tokens % block_size != 0 && !blocks.empty() && allocator.ref_count(blocks.back()) > 1;
+}
+
+}  // namespace
+
+int64_t BlockTable::blocks_needed(int64_t n, const BlockAllocator& allocator) const {
+  if (n <= 0) return 0;
+  const int64_t slack = static_cast<int64_t>(blocks_.size()) * block_size_ - num_tokens_;
+  const int64_t beyond = std::max<int64_t>(0, n - slack);
+  const int64_t cow = last_block_needs_copy(num_tokens_, block_size_, blocks_, allocator) ? 1 : 0;
+  return (beyond + block_size_ - 1) / block_size_ + cow;
+}
+
+int64_t BlockTable::max_appendable(int64_t available, const BlockAllocator& allocator) const {
+  int64_t slack = static_cast<int64_t>(blocks_.size()) * block_size_ - num_tokens_;
+  if (last_block_needs_copy(num_tokens_, block_size_, blocks_, allocator)) {
+    if (available < 1) return 0;
+    --available;
+  }
+  return slack + std::max<int64_t>(0, available) * block_size_;
+}
+
+bool BlockTable::append_slots(int64_t n, BlockAllocator& allocator, std::vector<BlockCopy>* copies) {
+  TM_CHECK(n >= 0);
+  if (n == 0) return true;
+  if (blocks_needed(n, allocator) > allocator.num_available()) return false;
+  if (last_block_needs_copy(num_tokens_, block_size_, blocks_, allocator)) {
+    const BlockId src = blocks_.back();
+    const std::optional<BlockId> dst = allocator.allocate();
+    TM_CHECK(dst.has_value());
+    TM_CHECK(copies != nullptr);
+    copies->push_back({src, *dst});
+    allocator.release(src);
+    blocks_.back() = *dst;
+  }
+  const int64_t target = num_tokens_ + n;
+  while (static_cast<int64_t>(blocks_.size()) * block_size_ < target) {
+    const std::optional<BlockId> id = allocator.allocate();
+    TM_CHECK(id.has_value());
+    blocks_.push_back(*id);
+  }
+  num_tokens_ = target;
+  return true;
+}
+
+void BlockTable::assign_prefix(std::span<const BlockId> blocks) {
+  TM_CHECK(blocks_.empty() && num_tokens_ == 0);
+  blocks_.assign(blocks.begin(), blocks.end());
+  num_tokens_ = static_cast<int64_t>(blocks_.size()) * block_size_;
+}
+
+BlockTable BlockTable::fork(BlockAllocator& allocator) const {
+  for (BlockId id : blocks_) allocator.retain(id);
+  BlockTable copy(block_size_);
+  copy.blocks_ = blocks_;
+  copy.num_tokens_ = num_tokens_;
+  return copy;
+}
+
+void BlockTable::free(BlockAllocator& allocator) {
+  // Tail first: cached blocks then sit in the evictable LRU list tail-first,
+  // so eviction eats a cached chain from its end and its prefix stays usable.
+  for (auto it = blocks_.rbegin(); it != blocks_.rend(); ++it) allocator.release(*it);
+  blocks_.clear();
+  num_tokens_ = 0;
+}
+
+}  // namespace tokenmill::kv

@@ -1,0 +1,77 @@
+// One sequence's block table: which KV blocks hold its positions, and how
+// many positions (slots) are reserved. Position p lives in block
+// blocks()[p / block_size] at slot p % block_size.
+//
+// Copy-on-write: blocks may be shared (fork() for parallel samples, prefix
+// cache hits). Only the last, partially filled block is ever written; when it
+// is shared, append_slots() gives this table a private copy: it allocates a
+// new block, records {src, dst} for the engine (which must apply every copy
+// with PagedKvStorage::copy_block, in the order recorded, BEFORE the forward
+// pass that writes the block) and releases its reference to the shared one.
+// The order matters: a source released here may be freed and handed out as
+// a later copy's destination within the same step.
+//
+// The table does not own a reference to the allocator: every call that
+// changes refcounts takes it. free() must be called before the table is
+// dropped, or its blocks leak (the Scheduler does this for every sequence).
+//
+// Thread-safety: none. Cost: append_slots is O(new blocks); fork and free are
+// O(blocks).
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <vector>
+
+#include "kv/block_allocator.h"
+
+namespace tokenmill::kv {
+
+// A pending copy-on-write: copy all of block src's K/V into block dst.
+struct BlockCopy {
+  BlockId src = -1;
+  BlockId dst = -1;
+  bool operator==(const BlockCopy&) const = default;
+};
+
+class BlockTable {
+ public:
+  BlockTable() = default;
+  // Precondition: block_size > 0.
+  explicit BlockTable(int32_t block_size);
+
+  int32_t block_size() const { return block_size_; }
+  const std::vector<BlockId>& blocks() const { return blocks_; }
+  int64_t num_tokens() const { return num_tokens_; }  // reserved slots
+  bool empty() const { return blocks_.empty(); }
+
+  // Blocks that appending n slots would take from the allocator, counting
+  // the copy-on-write of a shared last block (needs the allocator for that).
+  int64_t blocks_needed(int64_t n, const BlockAllocator& allocator) const;
+  // Most slots appendable with `available` blocks from the allocator.
+  int64_t max_appendable(int64_t available, const BlockAllocator& allocator) const;
+
+  // Reserves n more slots, allocating blocks as needed and un-sharing the
+  // last block if it will be written while shared (the copy is appended to
+  // *copies). All or nothing: returns false and changes nothing when the
+  // allocator cannot supply every block.
+  bool append_slots(int64_t n, BlockAllocator& allocator, std::vector<BlockCopy>* copies);
+
+  // Adopts full blocks whose references the caller already holds (prefix
+  // cache hits). Precondition: the table is empty.
+  void assign_prefix(std::span<const BlockId> blocks);
+
+  // A second table sharing every block (each retained once more), for
+  // parallel sampling. Explicitly named: it changes refcounts.
+  BlockTable fork(BlockAllocator& allocator) const;
+
+  // Releases every block, last first (see block_table.cc), and empties the table.
+  void free(BlockAllocator& allocator);
+
+ private:
+  int32_t block_size_ = 16;
+  int64_t num_tokens_ = 0;
+  std::vector<BlockId> blocks_;
+};
+
+}  // namespace tokenmill::kv

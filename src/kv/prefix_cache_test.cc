@@ -1,0 +1,237 @@
+// PrefixCache: sharing of identical prefixes, the last-token cap, namespace
+// separation per component, LRU eviction order, counters, enable switch.
+#include "kv/prefix_cache.h"
+
+#include <gtest/gtest.h>
+
+#include <numeric>
+#include <vector>
+
+#include "kv/block_table.h"
+
+namespace tokenmill::kv {
+namespace {
+
+constexpr int32_t kBs = 4;
+
+std::vector<int32_t> iota_tokens(int n, int start = 100) {
+  std::vector<int32_t> t(static_cast<size_t>(n));
+  std::iota(t.begin(), t.end(), start);
+  return t;
+}
+
+// A sequence that computed `tokens` into fresh blocks and published them.
+struct Computed {
+  BlockTable table{kBs};
+  std::vector<BlockHash> hashes;
+};
+
+Computed compute_and_publish(PrefixCache& cache, BlockAllocator& a, uint64_t ns, const std::vector<int32_t>& tokens) {
+  Computed c;
+  std::vector<BlockCopy> copies;
+  EXPECT_TRUE(c.table.append_slots(static_cast<int64_t>(tokens.size()), a, &copies));
+  cache.publish(ns, tokens, c.table.blocks(), &c.hashes);
+  return c;
+}
+
+TEST(PrefixCache, IdenticalPromptsShareFullBlocks) {
+  BlockAllocator a(16);
+  PrefixCache cache(a, kBs);
+  const auto tokens = iota_tokens(10);  // 2 full blocks + 2 tokens
+  Computed first = compute_and_publish(cache, a, 7, tokens);
+  EXPECT_EQ(first.hashes.size(), 2u);  // the partial block is not published
+  EXPECT_EQ(cache.stats().blocks_held, 2);
+
+  const PrefixMatch m = cache.match(7, tokens);
+  EXPECT_EQ(m.num_tokens, 8);
+  EXPECT_EQ(m.blocks, (std::vector<BlockId>{first.table.blocks()[0], first.table.blocks()[1]}));
+  EXPECT_EQ(m.hashes, first.hashes);
+  EXPECT_EQ(a.ref_count(m.blocks[0]), 2);  // retained for the caller
+
+  // A prompt diverging inside block 1 matches block 0 only.
+  auto other = tokens;
+  other[6] = 9999;
+  const PrefixMatch m2 = cache.match(7, other);
+  EXPECT_EQ(m2.num_tokens, 4);
+  // Diverging in block 0 means no match even though block 1 is equal.
+  other = tokens;
+  other[0] = 9999;
+  EXPECT_EQ(cache.lookup(7, other).num_tokens, 0);
+
+  for (BlockId b : m.blocks) a.release(b);
+  for (BlockId b : m2.blocks) a.release(b);
+  first.table.free(a);
+  EXPECT_EQ(a.num_used(), 0);
+  EXPECT_EQ(a.num_evictable(), 2);
+  EXPECT_EQ(a.num_available(), 16);
+}
+
+TEST(PrefixCache, NeverCoversTheLastToken) {
+  BlockAllocator a(16);
+  PrefixCache cache(a, kBs);
+  const auto tokens = iota_tokens(8);  // exactly 2 full blocks
+  Computed c = compute_and_publish(cache, a, 1, tokens);
+  // The same 8 tokens: the cap (8 - 1) / 4 = 1 block leaves 4 tokens to compute.
+  EXPECT_EQ(cache.lookup(1, tokens).num_tokens, 4);
+  // 9 tokens: (9 - 1) / 4 = 2 blocks, 1 token left.
+  auto longer = tokens;
+  longer.push_back(5);
+  EXPECT_EQ(cache.lookup(1, longer).num_tokens, 8);
+  // 1 token: nothing.
+  EXPECT_EQ(cache.lookup(1, std::vector<int32_t>{100}).num_tokens, 0);
+  EXPECT_EQ(cache.lookup(1, std::vector<int32_t>{}).num_tokens, 0);
+  c.table.free(a);
+}
+
+TEST(PrefixCache, NamespaceIdDiffersInEveryComponent) {
+  const CacheNamespace base{"model-a", "tok-a", "", "rope:10000", "causal", "f16", ""};
+  const uint64_t id = namespace_id(base);
+  EXPECT_EQ(namespace_id(base), id);  // deterministic
+  std::vector<CacheNamespace> variants(7, base);
+  variants[0].model = "model-b";
+  variants[1].tokenizer = "tok-b";
+  variants[2].adapter = "lora-1";
+  variants[3].rope = "rope:500000";
+  variants[4].attention = "sliding:4096";
+  variants[5].kv_dtype = "f32";
+  variants[6].isolation = "tenant-x";
+  std::vector<uint64_t> ids{id};
+  for (const CacheNamespace& v : variants) ids.push_back(namespace_id(v));
+  for (size_t i = 0; i < ids.size(); ++i) {
+    for (size_t j = i + 1; j < ids.size(); ++j) EXPECT_NE(ids[i], ids[j]) << i << " vs " << j;
+  }
+  // Field boundaries matter.
+  CacheNamespace shifted = base;
+  shifted.model = "model-at";
+  shifted.tokenizer = "ok-a";
+  EXPECT_NE(namespace_id(shifted), id);
+}
+
+TEST(PrefixCache, DifferentNamespacesNeverShare) {
+  const CacheNamespace base{"model-a", "tok-a", "", "rope:10000", "causal", "f16", ""};
+  std::vector<CacheNamespace> variants(7, base);
+  variants[0].model = "model-b";
+  variants[1].tokenizer = "tok-b";
+  variants[2].adapter = "lora-1";
+  variants[3].rope = "rope:500000";
+  variants[4].attention = "sliding:4096";
+  variants[5].kv_dtype = "f32";
+  variants[6].isolation = "tenant-x";
+  BlockAllocator a(64);
+  PrefixCache cache(a, kBs);
+  const auto tokens = iota_tokens(9);
+  Computed c = compute_and_publish(cache, a, namespace_id(base), tokens);
+  EXPECT_EQ(cache.lookup(namespace_id(base), tokens).num_tokens, 8);
+  for (size_t i = 0; i < variants.size(); ++i) {
+    EXPECT_EQ(cache.lookup(namespace_id(variants[i]), tokens).num_tokens, 0) << "component " << i;
+  }
+  // The same content published in another namespace is a separate entry.
+  Computed d = compute_and_publish(cache, a, namespace_id(variants[6]), tokens);
+  EXPECT_EQ(cache.stats().blocks_held, 4);
+  EXPECT_EQ(cache.lookup(namespace_id(variants[6]), tokens).blocks, (std::vector<BlockId>{
+                                                                          d.table.blocks()[0], d.table.blocks()[1]}));
+  c.table.free(a);
+  d.table.free(a);
+}
+
+TEST(PrefixCache, DuplicateContentIsNotPublishedTwice) {
+  BlockAllocator a(16);
+  PrefixCache cache(a, kBs);
+  const auto tokens = iota_tokens(8);
+  Computed c1 = compute_and_publish(cache, a, 1, tokens);
+  Computed c2 = compute_and_publish(cache, a, 1, tokens);  // computed concurrently, not via a hit
+  EXPECT_EQ(cache.stats().blocks_held, 2);
+  EXPECT_EQ(c2.hashes, c1.hashes);
+  EXPECT_FALSE(a.is_cached(c2.table.blocks()[0]));
+  c1.table.free(a);
+  c2.table.free(a);
+  EXPECT_EQ(a.num_evictable(), 2);
+  EXPECT_EQ(a.num_free(), 14);
+}
+
+TEST(PrefixCache, EvictsLeastRecentlyUsedAndForgetsEvictedBlocks) {
+  BlockAllocator a(4);
+  PrefixCache cache(a, kBs);
+  const auto p1 = iota_tokens(5, 0), p2 = iota_tokens(5, 10), p3 = iota_tokens(5, 20);
+  Computed c1 = compute_and_publish(cache, a, 1, p1);  // block 0 cached, block 1 partial
+  Computed c2 = compute_and_publish(cache, a, 1, p2);  // blocks 2 (cached), 3
+  c1.table.free(a);  // block 0 evictable, block 1 free
+  c2.table.free(a);  // block 2 evictable, block 3 free
+  Computed c3 = compute_and_publish(cache, a, 1, p3);  // takes the two free blocks
+  EXPECT_EQ(cache.stats().blocks_held, 3);
+  c3.table.free(a);
+  // LRU order now: p1's block, p2's block, p3's block. A hit on p1 refreshes it.
+  PrefixMatch hit = cache.match(1, p1);
+  ASSERT_EQ(hit.num_tokens, 4);
+  for (BlockId b : hit.blocks) a.release(b);
+  // Three fresh allocations: one free block, then evict p2's, then p3's.
+  std::vector<BlockId> taken;
+  for (int i = 0; i < 3; ++i) taken.push_back(*a.allocate());
+  EXPECT_EQ(cache.stats().evictions, 2);
+  EXPECT_EQ(cache.lookup(1, p2).num_tokens, 0);
+  EXPECT_EQ(cache.lookup(1, p3).num_tokens, 0);
+  EXPECT_EQ(cache.lookup(1, p1).num_tokens, 4);
+  EXPECT_EQ(cache.stats().blocks_held, 1);
+  for (BlockId b : taken) a.release(b);
+  EXPECT_EQ(a.num_available(), 4);
+}
+
+TEST(PrefixCache, CountsLookupsHitsAndMisses) {
+  BlockAllocator a(16);
+  PrefixCache cache(a, kBs);
+  const auto tokens = iota_tokens(10);
+  Computed c = compute_and_publish(cache, a, 1, tokens);
+  EXPECT_EQ(cache.stats().lookups, 0);
+  PrefixMatch m1 = cache.match(1, tokens);                // 8 hit, 2 miss
+  PrefixMatch m2 = cache.match(1, iota_tokens(6, 500));  // 0 hit, 6 miss
+  (void)cache.lookup(1, tokens);                          // not counted
+  const PrefixCacheStats s = cache.stats();
+  EXPECT_EQ(s.lookups, 2);
+  EXPECT_EQ(s.hit_tokens, 8);
+  EXPECT_EQ(s.miss_tokens, 8);
+  EXPECT_DOUBLE_EQ(s.hit_rate(), 0.5);
+  for (BlockId b : m1.blocks) a.release(b);
+  c.table.free(a);
+}
+
+TEST(PrefixCache, DisabledCacheNeitherMatchesNorPublishes) {
+  BlockAllocator a(16);
+  PrefixCache cache(a, kBs);
+  const auto tokens = iota_tokens(9);
+  Computed c = compute_and_publish(cache, a, 1, tokens);
+  c.table.free(a);
+  EXPECT_EQ(a.num_evictable(), 2);
+  cache.set_enabled(false);
+  EXPECT_EQ(a.num_evictable(), 0);  // dropped entries return to the free list
+  EXPECT_EQ(a.num_free(), 16);
+  EXPECT_EQ(cache.lookup(1, tokens).num_tokens, 0);
+  Computed d = compute_and_publish(cache, a, 1, tokens);
+  EXPECT_EQ(cache.stats().blocks_held, 0);
+  d.table.free(a);
+  cache.set_enabled(true);
+  EXPECT_EQ(cache.lookup(1, tokens).num_tokens, 0);
+}
+
+TEST(PrefixCache, PublishIsIncremental) {
+  BlockAllocator a(16);
+  PrefixCache cache(a, kBs);
+  const auto tokens = iota_tokens(12);
+  BlockTable t(kBs);
+  std::vector<BlockCopy> copies;
+  ASSERT_TRUE(t.append_slots(12, a, &copies));
+  std::vector<BlockHash> hashes;
+  cache.publish(1, std::span(tokens).first(5), t.blocks(), &hashes);
+  EXPECT_EQ(hashes.size(), 1u);
+  cache.publish(1, tokens, t.blocks(), &hashes);
+  EXPECT_EQ(hashes.size(), 3u);
+  // The chain matches a from-scratch computation.
+  const BlockHash h0 = PrefixCache::hash_block(1, nullptr, std::span(tokens).first(4));
+  const BlockHash h1 = PrefixCache::hash_block(1, &h0, std::span(tokens).subspan(4, 4));
+  EXPECT_EQ(hashes[0], h0);
+  EXPECT_EQ(hashes[1], h1);
+  EXPECT_EQ(cache.stats().blocks_held, 3);
+  t.free(a);
+}
+
+}  // namespace
+}  // namespace tokenmill::kv

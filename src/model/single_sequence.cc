@@ -1,0 +1,38 @@
+#include "model/single_sequence.h"
+
+#include <numeric>
+
+#include "util/error.h"
+
+namespace tokenmill::model {
+namespace {
+
+// Validates before the pool is sized from it.
+int64_t checked_capacity(const Model& model, int64_t capacity) {
+  const int64_t limit = model.config().n_ctx_train;
+  if (capacity < 1 || capacity > limit)
+    fail("context size {} is outside [1, {}] (the model's training context)", capacity, limit);
+  return capacity;
+}
+
+}  // namespace
+
+SingleSequence::SingleSequence(Model& model, int64_t capacity, kv::KvDtype dtype)
+    : model_(model),
+      capacity_(checked_capacity(model, capacity)),
+      storage_(model.kv_geometry(kBlockSize, dtype), (capacity_ + kBlockSize - 1) / kBlockSize),
+      block_table_(static_cast<size_t>(storage_.num_blocks())) {
+  std::iota(block_table_.begin(), block_table_.end(), 0);
+}
+
+void SingleSequence::forward(std::span<const int32_t> tokens, bool all_logits, std::vector<float>& logits,
+                             ThreadPool& pool) {
+  const int64_t n = static_cast<int64_t>(tokens.size());
+  if (size_ + n > capacity_)
+    fail("context is full: {} positions needed, the context holds {}", size_ + n, capacity_);
+  const SequenceChunk chunk{tokens, size_, block_table_, all_logits};
+  model_.forward({&chunk, 1}, storage_, logits, pool);
+  size_ += n;
+}
+
+}  // namespace tokenmill::model

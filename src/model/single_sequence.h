@@ -1,0 +1,47 @@
+// One sequence run on its own, for tools (`tokenmill run`, `tokenmill
+// logits`) and tests: a private paged KV pool just large enough for
+// `capacity` positions, with the identity block table (block i holds
+// positions [16 i, 16 i + 16)). The serving engine shares one pool between
+// many sequences instead.
+//
+// Thread-safety: one caller at a time, as Model::forward.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <vector>
+
+#include "kv/paged_kv_storage.h"
+#include "model/model.h"
+#include "util/thread_pool.h"
+
+namespace tokenmill::model {
+
+class SingleSequence {
+ public:
+  static constexpr int64_t kBlockSize = 16;
+
+  // Throws Error when capacity is not in [1, n_ctx_train] or the pool cannot
+  // be allocated. Memory: capacity rounded up to kBlockSize times
+  // model.kv_geometry(...).bytes_per_token(). `model` must outlive this.
+  SingleSequence(Model& model, int64_t capacity, kv::KvDtype dtype);
+
+  // Appends tokens at positions [size(), size() + tokens.size()) and writes
+  // the logits [num_rows, n_vocab] (every token's row with all_logits, else
+  // the last one's). Throws Error when the tokens do not fit the capacity,
+  // and for what Model::forward rejects; the size then stays unchanged.
+  void forward(std::span<const int32_t> tokens, bool all_logits, std::vector<float>& logits, ThreadPool& pool);
+
+  int64_t size() const { return size_; }
+  int64_t capacity() const { return capacity_; }
+  kv::KvDtype dtype() const { return storage_.geometry().dtype; }
+
+ private:
+  Model& model_;
+  int64_t capacity_ = 0;
+  int64_t size_ = 0;
+  kv::PagedKvStorage storage_;
+  std::vector<int32_t> block_table_;  // identity: [0, num_blocks)
+};
+
+}  // namespace tokenmill::model

@@ -1,0 +1,53 @@
+// What one engine step runs: the hand-off from Scheduler::schedule() to the
+// model runner, and back into Scheduler::commit().
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "kv/block_table.h"
+#include "sched/sequence.h"
+
+namespace tokenmill::sched {
+
+// One sequence's share of the step: compute tokens
+// [start_pos, start_pos + num_tokens) of seq's prompt + output, writing their
+// K/V at those positions through seq->blocks (already sized for them).
+struct ScheduledSeq {
+  Sequence* seq = nullptr;  // owned by the Scheduler; valid until commit()
+  int64_t start_pos = 0;    // == seq->num_computed_tokens at schedule()
+  int64_t num_tokens = 0;   // 1 for a decode; a chunk for a prefill
+  // True when the step reaches the sequence's last known token: the runner
+  // must return that position's logits and the engine samples the next
+  // token. False for a non-final prefill chunk.
+  bool samples = false;
+  // A decode step: one token, the sequence's newest sampled output. False
+  // for prefill chunks (prompt, or prompt + output recomputed after a
+  // preemption).
+  bool is_decode = false;
+};
+
+struct ScheduledBatch {
+  // Decodes first, then prefill chunks. Empty when there is nothing to run.
+  std::vector<ScheduledSeq> seqs;
+  // Copy-on-write block copies; apply all, in order
+  // (PagedKvStorage::copy_block), before the forward pass.
+  std::vector<kv::BlockCopy> copies;
+  // Sequences that ended inside schedule() (cancelled, timed out, rejected
+  // because the pool ran dry under the reject policy); their blocks are
+  // already freed. The engine reports them and drops them.
+  std::vector<std::unique_ptr<Sequence>> finished;
+  // Sequences preempted this step (still owned by the Scheduler, back in the
+  // waiting queue). For metrics/logging only; valid until the next call.
+  std::vector<const Sequence*> preempted;
+
+  int64_t num_tokens() const {
+    int64_t n = 0;
+    for (const ScheduledSeq& s : seqs) n += s.num_tokens;
+    return n;
+  }
+  bool empty() const { return seqs.empty(); }
+};
+
+}  // namespace tokenmill::sched

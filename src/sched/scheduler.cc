@@ -1,0 +1,256 @@
+// Scheduler: configuration, admission (add), commit, finishing and gauges.
+// The per-step planning lives in scheduler_step.cc.
+#include "sched/scheduler.h"
+
+#include <algorithm>
+#include <fmt/format.h>
+
+#include "util/check.h"
+#include "util/error.h"
+
+namespace tokenmill::sched {
+
+namespace {
+
+int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
+}  // namespace
+
+void SchedulerConfig::validate() const {
+  if (num_blocks <= 0) fail("scheduler: num_blocks must be positive, got {}", num_blocks);
+  if (block_size <= 0) fail("scheduler: block_size must be positive, got {}", block_size);
+  if (max_seqs <= 0) fail("scheduler: max_seqs must be positive, got {}", max_seqs);
+  if (max_batch_tokens < max_seqs) {
+    fail("scheduler: max_batch_tokens ({}) must be at least max_seqs ({}) so every decode fits a step",
+         max_batch_tokens, max_seqs);
+  }
+  if (prefill_chunk < 0) fail("scheduler: prefill_chunk must be >= 0, got {}", prefill_chunk);
+  if (max_model_len < 0) fail("scheduler: max_model_len must be >= 0, got {}", max_model_len);
+  if (max_waiting < 0) fail("scheduler: max_waiting must be >= 0, got {}", max_waiting);
+  if (!(priority_aging_s >= 0.0)) fail("scheduler: priority_aging_s must be >= 0, got {}", priority_aging_s);
+}
+
+static const SchedulerConfig& validated(const SchedulerConfig& config) {
+  config.validate();
+  return config;
+}
+
+Scheduler::Scheduler(const SchedulerConfig& config)
+    : config_(validated(config)),
+      allocator_(config.num_blocks),
+      prefix_cache_(allocator_, config.block_size, config.enable_prefix_cache) {}
+
+Scheduler::~Scheduler() {
+  for (auto& seq : running_) seq->blocks.free(allocator_);
+  for (auto& seq : waiting_) seq->blocks.free(allocator_);
+}
+
+std::unique_ptr<Sequence> Scheduler::add(std::unique_ptr<Sequence> seq, TimePoint now) {
+  TM_CHECK(seq != nullptr);
+  TM_CHECK_MSG(seq->status == SequenceStatus::kWaiting && seq->output.empty(), "add() of a used sequence");
+  seq->queued = now;
+  if (std::optional<Rejection> r = admission_error(*seq)) {
+    seq->status = SequenceStatus::kFinished;
+    seq->finish_reason = FinishReason::kRejected;
+    seq->reject_reason = r->reason;
+    seq->error = std::move(r->message);
+    seq->finished = now;
+    ++num_rejections_;
+    return seq;
+  }
+  seq->admission_order = next_admission_order_++;
+  seq->blocks = kv::BlockTable(config_.block_size);
+  waiting_.push_back(std::move(seq));
+  return nullptr;
+}
+
+std::optional<Scheduler::Rejection> Scheduler::admission_error(const Sequence& seq) const {
+  const int64_t prompt_len = seq.num_prompt_tokens();
+  if (prompt_len == 0) return Rejection{RejectReason::kInvalid, "the prompt is empty"};
+  if (seq.max_tokens < 1) {
+    return Rejection{RejectReason::kInvalid, fmt::format("max_tokens must be at least 1, got {}", seq.max_tokens)};
+  }
+  if (seq.priority < 0) {
+    return Rejection{RejectReason::kInvalid, fmt::format("priority must be >= 0, got {}", seq.priority)};
+  }
+  if (find(seq.id) != nullptr) {
+    return Rejection{RejectReason::kInvalid, fmt::format("request id {} is already scheduled", seq.id)};
+  }
+  const int64_t total = prompt_len + seq.max_tokens;
+  if (config_.max_model_len > 0 && total > config_.max_model_len) {
+    return Rejection{RejectReason::kTooLong,
+                     fmt::format("prompt ({} tokens) + max_tokens ({}) = {} exceeds the model context of {} tokens",
+                                 prompt_len, seq.max_tokens, total, config_.max_model_len)};
+  }
+  // The last sampled token is never run through the model, so the K/V of
+  // total - 1 positions must fit.
+  const int64_t bs = config_.block_size;
+  const int64_t blocks = ceil_div(total - 1, bs);
+  if (blocks > config_.num_blocks) {
+    return Rejection{RejectReason::kTooLong,
+                     fmt::format("prompt ({} tokens) + max_tokens ({}) needs {} KV blocks, but the whole cache has "
+                                 "{} blocks ({} tokens)",
+                                 prompt_len, seq.max_tokens, blocks, config_.num_blocks, config_.num_blocks * bs)};
+  }
+  if (config_.prefill_chunk == 0 && prompt_len > config_.max_batch_tokens) {
+    return Rejection{RejectReason::kTooLong,
+                     fmt::format("prompt ({} tokens) exceeds max_batch_tokens ({}) and chunked prefill is off",
+                                 prompt_len, config_.max_batch_tokens)};
+  }
+  if (config_.max_waiting > 0 && num_waiting() >= config_.max_waiting) {
+    return Rejection{RejectReason::kOverloaded,
+                     fmt::format("overloaded: the waiting queue is full ({} requests)", num_waiting())};
+  }
+  if (config_.on_kv_exhausted == KvExhaustedPolicy::kReject) {
+    const int64_t need = ceil_div(prompt_len, bs);
+    const int64_t free = allocator_.num_available() - blocks_reserved_by_running() - blocks_wanted_by_waiting();
+    if (need > free) {
+      return Rejection{RejectReason::kOverloaded,
+                       fmt::format("overloaded: the prompt needs {} KV blocks, {} are available", need,
+                                   std::max<int64_t>(0, free))};
+    }
+  }
+  return std::nullopt;
+}
+
+bool Scheduler::cancel(uint64_t id) { return request_finish(id, FinishReason::kCancelled); }
+
+bool Scheduler::request_finish(uint64_t id, FinishReason reason, std::string message) {
+  TM_CHECK(reason != FinishReason::kNone);
+  if (find(id) == nullptr) return false;
+  pending_finishes_.push_back({id, reason, std::move(message)});
+  return true;
+}
+
+const Sequence* Scheduler::find(uint64_t id) const {
+  for (const auto& seq : running_) {
+    if (seq->id == id) return seq.get();
+  }
+  for (const auto& seq : waiting_) {
+    if (seq->id == id) return seq.get();
+  }
+  return nullptr;
+}
+
+std::unique_ptr<Sequence> Scheduler::take_running(const Sequence* seq) {
+  const auto it = std::find_if(running_.begin(), running_.end(), [&](const auto& p) { return p.get() == seq; });
+  TM_CHECK(it != running_.end());
+  std::unique_ptr<Sequence> out = std::move(*it);
+  running_.erase(it);
+  return out;
+}
+
+void Scheduler::finish(Sequence& seq, FinishReason reason, TimePoint now) {
+  seq.blocks.free(allocator_);
+  seq.block_hashes.clear();
+  seq.status = SequenceStatus::kFinished;
+  seq.finish_reason = reason;
+  seq.finished = now;
+  if (reason == FinishReason::kTimeout) ++num_timeouts_;
+  if (reason == FinishReason::kCancelled) ++num_cancellations_;
+  if (reason == FinishReason::kRejected) ++num_rejections_;
+}
+
+void Scheduler::publish_computed(Sequence& seq) {
+  if (!prefix_cache_.enabled()) return;
+  const int64_t full = seq.num_computed_tokens / config_.block_size;
+  if (full <= static_cast<int64_t>(seq.block_hashes.size())) return;
+  const std::vector<int32_t> computed = seq.tokens(0, full * config_.block_size);
+  prefix_cache_.publish(seq.cache_namespace, computed, seq.blocks.blocks(), &seq.block_hashes);
+}
+
+std::vector<std::unique_ptr<Sequence>> Scheduler::commit(const ScheduledBatch& batch,
+                                                         std::span<const std::optional<int32_t>> sampled,
+                                                         TimePoint now) {
+  TM_CHECK(sampled.size() == batch.seqs.size());
+  TM_CHECK_MSG(batch_outstanding_ || batch.seqs.empty(), "commit() without a matching schedule()");
+  batch_outstanding_ = false;
+  std::vector<std::unique_ptr<Sequence>> done;
+  for (size_t i = 0; i < batch.seqs.size(); ++i) {
+    const ScheduledSeq& s = batch.seqs[i];
+    Sequence& seq = *s.seq;
+    TM_CHECK(seq.status == SequenceStatus::kRunning && seq.num_computed_tokens == s.start_pos);
+    TM_CHECK_MSG(sampled[i].has_value() == s.samples, "a token must be sampled exactly where samples is set");
+    seq.num_computed_tokens += s.num_tokens;
+    TM_CHECK(seq.num_computed_tokens <= seq.blocks.num_tokens());
+    publish_computed(seq);
+    if (!s.samples) continue;
+    seq.output.push_back(*sampled[i]);
+    if (!seq.first_token) seq.first_token = now;
+    FinishReason reason = stop_check_ ? stop_check_(seq) : FinishReason::kNone;
+    if (reason == FinishReason::kNone && seq.num_output_tokens() >= seq.max_tokens) reason = FinishReason::kLength;
+    if (reason == FinishReason::kNone) continue;
+    std::unique_ptr<Sequence> owned = take_running(&seq);
+    finish(*owned, reason, now);
+    done.push_back(std::move(owned));
+  }
+  return done;
+}
+
+std::vector<std::unique_ptr<Sequence>> Scheduler::fail_batch(const ScheduledBatch& batch,
+                                                             const std::string& message, TimePoint now) {
+  TM_CHECK_MSG(batch_outstanding_ || batch.seqs.empty(), "fail_batch() without a matching schedule()");
+  batch_outstanding_ = false;
+  std::vector<std::unique_ptr<Sequence>> done;
+  for (const ScheduledSeq& s : batch.seqs) {
+    std::unique_ptr<Sequence> owned = take_running(s.seq);
+    owned->error = message;
+    finish(*owned, FinishReason::kError, now);
+    done.push_back(std::move(owned));
+  }
+  return done;
+}
+
+std::vector<std::unique_ptr<Sequence>> Scheduler::finish_all(FinishReason reason, TimePoint now) {
+  TM_CHECK(reason != FinishReason::kNone);
+  std::vector<std::unique_ptr<Sequence>> done;
+  for (auto* list : {&running_, &waiting_}) {
+    for (auto& seq : *list) {
+      finish(*seq, reason, now);
+      done.push_back(std::move(seq));
+    }
+    list->clear();
+  }
+  pending_finishes_.clear();
+  batch_outstanding_ = false;
+  return done;
+}
+
+int Scheduler::effective_priority(const Sequence& seq, TimePoint now) const {
+  if (config_.priority_aging_s <= 0.0 || seq.priority == 0) return seq.priority;
+  const double waited = std::chrono::duration<double>(now - seq.queued).count();
+  const double classes = waited / config_.priority_aging_s;
+  if (classes >= seq.priority) return 0;
+  return seq.priority - static_cast<int>(std::max(0.0, classes));
+}
+
+int64_t Scheduler::blocks_reserved_by_running() const {
+  int64_t n = 0;
+  for (const auto& seq : running_) n += seq->blocks.blocks_needed(seq->num_tokens() - seq->blocks.num_tokens(), allocator_);
+  return n;
+}
+
+int64_t Scheduler::blocks_wanted_by_waiting() const {
+  int64_t n = 0;
+  for (const auto& seq : waiting_) n += ceil_div(seq->num_tokens(), config_.block_size);
+  return n;
+}
+
+SchedulerStats Scheduler::stats() const {
+  SchedulerStats s;
+  s.num_running = num_running();
+  s.num_waiting = num_waiting();
+  s.kv_blocks_total = allocator_.num_blocks();
+  s.kv_blocks_used = allocator_.num_used();
+  s.kv_blocks_free = allocator_.num_free();
+  s.kv_blocks_evictable = allocator_.num_evictable();
+  s.kv_blocks_high_water = allocator_.high_water();
+  s.num_preemptions = num_preemptions_;
+  s.num_rejections = num_rejections_;
+  s.num_timeouts = num_timeouts_;
+  s.num_cancellations = num_cancellations_;
+  s.prefix_cache = prefix_cache_.stats();
+  return s;
+}
+
+}  // namespace tokenmill::sched

@@ -1,0 +1,229 @@
+// The continuous-batching scheduler: capacity (does a request fit the KV
+// pool?) and step scheduling (what runs in this forward pass?).
+//
+// USAGE (engine thread only; nothing here is thread-safe):
+//
+//   Scheduler sched(config);                 // owns the block allocator and prefix cache
+//   sched.set_stop_check([&](const Sequence& s) { return eos_or_stop_string(s); });
+//   // for each new request:
+//   if (auto rejected = sched.add(std::move(seq), now)) report(*rejected);  // kRejected + error
+//   // the step loop:
+//   while (sched.has_work()) {
+//     ScheduledBatch batch = sched.schedule(now);
+//     for (auto& s : batch.finished) report(*s);    // cancelled / timed out / rejected
+//     if (batch.empty()) continue;                  // only when nothing is left to run
+//     for (const kv::BlockCopy& c : batch.copies) storage.copy_block(c.src, c.dst);  // in order
+//     logits = runner.run(batch);                   // rows for entries with samples == true
+//     std::vector<std::optional<int32_t>> sampled(batch.seqs.size());  // sampled[i] set
+//     ...                                           //   iff batch.seqs[i].samples
+//     for (auto& s : sched.commit(batch, sampled, now)) report(*s);  // stop / length
+//   }
+//   // on a failed forward pass: sched.fail_batch(batch, message, now) instead of commit.
+//   sched.cancel(id) at any time: the sequence ends (kCancelled) at the next schedule().
+//
+// schedule() and commit()/fail_batch() must alternate (commit of an empty
+// batch is allowed and does nothing); add(), cancel() and the getters may be
+// called at any time. Finished sequences are handed back as unique_ptr with
+// their blocks freed; status kFinished, finish_reason, output and timing
+// filled in. A batch entry's tokens are seq->tokens(start_pos, num_tokens)
+// at positions start_pos.., its block table seq->blocks.blocks().
+// Cost: schedule() is O(running + waiting log waiting) plus the prefix-cache
+// hashing of each admitted sequence; commit() is O(batch) plus hashing of
+// newly full blocks.
+//
+// POLICY
+// * Admission (add): a sequence whose prompt + max_tokens can never fit
+//   (more blocks than the whole pool, or longer than max_model_len), or
+//   whose prompt exceeds max_batch_tokens when chunked prefill is off, is
+//   rejected at once (kTooLong), as are an empty prompt or max_tokens < 1
+//   (kInvalid) and arrivals beyond max_waiting (kOverloaded). Under the
+//   kReject policy a sequence is also rejected (kOverloaded) when the blocks
+//   of its prompt are not available right now (free + evictable, minus what
+//   waiting prompts and unfinished prefills already need; prefix hits are
+//   not counted, so this errs on the side of rejecting).
+// * Each step, first: pending cancels and expired deadlines end (kCancelled,
+//   kTimeout), freeing their blocks.
+// * Decode first: every running sequence whose prefill is done gets its one
+//   token, in rank order, before any prefill; long prompts never stall
+//   token streams. max_batch_tokens >= max_seqs (checked) so decodes always
+//   fit the token budget.
+// * Then prefill chunks, within the remaining token budget and max_seqs:
+//   first the running sequences whose prefill is unfinished (they already
+//   hold blocks), then waiting sequences in rank order. A chunk is at most
+//   prefill_chunk tokens (0 = no chunking: the whole remaining prefill in one
+//   step, waiting for a step with enough budget; only a recompute after
+//   preemption longer than max_batch_tokens is split). A waiting sequence is
+//   admitted only when the blocks for its whole remaining prefill are
+//   available (after blocks reserved by unfinished prefills); if the head
+//   of the queue does not fit, nobody behind it is admitted (no overtaking,
+//   so large prompts are not starved).
+// * Rank: priority class (0 first), then FCFS (add() order). Aging: a
+//   waiting sequence's effective class improves by one per
+//   priority_aging_s seconds since it was queued, down to 0, so a
+//   low-priority request eventually runs under a constant stream of
+//   high-priority ones. Running sequences rank by their own class.
+// * Prefix cache: looked up whenever a sequence is admitted from the queue
+//   (first time, or after a preemption); hits become its first blocks and
+//   count as computed. Never covers the last token. Blocks are published as
+//   they fill (in commit).
+// * KV exhausted while a running sequence needs a block for its next token:
+//   - kPreempt: preempt the lowest-ranked (lowest class, newest) running
+//     sequence not yet scheduled this step (possibly the needy one itself):
+//     its blocks are freed and it returns to the waiting queue with its
+//     output kept; on readmission prompt + output are recomputed as a
+//     prefill (prefix-cache hits make that cheap) and generation resumes.
+//   - kQueue: the sequence skips this step and no new prefill is admitted
+//     until blocks free up.
+//   - kReject: as kQueue, and every waiting sequence that has not started
+//     yet is rejected (kOverloaded) to shed load.
+//   Unfinished prefills never preempt: their chunk shrinks to what fits.
+//   Under every policy, if nothing at all could run in a step while
+//   sequences are running (all stalled), the lowest-ranked running
+//   sequence is preempted so the others can proceed (no deadlock).
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "kv/block_allocator.h"
+#include "kv/prefix_cache.h"
+#include "sched/scheduled_batch.h"
+#include "sched/sequence.h"
+
+namespace tokenmill::sched {
+
+enum class KvExhaustedPolicy { kQueue, kReject, kPreempt };
+
+struct SchedulerConfig {
+  int32_t num_blocks = 0;          // KV pool size (PagedKvStorage::num_blocks())
+  int32_t block_size = 16;         // positions per block (KvGeometry::block_size)
+  int64_t max_batch_tokens = 512;  // tokens per step, all sequences together
+  int32_t max_seqs = 64;           // sequences running at once (and per step)
+  int64_t prefill_chunk = 0;       // max prefill tokens per sequence per step; 0 = no chunking
+  int64_t max_model_len = 0;       // prompt + max_tokens limit (model context); 0 = none
+  int64_t max_waiting = 0;         // waiting queue bound for add(); 0 = none
+  KvExhaustedPolicy on_kv_exhausted = KvExhaustedPolicy::kPreempt;
+  double priority_aging_s = 0.0;   // seconds per class of aging; 0 = off
+  bool enable_prefix_cache = true;
+
+  // Throws Error naming the first bad field.
+  void validate() const;
+};
+
+struct SchedulerStats {
+  int64_t num_running = 0;
+  int64_t num_waiting = 0;  // includes preempted sequences
+  int64_t kv_blocks_total = 0;
+  int64_t kv_blocks_used = 0;       // referenced
+  int64_t kv_blocks_free = 0;       // free list
+  int64_t kv_blocks_evictable = 0;  // cached, unreferenced (reclaimable)
+  int64_t kv_blocks_high_water = 0;
+  int64_t num_preemptions = 0;
+  int64_t num_rejections = 0;  // at add() and in schedule()
+  int64_t num_timeouts = 0;
+  int64_t num_cancellations = 0;
+  kv::PrefixCacheStats prefix_cache;
+};
+
+// Called after each sampled token is appended: kNone to continue, or the
+// reason to finish (kStop for EOS / stop strings). Checked before max_tokens,
+// so a stop on the last allowed token reports kStop.
+using StopCheck = std::function<FinishReason(const Sequence&)>;
+
+class Scheduler {
+ public:
+  // Throws Error when config.validate() does.
+  explicit Scheduler(const SchedulerConfig& config);
+  ~Scheduler();  // frees the blocks of all remaining sequences
+  Scheduler(const Scheduler&) = delete;
+  Scheduler& operator=(const Scheduler&) = delete;
+
+  void set_stop_check(StopCheck check) { stop_check_ = std::move(check); }
+
+  // Takes ownership of a new sequence (status kWaiting, no output yet).
+  // Returns nullptr when accepted; otherwise returns it back finished with
+  // kRejected, reject_reason and a clear error message.
+  [[nodiscard]] std::unique_ptr<Sequence> add(std::unique_ptr<Sequence> seq, TimePoint now);
+
+  // Ends a sequence at the next schedule() (kCancelled, or `reason` with
+  // `message` in Sequence::error). Returns false when the id is unknown.
+  bool cancel(uint64_t id);
+  bool request_finish(uint64_t id, FinishReason reason, std::string message = {});
+
+  // Plans one step (see POLICY). The batch's Sequence pointers stay valid
+  // until the matching commit()/fail_batch().
+  ScheduledBatch schedule(TimePoint now);
+
+  // Applies a step's results. sampled: [batch.seqs.size()]; sampled[i] holds
+  // the token sampled for batch.seqs[i] iff batch.seqs[i].samples.
+  // Returns the sequences that finished (kStop / kLength), blocks freed.
+  std::vector<std::unique_ptr<Sequence>> commit(const ScheduledBatch& batch,
+                                                std::span<const std::optional<int32_t>> sampled,
+                                                TimePoint now);
+  // The forward pass failed: every sequence of the batch ends with kError.
+  std::vector<std::unique_ptr<Sequence>> fail_batch(const ScheduledBatch& batch, const std::string& message,
+                                                    TimePoint now);
+  // Ends every sequence now with `reason` (engine shutdown).
+  std::vector<std::unique_ptr<Sequence>> finish_all(FinishReason reason, TimePoint now);
+
+  bool has_work() const { return !running_.empty() || !waiting_.empty(); }
+  int64_t num_running() const { return static_cast<int64_t>(running_.size()); }
+  int64_t num_waiting() const { return static_cast<int64_t>(waiting_.size()); }
+  const Sequence* find(uint64_t id) const;  // nullptr when not held
+  SchedulerStats stats() const;
+  const SchedulerConfig& config() const { return config_; }
+  const kv::BlockAllocator& allocator() const { return allocator_; }
+  kv::PrefixCache& prefix_cache() { return prefix_cache_; }
+  const kv::PrefixCache& prefix_cache() const { return prefix_cache_; }
+
+ private:
+  struct PendingFinish {
+    uint64_t id;
+    FinishReason reason;
+    std::string message;
+  };
+  struct Rejection {
+    RejectReason reason;
+    std::string message;
+  };
+  struct StepState;  // per-schedule() working set (scheduler_step.cc)
+
+  std::optional<Rejection> admission_error(const Sequence& seq) const;
+
+  void apply_pending_finishes(ScheduledBatch& batch, TimePoint now);
+  void expire_deadlines(ScheduledBatch& batch, TimePoint now);
+  bool plan_step(ScheduledBatch& batch, TimePoint now);
+  void schedule_decodes(StepState& step, ScheduledBatch& batch);
+  void schedule_running_prefills(StepState& step, ScheduledBatch& batch);
+  void admit_waiting(StepState& step, ScheduledBatch& batch, TimePoint now);
+  bool try_admit(Sequence& seq, StepState& step, ScheduledBatch& batch, TimePoint now);
+  void reject_unstarted(ScheduledBatch& batch, TimePoint now);
+  std::unique_ptr<Sequence> take_running(const Sequence* seq);
+  void preempt(const Sequence* seq, ScheduledBatch& batch);
+  void finish(Sequence& seq, FinishReason reason, TimePoint now);
+  int effective_priority(const Sequence& seq, TimePoint now) const;
+  int64_t blocks_reserved_by_running() const;
+  int64_t blocks_wanted_by_waiting() const;
+  void publish_computed(Sequence& seq);
+
+  SchedulerConfig config_;
+  kv::BlockAllocator allocator_;
+  kv::PrefixCache prefix_cache_;
+  StopCheck stop_check_;
+  std::vector<std::unique_ptr<Sequence>> running_;
+  std::vector<std::unique_ptr<Sequence>> waiting_;
+  std::vector<PendingFinish> pending_finishes_;
+  uint64_t next_admission_order_ = 0;
+  bool batch_outstanding_ = false;
+  int64_t num_preemptions_ = 0;
+  int64_t num_rejections_ = 0;
+  int64_t num_timeouts_ = 0;
+  int64_t num_cancellations_ = 0;
+};
+
+}  // namespace tokenmill::sched

@@ -1,0 +1,228 @@
+// Scheduler::schedule(): the per-step plan (see POLICY in scheduler.h).
+#include <algorithm>
+
+#include "sched/scheduler.h"
+#include "util/check.h"
+
+namespace tokenmill::sched {
+
+struct Scheduler::StepState {
+  int64_t budget = 0;     // tokens still free in this step
+  int64_t seq_slots = 0;  // sequences still free in this step
+  bool stalled = false;   // a running sequence could not get the blocks it needed
+};
+
+namespace {
+
+// Running rank: class first, then FCFS. The last element is the preemption victim.
+bool rank_less(const std::unique_ptr<Sequence>& a, const std::unique_ptr<Sequence>& b) {
+  if (a->priority != b->priority) return a->priority < b->priority;
+  return a->admission_order < b->admission_order;
+}
+
+int64_t remaining(const Sequence& seq) { return seq.num_tokens() - seq.num_computed_tokens; }
+
+// A decode: the only uncomputed token is the newest sampled one.
+bool is_decoding(const Sequence& seq) { return remaining(seq) == 1 && !seq.output.empty(); }
+
+}  // namespace
+
+ScheduledBatch Scheduler::schedule(TimePoint now) {
+  TM_CHECK_MSG(!batch_outstanding_, "schedule() called twice without commit()");
+  ScheduledBatch batch;
+  apply_pending_finishes(batch, now);
+  expire_deadlines(batch, now);
+  while (!plan_step(batch, now)) {
+  }
+  batch_outstanding_ = !batch.seqs.empty();
+  return batch;
+}
+
+void Scheduler::apply_pending_finishes(ScheduledBatch& batch, TimePoint now) {
+  std::vector<PendingFinish> pending = std::move(pending_finishes_);
+  pending_finishes_.clear();
+  for (PendingFinish& p : pending) {
+    for (auto* list : {&running_, &waiting_}) {
+      const auto it = std::find_if(list->begin(), list->end(), [&](const auto& s) { return s->id == p.id; });
+      if (it == list->end()) continue;
+      std::unique_ptr<Sequence> seq = std::move(*it);
+      list->erase(it);
+      if (!p.message.empty()) seq->error = std::move(p.message);
+      finish(*seq, p.reason, now);
+      batch.finished.push_back(std::move(seq));
+      break;
+    }
+  }
+}
+
+void Scheduler::expire_deadlines(ScheduledBatch& batch, TimePoint now) {
+  for (auto* list : {&running_, &waiting_}) {
+    for (auto it = list->begin(); it != list->end();) {
+      Sequence& seq = **it;
+      if (!seq.deadline || *seq.deadline > now) {
+        ++it;
+        continue;
+      }
+      seq.error = "the request's deadline passed";
+      finish(seq, FinishReason::kTimeout, now);
+      batch.finished.push_back(std::move(*it));
+      it = list->erase(it);
+    }
+  }
+}
+
+// One planning pass. Returns false when it had to preempt to break a
+// stall in which nothing could run; the caller then plans again.
+bool Scheduler::plan_step(ScheduledBatch& batch, TimePoint now) {
+  StepState step;
+  step.budget = config_.max_batch_tokens;
+  step.seq_slots = config_.max_seqs;
+  std::sort(running_.begin(), running_.end(), rank_less);
+  schedule_decodes(step, batch);
+  schedule_running_prefills(step, batch);
+  if (step.stalled && config_.on_kv_exhausted == KvExhaustedPolicy::kReject) reject_unstarted(batch, now);
+  if (!step.stalled) admit_waiting(step, batch, now);
+  if (batch.seqs.empty() && step.stalled && !running_.empty()) {
+    preempt(running_.back().get(), batch);
+    return false;
+  }
+  return true;
+}
+
+void Scheduler::schedule_decodes(StepState& step, ScheduledBatch& batch) {
+  size_t i = 0;
+  while (i < running_.size()) {
+    Sequence& seq = *running_[i];
+    if (!is_decoding(seq)) {
+      ++i;
+      continue;
+    }
+    TM_CHECK(step.budget > 0 && step.seq_slots > 0);  // max_batch_tokens >= max_seqs >= running
+    bool got = seq.blocks.append_slots(1, allocator_, &batch.copies);
+    bool self_preempted = false;
+    while (!got) {
+      if (config_.on_kv_exhausted != KvExhaustedPolicy::kPreempt) {
+        step.stalled = true;
+        break;
+      }
+      // Everything after i ranks lower and is not scheduled yet.
+      const bool victim_is_self = running_.size() - 1 == i;
+      preempt(running_.back().get(), batch);
+      if (victim_is_self) {
+        self_preempted = true;
+        break;
+      }
+      got = seq.blocks.append_slots(1, allocator_, &batch.copies);
+    }
+    if (self_preempted) continue;  // running_[i] is now the next sequence
+    if (got) {
+      batch.seqs.push_back({&seq, seq.num_computed_tokens, 1, true, true});
+      --step.budget;
+      --step.seq_slots;
+    }
+    ++i;
+  }
+}
+
+void Scheduler::schedule_running_prefills(StepState& step, ScheduledBatch& batch) {
+  for (auto& owned : running_) {
+    Sequence& seq = *owned;
+    if (is_decoding(seq)) continue;
+    if (step.budget == 0 || step.seq_slots == 0) return;
+    const int64_t left = remaining(seq);
+    int64_t chunk = config_.prefill_chunk > 0 ? std::min(left, config_.prefill_chunk) : left;
+    chunk = std::min(chunk, step.budget);
+    chunk = std::min(chunk, seq.blocks.max_appendable(allocator_.num_available(), allocator_));
+    if (chunk <= 0) {
+      step.stalled = true;
+      continue;
+    }
+    TM_CHECK(seq.blocks.append_slots(chunk, allocator_, &batch.copies));
+    batch.seqs.push_back({&seq, seq.num_computed_tokens, chunk, chunk == left, false});
+    step.budget -= chunk;
+    --step.seq_slots;
+  }
+}
+
+void Scheduler::admit_waiting(StepState& step, ScheduledBatch& batch, TimePoint now) {
+  // Rank by effective (aged) class, then FCFS. Computed once: aging is a
+  // function of `now`, fixed for the step.
+  std::vector<std::pair<int, Sequence*>> order;
+  order.reserve(waiting_.size());
+  for (auto& seq : waiting_) order.emplace_back(effective_priority(*seq, now), seq.get());
+  std::sort(order.begin(), order.end(), [](const auto& a, const auto& b) {
+    if (a.first != b.first) return a.first < b.first;
+    return a.second->admission_order < b.second->admission_order;
+  });
+  for (const auto& [prio, seq] : order) {
+    if (step.budget == 0 || step.seq_slots == 0 || num_running() >= config_.max_seqs) return;
+    if (!try_admit(*seq, step, batch, now)) return;  // the head waits; nobody overtakes it
+    const auto it = std::find_if(waiting_.begin(), waiting_.end(), [&](const auto& p) { return p.get() == seq; });
+    running_.push_back(std::move(*it));
+    waiting_.erase(it);
+  }
+}
+
+// Admits one waiting sequence if its whole remaining prefill fits the free
+// blocks (after what running sequences still need) and its first chunk fits
+// the step. Looks up the prefix cache; no side effects when it returns false.
+bool Scheduler::try_admit(Sequence& seq, StepState& step, ScheduledBatch& batch, TimePoint now) {
+  const std::vector<int32_t> tokens = seq.all_tokens();
+  const kv::PrefixMatch match = prefix_cache_.lookup(seq.cache_namespace, tokens);
+  const int64_t left = seq.num_tokens() - match.num_tokens;
+  int64_t chunk = config_.prefill_chunk > 0 ? std::min(left, config_.prefill_chunk) : left;
+  chunk = std::min(chunk, step.budget);
+  // No chunking: wait for a step with room for the whole prefill. Only a
+  // recompute (prompt + output) can exceed max_batch_tokens; it is split.
+  const bool whole_only = config_.prefill_chunk == 0 && left <= config_.max_batch_tokens;
+  if (whole_only && chunk < left) return false;
+  const int64_t bs = config_.block_size;
+  const int64_t new_blocks = (seq.num_tokens() + bs - 1) / bs - static_cast<int64_t>(match.blocks.size());
+  const int64_t revived = std::count_if(match.blocks.begin(), match.blocks.end(),
+                                        [&](kv::BlockId id) { return allocator_.is_evictable(id); });
+  if (new_blocks + revived + blocks_reserved_by_running() > allocator_.num_available()) return false;
+
+  prefix_cache_.acquire(match, seq.num_tokens());
+  seq.blocks = kv::BlockTable(config_.block_size);
+  seq.blocks.assign_prefix(match.blocks);
+  seq.block_hashes = match.hashes;
+  seq.num_computed_tokens = match.num_tokens;
+  seq.num_cached_prompt_tokens = match.num_tokens;
+  TM_CHECK(seq.blocks.append_slots(chunk, allocator_, &batch.copies));
+  seq.status = SequenceStatus::kRunning;
+  if (!seq.first_scheduled) seq.first_scheduled = now;
+  batch.seqs.push_back({&seq, match.num_tokens, chunk, chunk == left, false});
+  step.budget -= chunk;
+  --step.seq_slots;
+  return true;
+}
+
+void Scheduler::reject_unstarted(ScheduledBatch& batch, TimePoint now) {
+  for (auto it = waiting_.begin(); it != waiting_.end();) {
+    Sequence& seq = **it;
+    if (seq.first_scheduled) {
+      ++it;
+      continue;
+    }
+    seq.reject_reason = RejectReason::kOverloaded;
+    seq.error = "overloaded: the KV cache ran out of blocks";
+    finish(seq, FinishReason::kRejected, now);
+    batch.finished.push_back(std::move(*it));
+    it = waiting_.erase(it);
+  }
+}
+
+void Scheduler::preempt(const Sequence* victim, ScheduledBatch& batch) {
+  std::unique_ptr<Sequence> seq = take_running(victim);
+  seq->blocks.free(allocator_);
+  seq->block_hashes.clear();
+  seq->num_computed_tokens = 0;
+  seq->num_cached_prompt_tokens = 0;
+  seq->status = SequenceStatus::kPreempted;
+  ++seq->num_preemptions;
+  ++num_preemptions_;
+  batch.preempted.push_back(seq.get());
+  waiting_.push_back(std::move(seq));
+}
+
+}  // namespace tokenmill::sched

@@ -1,0 +1,85 @@
+// One request as the scheduler sees it: tokens, limits, priority, state and
+// its KV block table. Owned by the Scheduler (unique_ptr) from add() until it
+// finishes; then handed back to the engine (see scheduler.h).
+//
+// Token positions: the sequence's tokens are prompt followed by output.
+// num_computed_tokens of them have K/V in the cache; a step computes tokens
+// [num_computed_tokens, num_computed_tokens + n). When a step reaches the
+// last known token, its logits give the next token (the engine samples it).
+// So a decode is simply a step of one token, and a sequence that was
+// preempted recomputes prompt + output as one longer prefill.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "kv/block_table.h"
+#include "kv/prefix_cache.h"
+#include "sample/sampling_params.h"
+#include "util/clock.h"
+
+namespace tokenmill::sched {
+
+using TimePoint = SteadyClock::time_point;
+
+enum class SequenceStatus { kWaiting, kRunning, kPreempted, kFinished };
+
+enum class FinishReason { kNone, kStop, kLength, kCancelled, kTimeout, kRejected, kError };
+std::string_view finish_reason_name(FinishReason reason);  // "none", "stop", "length", ...
+
+// Why add() refused a sequence (FinishReason::kRejected).
+enum class RejectReason { kNone, kTooLong, kOverloaded, kInvalid };
+std::string_view reject_reason_name(RejectReason reason);  // "none", "too_long", ...
+
+struct Sequence {
+  // ---- set by the caller before Scheduler::add ----
+  uint64_t id = 0;
+  std::vector<int32_t> prompt;  // must be non-empty
+  int64_t max_tokens = 16;      // output tokens at most (>= 1)
+  int priority = 1;             // class: 0 = highest; larger = lower
+  std::string tenant;
+  // Prefix-cache namespace (kv::namespace_id or the engine's own): sequences
+  // share cached blocks only within one namespace. Include the tenant when
+  // isolating tenants.
+  uint64_t cache_namespace = 0;
+  TimePoint arrival{};                 // when the request reached the server
+  std::optional<TimePoint> deadline;   // finishes with kTimeout once passed
+  sample::SamplingParams sampling;     // carried for the engine; unused here
+
+  // ---- maintained by the Scheduler ----
+  std::vector<int32_t> output;
+  SequenceStatus status = SequenceStatus::kWaiting;
+  FinishReason finish_reason = FinishReason::kNone;
+  RejectReason reject_reason = RejectReason::kNone;
+  std::string error;  // human-readable reason for kRejected / kError
+  kv::BlockTable blocks;
+  int64_t num_computed_tokens = 0;       // tokens (prompt + output) with K/V cached
+  int64_t num_cached_prompt_tokens = 0;  // of those, prefix-cache hits at the last admission
+  int64_t num_preemptions = 0;
+
+  // Timing (set once each; first_* survive preemption).
+  TimePoint queued{};
+  std::optional<TimePoint> first_scheduled;
+  std::optional<TimePoint> first_token;
+  std::optional<TimePoint> finished;
+
+  // Scheduler-private bookkeeping; do not modify.
+  uint64_t admission_order = 0;          // FCFS tie-break (add() order)
+  std::vector<kv::BlockHash> block_hashes;  // prefix-cache chain memo
+
+  int64_t num_prompt_tokens() const { return static_cast<int64_t>(prompt.size()); }
+  int64_t num_output_tokens() const { return static_cast<int64_t>(output.size()); }
+  int64_t num_tokens() const { return num_prompt_tokens() + num_output_tokens(); }
+  // Token at position i of prompt + output. Precondition: 0 <= i < num_tokens().
+  int32_t token_at(int64_t i) const;
+  // Tokens [start, start + n) of prompt + output (a copy). [n]
+  std::vector<int32_t> tokens(int64_t start, int64_t n) const;
+  // prompt + output (a copy). [num_tokens()]
+  std::vector<int32_t> all_tokens() const;
+  bool is_finished() const { return status == SequenceStatus::kFinished; }
+};
+
+}  // namespace tokenmill::sched

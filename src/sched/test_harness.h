@@ -1,0 +1,167 @@
+// Test helpers for the scheduler: a deterministic fake "model" that keeps
+// one token id per KV slot and predicts the next token from what it reads
+// back through the block table, and a driver for the
+// schedule -> run -> commit loop on a virtual clock.
+//
+// Because predictions are computed from the fake KV contents (not from the
+// Sequence's own token list), any mistake in block tables, copy-on-write,
+// prefix-cache hits or preemption/recompute changes the generated tokens,
+// and the tests compare against reference_generate().
+#pragma once
+
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <span>
+#include <vector>
+
+#include "sched/scheduler.h"
+
+namespace tokenmill::sched::sched_test {
+
+// The fake model's next-token function: depends on every token and its
+// position. Values in [1, 1000).
+inline int32_t next_token(std::span<const int32_t> tokens) {
+  uint64_t h = 1469598103934665603ull;
+  for (size_t i = 0; i < tokens.size(); ++i) {
+    h ^= static_cast<uint64_t>(tokens[i]) * 31 + i;
+    h *= 1099511628211ull;
+  }
+  return static_cast<int32_t>(h % 999) + 1;
+}
+
+// What an ideal engine produces: n tokens continuing `prompt`.
+inline std::vector<int32_t> reference_generate(std::vector<int32_t> tokens, int64_t n) {
+  std::vector<int32_t> out;
+  for (int64_t i = 0; i < n; ++i) {
+    const int32_t t = next_token(tokens);
+    out.push_back(t);
+    tokens.push_back(t);
+  }
+  return out;
+}
+
+class FakeModel {
+ public:
+  FakeModel(int32_t num_blocks, int32_t block_size)
+      : block_size_(block_size), slots_(static_cast<size_t>(num_blocks) * block_size, -1) {}
+
+  // Applies copies, writes the step's tokens into their slots, and for each
+  // sampling entry predicts from the tokens read back through the table.
+  std::vector<std::optional<int32_t>> run(const ScheduledBatch& batch) {
+    for (const kv::BlockCopy& c : batch.copies) {
+      std::copy_n(slots_.begin() + c.src * block_size_, block_size_, slots_.begin() + c.dst * block_size_);
+    }
+    for (const ScheduledSeq& s : batch.seqs) {
+      for (int64_t p = s.start_pos; p < s.start_pos + s.num_tokens; ++p) slot(*s.seq, p) = s.seq->token_at(p);
+    }
+    std::vector<std::optional<int32_t>> sampled(batch.seqs.size());
+    for (size_t i = 0; i < batch.seqs.size(); ++i) {
+      const ScheduledSeq& s = batch.seqs[i];
+      if (!s.samples) continue;
+      std::vector<int32_t> seen;
+      for (int64_t p = 0; p < s.start_pos + s.num_tokens; ++p) seen.push_back(slot(*s.seq, p));
+      EXPECT_EQ(seen, s.seq->all_tokens()) << "KV contents of request " << s.seq->id;
+      sampled[i] = next_token(seen);
+    }
+    return sampled;
+  }
+
+ private:
+  int32_t& slot(const Sequence& seq, int64_t pos) {
+    const kv::BlockId b = seq.blocks.blocks().at(static_cast<size_t>(pos / block_size_));
+    return slots_[static_cast<size_t>(b) * block_size_ + pos % block_size_];
+  }
+
+  int32_t block_size_;
+  std::vector<int32_t> slots_;
+};
+
+// One scheduled entry, copied out of a batch (the Sequence may be gone).
+struct Entry {
+  uint64_t id;
+  int64_t start;
+  int64_t n;
+  bool samples;
+  bool decode;
+  bool operator==(const Entry&) const = default;
+};
+
+inline std::ostream& operator<<(std::ostream& os, const Entry& e) {
+  return os << "{id " << e.id << " start " << e.start << " n " << e.n << (e.samples ? " S" : "")
+            << (e.decode ? " D" : "") << "}";
+}
+
+inline std::unique_ptr<Sequence> make_seq(uint64_t id, int64_t prompt_len, int64_t max_tokens, int priority = 1,
+                                          int32_t first_token = -1) {
+  auto s = std::make_unique<Sequence>();
+  s->id = id;
+  s->max_tokens = max_tokens;
+  s->priority = priority;
+  for (int64_t i = 0; i < prompt_len; ++i) {
+    s->prompt.push_back(first_token >= 0 ? first_token + static_cast<int32_t>(i)
+                                         : static_cast<int32_t>((id * 7919 + i * 13) % 1000));
+  }
+  return s;
+}
+
+class Driver {
+ public:
+  explicit Driver(const SchedulerConfig& config)
+      : sched(config), model(config.num_blocks, config.block_size), now(TimePoint{} + std::chrono::seconds(1000)) {}
+
+  // add(); expects acceptance.
+  void add(std::unique_ptr<Sequence> seq) {
+    const uint64_t id = seq->id;
+    std::unique_ptr<Sequence> rejected = sched.add(std::move(seq), now);
+    ASSERT_EQ(rejected, nullptr) << "request " << id << " rejected: " << rejected->error;
+  }
+
+  // One engine step; advances the clock by `dt` afterwards. Returns what ran.
+  std::vector<Entry> step(std::chrono::milliseconds dt = std::chrono::milliseconds(1)) {
+    ScheduledBatch batch = sched.schedule(now);
+    EXPECT_LE(batch.num_tokens(), sched.config().max_batch_tokens);
+    EXPECT_LE(static_cast<int64_t>(batch.seqs.size()), sched.config().max_seqs);
+    EXPECT_LE(sched.num_running(), sched.config().max_seqs);
+    num_preempted += static_cast<int64_t>(batch.preempted.size());
+    for (auto& f : batch.finished) finished.push_back(std::move(f));
+    std::vector<Entry> ran;
+    for (const ScheduledSeq& s : batch.seqs) ran.push_back({s.seq->id, s.start_pos, s.num_tokens, s.samples, s.is_decode});
+    if (!batch.empty()) {
+      const auto sampled = model.run(batch);
+      for (auto& f : sched.commit(batch, sampled, now)) finished.push_back(std::move(f));
+    }
+    now += dt;
+    ++steps;
+    return ran;
+  }
+
+  // Steps until no work is left (or max_steps). Returns the steps taken.
+  int run_to_completion(int max_steps = 10000) {
+    int n = 0;
+    while (sched.has_work() && n < max_steps) {
+      step();
+      ++n;
+    }
+    return n;
+  }
+
+  const Sequence* finished_seq(uint64_t id) const {
+    for (const auto& f : finished) {
+      if (f->id == id) return f.get();
+    }
+    return nullptr;
+  }
+
+  Scheduler sched;
+  FakeModel model;
+  TimePoint now;
+  std::vector<std::unique_ptr<Sequence>> finished;
+  int64_t num_preempted = 0;
+  int steps = 0;
+};
+
+}  // namespace tokenmill::sched::sched_test
