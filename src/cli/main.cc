@@ -16,6 +16,7 @@ int main(int argc, char** argv) {
   tokenmill::cli::add_convert_command(app);
   tokenmill::cli::add_run_command(app);
   tokenmill::cli::add_logits_command(app);
+  tokenmill::cli::add_bench_engine_command(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

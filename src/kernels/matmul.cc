@@ -11,6 +11,9 @@
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
+#include <cmath>
+#include <string>
+#include <vector>
 
 #include "kernels/dispatch.h"
 #include "kernels/matmul.h"
@@ -111,6 +114,20 @@ void matmul_with(const KernelTable& kt, const WeightView& w, const float* x, int
     return;
   }
   TM_CHECK(w.data != nullptr && x != nullptr && y != nullptr);
+  static const char* simq = std::getenv("TM_SIMQ8");
+  std::vector<float> xq;
+  static const char* skip = std::getenv("TM_SIMQ8_SKIP");
+  if (simq && !(skip && std::strstr(skip, ("," + std::to_string(w.rows) + "x" + std::to_string(w.cols) + ",").c_str())) && w.type != gguf::TensorType::F32 && w.type != gguf::TensorType::F16) {
+    const int64_t bs = std::atoi(simq);
+    xq.assign(x, x + num_tokens * w.cols);
+    for (int64_t b = 0; b < num_tokens * w.cols; b += bs) {
+      float amax = 0; for (int64_t j = 0; j < bs; ++j) amax = std::max(amax, std::fabs(xq[b + j]));
+      if (amax == 0) continue;
+      const float id = 127.0f / amax, d = amax / 127.0f;
+      for (int64_t j = 0; j < bs; ++j) xq[b + j] = d * std::nearbyint(xq[b + j] * id);
+    }
+    x = xq.data();
+  }
   if (num_tokens <= kMaxFusedTokens && kt.fused_supports != nullptr && kt.fused_supports(w.type)) {
     run_fused(kt, w, x, num_tokens, y, pool);
   } else {

@@ -1,6 +1,8 @@
 """stories260K (a real trained llama2.c model from ../shared/models) imported
 with `tokenmill convert` must reproduce the llama2.c reference exactly:
-greedy continuations token for token, first-step top-5 logits within 1e-3."""
+greedy continuations token for token, first-step top-5 logits within 1e-3.
+The KV cache is F32 here: one of the 200-token references passes a near-tie
+(top two logits 5.6203 vs 5.6173 at step 37) that fp16 K/V rounding swaps."""
 import json
 import os
 import tempfile
@@ -26,7 +28,8 @@ def test_greedy_continuations_match(tokenmill_bin, stories):
     for case in cases:
         ids = ",".join(map(str, case["prompt"]))
         proc = run_tokenmill(tokenmill_bin, "run", "-m", model, "--prompt-ids", ids, "-n",
-                             str(len(case["greedy"])), "--temp", "0", "--print-ids", "-t", "2")
+                             str(len(case["greedy"])), "--temp", "0", "--print-ids", "-t", "2",
+                             "--kv-dtype", "f32")
         got = [int(t) for t in proc.stdout.strip().split(",")]
         assert got == case["greedy"], f"prompt {case['prompt']}"
 
@@ -50,6 +53,6 @@ def test_scalar_isa_gives_identical_tokens(tokenmill_bin, stories):
     env = dict(os.environ, TOKENMILL_ISA="scalar")
     import subprocess
     proc = subprocess.run([tokenmill_bin, "run", "-m", model, "--prompt-ids", ",".join(map(str, case["prompt"])),
-                           "-n", str(len(case["greedy"])), "--temp", "0", "--print-ids"],
+                           "-n", str(len(case["greedy"])), "--temp", "0", "--print-ids", "--kv-dtype", "f32"],
                           capture_output=True, text=True, env=env, check=True)
     assert [int(t) for t in proc.stdout.strip().split(",")] == case["greedy"]

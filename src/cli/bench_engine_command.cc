@@ -1,0 +1,412 @@
+// `tokenmill bench engine`: drives the in-process serving engine (no HTTP)
+// with synthetic traffic and prints a table per scenario:
+//   throughput  N concurrent sequences -> prefill and aggregate decode tok/s
+//   prefix      16 requests sharing a long prefix, one per --interval seconds
+//               -> mean TTFT with the prefix cache vs without
+//   chunked     decode inter-token latency of running requests while a long
+//               prompt arrives -> chunked vs unchunked prefill
+//   decay       one stream, consecutive requests -> decode tok/s must not
+//               fall as finished requests leave cached blocks behind
+// Prompts are random token ids from a fixed --seed; generation is greedy
+// with ignore_eos, so every request produces exactly its --gen-len tokens.
+#include <algorithm>
+#include <cstdio>
+#include <memory>
+#include <mutex>
+#include <numeric>
+#include <random>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "cli/cli_util.h"
+#include "cli/commands.h"
+#include "engine/engine.h"
+#include "engine/memory_budget.h"
+#include "util/clock.h"
+#include "util/error.h"
+
+namespace tokenmill::cli {
+namespace {
+
+using engine::Engine;
+using engine::GenerateRequest;
+using engine::GenerationResult;
+using engine::RequestHandle;
+
+struct BenchOptions {
+  std::string model_path;
+  std::string concurrency = "1,4,8,16,32";
+  int64_t prompt_len = 128;
+  int64_t gen_len = 128;
+  std::string scenario = "throughput";
+  double interval_s = 1.0;
+  int64_t prefix_len = 512;
+  int64_t suffix_len = 32;
+  int64_t prefix_requests = 16;
+  int64_t long_prompt_len = 2048;
+  int64_t running = 4;
+  int64_t decay_requests = 8;
+  uint64_t seed = 1;
+  // Engine flags.
+  int threads = 0;
+  std::string kv_memory;
+  double kv_fraction = 0.5;
+  int64_t block_size = 16;
+  std::string kv_dtype = "f16";
+  int64_t max_batch_tokens = 512;
+  int32_t max_seqs = 32;
+  int64_t prefill_chunk = 256;
+  std::string kv_policy = "preempt";
+  bool no_prefix_cache = false;
+  std::string isolation = "shared";
+  double aging_s = 10.0;
+};
+
+engine::EngineConfig engine_config(const BenchOptions& o) {
+  engine::EngineConfig c;
+  c.model_path = o.model_path;
+  c.num_threads = o.threads;
+  if (!o.kv_memory.empty()) c.kv_memory_bytes = engine::parse_byte_size(o.kv_memory);
+  c.kv_memory_fraction = o.kv_fraction;
+  c.block_size = o.block_size;
+  const std::optional<kv::KvDtype> dtype = kv::kv_dtype_from_name(o.kv_dtype);
+  if (!dtype) fail("--kv-dtype '{}': use f16 or f32", o.kv_dtype);
+  c.kv_dtype = *dtype;
+  c.max_batch_tokens = o.max_batch_tokens;
+  c.max_seqs = o.max_seqs;
+  c.prefill_chunk = o.prefill_chunk;
+  c.kv_exhausted = engine::parse_kv_policy(o.kv_policy);
+  c.prefix_cache = !o.no_prefix_cache;
+  c.prefix_isolation = engine::parse_prefix_isolation(o.isolation);
+  c.priority_aging_s = o.aging_s;
+  c.validate();
+  return c;
+}
+
+class PromptSource {
+ public:
+  PromptSource(uint64_t seed, int64_t vocab) : rng_(seed), vocab_(vocab) {}
+  // Random ids in [3, vocab): skips the usual <unk>, <s>, </s>.
+  std::vector<int32_t> next(int64_t n) {
+    std::vector<int32_t> ids(static_cast<size_t>(n));
+    for (int32_t& id : ids) id = static_cast<int32_t>(3 + rng_() % static_cast<uint64_t>(vocab_ - 3));
+    return ids;
+  }
+
+ private:
+  std::mt19937_64 rng_;
+  int64_t vocab_;
+};
+
+GenerateRequest bench_request(std::vector<int32_t> prompt, int64_t gen_len) {
+  GenerateRequest r;
+  r.prompt = std::move(prompt);
+  r.max_tokens = gen_len;
+  r.sampling.temperature = 0.0f;
+  r.sampling.ignore_eos = true;
+  return r;
+}
+
+double percentile(std::vector<double> v, double q) {
+  if (v.empty()) return 0.0;
+  std::sort(v.begin(), v.end());
+  const double pos = q * static_cast<double>(v.size() - 1);
+  const size_t lo = static_cast<size_t>(pos);
+  const size_t hi = std::min(lo + 1, v.size() - 1);
+  return v[lo] + (v[hi] - v[lo]) * (pos - static_cast<double>(lo));
+}
+
+double mean(const std::vector<double>& v) {
+  return v.empty() ? 0.0 : std::accumulate(v.begin(), v.end(), 0.0) / static_cast<double>(v.size());
+}
+
+// Fails with a clear message when a request could never run.
+void require_ok(const GenerationResult& r, const char* what) {
+  if (r.final.reason != engine::FinishReason::kLength && r.final.reason != engine::FinishReason::kStop) {
+    fail("{} request ended with '{}': {}", what, engine::finish_reason_name(r.final.reason), r.final.error);
+  }
+}
+
+void print_engine(const Engine& e, const BenchOptions& o) {
+  const model::ModelConfig& c = e.model_config();
+  std::printf("model %s (%s, %lld layers, n_embd %lld, ctx %lld) | threads %d | KV %lld blocks x %lld = %.1f MiB %s | "
+              "max_seqs %d | max_batch_tokens %lld | prefill_chunk %lld | prefix cache %s\n",
+              o.model_path.c_str(), c.arch_name.c_str(), static_cast<long long>(c.n_layer),
+              static_cast<long long>(c.n_embd), static_cast<long long>(e.limits().max_model_len), e.num_threads(),
+              static_cast<long long>(e.num_kv_blocks()), static_cast<long long>(e.config().block_size),
+              static_cast<double>(e.kv_bytes()) / (1 << 20), o.kv_dtype.c_str(), e.config().max_seqs,
+              static_cast<long long>(e.config().max_batch_tokens), static_cast<long long>(e.config().prefill_chunk),
+              e.config().prefix_cache ? "on" : "off");
+}
+
+void warm_up(Engine& e, PromptSource& prompts) {
+  e.submit(bench_request(prompts.next(8), 4)).wait();
+}
+
+// ---- throughput -----------------------------------------------------------
+
+void run_throughput(const BenchOptions& o) {
+  Engine e(engine_config(o));
+  print_engine(e, o);
+  PromptSource prompts(o.seed, e.model_config().n_vocab);
+  warm_up(e, prompts);
+  std::printf("\n%11s %10s %10s %14s %14s %10s %10s %10s %8s\n", "concurrency", "prompt", "gen", "prefill tok/s",
+              "decode tok/s", "TPOT ms", "TTFT ms", "TTFT p99", "wall s");
+  for (int32_t c : parse_id_list(o.concurrency)) {
+    if (c < 1) fail("--concurrency values must be >= 1, got {}", c);
+    const SteadyClock::time_point t0 = SteadyClock::now();
+    std::vector<RequestHandle> handles;
+    for (int32_t i = 0; i < c; ++i) handles.push_back(e.submit(bench_request(prompts.next(o.prompt_len), o.gen_len)));
+    std::vector<double> ttft, tpot;
+    double decode_tokens = 0, decode_window_ms = 0;
+    for (RequestHandle& h : handles) {
+      const GenerationResult r = h.wait();
+      require_ok(r, "throughput");
+      ttft.push_back(r.final.timings.ttft_ms);
+      tpot.push_back(r.final.timings.tpot_ms);
+      decode_tokens += static_cast<double>(r.final.usage.completion_tokens - 1);
+      decode_window_ms = std::max(decode_window_ms, r.final.timings.decode_ms);
+    }
+    const double wall = seconds_since(t0);
+    const double max_ttft_s = *std::max_element(ttft.begin(), ttft.end()) / 1e3;
+    std::printf("%11d %10lld %10lld %14.1f %14.1f %10.2f %10.1f %10.1f %8.2f%s\n", c,
+                static_cast<long long>(o.prompt_len), static_cast<long long>(o.gen_len),
+                static_cast<double>(c * o.prompt_len) / std::max(max_ttft_s, 1e-9),
+                decode_tokens / std::max(decode_window_ms / 1e3, 1e-9), mean(tpot), mean(ttft), percentile(ttft, 0.99),
+                wall, c > e.config().max_seqs ? "  (queued: > max_seqs)" : "");
+    std::fflush(stdout);
+  }
+  std::printf("\nprefill tok/s: all prompt tokens / the last TTFT. decode tok/s: tokens after the first, summed "
+              "over requests / the longest decode phase.\n");
+}
+
+// ---- prefix ---------------------------------------------------------------
+
+struct PrefixRun {
+  std::vector<double> ttft;
+  double cached = 0;
+  double wall = 0;
+};
+
+PrefixRun prefix_pass(const BenchOptions& o, bool cache) {
+  BenchOptions oo = o;
+  oo.no_prefix_cache = !cache;
+  Engine e(engine_config(oo));
+  PromptSource prompts(o.seed, e.model_config().n_vocab);
+  warm_up(e, prompts);
+  const std::vector<int32_t> prefix = prompts.next(o.prefix_len);
+  std::vector<RequestHandle> handles;
+  const SteadyClock::time_point t0 = SteadyClock::now();
+  for (int64_t i = 0; i < o.prefix_requests; ++i) {
+    std::this_thread::sleep_until(t0 + std::chrono::duration_cast<SteadyClock::duration>(
+                                           std::chrono::duration<double>(o.interval_s * static_cast<double>(i))));
+    std::vector<int32_t> prompt = prefix;
+    const std::vector<int32_t> suffix = prompts.next(o.suffix_len);
+    prompt.insert(prompt.end(), suffix.begin(), suffix.end());
+    handles.push_back(e.submit(bench_request(std::move(prompt), o.gen_len)));
+  }
+  PrefixRun run;
+  for (RequestHandle& h : handles) {
+    const GenerationResult r = h.wait();
+    require_ok(r, "prefix");
+    run.ttft.push_back(r.final.timings.ttft_ms);
+    run.cached += static_cast<double>(r.final.usage.cached_prompt_tokens) / static_cast<double>(handles.size());
+  }
+  run.wall = seconds_since(t0);
+  return run;
+}
+
+void run_prefix(const BenchOptions& o) {
+  {
+    Engine probe(engine_config(o));
+    print_engine(probe, o);
+  }
+  std::printf("\n%lld requests: shared %lld-token prefix + distinct %lld-token suffix, %lld generated, one every "
+              "%.2f s\n\n",
+              static_cast<long long>(o.prefix_requests), static_cast<long long>(o.prefix_len),
+              static_cast<long long>(o.suffix_len), static_cast<long long>(o.gen_len), o.interval_s);
+  std::printf("%14s %14s %12s %12s %12s %8s\n", "prefix cache", "mean TTFT ms", "p50 ms", "p99 ms", "cached tok",
+              "wall s");
+  double with = 0, without = 0;
+  for (bool cache : {true, false}) {
+    const PrefixRun r = prefix_pass(o, cache);
+    std::printf("%14s %14.1f %12.1f %12.1f %12.1f %8.2f\n", cache ? "on" : "off", mean(r.ttft),
+                percentile(r.ttft, 0.5), percentile(r.ttft, 0.99), r.cached, r.wall);
+    std::fflush(stdout);
+    (cache ? with : without) = mean(r.ttft);
+  }
+  std::printf("\nTTFT speed-up from the prefix cache: %.2fx\n", without / std::max(with, 1e-9));
+}
+
+// ---- chunked --------------------------------------------------------------
+
+// Reads a stream on its own thread, recording when each token arrived.
+class TokenClock {
+ public:
+  explicit TokenClock(RequestHandle h) : handle_(h), thread_([this] { read(); }) {}
+  ~TokenClock() { thread_.join(); }
+  size_t count() const {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return times_.size();
+  }
+  std::vector<SteadyClock::time_point> times() const {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return times_;
+  }
+  RequestHandle& handle() { return handle_; }
+
+ private:
+  void read() {
+    while (std::optional<engine::StreamEvent> e = handle_.next()) {
+      if (!e->token) continue;
+      std::lock_guard<std::mutex> lock(mutex_);
+      times_.push_back(SteadyClock::now());
+    }
+  }
+  RequestHandle handle_;
+  mutable std::mutex mutex_;
+  std::vector<SteadyClock::time_point> times_;
+  std::thread thread_;
+};
+
+struct ChunkedRun {
+  std::vector<double> gaps_ms;  // inter-token gaps of running requests while the long prompt prefilled
+  double long_ttft_ms = 0;
+};
+
+ChunkedRun chunked_pass(const BenchOptions& o, int64_t chunk) {
+  BenchOptions oo = o;
+  oo.prefill_chunk = chunk;
+  if (chunk == 0) oo.max_batch_tokens = std::max(o.max_batch_tokens, o.long_prompt_len);
+  Engine e(engine_config(oo));
+  PromptSource prompts(o.seed, e.model_config().n_vocab);
+  warm_up(e, prompts);
+  const int64_t room = e.limits().max_model_len - o.prompt_len;
+  if (o.long_prompt_len + 1 > e.limits().max_model_len || room < 16)
+    fail("the model context ({}) is too short for --long-prompt-len {} / --prompt-len {}", e.limits().max_model_len,
+         o.long_prompt_len, o.prompt_len);
+  std::vector<std::unique_ptr<TokenClock>> running;
+  for (int64_t i = 0; i < o.running; ++i)
+    running.push_back(std::make_unique<TokenClock>(e.submit(bench_request(prompts.next(o.prompt_len), room))));
+  for (auto& r : running) {
+    while (r->count() < 4 && !r->handle().done()) std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  }
+  const SteadyClock::time_point t_long = SteadyClock::now();
+  const GenerationResult long_result = e.submit(bench_request(prompts.next(o.long_prompt_len), 1)).wait();
+  require_ok(long_result, "long-prompt");
+  const SteadyClock::time_point t_done = SteadyClock::now();
+  for (auto& r : running) r->handle().cancel();
+  ChunkedRun run;
+  run.long_ttft_ms = long_result.final.timings.ttft_ms;
+  for (auto& r : running) {
+    const std::vector<SteadyClock::time_point> t = r->times();
+    for (size_t i = 1; i < t.size(); ++i) {
+      if (t[i] > t_long && t[i] <= t_done)
+        run.gaps_ms.push_back(std::chrono::duration<double, std::milli>(t[i] - t[i - 1]).count());
+    }
+  }
+  running.clear();  // joins the readers (their streams end with the cancel)
+  return run;
+}
+
+void run_chunked(const BenchOptions& o) {
+  {
+    Engine probe(engine_config(o));
+    print_engine(probe, o);
+  }
+  const int64_t chunk = o.prefill_chunk > 0 ? o.prefill_chunk : 256;
+  std::printf("\n%lld running requests (prompt %lld) decoding while a %lld-token prompt arrives\n\n",
+              static_cast<long long>(o.running), static_cast<long long>(o.prompt_len),
+              static_cast<long long>(o.long_prompt_len));
+  std::printf("%16s %10s %12s %12s %12s %16s\n", "prefill", "gaps", "TPOT p50 ms", "TPOT p99 ms", "max ms",
+              "long TTFT ms");
+  for (int64_t c : {chunk, int64_t{0}}) {
+    const ChunkedRun r = chunked_pass(o, c);
+    const std::string name = c > 0 ? "chunked " + std::to_string(c) : "unchunked";
+    const double max_gap = r.gaps_ms.empty() ? 0.0 : *std::max_element(r.gaps_ms.begin(), r.gaps_ms.end());
+    std::printf("%16s %10zu %12.2f %12.2f %12.2f %16.1f\n", name.c_str(), r.gaps_ms.size(),
+                percentile(r.gaps_ms, 0.5), percentile(r.gaps_ms, 0.99), max_gap, r.long_ttft_ms);
+    std::fflush(stdout);
+  }
+  std::printf("\nTPOT here: gaps between consecutive tokens of the running requests while the long prompt "
+              "was being prefilled.\n");
+}
+
+// ---- decay ----------------------------------------------------------------
+
+void run_decay(const BenchOptions& o) {
+  Engine e(engine_config(o));
+  print_engine(e, o);
+  PromptSource prompts(o.seed, e.model_config().n_vocab);
+  warm_up(e, prompts);
+  std::printf("\n%8s %12s %14s %10s %14s %12s\n", "request", "TTFT ms", "decode tok/s", "TPOT ms", "KV evictable",
+              "KV free");
+  std::vector<double> rates;
+  for (int64_t i = 0; i < o.decay_requests; ++i) {
+    const GenerationResult r = e.submit(bench_request(prompts.next(o.prompt_len), o.gen_len)).wait();
+    require_ok(r, "decay");
+    const double rate = r.final.timings.tpot_ms > 0 ? 1e3 / r.final.timings.tpot_ms : 0.0;
+    rates.push_back(rate);
+    const engine::MetricsSnapshot m = e.metrics();
+    std::printf("%8lld %12.1f %14.1f %10.2f %14lld %12lld\n", static_cast<long long>(i + 1),
+                r.final.timings.ttft_ms, rate, r.final.timings.tpot_ms, static_cast<long long>(m.kv_blocks_evictable),
+                static_cast<long long>(m.kv_blocks_free));
+    std::fflush(stdout);
+  }
+  if (rates.size() >= 2 && rates.front() > 0) {
+    std::printf("\nlast / first decode rate: %.3f (should stay near 1)\n", rates.back() / rates.front());
+  }
+}
+
+void run(const BenchOptions& o) {
+  if (o.prompt_len < 1 || o.gen_len < 2) fail("--prompt-len must be >= 1 and --gen-len >= 2");
+  if (o.scenario == "throughput") return run_throughput(o);
+  if (o.scenario == "prefix") return run_prefix(o);
+  if (o.scenario == "chunked") return run_chunked(o);
+  if (o.scenario == "decay") return run_decay(o);
+  fail("--scenario '{}': use throughput, prefix, chunked or decay", o.scenario);
+}
+
+}  // namespace
+
+void add_bench_engine_command(CLI::App& app) {
+  // `bench` may already hold other benchmarks (e.g. the HTTP driver).
+  const std::vector<CLI::App*> found =
+      app.get_subcommands([](const CLI::App* sub) { return sub->get_name() == "bench"; });
+  CLI::App* bench = found.empty() ? nullptr : found.front();
+  if (bench == nullptr) {
+    bench = app.add_subcommand("bench", "Benchmarks");
+    bench->require_subcommand(1);
+  }
+  auto o = std::make_shared<BenchOptions>();
+  CLI::App* cmd = bench->add_subcommand("engine", "Benchmark the in-process serving engine (no HTTP)");
+  cmd->add_option("-m,--model", o->model_path, "GGUF model file")->required()->check(CLI::ExistingFile);
+  cmd->add_option("--scenario", o->scenario, "throughput|prefix|chunked|decay")->capture_default_str();
+  cmd->add_option("--concurrency", o->concurrency, "throughput: concurrent requests, a list")->capture_default_str();
+  cmd->add_option("--prompt-len", o->prompt_len, "Prompt tokens per request")->capture_default_str();
+  cmd->add_option("--gen-len", o->gen_len, "Generated tokens per request")->capture_default_str();
+  cmd->add_option("--interval", o->interval_s, "prefix: seconds between arrivals")->capture_default_str();
+  cmd->add_option("--prefix-len", o->prefix_len, "prefix: shared prefix tokens")->capture_default_str();
+  cmd->add_option("--suffix-len", o->suffix_len, "prefix: distinct suffix tokens")->capture_default_str();
+  cmd->add_option("--prefix-requests", o->prefix_requests, "prefix: requests")->capture_default_str();
+  cmd->add_option("--long-prompt-len", o->long_prompt_len, "chunked: the arriving prompt")->capture_default_str();
+  cmd->add_option("--running", o->running, "chunked: requests decoding meanwhile")->capture_default_str();
+  cmd->add_option("--decay-requests", o->decay_requests, "decay: consecutive requests")->capture_default_str();
+  cmd->add_option("--seed", o->seed, "Seed of the random prompts")->capture_default_str();
+  cmd->add_option("-t,--threads", o->threads, "Threads (default: all cores)");
+  cmd->add_option("--kv-memory", o->kv_memory, "KV cache budget, e.g. 2G (default: --kv-fraction of free RAM)");
+  cmd->add_option("--kv-fraction", o->kv_fraction, "Fraction of MemAvailable for the KV cache")->capture_default_str();
+  cmd->add_option("--block-size", o->block_size, "KV block size in positions")->capture_default_str();
+  cmd->add_option("--kv-dtype", o->kv_dtype, "f16|f32")->capture_default_str();
+  cmd->add_option("--max-batch-tokens", o->max_batch_tokens, "Tokens per step")->capture_default_str();
+  cmd->add_option("--max-seqs", o->max_seqs, "Sequences running at once")->capture_default_str();
+  cmd->add_option("--prefill-chunk", o->prefill_chunk, "Prefill chunk; 0 = unchunked")->capture_default_str();
+  cmd->add_option("--kv-policy", o->kv_policy, "When KV runs out: preempt|queue|reject")->capture_default_str();
+  cmd->add_flag("--no-prefix-cache", o->no_prefix_cache, "Disable the prefix cache");
+  cmd->add_option("--prefix-isolation", o->isolation, "shared|tenant")->capture_default_str();
+  cmd->add_option("--priority-aging", o->aging_s, "Seconds per priority class of aging")->capture_default_str();
+  cmd->callback([o] { run(*o); });
+}
+
+}  // namespace tokenmill::cli

@@ -1,0 +1,202 @@
+// EngineCore driven step by step (no engine thread): exact checks of
+// scheduling order, prefix caching and metric bookkeeping.
+#include "engine/engine_core.h"
+
+#include <gtest/gtest.h>
+
+#include "engine/test_util.h"
+
+namespace tokenmill::engine {
+namespace {
+
+using testing::greedy_request;
+using testing::random_prompt;
+using testing::tiny_config;
+
+class Driver {
+ public:
+  explicit Driver(const EngineConfig& config) : core_(config, metrics_) {}
+
+  RequestHandle add(const GenerateRequest& r) {
+    auto stream = std::make_shared<RequestStream>(next_id_++, nullptr);
+    metrics_.on_submit();
+    core_.add(stream, r, SteadyClock::now());
+    return RequestHandle(stream);
+  }
+  void run_to_end() {
+    while (core_.has_work()) core_.step();
+  }
+  EngineCore& core() { return core_; }
+  MetricsSnapshot metrics() const { return metrics_.snapshot(); }
+
+ private:
+  Metrics metrics_;
+  EngineCore core_;
+  RequestId next_id_ = 1;
+};
+
+GenerateRequest with_priority(GenerateRequest r, Priority p) {
+  r.priority = p;
+  return r;
+}
+
+// Two low-priority requests fill the batch (max_seqs 2); then a low and a
+// high one arrive, low first. When the first slot frees, the high one runs
+// before the earlier low one; with equal classes FCFS decides instead.
+TEST(EngineCoreTest, HighPriorityOvertakesWaitingLowPriority) {
+  for (Priority late : {Priority::kHigh, Priority::kLow}) {
+    EngineConfig config = tiny_config();
+    config.max_seqs = 2;
+    Driver d(config);
+    RequestHandle l1 = d.add(with_priority(greedy_request(random_prompt(1, 8), 5), Priority::kLow));
+    RequestHandle l2 = d.add(with_priority(greedy_request(random_prompt(2, 8), 20), Priority::kLow));
+    d.core().step();  // both prefill: the batch is full
+    RequestHandle l3 = d.add(with_priority(greedy_request(random_prompt(3, 8), 5), Priority::kLow));
+    RequestHandle h = d.add(with_priority(greedy_request(random_prompt(4, 8), 5), late));
+    d.run_to_end();
+    const FinalEvent f1 = l1.wait().final, f2 = l2.wait().final, f3 = l3.wait().final, fh = h.wait().final;
+    EXPECT_EQ(f1.first_scheduled_step, 0);
+    EXPECT_EQ(f2.first_scheduled_step, 0);
+    // l1 decodes 4 more tokens (steps 1..4) and leaves; its slot is taken at step 5.
+    if (late == Priority::kHigh) {
+      EXPECT_EQ(fh.first_scheduled_step, 5);
+      EXPECT_GT(f3.first_scheduled_step, fh.first_scheduled_step);
+    } else {
+      EXPECT_EQ(f3.first_scheduled_step, 5);
+      EXPECT_GT(fh.first_scheduled_step, f3.first_scheduled_step);
+    }
+  }
+}
+
+TEST(EngineCoreTest, PrefixCacheHitSkipsPrefillWithinATenant) {
+  EngineConfig config = tiny_config();
+  config.prefix_isolation = PrefixIsolation::kTenant;
+  Driver d(config);
+  std::unique_ptr<model::Model> m = model::Model::load(testing::tiny_model_path());
+  const std::vector<int32_t> shared = random_prompt(7, 48);  // three full blocks
+  std::vector<int32_t> a = shared, b = shared;
+  const std::vector<int32_t> tail_a = random_prompt(8, 16), tail_b = random_prompt(9, 16);
+  a.insert(a.end(), tail_a.begin(), tail_a.end());
+  b.insert(b.end(), tail_b.begin(), tail_b.end());
+
+  GenerateRequest ra = greedy_request(a, 4);
+  ra.tenant = "x";
+  RequestHandle ha = d.add(ra);
+  d.run_to_end();
+  EXPECT_EQ(ha.wait().final.usage.cached_prompt_tokens, 0);
+
+  GenerateRequest rb = greedy_request(b, 4);
+  rb.tenant = "x";
+  const uint64_t prefill_before = d.metrics().prefill_tokens;
+  RequestHandle hb = d.add(rb);
+  d.run_to_end();
+  const GenerationResult result_b = hb.wait();
+  EXPECT_EQ(result_b.final.usage.cached_prompt_tokens, 48);
+  EXPECT_EQ(d.metrics().prefill_tokens - prefill_before, 16u);  // only the distinct suffix ran
+  EXPECT_EQ(result_b.tokens, testing::reference_greedy(*m, b, 4));  // the cached K/V are right
+  EXPECT_EQ(d.metrics().prefix_cache_hit_tokens, 48u);
+
+  rb.tenant = "y";  // another tenant: no sharing
+  RequestHandle hc = d.add(rb);
+  d.run_to_end();
+  const GenerationResult result_c = hc.wait();
+  EXPECT_EQ(result_c.final.usage.cached_prompt_tokens, 0);
+  EXPECT_EQ(result_c.tokens, result_b.tokens);
+}
+
+TEST(EngineCoreTest, SharedIsolationSharesAcrossTenantsAndOffDisablesIt) {
+  for (bool enabled : {true, false}) {
+    EngineConfig config = tiny_config();
+    config.prefix_cache = enabled;
+    Driver d(config);
+    const std::vector<int32_t> prompt = random_prompt(11, 40);
+    GenerateRequest r = greedy_request(prompt, 3);
+    r.tenant = "x";
+    RequestHandle first = d.add(r);
+    d.run_to_end();
+    r.tenant = "y";
+    RequestHandle second = d.add(r);
+    d.run_to_end();
+    EXPECT_EQ(first.wait().final.usage.cached_prompt_tokens, 0);
+    // (40 - 1) / 16 = 2 full blocks may be reused; the last token is always computed.
+    EXPECT_EQ(second.wait().final.usage.cached_prompt_tokens, enabled ? 32 : 0);
+  }
+}
+
+TEST(EngineCoreTest, MetricsAddUp) {
+  EngineConfig config = tiny_config();
+  config.prefix_cache = false;
+  Driver d(config);
+  std::vector<RequestHandle> handles;
+  const int64_t lengths[] = {5, 17, 33, 64};
+  for (int i = 0; i < 4; ++i) {
+    handles.push_back(d.add(greedy_request(random_prompt(20 + static_cast<uint64_t>(i), static_cast<size_t>(lengths[i])),
+                                           3 + i)));
+  }
+  GenerateRequest expired = greedy_request(random_prompt(30, 10), 5);
+  expired.timeout = std::chrono::milliseconds(0);
+  handles.push_back(d.add(expired));
+  d.run_to_end();
+
+  int64_t prompt = 0, completion = 0, decodes = 0, with_tokens = 0;
+  for (RequestHandle& h : handles) {
+    const FinalEvent f = h.wait().final;
+    if (f.usage.completion_tokens > 0) {
+      prompt += f.usage.prompt_tokens;
+      ++with_tokens;
+      decodes += f.usage.completion_tokens - 1;
+    }
+    completion += f.usage.completion_tokens;
+  }
+  const MetricsSnapshot m = d.metrics();
+  EXPECT_EQ(m.requests_submitted, 5u);
+  EXPECT_EQ(m.requests_finished_total(), 5u);
+  EXPECT_EQ(m.requests_finished[static_cast<size_t>(FinishReason::kLength)], 4u);
+  EXPECT_EQ(m.requests_finished[static_cast<size_t>(FinishReason::kTimeout)], 1u);
+  EXPECT_EQ(completion, 3 + 4 + 5 + 6);
+  EXPECT_EQ(m.generated_tokens, static_cast<uint64_t>(completion));
+  EXPECT_EQ(m.prefill_tokens, static_cast<uint64_t>(prompt));  // no cache, no preemption
+  EXPECT_EQ(prompt, 5 + 17 + 33 + 64);
+  EXPECT_EQ(m.decode_tokens, static_cast<uint64_t>(decodes));
+  EXPECT_EQ(m.ttft_ms.count, static_cast<uint64_t>(with_tokens));
+  EXPECT_EQ(m.tpot_ms.count, 4u);
+  EXPECT_EQ(m.e2e_ms.count, 5u);
+  EXPECT_EQ(m.itl_ms.count, static_cast<uint64_t>(decodes));
+  EXPECT_EQ(m.steps, static_cast<uint64_t>(d.core().steps()));
+  EXPECT_EQ(m.step_ms.count, m.steps);
+  EXPECT_EQ(m.running, 0);
+  EXPECT_EQ(m.waiting, 0);
+  EXPECT_EQ(m.kv_blocks_used, 0);
+  EXPECT_EQ(m.kv_blocks_free, m.kv_blocks_total);
+  EXPECT_GT(m.kv_blocks_high_water, 0);
+}
+
+TEST(EngineCoreTest, CheckRequestNamesTheProblem) {
+  RequestLimits limits;
+  limits.n_vocab = 100;
+  limits.max_model_len = 64;
+  limits.num_blocks = 2;
+  limits.block_size = 16;
+  limits.max_batch_tokens = 20;
+  limits.prefill_chunk = 0;
+  EXPECT_FALSE(check_request(greedy_request({1, 2, 3}, 4), limits).has_value());
+  // 20 + 14 = 34 tokens; 33 positions need 3 blocks of 16 > 2.
+  std::optional<Refusal> r = check_request(greedy_request(std::vector<int32_t>(20, 1), 14), limits);
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->reason, RejectReason::kTooLong);
+  // 21 prompt tokens exceed max_batch_tokens without chunking.
+  r = check_request(greedy_request(std::vector<int32_t>(21, 1), 1), limits);
+  ASSERT_TRUE(r);
+  EXPECT_NE(r->message.find("max_batch_tokens"), std::string::npos);
+  GenerateRequest stops = greedy_request({1}, 1);
+  stops.sampling.stop = {"x"};
+  r = check_request(stops, limits);  // no tokenizer
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->reason, RejectReason::kInvalid);
+  GenerateRequest top = greedy_request({1}, 1);
+  top.top_logprobs = kMaxTopLogprobs + 1;
+  EXPECT_EQ(check_request(top, limits)->reason, RejectReason::kInvalid);
+}
+
+}  // namespace
+}  // namespace tokenmill::engine
