@@ -1,10 +1,13 @@
 // Kernel micro-benchmarks. GEMV (one token, decode) reports weight bytes
-// streamed per second; GEMM (64 tokens, prefill) reports FLOP/s; the Gemma 3
-// 270M benchmarks time the shapes of a real prefill. Run for example:
+// streamed per second; GEMM (64 and 512 tokens, prefill) reports FLOP/s; the
+// Gemma 3 270M benchmarks time the shapes of a real prefill. Run for example:
 //   kernels_bench --benchmark_filter=Gemv
 //   TOKENMILL_ISA=scalar kernels_bench --benchmark_filter=Gemm   (A/B)
-// Last argument of each benchmark is the thread count.
+// Matmul arguments: type, rows, cols, tokens, threads, path, copies (see
+// BM_Matmul).
 #include <benchmark/benchmark.h>
+
+#include <time.h>
 
 #include <algorithm>
 #include <cstdint>
@@ -14,6 +17,7 @@
 #include <vector>
 
 #include "kernels/attention.h"
+#include "kernels/dispatch.h"
 #include "kernels/matmul.h"
 #include "kernels/quant.h"
 #include "util/thread_pool.h"
@@ -55,39 +59,81 @@ ThreadPool& pool_with(int threads) {
   return *pools[threads];
 }
 
-// Args: type id, rows, cols, tokens, threads.
+double process_cpu_seconds() {
+  timespec ts;
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+  return static_cast<double>(ts.tv_sec) + 1e-9 * static_cast<double>(ts.tv_nsec);
+}
+
+// The kernel table of the run: the active one, or (path 1) the same with the
+// integer decode path switched off, for A/B runs of the float fused path.
+const KernelTable& table_for_path(int64_t path) {
+  static const KernelTable float_only = [] {
+    KernelTable t = active_kernels();
+    t.q16_supports = nullptr;
+    t.q16_rows = nullptr;
+    return t;
+  }();
+  return path == 1 ? float_only : active_kernels();
+}
+
+// Args: type id, rows, cols, tokens, threads, path (0: default, 1: float
+// fused), copies (weights cycled through per iteration; enough copies put
+// the working set beyond the 32 MiB L3, so GEMV reads DRAM as decode does).
+// Besides wall-clock rates it reports rates over process CPU time divided
+// by the threads ("cpu" counters): on a machine shared with other jobs the
+// wall clock also counts time the threads waited to be scheduled.
 void BM_Matmul(benchmark::State& state) {
   const auto type = static_cast<TensorType>(state.range(0));
   const int64_t rows = state.range(1), cols = state.range(2), tokens = state.range(3);
-  ThreadPool& pool = pool_with(static_cast<int>(state.range(4)));
-  Matrix w(type, rows, cols);
+  const int threads = static_cast<int>(state.range(4));
+  ThreadPool& pool = pool_with(threads);
+  const KernelTable& kt = table_for_path(state.range(5));
+  const int64_t copies = state.range(6);
+  std::vector<Matrix> ws;
+  for (int64_t i = 0; i < copies; ++i) ws.emplace_back(type, rows, cols);
   const auto x = gaussian(tokens * cols, 1);
   std::vector<float> y(static_cast<size_t>(tokens * rows));
+  int64_t i = 0;
+  const double cpu0 = process_cpu_seconds();
   for (auto _ : state) {
-    matmul(w.view, x.data(), tokens, y.data(), pool);
+    matmul_with(kt, ws[static_cast<size_t>(i++ % copies)].view, x.data(), tokens, y.data(), pool);
     benchmark::DoNotOptimize(y.data());
   }
-  state.SetLabel(std::string(gguf::tensor_type_name(type)));
-  state.SetBytesProcessed(state.iterations() * static_cast<int64_t>(w.bytes.size()));
-  state.counters["FLOP/s"] = benchmark::Counter(2.0 * rows * cols * tokens * state.iterations(),
-                                                benchmark::Counter::kIsRate);
+  const double cpu = (process_cpu_seconds() - cpu0) / threads;
+  const double bytes = static_cast<double>(ws[0].bytes.size()) * static_cast<double>(state.iterations());
+  const double flops = 2.0 * static_cast<double>(rows * cols * tokens) * static_cast<double>(state.iterations());
+  state.SetLabel(std::string(gguf::tensor_type_name(type)) + (state.range(5) == 1 ? " float" : ""));
+  state.SetBytesProcessed(static_cast<int64_t>(bytes));
+  state.counters["FLOP/s"] = benchmark::Counter(flops, benchmark::Counter::kIsRate);
+  state.counters["cpu_GB/s"] = bytes / cpu * 1e-9;
+  state.counters["cpu_GFLOP/s"] = flops / cpu * 1e-9;
 }
 
 constexpr int64_t id(TensorType t) { return static_cast<int64_t>(t); }
 
+// Decode GEMV, 2048 x 2048 (TinyLlama's attention projections), from DRAM.
 void gemv_args(benchmark::internal::Benchmark* b) {
-  for (TensorType t : {TensorType::Q8_0, TensorType::Q4_0, TensorType::Q4_K, TensorType::F16}) {
-    for (int64_t rows : {2048, 5632}) {
-      for (int threads : {1, 2}) b->Args({id(t), rows, 2048, 1, threads});
+  for (TensorType t : {TensorType::Q4_0, TensorType::Q4_1, TensorType::Q5_0, TensorType::Q5_1,
+                       TensorType::Q8_0, TensorType::Q2_K, TensorType::Q3_K, TensorType::Q4_K,
+                       TensorType::Q5_K, TensorType::Q6_K, TensorType::F16}) {
+    const int64_t copies = std::max<int64_t>(2, (96 << 20) / gguf::row_bytes(t, 2048) / 2048);
+    for (int threads : {1, 2}) {
+      for (int64_t path : {0, 1}) b->Args({id(t), 2048, 2048, 1, threads, path, copies});
     }
   }
-  for (int threads : {1, 2}) b->Args({id(TensorType::Q8_0), 262144, 640, 1, threads});  // Gemma 3 output
 }
 
 void gemm_args(benchmark::internal::Benchmark* b) {
   for (TensorType t : {TensorType::Q8_0, TensorType::Q4_0, TensorType::Q4_K, TensorType::Q6_K,
                        TensorType::Q5_0, TensorType::F16, TensorType::F32}) {
-    for (int threads : {1, 2}) b->Args({id(t), 2048, 2048, 64, threads});
+    for (int threads : {1, 2}) b->Args({id(t), 2048, 2048, 64, threads, 0, 1});
+  }
+  // Prefill shapes of TinyLlama (512 tokens): attention output, FFN up, FFN down.
+  for (int threads : {1, 2}) {
+    b->Args({id(TensorType::Q4_0), 2048, 2048, 512, threads, 0, 1});
+    b->Args({id(TensorType::Q4_0), 5632, 2048, 512, threads, 0, 1});
+    b->Args({id(TensorType::Q4_0), 2048, 5632, 512, threads, 0, 1});
   }
 }
 

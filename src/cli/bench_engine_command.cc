@@ -146,6 +146,46 @@ void warm_up(Engine& e, PromptSource& prompts) {
 
 // ---- throughput -----------------------------------------------------------
 
+// Reads a stream on its own thread, recording when each token arrived.
+class TokenClock {
+ public:
+  explicit TokenClock(RequestHandle h) : handle_(h), thread_([this] { read(); }) {}
+  ~TokenClock() {
+    if (thread_.joinable()) thread_.join();
+  }
+  size_t count() const {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return times_.size();
+  }
+  std::vector<SteadyClock::time_point> times() const {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return times_;
+  }
+  RequestHandle& handle() { return handle_; }
+  // Joins the reader; fails unless the request ran to its length or a stop.
+  engine::FinalEvent wait_final() {
+    if (thread_.joinable()) thread_.join();
+    if (final_.reason != engine::FinishReason::kLength && final_.reason != engine::FinishReason::kStop)
+      fail("a request ended with '{}': {}", engine::finish_reason_name(final_.reason), final_.error);
+    return final_;
+  }
+
+ private:
+  void read() {
+    while (std::optional<engine::StreamEvent> e = handle_.next()) {
+      std::lock_guard<std::mutex> lock(mutex_);
+      if (e->final) final_ = *e->final;
+      if (e->token) times_.push_back(SteadyClock::now());
+    }
+  }
+  RequestHandle handle_;
+  mutable std::mutex mutex_;
+  std::vector<SteadyClock::time_point> times_;
+  engine::FinalEvent final_;
+  std::thread thread_;
+};
+
+
 void run_throughput(const BenchOptions& o) {
   Engine e(engine_config(o));
   print_engine(e, o);
@@ -156,18 +196,26 @@ void run_throughput(const BenchOptions& o) {
   for (int32_t c : parse_id_list(o.concurrency)) {
     if (c < 1) fail("--concurrency values must be >= 1, got {}", c);
     const SteadyClock::time_point t0 = SteadyClock::now();
-    std::vector<RequestHandle> handles;
-    for (int32_t i = 0; i < c; ++i) handles.push_back(e.submit(bench_request(prompts.next(o.prompt_len), o.gen_len)));
+    std::vector<std::unique_ptr<TokenClock>> clocks;
+    for (int32_t i = 0; i < c; ++i)
+      clocks.push_back(std::make_unique<TokenClock>(e.submit(bench_request(prompts.next(o.prompt_len), o.gen_len))));
     std::vector<double> ttft, tpot;
-    double decode_tokens = 0, decode_window_ms = 0;
-    for (RequestHandle& h : handles) {
-      const GenerationResult r = h.wait();
-      require_ok(r, "throughput");
-      ttft.push_back(r.final.timings.ttft_ms);
-      tpot.push_back(r.final.timings.tpot_ms);
-      decode_tokens += static_cast<double>(r.final.usage.completion_tokens - 1);
-      decode_window_ms = std::max(decode_window_ms, r.final.timings.decode_ms);
+    for (auto& clock : clocks) {
+      const engine::FinalEvent f = clock->wait_final();
+      ttft.push_back(f.timings.ttft_ms);
+      tpot.push_back(f.timings.tpot_ms);
     }
+    // Steady decode: tokens that arrived after every request had its first one.
+    SteadyClock::time_point all_started = t0, last = t0;
+    for (auto& clock : clocks) {
+      all_started = std::max(all_started, clock->times().front());
+      last = std::max(last, clock->times().back());
+    }
+    double decode_tokens = 0;
+    for (auto& clock : clocks) {
+      for (SteadyClock::time_point t : clock->times()) decode_tokens += t > all_started ? 1 : 0;
+    }
+    const double decode_window_ms = std::chrono::duration<double, std::milli>(last - all_started).count();
     const double wall = seconds_since(t0);
     const double max_ttft_s = *std::max_element(ttft.begin(), ttft.end()) / 1e3;
     std::printf("%11d %10lld %10lld %14.1f %14.1f %10.2f %10.1f %10.1f %8.2f%s\n", c,
@@ -177,8 +225,8 @@ void run_throughput(const BenchOptions& o) {
                 wall, c > e.config().max_seqs ? "  (queued: > max_seqs)" : "");
     std::fflush(stdout);
   }
-  std::printf("\nprefill tok/s: all prompt tokens / the last TTFT. decode tok/s: tokens after the first, summed "
-              "over requests / the longest decode phase.\n");
+  std::printf("\nprefill tok/s: all prompt tokens / the last TTFT. decode tok/s: tokens of all requests that "
+              "arrived after every request had its first token / that window (steady-state decode).\n");
 }
 
 // ---- prefix ---------------------------------------------------------------
@@ -241,35 +289,6 @@ void run_prefix(const BenchOptions& o) {
 
 // ---- chunked --------------------------------------------------------------
 
-// Reads a stream on its own thread, recording when each token arrived.
-class TokenClock {
- public:
-  explicit TokenClock(RequestHandle h) : handle_(h), thread_([this] { read(); }) {}
-  ~TokenClock() { thread_.join(); }
-  size_t count() const {
-    std::lock_guard<std::mutex> lock(mutex_);
-    return times_.size();
-  }
-  std::vector<SteadyClock::time_point> times() const {
-    std::lock_guard<std::mutex> lock(mutex_);
-    return times_;
-  }
-  RequestHandle& handle() { return handle_; }
-
- private:
-  void read() {
-    while (std::optional<engine::StreamEvent> e = handle_.next()) {
-      if (!e->token) continue;
-      std::lock_guard<std::mutex> lock(mutex_);
-      times_.push_back(SteadyClock::now());
-    }
-  }
-  RequestHandle handle_;
-  mutable std::mutex mutex_;
-  std::vector<SteadyClock::time_point> times_;
-  std::thread thread_;
-};
-
 struct ChunkedRun {
   std::vector<double> gaps_ms;  // inter-token gaps of running requests while the long prompt prefilled
   double long_ttft_ms = 0;
@@ -278,7 +297,9 @@ struct ChunkedRun {
 ChunkedRun chunked_pass(const BenchOptions& o, int64_t chunk) {
   BenchOptions oo = o;
   oo.prefill_chunk = chunk;
-  if (chunk == 0) oo.max_batch_tokens = std::max(o.max_batch_tokens, o.long_prompt_len);
+  // Unchunked, the whole prompt must fit one step next to the running decodes
+  // (the scheduler runs decodes first), or it would wait for them to finish.
+  if (chunk == 0) oo.max_batch_tokens = std::max(o.max_batch_tokens, o.long_prompt_len + o.max_seqs);
   Engine e(engine_config(oo));
   PromptSource prompts(o.seed, e.model_config().n_vocab);
   warm_up(e, prompts);

@@ -13,6 +13,8 @@ void add_run_command(CLI::App& app);
 void add_convert_command(CLI::App& app);
 void add_synth_command(CLI::App& app);
 void add_logits_command(CLI::App& app);
+void add_quantize_command(CLI::App& app);
 void add_bench_engine_command(CLI::App& app);  // `bench engine`; creates `bench` if absent
+void add_serve_command(CLI::App& app);
 
 }  // namespace tokenmill::cli

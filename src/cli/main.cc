@@ -16,7 +16,9 @@ int main(int argc, char** argv) {
   tokenmill::cli::add_convert_command(app);
   tokenmill::cli::add_run_command(app);
   tokenmill::cli::add_logits_command(app);
+  tokenmill::cli::add_quantize_command(app);
   tokenmill::cli::add_bench_engine_command(app);
+  tokenmill::cli::add_serve_command(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

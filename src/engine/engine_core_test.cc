@@ -68,6 +68,24 @@ TEST(EngineCoreTest, HighPriorityOvertakesWaitingLowPriority) {
   }
 }
 
+TEST(EngineCoreTest, CancelStopsARunningRequestAndFreesItsBlocks) {
+  Driver d(tiny_config());
+  RequestHandle h = d.add(greedy_request(random_prompt(1, 40), 100));
+  for (int i = 0; i < 5; ++i) d.core().step();  // two prefill chunks of <= 32 + 3 decodes
+  EXPECT_GT(d.metrics().kv_blocks_used, 0);
+  h.cancel();  // no engine thread here: the core hears of it directly
+  d.core().cancel(h.id());
+  d.core().step();
+  EXPECT_FALSE(d.core().has_work());
+  const GenerationResult r = h.wait();
+  EXPECT_EQ(r.final.reason, FinishReason::kCancelled);
+  EXPECT_EQ(r.tokens.size(), 4u);
+  const MetricsSnapshot m = d.metrics();
+  EXPECT_EQ(m.kv_blocks_used, 0);
+  EXPECT_EQ(m.kv_blocks_evictable, 2);  // the prompt's two full blocks stay in the prefix cache
+  EXPECT_EQ(m.kv_blocks_free + m.kv_blocks_evictable, m.kv_blocks_total);
+}
+
 TEST(EngineCoreTest, PrefixCacheHitSkipsPrefillWithinATenant) {
   EngineConfig config = tiny_config();
   config.prefix_isolation = PrefixIsolation::kTenant;

@@ -5,6 +5,7 @@
 
 #include "kernels/ops.h"
 #include "kernels/quant.h"
+#include "kernels/vec_dot.h"
 #include "util/error.h"
 
 namespace tokenmill::kernels {
@@ -23,6 +24,7 @@ KernelTable make_scalar_table() {
   t.dequantize_row = dequantize_row_ref;
   t.fused_supports = nullptr;
   t.fused_rows = nullptr;
+  t.quantize_acts = quantize_acts_ref;
   t.attend_head = scalar::attend_head;
   t.paged_attend_group = scalar::paged_attend_group;
   return t;
@@ -41,6 +43,9 @@ KernelTable make_avx2_table() {
   t.dequantize_row = avx2::dequantize_row;
   t.fused_supports = avx2::fused_supports;
   t.fused_rows = avx2::fused_rows;
+  t.quantize_acts = avx2::quantize_acts;
+  t.q16_supports = avx2::q16_supports;
+  t.q16_rows = avx2::q16_rows;
   t.attend_head = avx2::attend_head;
   t.paged_attend_group = avx2::paged_attend_group;
   return t;

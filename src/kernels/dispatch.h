@@ -20,6 +20,7 @@
 #include "kernels/cpu_features.h"
 #include "kernels/matmul.h"
 #include "kernels/paged_attention.h"
+#include "kernels/quantize_act.h"
 
 namespace tokenmill::kernels {
 
@@ -56,6 +57,18 @@ struct KernelTable {
   bool (*fused_supports)(gguf::TensorType type) = nullptr;
   void (*fused_rows)(const WeightView& w, int64_t row_begin, int64_t row_end, const float* x,
                      int64_t num_tokens, float* y) = nullptr;
+
+  // --- integer decode path (quantize_act.h, vec_dot.h) ---
+  // Quantizes x [num_tokens, cols] to int16 blocks (quantize_acts_ref's bits).
+  void (*quantize_acts)(const float* x, int64_t num_tokens, int64_t cols,
+                        const QuantizedActsOut& out) = nullptr;
+  // Integer dot products for decode, preferred over fused_rows where
+  // q16_supports(type): y[t * w.rows + r] = W[r] . dequant(a[t]) for rows
+  // [row_begin, row_end) and t < num_tokens (<= kMaxFusedTokens). Null where
+  // this ISA has none.
+  bool (*q16_supports)(gguf::TensorType type) = nullptr;
+  void (*q16_rows)(const WeightView& w, int64_t row_begin, int64_t row_end, const QuantizedActs& a,
+                   int64_t num_tokens, float* y) = nullptr;
 
   // --- attention building block ---
   // One (token, head) pair: out = softmax_j(score(q, k_j)) . v_j over keys
@@ -99,6 +112,8 @@ const KernelTable& active_kernels();
 // The public operations computed with a given table (for tests and A/B runs).
 void matmul_with(const KernelTable& kt, const WeightView& w, const float* x, int64_t num_tokens,
                  float* y, ThreadPool& pool);
+void matmul_many_with(const KernelTable& kt, std::span<const WeightView> ws, const float* x,
+                      int64_t num_tokens, std::span<float* const> ys, ThreadPool& pool);
 void attention_with(const KernelTable& kt, const AttentionShape& shape, const float* q,
                     const int64_t* q_pos, int64_t num_tokens, const float* k, const float* v,
                     int64_t n_ctx, float* out, ThreadPool& pool);

@@ -1,19 +1,33 @@
-// matmul driver: validates shapes once, picks the decode (fused) or panel
-// path, and splits rows over the thread pool. The per-ISA arithmetic is in
-// the KernelTable (matmul_ref.cc, matmul_avx2.cc, matmul_quant_avx2.cc).
+// matmul driver: validates shapes once, picks a path per weight matrix, and
+// shares the rows out over the thread pool. The per-ISA arithmetic is in the
+// KernelTable (matmul_ref.cc, matmul_avx2.cc, matmul_quant_avx2.cc,
+// vec_dot_*_avx2.cc).
 //
-// Panel path (prefill, or types without a fused kernel): each thread takes
-// whole panels of rows, dequantizes a panel once into a thread-local,
-// 64-byte aligned FP32 scratch (about 128 KiB, so it stays in L2), then
-// multiplies it with every token's x in blocks of tokens sized for L2. The
-// dequantization cost is thus paid once per row per call, however many
-// tokens there are.
+// Paths:
+//  - integer decode (num_tokens <= kMaxFusedTokens, quantized types the ISA
+//    has q16 kernels for): x is quantized once per call, by the calling
+//    thread, to int16 blocks (quantize_act.h); each row is then one pass
+//    of integer dot products over its bytes (vec_dot.h).
+//  - fused float decode (F32/F16/BF16, or types without q16 kernels): rows
+//    dequantized and dotted in registers, never stored.
+//  - panels (prefill and batched decode): a thread dequantizes a panel of
+//    rows once into a 64-byte aligned FP32 scratch that stays in L2, then
+//    runs the register-tiled FP32 micro-kernel (gemm_f32) over blocks of
+//    tokens sized for L2. Dequantization is paid once per row per call.
+//    (Measured on this AVX2 machine: an int16-activation micro-kernel runs
+//    at the FP32 kernel's speed, and 8-bit activations are too coarse for
+//    Gemma 3, see quantize_act.h, so prefill stays FP32.)
+//
+// Work split: the rows of every matrix of the call are cut into units (row
+// chunks or panels) that the pool's threads take in order from a shared
+// counter, so a thread descheduled on a busy machine delays at most one unit
+// and the threads finish together. Each output is computed by the same
+// operation sequence whichever thread takes its unit, so results do not
+// depend on the thread count.
 #include <algorithm>
+#include <atomic>
 #include <cstdlib>
 #include <cstring>
-#include <cmath>
-#include <string>
-#include <vector>
 
 #include "kernels/dispatch.h"
 #include "kernels/matmul.h"
@@ -22,10 +36,11 @@
 namespace tokenmill::kernels {
 namespace {
 
-constexpr int64_t kRowQuad = 4;                  // rows per register tile
-constexpr int64_t kPanelBytes = 128 * 1024;      // dequantized panel budget
-constexpr int64_t kTokenBlockBytes = 256 * 1024; // x rows reused across a panel
-constexpr int64_t kFusedRowsPerUnit = 16;        // rows per work unit in decode
+constexpr int64_t kRowQuad = 4;                   // rows per register tile
+constexpr int64_t kTokenTriple = 3;               // tokens per register tile
+constexpr int64_t kPanelBytes = 256 * 1024;       // dequantized panel budget (L2)
+constexpr int64_t kTokenBlockBytes = 256 * 1024;  // x rows reused across a panel
+constexpr int64_t kUnitsPerThread = 8;            // decode row chunks per thread
 
 int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 int64_t round_up(int64_t a, int64_t b) { return ceil_div(a, b) * b; }
@@ -49,94 +64,167 @@ float* thread_scratch(int64_t num_floats) {
   return buffer.data;
 }
 
-void run_fused(const KernelTable& kt, const WeightView& w, const float* x, int64_t num_tokens,
-               float* y, ThreadPool& pool) {
-  const int64_t units = ceil_div(w.rows, kFusedRowsPerUnit);
-  pool.parallel_for(units, [&](int, int64_t begin, int64_t end) {
-    kt.fused_rows(w, begin * kFusedRowsPerUnit, std::min(end * kFusedRowsPerUnit, w.rows), x,
-                  num_tokens, y);
-  });
+enum class Path { kQ16, kFused, kPanels };
+
+// One matrix of a call: its path and how its rows are cut into units.
+struct Task {
+  const WeightView* w = nullptr;
+  float* y = nullptr;  // [num_tokens, w->rows]
+  Path path = Path::kPanels;
+  int64_t unit_rows = 0;
+  int64_t num_units = 0;
+};
+
+Path choose_path(const KernelTable& kt, gguf::TensorType type, int64_t num_tokens) {
+  if (num_tokens <= kMaxFusedTokens) {
+    if (kt.q16_supports != nullptr && kt.q16_supports(type)) return Path::kQ16;
+    if (kt.fused_supports != nullptr && kt.fused_supports(type)) return Path::kFused;
+  }
+  return Path::kPanels;
 }
 
-// Rows per panel: what fits the scratch budget, but small enough that every
-// thread gets about four panels (the pool splits panels evenly, so threads
-// finish within one panel of each other).
-int64_t panel_rows_for(int64_t rows, int64_t stride, int num_threads) {
-  const int64_t fit = kPanelBytes / (stride * static_cast<int64_t>(sizeof(float))) / kRowQuad * kRowQuad;
-  const int64_t balanced = round_up(ceil_div(rows, 4 * static_cast<int64_t>(num_threads)), kRowQuad);
-  return std::max(kRowQuad, std::min(fit, balanced));
+int64_t panel_stride(int64_t cols) { return round_up(cols, 16); }  // 64-byte aligned scratch rows
+
+// Rows per panel: what fits the scratch budget, a multiple of the row tile,
+// but small enough that every thread gets about four panels.
+int64_t panel_rows_for(int64_t rows, int64_t cols, int num_threads) {
+  const int64_t fit = kPanelBytes / (panel_stride(cols) * static_cast<int64_t>(sizeof(float)));
+  const int64_t balanced = ceil_div(rows, 4 * static_cast<int64_t>(num_threads));
+  return round_up(std::max<int64_t>(1, std::min(fit, balanced)), kRowQuad);
 }
 
-void run_panels(const KernelTable& kt, const WeightView& w, const float* x, int64_t num_tokens,
-                float* y, ThreadPool& pool) {
-  const int64_t rows = w.rows;
+int64_t decode_unit_rows(int64_t rows, int num_threads) {
+  return round_up(std::max<int64_t>(1, ceil_div(rows, kUnitsPerThread * num_threads)), kRowQuad);
+}
+
+// Dequantizes rows [r0, r0 + num_rows) into a panel (unless F32, which is
+// multiplied in place) and multiplies it with every token block of x.
+void run_panel(const KernelTable& kt, const WeightView& w, int64_t r0, int64_t num_rows, const float* x,
+               int64_t num_tokens, float* y) {
   const int64_t cols = w.cols;
-  const bool direct = w.type == gguf::TensorType::F32;  // multiply the mapped rows in place
-  const int64_t stride = round_up(cols, 16);               // keeps each scratch row 64-byte aligned
-  const int64_t panel_rows = panel_rows_for(rows, stride, pool.num_threads());
-  const int64_t token_block =
-      std::max<int64_t>(1, kTokenBlockBytes / (cols * static_cast<int64_t>(sizeof(float))));
-  const int64_t bytes_per_row = gguf::row_bytes(w.type, cols);
-  const auto* bytes = static_cast<const uint8_t*>(w.data);
-  pool.parallel_for(ceil_div(rows, panel_rows), [&](int, int64_t first, int64_t last) {
-    float* scratch = direct ? nullptr : thread_scratch(panel_rows * stride);
-    for (int64_t p = first; p < last; ++p) {
-      const int64_t r0 = p * panel_rows;
-      const int64_t num_rows = std::min(panel_rows, rows - r0);
-      const float* panel = scratch;
-      int64_t panel_stride = stride;
-      if (direct) {
-        panel = static_cast<const float*>(w.data) + r0 * cols;
-        panel_stride = cols;
-      } else {
-        for (int64_t i = 0; i < num_rows; ++i) {
-          kt.dequantize_row(w.type, bytes + (r0 + i) * bytes_per_row, scratch + i * stride, cols);
-        }
-      }
-      for (int64_t t0 = 0; t0 < num_tokens; t0 += token_block) {
-        kt.gemm_f32(panel, panel_stride, num_rows, x + t0 * cols, cols,
-                    std::min(token_block, num_tokens - t0), cols, y + t0 * rows + r0, rows);
-      }
+  const float* panel = nullptr;
+  int64_t stride = cols;
+  if (w.type == gguf::TensorType::F32) {
+    panel = static_cast<const float*>(w.data) + r0 * cols;
+  } else {
+    stride = panel_stride(cols);
+    float* scratch = thread_scratch(num_rows * stride);
+    const int64_t bytes_per_row = gguf::row_bytes(w.type, cols);
+    const auto* bytes = static_cast<const uint8_t*>(w.data) + r0 * bytes_per_row;
+    for (int64_t i = 0; i < num_rows; ++i) kt.dequantize_row(w.type, bytes + i * bytes_per_row, scratch + i * stride, cols);
+    panel = scratch;
+  }
+  // Token blocks a multiple of the token tile, so only the last block has a
+  // narrower tile.
+  const int64_t fit = kTokenBlockBytes / (cols * static_cast<int64_t>(sizeof(float)));
+  const int64_t token_block = std::max<int64_t>(kTokenTriple, fit / kTokenTriple * kTokenTriple);
+  for (int64_t t0 = 0; t0 < num_tokens; t0 += token_block) {
+    kt.gemm_f32(panel, stride, num_rows, x + t0 * cols, cols, std::min(token_block, num_tokens - t0), cols,
+                y + t0 * w.rows + r0, w.rows);
+  }
+}
+
+void run_unit(const KernelTable& kt, const Task& task, int64_t unit, const float* x, const QuantizedActs& acts,
+              int64_t num_tokens) {
+  const WeightView& w = *task.w;
+  const int64_t r0 = unit * task.unit_rows;
+  const int64_t r1 = std::min(w.rows, r0 + task.unit_rows);
+  switch (task.path) {
+    case Path::kQ16: return kt.q16_rows(w, r0, r1, acts, num_tokens, task.y);
+    case Path::kFused: return kt.fused_rows(w, r0, r1, x, num_tokens, task.y);
+    case Path::kPanels: return run_panel(kt, w, r0, r1 - r0, x, num_tokens, task.y);
+  }
+}
+
+// The calling thread's buffer for quantized activations (reused by every
+// call; only read by the pool's threads while the call runs).
+QuantizedActsBuffer& caller_acts() {
+  thread_local QuantizedActsBuffer buffer;
+  return buffer;
+}
+
+// Runs every task's units over the pool, taken in order from a shared counter.
+void run_tasks(const KernelTable& kt, const Task* tasks, int num_tasks, const float* x, int64_t num_tokens,
+               int64_t cols, ThreadPool& pool) {
+  QuantizedActs acts;
+  for (int i = 0; i < num_tasks; ++i) {
+    if (tasks[i].path != Path::kQ16) continue;
+    QuantizedActsBuffer& buffer = caller_acts();
+    buffer.resize(num_tokens, cols);
+    kt.quantize_acts(x, num_tokens, cols, {buffer.qs(), buffer.d(), buffer.s32(), buffer.s16()});
+    acts = buffer.view();
+    break;
+  }
+  int64_t total = 0;
+  for (int i = 0; i < num_tasks; ++i) total += tasks[i].num_units;
+  std::atomic<int64_t> next{0};
+  const auto work = [&](int, int64_t, int64_t) {
+    int task = 0;
+    int64_t task_begin = 0;  // first global unit index of `task`
+    for (int64_t u = next.fetch_add(1, std::memory_order_relaxed); u < total;
+         u = next.fetch_add(1, std::memory_order_relaxed)) {
+      while (u >= task_begin + tasks[task].num_units) task_begin += tasks[task++].num_units;
+      run_unit(kt, tasks[task], u - task_begin, x, acts, num_tokens);
     }
-  });
+  };
+  pool.parallel_for(std::min<int64_t>(pool.num_threads(), total), work);
+}
+
+void check_shapes(const WeightView& w, int64_t num_tokens) {
+  TM_CHECK(w.rows >= 0 && w.cols >= 0 && num_tokens >= 0);
+  TM_CHECK_MSG(w.cols % gguf::tensor_type_info(w.type).block_size == 0,
+               "matmul: cols must be a multiple of the weight type's block size");
+}
+
+Task make_task(const KernelTable& kt, const WeightView& w, int64_t num_tokens, float* y, int num_threads) {
+  Task task;
+  task.w = &w;
+  task.y = y;
+  task.path = choose_path(kt, w.type, num_tokens);
+  task.unit_rows = task.path == Path::kPanels ? panel_rows_for(w.rows, w.cols, num_threads)
+                                              : decode_unit_rows(w.rows, num_threads);
+  task.num_units = ceil_div(w.rows, task.unit_rows);
+  return task;
 }
 
 }  // namespace
 
+void matmul_many_with(const KernelTable& kt, std::span<const WeightView> ws, const float* x,
+                      int64_t num_tokens, std::span<float* const> ys, ThreadPool& pool) {
+  TM_CHECK(ws.size() == ys.size() && ws.size() <= kMaxMatmulMany);
+  for (const WeightView& w : ws) {
+    check_shapes(w, num_tokens);
+    TM_CHECK_MSG(w.cols == ws[0].cols, "matmul_many: every matrix must have the same number of columns");
+  }
+  if (ws.empty() || num_tokens == 0) return;
+  const int64_t cols = ws[0].cols;
+  Task tasks[kMaxMatmulMany];
+  int num_tasks = 0;
+  for (size_t i = 0; i < ws.size(); ++i) {
+    const WeightView& w = ws[i];
+    if (w.rows == 0) continue;
+    if (cols == 0) {
+      std::memset(ys[i], 0, static_cast<size_t>(num_tokens * w.rows) * sizeof(float));
+      continue;
+    }
+    TM_CHECK(w.data != nullptr && x != nullptr && ys[i] != nullptr);
+    tasks[num_tasks++] = make_task(kt, w, num_tokens, ys[i], pool.num_threads());
+  }
+  if (num_tasks > 0) run_tasks(kt, tasks, num_tasks, x, num_tokens, cols, pool);
+}
+
 void matmul_with(const KernelTable& kt, const WeightView& w, const float* x, int64_t num_tokens,
                  float* y, ThreadPool& pool) {
-  TM_CHECK(w.rows >= 0 && w.cols >= 0 && num_tokens >= 0);
-  TM_CHECK_MSG(w.cols % gguf::tensor_type_info(w.type).block_size == 0,
-               "matmul: cols must be a multiple of the weight type's block size");
-  if (num_tokens == 0 || w.rows == 0) return;
-  if (w.cols == 0) {
-    std::memset(y, 0, static_cast<size_t>(num_tokens * w.rows) * sizeof(float));
-    return;
-  }
-  TM_CHECK(w.data != nullptr && x != nullptr && y != nullptr);
-  static const char* simq = std::getenv("TM_SIMQ8");
-  std::vector<float> xq;
-  static const char* skip = std::getenv("TM_SIMQ8_SKIP");
-  if (simq && !(skip && std::strstr(skip, ("," + std::to_string(w.rows) + "x" + std::to_string(w.cols) + ",").c_str())) && w.type != gguf::TensorType::F32 && w.type != gguf::TensorType::F16) {
-    const int64_t bs = std::atoi(simq);
-    xq.assign(x, x + num_tokens * w.cols);
-    for (int64_t b = 0; b < num_tokens * w.cols; b += bs) {
-      float amax = 0; for (int64_t j = 0; j < bs; ++j) amax = std::max(amax, std::fabs(xq[b + j]));
-      if (amax == 0) continue;
-      const float id = 127.0f / amax, d = amax / 127.0f;
-      for (int64_t j = 0; j < bs; ++j) xq[b + j] = d * std::nearbyint(xq[b + j] * id);
-    }
-    x = xq.data();
-  }
-  if (num_tokens <= kMaxFusedTokens && kt.fused_supports != nullptr && kt.fused_supports(w.type)) {
-    run_fused(kt, w, x, num_tokens, y, pool);
-  } else {
-    run_panels(kt, w, x, num_tokens, y, pool);
-  }
+  matmul_many_with(kt, {&w, 1}, x, num_tokens, {&y, 1}, pool);
 }
 
 void matmul(const WeightView& w, const float* x, int64_t num_tokens, float* y, ThreadPool& pool) {
   matmul_with(active_kernels(), w, x, num_tokens, y, pool);
+}
+
+void matmul_many(std::span<const WeightView> ws, const float* x, int64_t num_tokens,
+                 std::span<float* const> ys, ThreadPool& pool) {
+  matmul_many_with(active_kernels(), ws, x, num_tokens, ys, pool);
 }
 
 }  // namespace tokenmill::kernels

@@ -1,7 +1,9 @@
 // Matrix multiplication with a quantized (or float) weight matrix.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
+#include <span>
 
 #include "gguf/tensor_type.h"
 #include "util/thread_pool.h"
@@ -19,8 +21,23 @@ struct WeightView {
 
 // y[t, r] = sum_c W[r, c] * x[t, c]  for t < num_tokens.
 // x: [num_tokens, w.cols] contiguous; y: [num_tokens, w.rows] contiguous.
-// Work is split over rows across the pool. Accumulates in FP32.
+// Work is split over rows across the pool. Accumulates in FP32. For decode
+// (num_tokens <= 4) with a quantized W, x is first rounded to int16 blocks
+// of 32 (relative error <= 2^-16 of each block's largest |x|, see
+// quantize_act.h) and the products are exact integer sums; otherwise x is
+// used as is. Results do not depend on the pool's thread count.
 void matmul(const WeightView& w, const float* x, int64_t num_tokens, float* y, ThreadPool& pool);
+
+// The most matrices one matmul_many call takes.
+inline constexpr size_t kMaxMatmulMany = 4;
+
+// ys[i] = x times ws[i] as matmul does, for matrices sharing the input x
+// (the q/k/v or gate/up projections): one parallel region instead of one
+// per matrix, and x quantized once for the integer decode path. Every
+// ws[i].cols is the same; ys[i]: [num_tokens, ws[i].rows]. Results equal
+// separate matmul calls bit for bit. At most kMaxMatmulMany matrices.
+void matmul_many(std::span<const WeightView> ws, const float* x, int64_t num_tokens,
+                 std::span<float* const> ys, ThreadPool& pool);
 
 // The same product computed by the scalar reference path (single thread,
 // dequantize then dot in double); for tests.

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "kernels/dispatch.h"
+#include "kernels/fp8.h"
 #include "util/check.h"
 #include "util/fp16.h"
 
@@ -20,12 +21,10 @@ int64_t first_visible(const AttentionShape& s, int64_t p) {
   return s.window > 0 ? std::max<int64_t>(0, p - s.window + 1) : 0;
 }
 
-int64_t elem_bytes(kv::KvDtype dtype) { return dtype == kv::KvDtype::F16 ? 2 : 4; }
-
 // Checks the block table once here so that the kernels can index it freely.
 void check_table(const PagedKv& kv, std::span<const int32_t> table, int64_t n_positions) {
   TM_CHECK(kv.k != nullptr && kv.v != nullptr && kv.block_size > 0 && kv.n_kv_dim > 0);
-  TM_CHECK(kv.dtype == kv::KvDtype::F32 || kv.dtype == kv::KvDtype::F16);
+  TM_CHECK(kv.dtype == kv::KvDtype::F32 || kv.dtype == kv::KvDtype::F16 || kv::kv_dtype_quantized(kv.dtype));
   const int64_t needed = (n_positions + kv.block_size - 1) / kv.block_size;
   TM_CHECK_MSG(static_cast<int64_t>(table.size()) >= needed, "paged kv: block table too short");
   for (int64_t b = 0; b < needed; ++b) {
@@ -38,23 +37,57 @@ int64_t row_of(const PagedKv& kv, const int32_t* table, int64_t p) {
   return static_cast<int64_t>(table[p / kv.block_size]) * kv.block_size + p % kv.block_size;
 }
 
-// dst[0..n) = the row's elements as floats.
-void load_row(kv::KvDtype dtype, const uint8_t* src, float* dst, int64_t n) {
-  if (dtype == kv::KvDtype::F32) {
-    std::memcpy(dst, src, static_cast<size_t>(n) * sizeof(float));
-    return;
-  }
-  const auto* h = reinterpret_cast<const uint16_t*>(src);
-  for (int64_t i = 0; i < n; ++i) dst[i] = fp16_to_fp32(h[i]);
+// The value of code `c` of a quantized row, before its group's scale.
+float decode_code(kv::KvDtype dtype, uint8_t c) {
+  return dtype == kv::KvDtype::FP8_E4M3 ? fp8_e4m3_to_fp32(c) : static_cast<float>(static_cast<int8_t>(c));
 }
 
-void store_row(kv::KvDtype dtype, const float* src, uint8_t* dst, int64_t n) {
-  if (dtype == kv::KvDtype::F32) {
-    std::memcpy(dst, src, static_cast<size_t>(n) * sizeof(float));
-    return;
+// dst[0..n) = elements [first, first + n) of a stored row, as floats.
+void load_elems(const PagedKv& kv, const uint8_t* row, int64_t first, int64_t n, float* dst) {
+  if (kv.dtype == kv::KvDtype::F32) {
+    std::memcpy(dst, row + 4 * first, static_cast<size_t>(n) * sizeof(float));
+  } else if (kv.dtype == kv::KvDtype::F16) {
+    const auto* h = reinterpret_cast<const uint16_t*>(row) + first;
+    for (int64_t i = 0; i < n; ++i) dst[i] = fp16_to_fp32(h[i]);
+  } else {
+    const int64_t g = kv::kv_quant_group(kv.n_kv_dim);
+    for (int64_t i = 0; i < n; ++i) {
+      const uint8_t* gp = row + (first + i) / g * (g + 2);
+      uint16_t d;
+      std::memcpy(&d, gp, 2);
+      dst[i] = fp16_to_fp32(d) * decode_code(kv.dtype, gp[2 + (first + i) % g]);
+    }
   }
-  auto* h = reinterpret_cast<uint16_t*>(dst);
-  for (int64_t i = 0; i < n; ++i) h[i] = fp32_to_fp16(src[i]);
+}
+
+// Quantizes one group: fp16 scale d = max|x| / qmax, then the codes of x / d
+// (computed with the fp16-rounded d, so that decoding inverts it).
+void store_group(kv::KvDtype dtype, const float* x, int64_t g, uint8_t* dst) {
+  float amax = 0.0f;
+  for (int64_t i = 0; i < g; ++i) amax = std::max(amax, std::fabs(x[i]));
+  const bool fp8 = dtype == kv::KvDtype::FP8_E4M3;
+  const uint16_t d16 = fp32_to_fp16(amax / (fp8 ? kFp8E4M3Max : 127.0f));
+  std::memcpy(dst, &d16, 2);
+  const float d = fp16_to_fp32(d16);
+  const float inv = d > 0.0f ? 1.0f / d : 0.0f;
+  for (int64_t i = 0; i < g; ++i) {
+    const float y = x[i] * inv;
+    dst[2 + i] = fp8 ? fp32_to_fp8_e4m3(y)
+                     : static_cast<uint8_t>(static_cast<int8_t>(std::clamp(std::nearbyint(y), -127.0f, 127.0f)));
+  }
+}
+
+void store_row(const PagedKv& kv, const float* src, uint8_t* dst) {
+  const int64_t n = kv.n_kv_dim;
+  if (kv.dtype == kv::KvDtype::F32) {
+    std::memcpy(dst, src, static_cast<size_t>(n) * sizeof(float));
+  } else if (kv.dtype == kv::KvDtype::F16) {
+    auto* h = reinterpret_cast<uint16_t*>(dst);
+    for (int64_t i = 0; i < n; ++i) h[i] = fp32_to_fp16(src[i]);
+  } else {
+    const int64_t g = kv::kv_quant_group(n);
+    for (int64_t b = 0; b < n / g; ++b) store_group(kv.dtype, src + b * g, g, dst + b * (g + 2));
+  }
 }
 
 // How many parts each group of query heads is split into: the fewest that
@@ -77,16 +110,16 @@ int64_t parts_per_group(int64_t group, int64_t num_pairs, int64_t num_threads) {
 void scalar::paged_attend_group(const PagedKv& kv, const int32_t* block_table, int64_t kv_head,
                                 const float* q, int64_t num_heads, int64_t j_begin, int64_t j_end,
                                 int64_t head_dim, float scale, float softcap, float* out) {
-  const int64_t row_bytes = kv.n_kv_dim * elem_bytes(kv.dtype);
-  const int64_t head_offset = kv_head * head_dim * elem_bytes(kv.dtype);
+  const int64_t row_bytes = kv::kv_row_bytes(kv.dtype, kv.n_kv_dim);
+  const int64_t first = kv_head * head_dim;
   std::vector<float> k(static_cast<size_t>(head_dim)), v(static_cast<size_t>(head_dim));
   std::vector<float> m(static_cast<size_t>(num_heads), -std::numeric_limits<float>::infinity());
   std::vector<float> l(static_cast<size_t>(num_heads), 0.0f);
   std::fill(out, out + num_heads * head_dim, 0.0f);
   for (int64_t j = j_begin; j < j_end; ++j) {
     const int64_t row = row_of(kv, block_table, j);
-    load_row(kv.dtype, kv.k + row * row_bytes + head_offset, k.data(), head_dim);
-    load_row(kv.dtype, kv.v + row * row_bytes + head_offset, v.data(), head_dim);
+    load_elems(kv, kv.k + row * row_bytes, first, head_dim, k.data());
+    load_elems(kv, kv.v + row * row_bytes, first, head_dim, v.data());
     for (int64_t g = 0; g < num_heads; ++g) {
       const float* qg = q + g * head_dim;
       float* og = out + g * head_dim;
@@ -125,6 +158,8 @@ void paged_attention_with(const KernelTable& kt, const AttentionShape& shape, co
     TM_CHECK_MSG(q_pos[t] >= 0 && q_pos[t] < n_ctx, "attention: query position outside the cache");
   }
   check_table(kv, block_table, n_ctx);
+  // The AVX2 kernel dequantizes into fixed stack buffers of this many floats.
+  TM_CHECK_MSG(!kv::kv_dtype_quantized(kv.dtype) || shape.head_dim <= 8192, "paged attention: head_dim too large");
   if (num_tokens <= 0) return;
   const int64_t hd = shape.head_dim;
   const int64_t group = shape.n_head / shape.n_kv_head;
@@ -159,11 +194,11 @@ void paged_kv_write(const PagedKv& kv, std::span<const int32_t> block_table, int
                     int64_t num_tokens, const float* k, const float* v) {
   TM_CHECK(start_pos >= 0 && num_tokens >= 0);
   check_table(kv, block_table, start_pos + num_tokens);
-  const int64_t row_bytes = kv.n_kv_dim * elem_bytes(kv.dtype);
+  const int64_t row_bytes = kv::kv_row_bytes(kv.dtype, kv.n_kv_dim);
   for (int64_t t = 0; t < num_tokens; ++t) {
     const int64_t row = row_of(kv, block_table.data(), start_pos + t);
-    store_row(kv.dtype, k + t * kv.n_kv_dim, kv.k + row * row_bytes, kv.n_kv_dim);
-    store_row(kv.dtype, v + t * kv.n_kv_dim, kv.v + row * row_bytes, kv.n_kv_dim);
+    store_row(kv, k + t * kv.n_kv_dim, kv.k + row * row_bytes);
+    store_row(kv, v + t * kv.n_kv_dim, kv.v + row * row_bytes);
   }
 }
 

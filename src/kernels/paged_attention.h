@@ -1,6 +1,7 @@
 // Attention over a paged KV cache (PagedAttention): the keys and values of a
 // sequence live in fixed-size blocks of a shared pool, found through the
-// sequence's block table, stored as F32 or F16. The maths is that of
+// sequence's block table, stored as F32, F16, or quantized (Q8_0, FP8 E4M3
+// with an fp16 scale per group of 32 elements; layout in kv/kv_dtype.h). The maths is that of
 // kernels::attention (attention.h): causal, grouped-query, optional sliding
 // window and soft-capping, online softmax.
 //
@@ -22,8 +23,8 @@ namespace tokenmill::kernels {
 // sequence with block table `table` is row (table[p / block_size] * block_size
 // + p % block_size) of k and v.
 struct PagedKv {
-  uint8_t* k = nullptr;  // [num_blocks, block_size, n_kv_dim] of dtype
-  uint8_t* v = nullptr;  // [num_blocks, block_size, n_kv_dim] of dtype
+  uint8_t* k = nullptr;  // [num_blocks, block_size] rows of kv_row_bytes(dtype, n_kv_dim)
+  uint8_t* v = nullptr;  // [num_blocks, block_size] rows of kv_row_bytes(dtype, n_kv_dim)
   kv::KvDtype dtype = kv::KvDtype::F32;
   int64_t block_size = 0;
   int64_t n_kv_dim = 0;    // n_kv_head * head_dim
@@ -44,7 +45,9 @@ void paged_attention(const AttentionShape& shape, const float* q, const int64_t*
                      int64_t n_ctx, float* out, ThreadPool& pool);
 
 // Stores K and V rows of positions [start_pos, start_pos + num_tokens) of a
-// sequence, converted to kv.dtype (F16: round to nearest even).
+// sequence, converted to kv.dtype (F16: round to nearest even; Q8_0 and FP8:
+// per group of 32 an fp16 scale max|x| / 127 (/ 448), codes rounded to
+// nearest, FP8 ties to even).
 // k, v: [num_tokens, n_kv_dim]. Precondition (CHECK): block_table covers
 // start_pos + num_tokens positions with ids in [0, kv.num_blocks).
 void paged_kv_write(const PagedKv& kv, std::span<const int32_t> block_table, int64_t start_pos,

@@ -4,7 +4,9 @@
 // in the block table, each K row is loaded (F16 rows converted with F16C)
 // once and dotted with every head's query, the per-head online-softmax state
 // is rescaled once per chunk, and each V row is loaded once and accumulated
-// into every head's output. Per head, the operations are the same whatever
+// into every head's output. Quantized caches (Q8_0, FP8 E4M3; layout in
+// kv/kv_dtype.h) are dequantized here, one chunk of K and V rows of the head
+// at a time, into stack buffers that the F32 path then reads. Per head, the operations are the same whatever
 // the number of heads in the call, so results do not depend on how a group
 // is split.
 #include <immintrin.h>
@@ -17,6 +19,62 @@ namespace tokenmill::kernels::avx2 {
 namespace {
 
 constexpr int64_t kChunk = 64;  // scores kept on the stack, per head
+// Floats of dequantized K (and as many of V) per chunk of a quantized cache;
+// the chunk shrinks to fit (head_dim <= kQuantBuffer is checked by the driver).
+constexpr int64_t kQuantBuffer = 8192;
+
+enum class Mode { kF32, kF16, kQ8_0, kFp8 };
+
+// The layout of kv/kv_dtype.h, restated here because this file may not call
+// inline functions shared with other files (see dispatch.h).
+int64_t quant_group(int64_t n_kv_dim) { return n_kv_dim % 32 == 0 ? 32 : n_kv_dim; }
+int64_t quant_row_bytes(int64_t n_kv_dim) { return n_kv_dim + 2 * (n_kv_dim / quant_group(n_kv_dim)); }
+
+// 8 E4M3 bytes -> 8 floats times 2^-8 (S.EEEE.MMM -> FP16 S.0EEEE.MMM0000000).
+inline __m256 load8_fp8(const uint8_t* p) {
+  const __m128i b = _mm_cvtepu8_epi16(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p)));
+  const __m128i sign = _mm_slli_epi16(_mm_and_si128(b, _mm_set1_epi16(0x80)), 8);
+  const __m128i mag = _mm_slli_epi16(_mm_and_si128(b, _mm_set1_epi16(0x7F)), 7);
+  return _mm256_cvtph_ps(_mm_or_si128(sign, mag));
+}
+
+template <Mode kMode>
+inline float decode1(uint8_t b) {
+  if constexpr (kMode == Mode::kFp8) {
+    return _cvtsh_ss(static_cast<unsigned short>(((b & 0x80) << 8) | ((b & 0x7F) << 7))) * 256.0f;
+  } else {
+    return static_cast<float>(static_cast<int8_t>(b));
+  }
+}
+
+// dst[0..n) = elements [first, first + n) of a quantized row.
+template <Mode kMode>
+void dequant_slice(const uint8_t* row, int64_t group, int64_t first, int64_t n, float* dst) {
+  int64_t i = 0;
+  while (i < n) {
+    const int64_t e = first + i;
+    const uint8_t* gp = row + (e / group) * (group + 2);
+    unsigned short dbits;
+    __builtin_memcpy(&dbits, gp, 2);
+    const float d = _cvtsh_ss(dbits);
+    const int64_t in = e % group;
+    const int64_t len = group - in < n - i ? group - in : n - i;
+    const uint8_t* codes = gp + 2 + in;
+    int64_t j = 0;
+    if constexpr (kMode == Mode::kFp8) {
+      const __m256 s = _mm256_set1_ps(d * 256.0f);
+      for (; j + 8 <= len; j += 8) _mm256_storeu_ps(dst + i + j, _mm256_mul_ps(load8_fp8(codes + j), s));
+    } else {
+      const __m256 s = _mm256_set1_ps(d);
+      for (; j + 8 <= len; j += 8) {
+        const __m256i q = _mm256_cvtepi8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(codes + j)));
+        _mm256_storeu_ps(dst + i + j, _mm256_mul_ps(_mm256_cvtepi32_ps(q), s));
+      }
+    }
+    for (; j < len; ++j) dst[i + j] = d * decode1<kMode>(codes[j]);
+    i += len;
+  }
+}
 
 // 8 elements of a row from element d on, as floats.
 template <bool kF16>
@@ -112,13 +170,19 @@ float exp_shift_sum(float* s, int64_t n, float shift) {
   return hsum(sum);
 }
 
-template <int G, bool kF16>
+template <int G, Mode kMode>
 void attend_group(const PagedKv& kv, const int32_t* table, int64_t kv_head, const float* q, int64_t j_begin,
                   int64_t j_end, int64_t head_dim, float scale, float softcap, float* out) {
+  constexpr bool kQuant = kMode == Mode::kQ8_0 || kMode == Mode::kFp8;
+  constexpr bool kF16 = kMode == Mode::kF16;  // how the rows the kernels read are stored
   const int64_t elem = kF16 ? 2 : 4;
-  const int64_t row_bytes = kv.n_kv_dim * elem;
-  const int64_t head_offset = kv_head * head_dim * elem;
+  const int64_t row_bytes = kQuant ? quant_row_bytes(kv.n_kv_dim) : kv.n_kv_dim * elem;
+  const int64_t head_offset = kQuant ? 0 : kv_head * head_dim * elem;
+  const int64_t group = kQuant ? quant_group(kv.n_kv_dim) : 0;
+  const int64_t chunk = kQuant ? (kQuantBuffer / head_dim < kChunk ? kQuantBuffer / head_dim : kChunk) : kChunk;
   const int64_t bs = kv.block_size;
+  alignas(32) float k_buf[kQuant ? kQuantBuffer : 1];
+  alignas(32) float v_buf[kQuant ? kQuantBuffer : 1];
   const uint8_t* k_rows[kChunk];
   const uint8_t* v_rows[kChunk];
   float scores[kChunk][G];  // [key, head]
@@ -126,13 +190,19 @@ void attend_group(const PagedKv& kv, const int32_t* table, int64_t kv_head, cons
   float m[G], l[G];
   for (int g = 0; g < G; ++g) m[g] = -INFINITY, l[g] = 0.0f;
   for (int64_t d = 0; d < G * head_dim; ++d) out[d] = 0.0f;
-  for (int64_t j0 = j_begin; j0 < j_end; j0 += kChunk) {
-    const int64_t n = j_end - j0 < kChunk ? j_end - j0 : kChunk;
+  for (int64_t j0 = j_begin; j0 < j_end; j0 += chunk) {
+    const int64_t n = j_end - j0 < chunk ? j_end - j0 : chunk;
     for (int64_t i = 0; i < n; ++i) {
       const int64_t j = j0 + i;
       const int64_t row = static_cast<int64_t>(table[j / bs]) * bs + j % bs;
       k_rows[i] = kv.k + row * row_bytes + head_offset;
       v_rows[i] = kv.v + row * row_bytes + head_offset;
+      if constexpr (kQuant) {
+        dequant_slice<kMode>(k_rows[i], group, kv_head * head_dim, head_dim, k_buf + i * head_dim);
+        dequant_slice<kMode>(v_rows[i], group, kv_head * head_dim, head_dim, v_buf + i * head_dim);
+        k_rows[i] = reinterpret_cast<const uint8_t*>(k_buf + i * head_dim);
+        v_rows[i] = reinterpret_cast<const uint8_t*>(v_buf + i * head_dim);
+      }
     }
     for (int64_t i = 0; i < n; ++i) dot_group<G, kF16>(q, head_dim, k_rows[i], scores[i]);
     for (int g = 0; g < G; ++g) {
@@ -163,17 +233,17 @@ void attend_group(const PagedKv& kv, const int32_t* table, int64_t kv_head, cons
 using GroupKernel = void (*)(const PagedKv&, const int32_t*, int64_t, const float*, int64_t, int64_t,
                              int64_t, float, float, float*);
 
-template <bool kF16>
+template <Mode kMode>
 GroupKernel pick(int64_t num_heads) {
   switch (num_heads) {
-    case 1: return attend_group<1, kF16>;
-    case 2: return attend_group<2, kF16>;
-    case 3: return attend_group<3, kF16>;
-    case 4: return attend_group<4, kF16>;
-    case 5: return attend_group<5, kF16>;
-    case 6: return attend_group<6, kF16>;
-    case 7: return attend_group<7, kF16>;
-    case 8: return attend_group<8, kF16>;
+    case 1: return attend_group<1, kMode>;
+    case 2: return attend_group<2, kMode>;
+    case 3: return attend_group<3, kMode>;
+    case 4: return attend_group<4, kMode>;
+    case 5: return attend_group<5, kMode>;
+    case 6: return attend_group<6, kMode>;
+    case 7: return attend_group<7, kMode>;
+    case 8: return attend_group<8, kMode>;
     default: return nullptr;
   }
 }
@@ -184,7 +254,13 @@ void paged_attend_group(const PagedKv& kv, const int32_t* block_table, int64_t k
                         int64_t num_heads, int64_t j_begin, int64_t j_end, int64_t head_dim, float scale,
                         float softcap, float* out) {
   static_assert(kMaxPagedGroup == 8, "pick() covers 1..8 heads");
-  const GroupKernel kernel = kv.dtype == kv::KvDtype::F16 ? pick<true>(num_heads) : pick<false>(num_heads);
+  GroupKernel kernel = nullptr;
+  switch (kv.dtype) {
+    case kv::KvDtype::F32: kernel = pick<Mode::kF32>(num_heads); break;
+    case kv::KvDtype::F16: kernel = pick<Mode::kF16>(num_heads); break;
+    case kv::KvDtype::Q8_0: kernel = pick<Mode::kQ8_0>(num_heads); break;
+    case kv::KvDtype::FP8_E4M3: kernel = pick<Mode::kFp8>(num_heads); break;
+  }
   if (kernel == nullptr) __builtin_trap();  // the driver never passes more than kMaxPagedGroup heads
   kernel(kv, block_table, kv_head, q, j_begin, j_end, head_dim, scale, softcap, out);
 }

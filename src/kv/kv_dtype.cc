@@ -10,6 +10,9 @@ int64_t kv_dtype_bytes(KvDtype dtype) {
       return 4;
     case KvDtype::F16:
       return 2;
+    case KvDtype::Q8_0:
+    case KvDtype::FP8_E4M3:
+      return 1;
   }
   TM_CHECK_MSG(false, "unknown KvDtype");
 }
@@ -20,6 +23,10 @@ std::string_view kv_dtype_name(KvDtype dtype) {
       return "f32";
     case KvDtype::F16:
       return "f16";
+    case KvDtype::Q8_0:
+      return "q8_0";
+    case KvDtype::FP8_E4M3:
+      return "fp8_e4m3";
   }
   return "unknown";
 }
@@ -27,7 +34,11 @@ std::string_view kv_dtype_name(KvDtype dtype) {
 std::optional<KvDtype> kv_dtype_from_name(std::string_view name) {
   if (name == "f32") return KvDtype::F32;
   if (name == "f16") return KvDtype::F16;
+  if (name == "q8_0") return KvDtype::Q8_0;
+  if (name == "fp8_e4m3" || name == "fp8") return KvDtype::FP8_E4M3;
   return std::nullopt;
 }
+
+std::string kv_dtype_choices() { return "f32|f16|q8_0|fp8_e4m3"; }
 
 }  // namespace tokenmill::kv

@@ -25,12 +25,14 @@ void validate(const KvGeometry& g) {
   if (g.n_layer <= 0 || g.n_kv_dim <= 0 || g.block_size <= 0)
     fail("KV cache geometry must be positive: n_layer={}, n_kv_dim={}, block_size={}", g.n_layer,
          g.n_kv_dim, g.block_size);
-  if (g.dtype != KvDtype::F32 && g.dtype != KvDtype::F16) fail("KV cache: unknown element type");
+  if (g.dtype != KvDtype::F32 && g.dtype != KvDtype::F16 && !kv_dtype_quantized(g.dtype))
+    fail("KV cache: unknown element type");
+  if (g.n_kv_dim > (int64_t{1} << 30)) fail("KV cache: n_kv_dim {} is too large", g.n_kv_dim);
 }
 
 // Bytes of one layer's K (or V) array of `num_blocks` blocks.
 int64_t array_bytes(const KvGeometry& g, int64_t num_blocks) {
-  const int64_t row = checked_mul(g.n_kv_dim, kv_dtype_bytes(g.dtype), "row size");
+  const int64_t row = kv_row_bytes(g.dtype, g.n_kv_dim);
   return checked_mul(checked_mul(num_blocks, g.block_size, "positions"), row, "layer size");
 }
 
@@ -46,7 +48,7 @@ void free_aligned(uint8_t* p) { std::free(p); }
 }  // namespace
 
 int64_t KvGeometry::bytes_per_token() const {
-  return 2 * n_layer * n_kv_dim * kv_dtype_bytes(dtype);
+  return 2 * n_layer * kv_row_bytes(dtype, n_kv_dim);
 }
 
 int64_t KvGeometry::bytes_per_block() const { return bytes_per_token() * block_size; }

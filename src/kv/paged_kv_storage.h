@@ -3,10 +3,12 @@
 // belongs to which sequence is decided elsewhere (block allocator, block
 // tables); this class only owns the bytes and says where a position lives.
 //
-// Layout, per layer: K and V each [num_blocks, block_size, n_kv_dim] of dtype.
+// Layout, per layer: K and V each [num_blocks, block_size, n_kv_dim] of dtype
+// (quantized dtypes: [num_blocks, block_size] rows of kv_row_bytes, each row
+// its groups of scale + codes; see kv_dtype.h).
 // Position p of a sequence with block table `table` lives in block
 // table[p / block_size] at slot p % block_size.
-// Memory: 2 * n_layer * num_blocks * block_size * n_kv_dim * dtype bytes
+// Memory: 2 * n_layer * num_blocks * block_size * kv_row_bytes(dtype, n_kv_dim)
 // (each of the 2 * n_layer arrays padded to a multiple of 64 bytes so that
 // every array starts 64-byte aligned), allocated once at construction and
 // left uninitialised: pages are committed only as blocks are first written,
@@ -31,7 +33,7 @@ struct KvGeometry {
   KvDtype dtype = KvDtype::F16;
 
   int64_t bytes_per_block() const;  // all layers, K and V
-  int64_t bytes_per_token() const;  // all layers, K and V
+  int64_t bytes_per_token() const;  // all layers, K and V, scales included
 };
 
 class PagedKvStorage {

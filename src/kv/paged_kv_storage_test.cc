@@ -28,8 +28,33 @@ TEST(KvDtype, NamesSizesRoundTrip) {
   EXPECT_EQ(kv_dtype_name(KvDtype::F16), "f16");
   EXPECT_EQ(kv_dtype_from_name("f32"), KvDtype::F32);
   EXPECT_EQ(kv_dtype_from_name("f16"), KvDtype::F16);
-  EXPECT_EQ(kv_dtype_from_name("q8_0"), std::nullopt);
+  EXPECT_EQ(kv_dtype_from_name("q8_0"), KvDtype::Q8_0);
+  EXPECT_EQ(kv_dtype_from_name("fp8_e4m3"), KvDtype::FP8_E4M3);
+  EXPECT_EQ(kv_dtype_name(KvDtype::FP8_E4M3), "fp8_e4m3");
+  EXPECT_EQ(kv_dtype_from_name("int4"), std::nullopt);
   EXPECT_EQ(kv_dtype_from_name(""), std::nullopt);
+}
+
+TEST(KvGeometry, QuantizedBytesByHand) {
+  // Gemma 3 270M in q8_0: each 256-element row is 8 groups of 32 codes plus
+  // an fp16 scale = 272 bytes; 2 * 18 * 272 = 9792 bytes per token, 53 % of f16.
+  const KvGeometry g = geometry(18, 256, 16, KvDtype::Q8_0);
+  EXPECT_EQ(g.bytes_per_token(), 9792);
+  // stories260K (5 layers, 4 KV heads of 8): one group of 32 per row, 34 bytes.
+  EXPECT_EQ(geometry(5, 32, 16, KvDtype::FP8_E4M3).bytes_per_token(), 2 * 5 * 34);
+  // A row that is not a multiple of 32 is one group: 40 + 2 bytes.
+  EXPECT_EQ(geometry(1, 40, 16, KvDtype::Q8_0).bytes_per_token(), 84);
+  PagedKvStorage s(g, 3);
+  EXPECT_GE(s.total_bytes(), 3 * g.bytes_per_block());
+  // copy_block moves whole quantized rows, scales included: 16 rows of 272.
+  const int64_t block_bytes = 16 * 272;
+  for (int64_t layer = 0; layer < 18; ++layer) {
+    std::memset(s.keys(layer), 0, static_cast<size_t>(3 * block_bytes));
+    std::memset(s.keys(layer), 7, static_cast<size_t>(block_bytes));
+  }
+  s.copy_block(0, 2);
+  EXPECT_EQ(s.keys(17)[2 * block_bytes + block_bytes - 1], 7);
+  EXPECT_EQ(s.keys(17)[2 * block_bytes - 1], 0);
 }
 
 TEST(KvGeometry, BytesByHand) {

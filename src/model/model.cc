@@ -145,7 +145,12 @@ void Model::forward(std::span<const SequenceChunk> chunks, kv::PagedKvStorage& k
     t += n;
   }
   logits.resize(static_cast<size_t>(R * c.n_vocab));
-  kernels::matmul(weights_.output, s.rows.data(), R, logits.data(), pool);
+  matmul(weights_.output, s.rows.data(), R, logits.data(), pool);
+}
+
+void Model::matmul(const kernels::WeightView& w, const float* x, int64_t num_tokens, float* y, ThreadPool& pool) {
+  if (matmul_hook_ != nullptr && matmul_hook_->matmul(w, x, num_tokens, y, pool)) return;
+  kernels::matmul(w, x, num_tokens, y, pool);
 }
 
 void Model::attention_block(int64_t layer, std::span<const SequenceChunk> chunks,
@@ -158,9 +163,9 @@ void Model::attention_block(int64_t layer, std::span<const SequenceChunk> chunks
 
   // q, k, v = projections of the normalised residual stream.
   norm_rows(s.x.data(), w.attn_norm, s.xb.data(), T, c.n_embd, c.rms_eps);
-  kernels::matmul(w.wq, s.xb.data(), T, s.q.data(), pool);
-  kernels::matmul(w.wk, s.xb.data(), T, s.k.data(), pool);
-  kernels::matmul(w.wv, s.xb.data(), T, s.v.data(), pool);
+  matmul(w.wq, s.xb.data(), T, s.q.data(), pool);
+  matmul(w.wk, s.xb.data(), T, s.k.data(), pool);
+  matmul(w.wv, s.xb.data(), T, s.v.data(), pool);
   add_bias(s.q.data(), w.bq, T);
   add_bias(s.k.data(), w.bk, T);
   add_bias(s.v.data(), w.bv, T);
@@ -202,7 +207,7 @@ void Model::attention_block(int64_t layer, std::span<const SequenceChunk> chunks
   }
 
   // Output projection (gemma3: normalised again) added to the residual stream.
-  kernels::matmul(w.wo, s.att.data(), T, s.xb.data(), pool);
+  matmul(w.wo, s.att.data(), T, s.xb.data(), pool);
   if (w.post_attn_norm.present()) norm_rows(s.xb.data(), w.post_attn_norm, s.xb.data(), T, c.n_embd, c.rms_eps);
   kernels::add_inplace(s.x.data(), s.xb.data(), T * c.n_embd);
 }
@@ -215,14 +220,14 @@ void Model::ffn_block(int64_t layer, ThreadPool& pool) {
 
   // down( act(gate(x)) * up(x) ), with gemma3's extra norm after it.
   norm_rows(s.x.data(), w.ffn_norm, s.xb.data(), T, c.n_embd, c.rms_eps);
-  kernels::matmul(w.w_gate, s.xb.data(), T, s.gate.data(), pool);
-  kernels::matmul(w.w_up, s.xb.data(), T, s.up.data(), pool);
+  matmul(w.w_gate, s.xb.data(), T, s.gate.data(), pool);
+  matmul(w.w_up, s.xb.data(), T, s.up.data(), pool);
   if (c.ffn_gelu) {
     kernels::geglu_tanh(s.gate.data(), s.up.data(), T * c.n_ff);
   } else {
     kernels::swiglu(s.gate.data(), s.up.data(), T * c.n_ff);
   }
-  kernels::matmul(w.w_down, s.gate.data(), T, s.xb.data(), pool);
+  matmul(w.w_down, s.gate.data(), T, s.xb.data(), pool);
   if (w.post_ffn_norm.present()) norm_rows(s.xb.data(), w.post_ffn_norm, s.xb.data(), T, c.n_embd, c.rms_eps);
   kernels::add_inplace(s.x.data(), s.xb.data(), T * c.n_embd);
 }

@@ -18,6 +18,7 @@
 #include "gguf/reader.h"
 #include "kv/paged_kv_storage.h"
 #include "model/config.h"
+#include "model/matmul_hook.h"
 #include "model/weights.h"
 #include "util/thread_pool.h"
 
@@ -60,6 +61,10 @@ class Model {
   void forward(std::span<const SequenceChunk> chunks, kv::PagedKvStorage& kv, std::vector<float>& logits,
                ThreadPool& pool);
 
+  // Routes every weight product of forward() through `hook` (null: none).
+  // The hook must outlive its use; set it between forward calls only.
+  void set_matmul_hook(MatmulHook* hook) { matmul_hook_ = hook; }
+
  private:
   explicit Model(gguf::GgufFile file);
 
@@ -67,11 +72,14 @@ class Model {
   void attention_block(int64_t layer, std::span<const SequenceChunk> chunks,
                        std::span<const int64_t> positions, kv::PagedKvStorage& kv, ThreadPool& pool);
   void ffn_block(int64_t layer, ThreadPool& pool);
+  // y = W x through the hook, if any, else kernels::matmul.
+  void matmul(const kernels::WeightView& w, const float* x, int64_t num_tokens, float* y, ThreadPool& pool);
 
   gguf::GgufFile file_;
   ModelConfig config_;
   ModelWeights weights_;
   std::unique_ptr<Scratch> scratch_;
+  MatmulHook* matmul_hook_ = nullptr;
 };
 
 }  // namespace tokenmill::model

@@ -1,0 +1,46 @@
+#include "bench/record.h"
+
+#include <nlohmann/json.hpp>
+
+namespace tokenmill::bench {
+
+const char* status_name(RequestStatus s) {
+  switch (s) {
+    case RequestStatus::kOk: return "ok";
+    case RequestStatus::kTimeout: return "timeout";
+    case RequestStatus::kError: return "error";
+    case RequestStatus::kCancelled: return "cancelled";
+    case RequestStatus::kRejected: return "rejected";
+    case RequestStatus::kOom: return "oom";
+    case RequestStatus::kNotSent: return "not_sent";
+  }
+  return "?";
+}
+
+double RequestRecord::tpot_ms() const {
+  const int64_t n = output_tokens > 0 ? output_tokens : static_cast<int64_t>(chunk_ms.size());
+  if (n < 2 || chunk_ms.size() < 2) return kNaN;
+  return (chunk_ms.back() - first_token_ms) / static_cast<double>(n - 1);
+}
+
+namespace {
+// JSON has no NaN: absent moments are null.
+nlohmann::json num(double v) { return std::isnan(v) ? nlohmann::json(nullptr) : nlohmann::json(v); }
+}  // namespace
+
+nlohmann::json record_to_json(const RequestRecord& r) {
+  nlohmann::json chunks = nlohmann::json::array();
+  for (double t : r.chunk_ms) chunks.push_back(t);
+  return {{"cell", r.cell}, {"index", r.index}, {"input_bucket", r.input_bucket},
+          {"output_bucket", r.output_bucket}, {"planned_input_tokens", r.planned_input_tokens},
+          {"planned_shared_tokens", r.planned_shared_tokens},
+          {"max_tokens", r.max_tokens}, {"status", status_name(r.status)}, {"http_status", r.http_status},
+          {"error", r.error}, {"finish_reason", r.finish_reason}, {"scheduled_ms", num(r.scheduled_ms)},
+          {"dispatch_lag_ms", num(r.dispatch_lag_ms)}, {"send_ms", num(r.send_ms)},
+          {"first_byte_ms", num(r.first_byte_ms)}, {"first_token_ms", num(r.first_token_ms)},
+          {"end_ms", num(r.end_ms)}, {"prompt_tokens", r.prompt_tokens}, {"output_tokens", r.output_tokens},
+          {"cached_tokens", r.cached_tokens}, {"server_queue_ms", num(r.server_queue_ms)},
+          {"server_prompt_ms", num(r.server_prompt_ms)}, {"chunk_ms", chunks}};
+}
+
+}  // namespace tokenmill::bench

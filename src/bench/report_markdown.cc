@@ -1,0 +1,153 @@
+// Markdown rendering of a report JSON (see report.h). Tables are built from
+// the JSON only, so `report.md` always agrees with `report.json`.
+#include <cmath>
+#include <string>
+
+#include <fmt/format.h>
+
+#include "bench/report.h"
+
+namespace tokenmill::bench {
+namespace {
+
+using nlohmann::json;
+
+std::string ms(const json& v) {
+  if (!v.is_number()) return "–";
+  const double x = v.get<double>();
+  return x >= 100 ? fmt::format("{:.0f}", x) : fmt::format("{:.1f}", x);
+}
+std::string num(const json& v, int digits = 1) {
+  return v.is_number() ? fmt::format("{:.{}f}", v.get<double>(), digits) : "–";
+}
+std::string pct(const json& v) { return v.is_number() ? fmt::format("{:.1f}%", 100 * v.get<double>()) : "–"; }
+std::string bytes(const json& v) {
+  return v.is_number() ? fmt::format("{:.1f} MiB", v.get<double>() / (1024.0 * 1024.0)) : "–";
+}
+
+std::string cell_label(const json& c) {
+  if (c["key"] == "overall") return "**overall**";
+  std::string bucket = c["input_bucket"].is_array()
+                           ? fmt::format("in {}-{}", c["input_bucket"][0].get<int64_t>(), c["input_bucket"][1].get<int64_t>())
+                           : "all lengths";
+  return fmt::format("c={} h={:g} {}", c["concurrency"].get<int64_t>(), c["cache_hit_rate"].get<double>(), bucket);
+}
+
+void latency_table(const json& rows, std::string& md) {
+  md += "| cell | ok | TTFT p50 | TTFT p95 | TTFT p99 | TPOT p50 | TPOT p99 | ITL p50 | ITL p99 | E2E p50 | E2E p95 "
+        "| E2E p99 | E2E max | queue p50 | queue p99 |\n";
+  md += "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n";
+  for (const json& c : rows) {
+    const json& l = c["latency_ms"];
+    md += fmt::format("| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |\n", cell_label(c),
+                      c["requests"]["ok"].get<int64_t>(), ms(l["ttft"]["p50"]), ms(l["ttft"]["p95"]),
+                      ms(l["ttft"]["p99"]), ms(l["tpot"]["p50"]), ms(l["tpot"]["p99"]), ms(l["itl"]["p50"]),
+                      ms(l["itl"]["p99"]), ms(l["e2e"]["p50"]), ms(l["e2e"]["p95"]), ms(l["e2e"]["p99"]),
+                      ms(l["e2e"]["max"]), ms(l["queue"]["p50"]), ms(l["queue"]["p99"]));
+  }
+}
+
+void throughput_table(const json& rows, std::string& md) {
+  md += "| cell | req/s | input tok/s | output tok/s | total tok/s | goodput req/s | success | error | timeout | "
+        "rejected | cancelled | OOM |\n|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n";
+  for (const json& c : rows) {
+    const json& t = c["throughput"];
+    const json& r = c["rates"];
+    md += fmt::format("| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |\n", cell_label(c),
+                      num(t["req_per_s"], 2), num(t["input_tok_per_s"]), num(t["output_tok_per_s"]),
+                      num(t["total_tok_per_s"]), num(c["goodput"]["req_per_s"], 2), pct(r["success_rate"]),
+                      pct(r["error_rate"]), pct(r["timeout_rate"]), pct(r["rejection_rate"]), pct(r["cancel_rate"]),
+                      pct(r["oom_rate"]));
+  }
+}
+
+void stages_table(const json& rows, std::string& md) {
+  md += "| cell | client queue | server queue | prefill | decode | bottleneck |\n|---|---:|---:|---:|---:|---|\n";
+  for (const json& c : rows) {
+    const json& s = c["stages_ms"];
+    const double total = s["client_queue"].get<double>() + s["server_queue"].get<double>() +
+                         s["prefill"].get<double>() + s["decode"].get<double>();
+    auto part = [&](const char* k) {
+      const double v = s[k].get<double>();
+      return total > 0 ? fmt::format("{} ms ({:.0f}%)", ms(v), 100 * v / total) : std::string("–");
+    };
+    md += fmt::format("| {} | {} | {} | {} | {} | **{}** |\n", cell_label(c), part("client_queue"),
+                      part("server_queue"), part("prefill"), part("decode"), c["bottleneck"].get<std::string>());
+  }
+}
+
+void server_table(const json& rows, std::string& md) {
+  md += "| cell | memory high-water | prefix-cache hit rate | source | planned shared tokens | cost/success | "
+        "cost/M output tok |\n|---|---:|---:|---|---:|---:|---:|\n";
+  for (const json& c : rows) {
+    const json& s = c["server"];
+    const json& cost = c["cost"];
+    md += fmt::format("| {} | {} | {} | {} | {} | {} | {} |\n", cell_label(c), bytes(s["memory_high_water_bytes"]),
+                      pct(s["prefix_cache_hit_rate"]),
+                      s["prefix_cache_hit_rate_source"].is_string() ? s["prefix_cache_hit_rate_source"].get<std::string>() : "–",
+                      pct(s["planned_shared_fraction"]),
+                      cost["per_success_usd"].is_number() ? fmt::format("${:.5f}", cost["per_success_usd"].get<double>()) : "–",
+                      cost["per_million_output_tokens_usd"].is_number()
+                          ? fmt::format("${:.2f}", cost["per_million_output_tokens_usd"].get<double>())
+                          : "–");
+  }
+}
+
+std::string headline_text(const std::string& metric, const json& v) {
+  if (!v.is_number()) return "–";
+  const double x = v.get<double>();
+  if (metric.ends_with("_ms")) return ms(v) + " ms";
+  if (metric.ends_with("_rate")) return pct(v);
+  if (metric == "cost_per_success") return fmt::format("${:.5f}", x);
+  if (metric == "cost_per_million_output_tokens") return fmt::format("${:.2f}", x);
+  if (metric == "server_memory_bytes") return bytes(v);
+  return fmt::format("{:.2f}", x);
+}
+
+}  // namespace
+
+std::string report_markdown(const json& r) {
+  std::string md = fmt::format("# Serving benchmark `{}`\n\n", r["benchmark"].get<std::string>());
+  md += fmt::format("- target: {} ({} endpoint, model `{}`, stream {})\n", r["target"]["url"].get<std::string>(),
+                    r["target"]["endpoint"].get<std::string>(), r["target"]["model"].get<std::string>(),
+                    r["target"]["stream"].get<bool>() ? "on" : "off");
+  const json& shape = r["traffic_shape"];
+  md += fmt::format("- traffic: {} arrivals, concurrency {}, cache_hit_rate {}, seed {}, spec hash `{}`\n",
+                    shape["arrival"].get<std::string>(), shape["concurrency"].dump(), shape["cache_hit_rate"].dump(),
+                    r["controls"]["random_seed"].dump(), r["spec_hash"].get<std::string>());
+  md += fmt::format("- hardware: {}; driver: {}; started {}; warmup {} requests (excluded)\n\n",
+                    r["controls"]["hardware"].get<std::string>(), r["controls"]["driver"].get<std::string>(),
+                    r["started_at"].get<std::string>(), r["warmup"]["requests"].dump());
+  const json& o = r["overall"];
+  md += fmt::format("**Bottleneck overall: {}.** Output {} tok/s, TTFT p99 {} ms, E2E p99 {} ms, success {}.\n\n",
+                    o["bottleneck"].get<std::string>(), num(o["throughput"]["output_tok_per_s"]),
+                    ms(o["latency_ms"]["ttft"]["p99"]), ms(o["latency_ms"]["e2e"]["p99"]),
+                    pct(o["rates"]["success_rate"]));
+  if (!r["headline"].empty()) {
+    md += "| headline metric | value |\n|---|---:|\n";
+    for (const auto& [k, v] : r["headline"].items()) md += fmt::format("| {} | {} |\n", k, headline_text(k, v));
+    md += "\n";
+  }
+  const json& cl = r["client"];
+  md += fmt::format("Client: {} threads, {:.2f} CPU cores, {:.1f} us per chunk, dispatch lag p99 {} ms.\n",
+                    cl["client_threads_max"].get<int64_t>(), cl["cpu_cores_used"].get<double>(),
+                    cl["chunk_handling_us_mean"].get<double>(), ms(cl["dispatch_lag_ms"]["p99"]));
+  for (const json& w : cl["warnings"]) md += "\n> **Warning:** " + w.get<std::string>() + "\n";
+  json rows = r["cells"];
+  rows.push_back(o);
+  md += "\n## Where the time goes (mean ms per ok request)\n\n";
+  stages_table(rows, md);
+  md += "\n## Latency (ms)\n\n";
+  latency_table(rows, md);
+  md += "\n## Throughput, goodput and failures\n\n";
+  throughput_table(rows, md);
+  md += "\n## Server and cost\n\n";
+  server_table(rows, md);
+  if (r.contains("plots") && !r["plots"].empty()) {
+    md += "\n## Plots\n\n";
+    for (const json& p : r["plots"]) md += fmt::format("![{}]({})\n\n", p.get<std::string>(), p.get<std::string>());
+  }
+  return md;
+}
+
+}  // namespace tokenmill::bench

@@ -1,0 +1,26 @@
+// `tokenmill bench serve` as a library call: plan, warm up, run every cell,
+// watch the server, write report.json / report.md / records.jsonl /
+// plan.jsonl / plots/ under the output directory.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace tokenmill::bench {
+
+struct ServeOptions {
+  std::string spec_path;
+  std::vector<std::string> overrides;  // "dotted.key=value"
+  std::string url;                     // "" = the spec's target.url
+  std::string out_dir = "bench-out";
+  std::string tokenizer_gguf;          // non-empty: count prompt tokens with this GGUF
+  int64_t server_pid = 0;              // > 0: read the server's RSS from /proc
+  bool dry_run = false;                // write plan.jsonl and stop
+  bool plots = true;
+};
+
+// Throws Error for bad specs, an unreachable server or unwritable output.
+void run_serve_benchmark(const ServeOptions& options);
+
+}  // namespace tokenmill::bench

@@ -1,0 +1,177 @@
+// `tokenmill serve`: the engine behind an OpenAI-compatible HTTP API
+// (src/server/). Binds to loopback unless told otherwise, answers /health
+// with "loading" while the model loads, logs one JSON line per request on
+// stderr, and on SIGTERM/SIGINT stops accepting, lets requests in flight
+// finish for --shutdown-grace seconds, aborts the rest and exits 0.
+#include <csignal>
+#include <cstdio>
+#include <filesystem>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <pthread.h>
+
+#include "cli/commands.h"
+#include "engine/engine.h"
+#include "engine/memory_budget.h"
+#include "server/http_server.h"
+#include "util/error.h"
+
+namespace tokenmill::cli {
+namespace {
+
+struct ServeOptions {
+  std::string model_path;
+  std::string host = "127.0.0.1";
+  int port = 8080;
+  std::vector<std::string> api_keys;
+  std::vector<std::string> aliases;
+  std::string chat_template;
+  std::string max_body = "8M";
+  int http_threads = 128;
+  double shutdown_grace_s = 10.0;
+  bool quiet = false;
+  // Engine flags (as `bench engine` spells them).
+  int threads = 0;
+  std::string kv_memory;
+  double kv_fraction = 0.5;
+  int64_t block_size = 16;
+  std::string kv_dtype = "f16";
+  int64_t max_batch_tokens = 512;
+  int32_t max_seqs = 32;
+  int64_t prefill_chunk = 256;
+  int64_t max_model_len = 0;
+  int64_t max_waiting = 0;
+  std::string kv_policy = "preempt";
+  bool no_prefix_cache = false;
+  std::string isolation = "shared";
+  double aging_s = 10.0;
+};
+
+engine::EngineConfig engine_config(const ServeOptions& o) {
+  engine::EngineConfig c;
+  c.model_path = o.model_path;
+  c.num_threads = o.threads;
+  if (!o.kv_memory.empty()) c.kv_memory_bytes = engine::parse_byte_size(o.kv_memory);
+  c.kv_memory_fraction = o.kv_fraction;
+  c.block_size = o.block_size;
+  const std::optional<kv::KvDtype> dtype = kv::kv_dtype_from_name(o.kv_dtype);
+  if (!dtype) fail("--kv-dtype '{}': use f16 or f32", o.kv_dtype);
+  c.kv_dtype = *dtype;
+  c.max_batch_tokens = o.max_batch_tokens;
+  c.max_seqs = o.max_seqs;
+  c.prefill_chunk = o.prefill_chunk;
+  c.max_model_len = o.max_model_len;
+  c.max_waiting = o.max_waiting;
+  c.kv_exhausted = engine::parse_kv_policy(o.kv_policy);
+  c.prefix_cache = !o.no_prefix_cache;
+  c.prefix_isolation = engine::parse_prefix_isolation(o.isolation);
+  c.priority_aging_s = o.aging_s;
+  c.validate();
+  return c;
+}
+
+server::ServerOptions server_options(const ServeOptions& o) {
+  server::ServerOptions s;
+  s.host = o.host;
+  s.port = o.port;
+  s.api_keys = o.api_keys;
+  for (const std::string& k : o.api_keys)
+    if (k.empty()) fail("--api-key must not be empty");
+  s.model_names = o.aliases;
+  // The file name without .gguf is always served too.
+  std::string stem = std::filesystem::path(o.model_path).stem().string();
+  if (std::find(s.model_names.begin(), s.model_names.end(), stem) == s.model_names.end()) s.model_names.push_back(stem);
+  s.chat_template = o.chat_template;
+  s.max_body_bytes = static_cast<size_t>(engine::parse_byte_size(o.max_body));
+  if (o.http_threads < 4 || o.http_threads > 4096) fail("--http-threads must be in [4, 4096], got {}", o.http_threads);
+  s.http_threads = o.http_threads;
+  s.log_requests = !o.quiet;
+  s.max_waiting = o.max_waiting;
+  return s;
+}
+
+void log_event(const std::string& json_line) {
+  std::fputs(json_line.c_str(), stderr);
+  std::fputc('\n', stderr);
+  std::fflush(stderr);
+}
+
+// Blocks SIGINT/SIGTERM in this thread and (inherited) every thread it
+// starts, so that sigwait() below is the one place they arrive.
+sigset_t block_stop_signals() {
+  sigset_t set;
+  sigemptyset(&set);
+  sigaddset(&set, SIGINT);
+  sigaddset(&set, SIGTERM);
+  pthread_sigmask(SIG_BLOCK, &set, nullptr);
+  std::signal(SIGPIPE, SIG_IGN);  // a client that left must not kill the server
+  return set;
+}
+
+void serve(const ServeOptions& o) {
+  const engine::EngineConfig config = engine_config(o);
+  const sigset_t signals = block_stop_signals();
+  server::HttpServer http(server_options(o));
+  const int port = http.bind();
+  http.start();
+  log_event(fmt::format(R"({{"event":"listening","url":"http://{}:{}","state":"loading"}})", o.host, port));
+  engine::Engine engine(config);
+  http.attach_engine(engine, o.model_path);
+  const server::ServingContext& ctx = http.context();
+  log_event(fmt::format(R"({{"event":"ready","model":"{}","threads":{},"kv_blocks":{},"max_model_len":{},)"
+                        R"("chat_template":"{}"}})",
+                        ctx.model_names[0], engine.num_threads(), engine.num_kv_blocks(),
+                        engine.limits().max_model_len,
+                        ctx.chat ? std::string(tokenizer::chat_template_name(ctx.chat->kind)) : "none"));
+  int sig = 0;
+  sigwait(&signals, &sig);
+  log_event(fmt::format(R"({{"event":"shutdown","signal":"{}","in_flight":{}}})", sig == SIGINT ? "SIGINT" : "SIGTERM",
+                        http.context().stats.in_flight()));
+  const bool drained = http.stop_accepting_and_drain(
+      std::chrono::milliseconds(static_cast<int64_t>(o.shutdown_grace_s * 1000.0)));
+  engine.stop(drained ? engine::Engine::StopMode::kDrain : engine::Engine::StopMode::kAbort);
+  http.join();
+  log_event(fmt::format(R"({{"event":"stopped","drained":{}}})", drained ? "true" : "false"));
+}
+
+}  // namespace
+
+void add_serve_command(CLI::App& app) {
+  auto opts = std::make_shared<ServeOptions>();
+  CLI::App* cmd = app.add_subcommand("serve", "Serve a model over an OpenAI-compatible HTTP API");
+  ServeOptions* o = opts.get();
+  cmd->add_option("-m,--model", o->model_path, "GGUF model file")->required()->check(CLI::ExistingFile);
+  cmd->add_option("--host", o->host, "Address to bind (loopback by default)")->capture_default_str();
+  cmd->add_option("--port", o->port, "Port; 0 picks a free one (logged)")->capture_default_str()->check(
+      CLI::Range(0, 65535));
+  cmd->add_option("--api-key", o->api_keys, "Require 'Authorization: Bearer KEY' (repeatable)");
+  cmd->add_option("--model-alias", o->aliases, "Name clients use for the model (repeatable; the file stem always works)");
+  cmd->add_option("--chat-template", o->chat_template, "gemma|llama2|llama3|chatml|mistral|phi3, or a Jinja file");
+  cmd->add_option("--max-body-bytes", o->max_body, "Largest request body, e.g. 8M (413 beyond)")->capture_default_str();
+  cmd->add_option("--http-threads", o->http_threads, "HTTP worker threads = concurrent connections")
+      ->capture_default_str();
+  cmd->add_option("--shutdown-grace", o->shutdown_grace_s, "Seconds in-flight requests get on SIGTERM")
+      ->capture_default_str();
+  cmd->add_flag("--quiet", o->quiet, "No per-request log lines");
+  cmd->add_option("-t,--threads", o->threads, "Compute threads (default: all cores)");
+  cmd->add_option("--kv-memory", o->kv_memory, "KV cache budget, e.g. 2G (default: --kv-fraction of free RAM)");
+  cmd->add_option("--kv-fraction", o->kv_fraction, "Fraction of MemAvailable for the KV cache")->capture_default_str();
+  cmd->add_option("--block-size", o->block_size, "KV block size in positions")->capture_default_str();
+  cmd->add_option("--kv-dtype", o->kv_dtype, "f16|f32")->capture_default_str();
+  cmd->add_option("--max-batch-tokens", o->max_batch_tokens, "Tokens per step")->capture_default_str();
+  cmd->add_option("--max-seqs", o->max_seqs, "Sequences running at once")->capture_default_str();
+  cmd->add_option("--prefill-chunk", o->prefill_chunk, "Prefill chunk; 0 = unchunked")->capture_default_str();
+  cmd->add_option("--max-model-len", o->max_model_len, "Prompt + max_tokens cap; 0 = the model's context")
+      ->capture_default_str();
+  cmd->add_option("--max-waiting", o->max_waiting, "Waiting-queue bound (429 beyond); 0 = none")->capture_default_str();
+  cmd->add_option("--kv-policy", o->kv_policy, "When KV runs out: preempt|queue|reject")->capture_default_str();
+  cmd->add_flag("--no-prefix-cache", o->no_prefix_cache, "Disable the prefix cache");
+  cmd->add_option("--prefix-isolation", o->isolation, "shared|tenant (tenant: X-Tenant header)")->capture_default_str();
+  cmd->add_option("--priority-aging", o->aging_s, "Seconds per priority class of aging")->capture_default_str();
+  cmd->callback([opts] { serve(*opts); });
+}
+
+}  // namespace tokenmill::cli

@@ -1,0 +1,58 @@
+#include "server/chat_prompt.h"
+
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "util/error.h"
+
+namespace tokenmill::server {
+
+namespace {
+
+std::string read_file(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) fail("--chat-template {}: cannot read the file", path);
+  std::ostringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+}  // namespace
+
+std::optional<ChatFormat> select_chat_format(const std::string& override_spec, const gguf::GgufFile& file,
+                                             const tokenizer::Tokenizer* tok) {
+  ChatFormat f;
+  if (tok && tok->bos_id() >= 0) f.bos_text = tok->token_text(tok->bos_id());
+  if (!override_spec.empty()) {
+    std::error_code ec;
+    if (std::filesystem::is_regular_file(override_spec, ec)) {
+      const std::optional<tokenizer::ChatTemplateKind> kind = tokenizer::detect_chat_template(read_file(override_spec));
+      if (!kind)
+        fail("--chat-template {}: the template matches none of the supported families "
+             "(gemma, llama2, llama3, chatml, mistral, phi3); pass one of those names instead",
+             override_spec);
+      f.kind = *kind;
+      f.source = "file " + override_spec;
+    } else {
+      f.kind = tokenizer::chat_template_from_name(override_spec);
+      f.source = "--chat-template";
+    }
+    return f;
+  }
+  const gguf::Value* t = file.find("tokenizer.chat_template");
+  if (!t || !t->is_string()) return std::nullopt;
+  const std::optional<tokenizer::ChatTemplateKind> kind = tokenizer::detect_chat_template(t->as_string());
+  if (!kind) return std::nullopt;
+  f.kind = *kind;
+  f.source = "GGUF tokenizer.chat_template";
+  return f;
+}
+
+std::vector<int32_t> chat_prompt_tokens(const ChatFormat& format, const tokenizer::Tokenizer& tok,
+                                        std::span<const tokenizer::ChatMessage> messages, bool add_generation_prompt) {
+  const std::string text = tokenizer::render_chat(format.kind, messages, add_generation_prompt, format.bos_text);
+  return tok.encode(text, /*add_special=*/true, /*parse_special=*/true);
+}
+
+}  // namespace tokenmill::server

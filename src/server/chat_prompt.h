@@ -1,0 +1,37 @@
+// Which chat template a served model uses, and chat messages -> prompt
+// token ids. The template is chosen once at start-up: --chat-template NAME
+// or FILE (a Jinja file, recognised by its markers), else the GGUF's
+// tokenizer.chat_template; a model with neither serves no chat endpoint.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "gguf/reader.h"
+#include "tokenizer/chat_template.h"
+#include "tokenizer/tokenizer.h"
+
+namespace tokenmill::server {
+
+struct ChatFormat {
+  tokenizer::ChatTemplateKind kind = tokenizer::ChatTemplateKind::ChatML;
+  std::string bos_text;  // the BOS token's text ("<s>"), for Llama 2's later turns
+  std::string source;    // where it came from, for the start-up log
+};
+
+// override_spec: "" (use the GGUF), a template name, or the path of a file
+// holding a Jinja template. Throws Error for an unknown name or a file
+// whose template is not recognised; nullopt when nothing gives one.
+std::optional<ChatFormat> select_chat_format(const std::string& override_spec, const gguf::GgufFile& file,
+                                             const tokenizer::Tokenizer* tok);
+
+// Renders and tokenizes (BOS as the model asks; special-token texts of the
+// template parsed as special tokens). Throws Error for a conversation the
+// template refuses (bad role order).
+std::vector<int32_t> chat_prompt_tokens(const ChatFormat& format, const tokenizer::Tokenizer& tok,
+                                        std::span<const tokenizer::ChatMessage> messages, bool add_generation_prompt);
+
+}  // namespace tokenmill::server

@@ -1,0 +1,218 @@
+// POST /v1/completions and /v1/chat/completions: parse, tokenize, submit to
+// the engine, answer (one JSON body, or an SSE stream).
+#include <fmt/format.h>
+
+#include <chrono>
+#include <memory>
+#include <random>
+
+#include "server/api_error.h"
+#include "server/generation.h"
+#include "server/openai_response.h"
+#include "server/request_log.h"
+#include "server/serving_context.h"
+#include "server/stream_session.h"
+#include "util/error.h"
+
+namespace tokenmill::server {
+
+namespace {
+
+using nlohmann::json;
+
+constexpr int64_t kDefaultCompletionTokens = 16;  // OpenAI's default for /v1/completions
+
+// The most tokens a sequence can ever hold: the context, or the KV pool
+// when that is smaller (the last sampled token needs no KV slot).
+int64_t capacity(const engine::Engine& e) {
+  const engine::RequestLimits& l = e.limits();
+  return std::min(l.max_model_len, l.num_blocks * l.block_size + 1);
+}
+
+engine::GenerateRequest base_request(const SamplingRequest& c, const std::string& tenant, int64_t max_tokens) {
+  engine::GenerateRequest r;
+  r.sampling = c.sampling;
+  if (!c.seed_given) r.sampling.seed = random_seed();
+  r.max_tokens = max_tokens;
+  r.priority = c.priority;
+  r.tenant = tenant;
+  r.logprobs = c.logprobs;
+  r.top_logprobs = c.top_logprobs;
+  return r;
+}
+
+TokenPieceFn piece_fn(const tokenizer::Tokenizer* tok) {
+  return [tok](int32_t id) { return tok ? tok->token_to_piece(id, /*special=*/true) : fmt::format("<{}>", id); };
+}
+
+engine::Usage total_usage(const std::vector<engine::GenerationResult>& results, int n) {
+  engine::Usage total;
+  for (size_t i = 0; i < results.size(); ++i) {
+    const engine::Usage& u = results[i].final.usage;
+    if (i % static_cast<size_t>(n) == 0) {  // a prompt counts once, whatever n is
+      total.prompt_tokens += u.prompt_tokens;
+      total.cached_prompt_tokens += u.cached_prompt_tokens;
+    }
+    total.completion_tokens += u.completion_tokens;
+  }
+  return total;
+}
+
+void fill_record(RequestRecord& r, const ResponseMeta& meta, const std::string& tenant, bool stream) {
+  r.response_id = meta.id;
+  r.model = meta.model;
+  r.tenant = tenant;
+  r.stream = stream;
+}
+
+void record_results(RequestRecord& r, const std::vector<engine::GenerationResult>& results, const engine::Usage& u) {
+  r.num_choices = static_cast<int>(results.size());
+  r.prompt_tokens = u.prompt_tokens;
+  r.completion_tokens = u.completion_tokens;
+  r.cached_tokens = u.cached_prompt_tokens;
+  if (results.empty()) return;
+  const engine::FinalEvent& f = results[0].final;
+  r.finish_reason = finish_reason_text(f.reason);
+  r.queue_ms = f.timings.queue_ms;
+  r.ttft_ms = f.timings.ttft_ms;
+  r.e2e_ms = f.timings.e2e_ms;
+}
+
+// Everything both endpoints share once the prompts are tokens.
+struct Job {
+  ApiKind kind = ApiKind::kCompletion;
+  ResponseMeta meta;
+  SamplingRequest common;
+  std::string tenant;
+  std::vector<std::vector<int32_t>> prompts;
+  std::vector<std::string> echo_texts;  // completions with echo
+  int64_t max_tokens = 0;               // 0: echo only, nothing to generate
+};
+
+void respond_stream(ServingContext& ctx, engine::Engine* engine, Job& job, httplib::Response& res) {
+  std::unique_ptr<Generation> gen;
+  if (job.max_tokens > 0) {
+    gen = std::make_unique<Generation>(*engine, job.prompts, base_request(job.common, job.tenant, job.max_tokens),
+                                       job.common.n, ctx.stats);
+    gen->wait_first_events(std::chrono::steady_clock::now() + ctx.first_event_wait);
+  }
+  StreamSpec spec;
+  spec.kind = job.kind;
+  spec.meta = job.meta;
+  spec.include_usage = job.common.include_usage;
+  spec.logprobs = job.common.logprobs;
+  spec.n = job.common.n;
+  spec.echo_texts = job.echo_texts;
+  for (const auto& p : job.prompts) spec.prompt_tokens.push_back(static_cast<int64_t>(p.size()));
+  spec.keep_alive = ctx.keep_alive;
+  auto session = std::make_shared<StreamSession>(std::move(gen), std::move(spec), piece_fn(ctx.tokenizer), ctx.stats);
+  res.set_header("Cache-Control", "no-cache");
+  res.set_header("X-Accel-Buffering", "no");
+  res.set_chunked_content_provider("text/event-stream", [session](size_t, httplib::DataSink& sink) {
+    // The whole stream is written in this one call; returning false makes
+    // httplib drop the connection.
+    return session->run(sink);
+  });
+}
+
+json choice_logprobs(ServingContext& ctx, const Job& job, size_t i, const engine::GenerationResult& r) {
+  if (!job.common.logprobs) return nullptr;
+  const size_t p = i / static_cast<size_t>(job.common.n);
+  if (job.kind == ApiKind::kChat) return chat_logprobs_json(r.tokens, r.logprobs, piece_fn(ctx.tokenizer));
+  const int64_t offset0 = p < job.echo_texts.size() ? static_cast<int64_t>(job.echo_texts[p].size()) : 0;
+  return completion_logprobs_json(r.tokens, r.logprobs, offset0, piece_fn(ctx.tokenizer));
+}
+
+void respond_whole(ServingContext& ctx, engine::Engine* engine, Job& job, httplib::Response& res) {
+  std::vector<engine::GenerationResult> results;
+  if (job.max_tokens > 0) {
+    Generation gen(*engine, job.prompts, base_request(job.common, job.tenant, job.max_tokens), job.common.n,
+                   ctx.stats);
+    results = gen.wait_all();
+  } else {
+    results.resize(job.prompts.size() * static_cast<size_t>(job.common.n));
+    for (size_t i = 0; i < results.size(); ++i) {
+      results[i].final.reason = engine::FinishReason::kLength;
+      results[i].final.usage.prompt_tokens = static_cast<int64_t>(job.prompts[i / job.common.n].size());
+    }
+  }
+  for (const engine::GenerationResult& r : results)
+    if (std::optional<ApiError> e = failure_error(r.final)) throw *e;
+  std::vector<ChoiceOutput> choices;
+  for (size_t i = 0; i < results.size(); ++i) {
+    const size_t p = i / static_cast<size_t>(job.common.n);
+    ChoiceOutput c;
+    c.index = static_cast<int>(i);
+    c.text = (p < job.echo_texts.size() ? job.echo_texts[p] : "") + results[i].text;
+    c.finish_reason = finish_reason_text(results[i].final.reason);
+    c.logprobs = choice_logprobs(ctx, job, i, results[i]);
+    choices.push_back(std::move(c));
+  }
+  const engine::Usage usage = total_usage(results, job.common.n);
+  const json timings = timings_json(results[0].final.timings, results[0].final.usage);
+  const json body = job.kind == ApiKind::kChat ? chat_response(job.meta, choices, usage_json(usage), timings)
+                                               : completion_response(job.meta, choices, usage_json(usage), timings);
+  record_results(current_record(), results, usage);
+  res.set_content(dump_json(body), "application/json");
+}
+
+void run_job(ServingContext& ctx, engine::Engine* engine, Job& job, httplib::Response& res) {
+  fill_record(current_record(), job.meta, job.tenant, job.common.stream);
+  if (job.common.stream) {
+    respond_stream(ctx, engine, job, res);
+  } else {
+    respond_whole(ctx, engine, job, res);
+  }
+}
+
+}  // namespace
+
+void handle_completions(ServingContext& ctx, const httplib::Request& req, httplib::Response& res) {
+  engine::Engine& engine = ctx.require_engine();
+  CompletionRequest r = parse_completion_request(req.body, ctx.parse_limits());
+  Job job;
+  job.kind = ApiKind::kCompletion;
+  job.meta = {new_response_id("cmpl-"), std::time(nullptr), ctx.check_model(r.common.model)};
+  job.tenant = tenant_of(req);
+  if (r.echo && r.common.logprobs)
+    bad_request("echo", "'echo' together with 'logprobs' needs prompt log-probabilities, which this server does not "
+                        "compute yet");
+  for (PromptInput& p : r.prompts) {
+    if (p.is_text) p.tokens = ctx.require_tokenizer("prompt").encode(p.text, /*add_special=*/true, false);
+    if (r.echo) {
+      job.echo_texts.push_back(p.is_text ? p.text
+                                         : ctx.tokenizer ? ctx.tokenizer->decode(p.tokens, /*skip_special=*/false)
+                                                         : std::string());
+    }
+    if (p.tokens.empty()) bad_request("prompt", "the prompt is empty after tokenization");
+    job.prompts.push_back(std::move(p.tokens));
+  }
+  job.max_tokens = r.common.max_tokens.value_or(kDefaultCompletionTokens);
+  job.common = std::move(r.common);
+  run_job(ctx, &engine, job, res);
+}
+
+void handle_chat_completions(ServingContext& ctx, const httplib::Request& req, httplib::Response& res) {
+  engine::Engine& engine = ctx.require_engine();
+  ChatRequest r = parse_chat_request(req.body, ctx.parse_limits());
+  Job job;
+  job.kind = ApiKind::kChat;
+  job.meta = {new_response_id("chatcmpl-"), std::time(nullptr), ctx.check_model(r.common.model)};
+  job.tenant = tenant_of(req);
+  const tokenizer::Tokenizer& tok = ctx.require_tokenizer("messages");
+  if (!ctx.chat)
+    bad_request("messages", "the model has no recognised chat template; start the server with --chat-template NAME");
+  std::vector<int32_t> prompt;
+  try {
+    prompt = chat_prompt_tokens(*ctx.chat, tok, r.messages, r.add_generation_prompt);
+  } catch (const Error& e) {
+    bad_request("messages", "{}", e.what());
+  }
+  const int64_t room = capacity(engine) - static_cast<int64_t>(prompt.size());
+  job.max_tokens = r.common.max_tokens.value_or(std::max<int64_t>(room, 1));
+  job.prompts.push_back(std::move(prompt));
+  job.common = std::move(r.common);
+  run_job(ctx, &engine, job, res);
+}
+
+}  // namespace tokenmill::server

@@ -1,0 +1,73 @@
+// One API request's engine requests: every prompt times n parallel samples,
+// submitted together (choice index = prompt_index * n + sample). The engine
+// does not fork sequences yet (GenerateRequest::n must be 1), so the n
+// samples of a prompt are n requests; the prefix cache lets later ones
+// reuse the prompt's full blocks once the first has computed them.
+//
+// Also maps how a request ended to its HTTP answer (rejections -> 400/429/
+// 503 ApiErrors).
+//
+// Thread-safety: a Generation belongs to the HTTP worker thread that
+// answers the request; the engine pushes into its streams from its thread.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <optional>
+#include <vector>
+
+#include "engine/engine.h"
+#include "server/api_error.h"
+#include "server/http_stats.h"
+
+namespace tokenmill::server {
+
+class Generation {
+ public:
+  // Submits prompts.size() * n requests built from `base` (its prompt is
+  // replaced). Sample k of a prompt uses seed base.sampling.seed + k so that
+  // parallel samples differ but stay reproducible.
+  Generation(engine::Engine& engine, const std::vector<std::vector<int32_t>>& prompts,
+             const engine::GenerateRequest& base, int n, HttpStats& stats);
+  // Cancels every request that has not finished (a client that left, an
+  // error on another choice).
+  ~Generation();
+  Generation(const Generation&) = delete;
+  Generation& operator=(const Generation&) = delete;
+
+  size_t size() const { return handles_.size(); }
+  size_t prompt_index(size_t choice) const { return choice / static_cast<size_t>(n_); }
+  engine::RequestHandle& handle(size_t choice) { return handles_[choice]; }
+
+  // Waits (until `deadline`) for the first event of every choice and keeps
+  // it for take_pending(). Throws the ApiError of the first choice the
+  // engine refused, cancelling the others: this is what decides the HTTP
+  // status before any byte of the response is sent.
+  void wait_first_events(std::chrono::steady_clock::time_point deadline);
+  // The event held by wait_first_events for a choice, if any (once).
+  std::optional<engine::StreamEvent> take_pending(size_t choice);
+
+  // Blocks until every choice has finished; throws like wait_first_events
+  // for a refused choice. The results are in choice order.
+  std::vector<engine::GenerationResult> wait_all();
+
+  void cancel_all();
+
+ private:
+  std::vector<engine::RequestHandle> handles_;
+  std::vector<std::optional<engine::StreamEvent>> pending_;
+  int n_ = 1;
+  HttpStats& stats_;
+};
+
+// The ApiError for a request the engine refused (FinishReason::kRejected):
+// invalid -> 400; too long -> 400 context_length_exceeded; overloaded ->
+// 429 with Retry-After (503 once the engine is stopping).
+ApiError rejection_error(const engine::FinalEvent& final);
+
+// For a final event that is not a normal end: rejected (see above), error
+// -> 500, cancelled by a shutdown -> 503. nullopt for stop / length /
+// timeout (a timeout is reported as the finish reason "timeout").
+std::optional<ApiError> failure_error(const engine::FinalEvent& final);
+
+}  // namespace tokenmill::server

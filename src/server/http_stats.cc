@@ -1,0 +1,48 @@
+#include "server/http_stats.h"
+
+#include <array>
+#include <string_view>
+
+namespace tokenmill::server {
+
+void HttpStats::on_response(const std::string& endpoint, int status) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  ++s_.responses[{endpoint, status}];
+}
+
+void HttpStats::on_disconnect() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  ++s_.client_disconnects;
+}
+
+void HttpStats::on_auth_failure() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  ++s_.auth_failures;
+}
+
+void HttpStats::add_in_flight(int64_t delta) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  s_.in_flight += delta;
+}
+
+int64_t HttpStats::in_flight() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return s_.in_flight;
+}
+
+HttpStatsSnapshot HttpStats::snapshot() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return s_;
+}
+
+std::string endpoint_label(const std::string& path) {
+  static constexpr std::array<std::string_view, 8> kKnown = {
+      "/v1/completions", "/v1/chat/completions", "/v1/models", "/health",
+      "/metrics",        "/tokenize",            "/detokenize", "/"};
+  for (std::string_view k : kKnown)
+    if (path == k) return path;
+  if (path.rfind("/v1/models/", 0) == 0) return "/v1/models/{id}";
+  return "other";
+}
+
+}  // namespace tokenmill::server

@@ -1,0 +1,107 @@
+#include "server/json_fields.h"
+
+#include <cmath>
+#include <limits>
+
+#include "server/api_error.h"
+
+namespace tokenmill::server {
+
+using nlohmann::json;
+
+json parse_json_object(std::string_view body) {
+  json j;
+  try {
+    j = json::parse(body.begin(), body.end());
+  } catch (const json::parse_error& e) {
+    // The library's message names the byte offset of the problem.
+    std::string what = e.what();
+    const size_t colon = what.find("parse error");
+    bad_request("", "the request body is not valid JSON: {}", colon == std::string::npos ? what : what.substr(colon));
+  }
+  if (!j.is_object()) bad_request("", "the request body must be a JSON object, got {}", describe_json(j));
+  return j;
+}
+
+std::string describe_json(const json& value) {
+  std::string s = value.dump(-1, ' ', false, json::error_handler_t::replace);
+  if (s.size() > 40) s = s.substr(0, 37) + "...";
+  return s;
+}
+
+JsonFields::JsonFields(const json& object, std::string prefix) : object_(object), prefix_(std::move(prefix)) {}
+
+const json* JsonFields::find(std::string_view name) const {
+  auto it = object_.find(name);
+  if (it == object_.end() || it->is_null()) return nullptr;
+  return &*it;
+}
+
+std::optional<int64_t> JsonFields::integer(std::string_view name, int64_t lo, int64_t hi) const {
+  const json* v = find(name);
+  if (!v) return std::nullopt;
+  int64_t x = 0;
+  if (v->is_number_unsigned()) {
+    const uint64_t u = v->get<uint64_t>();
+    x = u > static_cast<uint64_t>(std::numeric_limits<int64_t>::max()) ? std::numeric_limits<int64_t>::max()
+                                                                        : static_cast<int64_t>(u);
+  } else if (v->is_number_integer()) {
+    x = v->get<int64_t>();
+  } else {
+    bad_request(param(name), "'{}' must be an integer in [{}, {}], got {}", param(name), lo, hi, describe_json(*v));
+  }
+  if (x < lo || x > hi)
+    bad_request(param(name), "'{}' must be an integer in [{}, {}], got {}", param(name), lo, hi, describe_json(*v));
+  return x;
+}
+
+std::optional<double> JsonFields::number(std::string_view name, double lo, double hi) const {
+  const json* v = find(name);
+  if (!v) return std::nullopt;
+  if (!v->is_number())
+    bad_request(param(name), "'{}' must be a number in [{}, {}], got {}", param(name), lo, hi, describe_json(*v));
+  const double x = v->get<double>();
+  if (!(x >= lo && x <= hi))
+    bad_request(param(name), "'{}' must be a number in [{}, {}], got {}", param(name), lo, hi, describe_json(*v));
+  return x;
+}
+
+std::optional<double> JsonFields::number_above(std::string_view name, double lo, double hi) const {
+  const json* v = find(name);
+  if (!v) return std::nullopt;
+  if (!v->is_number() || !(v->get<double>() > lo && v->get<double>() <= hi))
+    bad_request(param(name), "'{}' must be a number in ({}, {}], got {}", param(name), lo, hi, describe_json(*v));
+  return v->get<double>();
+}
+
+std::optional<bool> JsonFields::boolean(std::string_view name) const {
+  const json* v = find(name);
+  if (!v) return std::nullopt;
+  if (!v->is_boolean()) bad_request(param(name), "'{}' must be a boolean, got {}", param(name), describe_json(*v));
+  return v->get<bool>();
+}
+
+std::optional<std::string> JsonFields::string(std::string_view name) const {
+  const json* v = find(name);
+  if (!v) return std::nullopt;
+  if (!v->is_string()) bad_request(param(name), "'{}' must be a string, got {}", param(name), describe_json(*v));
+  return v->get<std::string>();
+}
+
+std::optional<uint64_t> JsonFields::bits64(std::string_view name) const {
+  const json* v = find(name);
+  if (!v) return std::nullopt;
+  if (v->is_number_unsigned()) return v->get<uint64_t>();
+  if (v->is_number_integer()) return static_cast<uint64_t>(v->get<int64_t>());
+  bad_request(param(name), "'{}' must be an integer, got {}", param(name), describe_json(*v));
+}
+
+void JsonFields::reject_unknown(const std::set<std::string, std::less<>>& known) const {
+  for (auto it = object_.begin(); it != object_.end(); ++it) {
+    if (!known.contains(it.key()))
+      bad_request(param(it.key()), "unrecognized request argument '{}' (see docs/api.md for the supported fields)",
+                  param(it.key()));
+  }
+}
+
+}  // namespace tokenmill::server

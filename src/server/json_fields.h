@@ -1,0 +1,52 @@
+// Typed, validated reads of one JSON object's fields for request parsing.
+// Every failure throws ApiError 400 naming the field (its `param`) and what
+// was expected, e.g. "'temperature' must be a number in [0, 2], got \"hot\"".
+// A JSON null counts as an absent field, as OpenAI's API treats it.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <set>
+#include <string>
+#include <string_view>
+
+#include <nlohmann/json.hpp>
+
+namespace tokenmill::server {
+
+// Parses a request body; throws ApiError 400 for malformed JSON or a body
+// that is not a JSON object.
+nlohmann::json parse_json_object(std::string_view body);
+
+// A short rendering of a value for error messages (at most ~40 chars).
+std::string describe_json(const nlohmann::json& value);
+
+class JsonFields {
+ public:
+  // `prefix` prefixes param names in errors ("messages[2]." -> "messages[2].role").
+  explicit JsonFields(const nlohmann::json& object, std::string prefix = "");
+
+  // nullptr when absent or null.
+  const nlohmann::json* find(std::string_view name) const;
+  bool has(std::string_view name) const { return find(name) != nullptr; }
+  std::string param(std::string_view name) const { return prefix_ + std::string(name); }
+
+  std::optional<int64_t> integer(std::string_view name, int64_t lo, int64_t hi) const;
+  std::optional<double> number(std::string_view name, double lo, double hi) const;
+  // Like number() but the lower bound is exclusive: (lo, hi].
+  std::optional<double> number_above(std::string_view name, double lo, double hi) const;
+  std::optional<bool> boolean(std::string_view name) const;
+  std::optional<std::string> string(std::string_view name) const;
+  // Any JSON integer's 64 bits (negative values wrap), e.g. a seed.
+  std::optional<uint64_t> bits64(std::string_view name) const;
+
+  // Throws for the first field not in `known`:
+  // "unrecognized request argument 'foo'".
+  void reject_unknown(const std::set<std::string, std::less<>>& known) const;
+
+ private:
+  const nlohmann::json& object_;
+  std::string prefix_;
+};
+
+}  // namespace tokenmill::server

@@ -1,0 +1,314 @@
+#include "server/openai_request.h"
+
+#include <cmath>
+#include <limits>
+#include <set>
+
+#include "server/api_error.h"
+#include "server/json_fields.h"
+
+namespace tokenmill::server {
+namespace {
+
+using nlohmann::json;
+using Known = std::set<std::string, std::less<>>;
+
+// Fields both generation endpoints accept. Harmless OpenAI fields we do not
+// act on (user, metadata, store, service_tier) are accepted and ignored.
+const Known& common_fields() {
+  static const Known k = {"model", "max_tokens", "temperature", "top_p", "top_k", "min_p", "seed", "stop", "n",
+                          "presence_penalty", "frequency_penalty", "repetition_penalty", "logit_bias", "logprobs",
+                          "stream", "stream_options", "user", "metadata", "store", "service_tier", "priority",
+                          "ignore_eos", "best_of", "min_tokens", "response_format"};
+  return k;
+}
+
+int32_t token_id(const json& v, const std::string& param, const ParseLimits& limits) {
+  if (!v.is_number_integer())
+    bad_request(param, "'{}' must hold token ids (integers), got {}", param, describe_json(v));
+  const int64_t id = v.is_number_unsigned() && v.get<uint64_t>() > uint64_t{1} << 40 ? -1 : v.get<int64_t>();
+  if (id < 0 || id >= limits.n_vocab)
+    bad_request(param, "'{}' holds token id {} outside the vocabulary [0, {})", param, describe_json(v),
+                limits.n_vocab);
+  return static_cast<int32_t>(id);
+}
+
+std::vector<int32_t> token_list(const json& arr, const std::string& param, const ParseLimits& limits) {
+  std::vector<int32_t> ids;
+  ids.reserve(arr.size());
+  for (const json& v : arr) ids.push_back(token_id(v, param, limits));
+  return ids;
+}
+
+std::vector<std::string> parse_stop(const JsonFields& f) {
+  const json* v = f.find("stop");
+  if (!v) return {};
+  std::vector<std::string> out;
+  if (v->is_string()) {
+    out.push_back(v->get<std::string>());
+  } else if (v->is_array()) {
+    for (const json& s : *v) {
+      if (!s.is_string()) bad_request("stop", "'stop' must be a string or a list of strings, got {}", describe_json(s));
+      out.push_back(s.get<std::string>());
+    }
+  } else {
+    bad_request("stop", "'stop' must be a string or a list of strings, got {}", describe_json(*v));
+  }
+  if (out.size() > sample::kMaxStopStrings)
+    bad_request("stop", "'stop' holds {} strings; at most {} are allowed", out.size(), sample::kMaxStopStrings);
+  for (const std::string& s : out)
+    if (s.empty()) bad_request("stop", "'stop' strings must not be empty");
+  return out;
+}
+
+std::vector<std::pair<int32_t, float>> parse_logit_bias(const JsonFields& f, const ParseLimits& limits) {
+  const json* v = f.find("logit_bias");
+  if (!v) return {};
+  if (!v->is_object())
+    bad_request("logit_bias", "'logit_bias' must be an object mapping token ids to numbers, got {}",
+                describe_json(*v));
+  if (v->size() > kMaxLogitBias)
+    bad_request("logit_bias", "'logit_bias' has {} entries; at most {} are allowed", v->size(), kMaxLogitBias);
+  std::vector<std::pair<int32_t, float>> out;
+  for (auto it = v->begin(); it != v->end(); ++it) {
+    const std::string& key = it.key();
+    int64_t id = -1;
+    if (!key.empty() && key.size() <= 10 && key.find_first_not_of("0123456789") == std::string::npos)
+      id = std::stoll(key);
+    if (id < 0 || id >= limits.n_vocab)
+      bad_request("logit_bias", "'logit_bias' key '{}' is not a token id in [0, {})", key, limits.n_vocab);
+    if (!it->is_number() || std::fabs(it->get<double>()) > kMaxAbsLogitBias)
+      bad_request("logit_bias", "'logit_bias' value for token {} must be a number in [-100, 100], got {}", key,
+                  describe_json(*it));
+    out.emplace_back(static_cast<int32_t>(id), static_cast<float>(it->get<double>()));
+  }
+  return out;
+}
+
+engine::Priority parse_priority(const JsonFields& f) {
+  const json* v = f.find("priority");
+  if (!v) return engine::Priority::kNormal;
+  std::optional<engine::Priority> p;
+  if (v->is_string()) p = parse_priority_name(v->get<std::string>());
+  if (v->is_number_integer()) {
+    const int64_t x = v->get<int64_t>();
+    if (x >= 0 && x <= 2) p = static_cast<engine::Priority>(x);
+  }
+  if (!p) bad_request("priority", "'priority' must be \"high\", \"normal\", \"low\" or 0, 1, 2, got {}", describe_json(*v));
+  return *p;
+}
+
+void parse_stream(const JsonFields& f, SamplingRequest& r) {
+  r.stream = f.boolean("stream").value_or(false);
+  const json* so = f.find("stream_options");
+  if (!so) return;
+  if (!r.stream) bad_request("stream_options", "'stream_options' is only allowed when 'stream' is true");
+  if (!so->is_object()) bad_request("stream_options", "'stream_options' must be an object, got {}", describe_json(*so));
+  JsonFields sf(*so, "stream_options.");
+  sf.reject_unknown({"include_usage", "continuous_usage_stats"});
+  r.include_usage = sf.boolean("include_usage").value_or(false);
+}
+
+// Fields whose only supported value is the default: refuse anything else
+// rather than silently ignore what the client asked for.
+void reject_unsupported(const JsonFields& f, int n) {
+  if (auto best_of = f.integer("best_of", 1, kMaxChoices); best_of && *best_of != n)
+    bad_request("best_of", "'best_of' other than n is not supported");
+  if (f.integer("min_tokens", 0, std::numeric_limits<int32_t>::max()).value_or(0) != 0)
+    bad_request("min_tokens", "'min_tokens' is not supported");
+  if (const json* rf = f.find("response_format")) {
+    if (!rf->is_object() || rf->value("type", json()) != "text")
+      bad_request("response_format", "only 'response_format' {{\"type\": \"text\"}} is supported");
+  }
+}
+
+SamplingRequest parse_common(const JsonFields& f, const ParseLimits& limits) {
+  SamplingRequest r;
+  r.model = f.string("model").value_or("");
+  r.n = static_cast<int>(f.integer("n", 1, kMaxChoices).value_or(1));
+  sample::SamplingParams& s = r.sampling;
+  s.temperature = static_cast<float>(f.number("temperature", 0.0, kMaxTemperature).value_or(1.0));
+  s.top_p = static_cast<float>(f.number_above("top_p", 0.0, 1.0).value_or(1.0));
+  s.top_k = static_cast<int>(std::max<int64_t>(0, f.integer("top_k", -1, limits.n_vocab).value_or(0)));
+  s.min_p = static_cast<float>(f.number("min_p", 0.0, 1.0).value_or(0.0));
+  s.presence_penalty = static_cast<float>(
+      f.number("presence_penalty", -sample::kMaxAbsPresencePenalty, sample::kMaxAbsPresencePenalty).value_or(0.0));
+  s.frequency_penalty = static_cast<float>(
+      f.number("frequency_penalty", -sample::kMaxAbsFrequencyPenalty, sample::kMaxAbsFrequencyPenalty).value_or(0.0));
+  s.repetition_penalty =
+      static_cast<float>(f.number_above("repetition_penalty", 0.0, sample::kMaxRepetitionPenalty).value_or(1.0));
+  if (std::optional<uint64_t> seed = f.bits64("seed")) {
+    s.seed = *seed;
+    r.seed_given = true;
+  }
+  s.stop = parse_stop(f);
+  s.logit_bias = parse_logit_bias(f, limits);
+  s.ignore_eos = f.boolean("ignore_eos").value_or(false);
+  r.priority = parse_priority(f);
+  parse_stream(f, r);
+  reject_unsupported(f, r.n);
+  return r;
+}
+
+std::vector<PromptInput> parse_prompts(const JsonFields& f, const ParseLimits& limits) {
+  const json* v = f.find("prompt");
+  if (!v) bad_request("prompt", "'prompt' is required");
+  auto text_prompt = [](const json& s) {
+    if (s.get_ref<const std::string&>().empty()) bad_request("prompt", "'prompt' must not be empty");
+    return PromptInput{true, s.get<std::string>(), {}};
+  };
+  if (v->is_string()) return {text_prompt(*v)};
+  if (!v->is_array())
+    bad_request("prompt", "'prompt' must be a string, a list of token ids, or a list of either; got {}",
+                describe_json(*v));
+  if (v->empty()) bad_request("prompt", "'prompt' must not be empty");
+  if (v->front().is_number()) return {PromptInput{false, "", token_list(*v, "prompt", limits)}};
+  if (v->size() > kMaxPromptsPerRequest)
+    bad_request("prompt", "'prompt' holds {} prompts; at most {} are allowed", v->size(), kMaxPromptsPerRequest);
+  std::vector<PromptInput> out;
+  for (const json& p : *v) {
+    if (p.is_string()) {
+      out.push_back(text_prompt(p));
+    } else if (p.is_array()) {
+      if (p.empty()) bad_request("prompt", "'prompt' must not hold an empty list of token ids");
+      out.push_back(PromptInput{false, "", token_list(p, "prompt", limits)});
+    } else {
+      bad_request("prompt", "'prompt' list items must be strings or lists of token ids, got {}", describe_json(p));
+    }
+  }
+  return out;
+}
+
+std::string message_content(const json& content, const std::string& param) {
+  if (content.is_string()) return content.get<std::string>();
+  if (!content.is_array())
+    bad_request(param, "'{}' must be a string or a list of text parts, got {}", param, describe_json(content));
+  std::string text;
+  for (const json& part : content) {
+    if (!part.is_object() || part.value("type", json()) != "text" || !part.contains("text") ||
+        !part["text"].is_string())
+      bad_request(param, "'{}' parts must be {{\"type\": \"text\", \"text\": ...}}; only text is supported, got {}",
+                  param, describe_json(part));
+    text += part["text"].get<std::string>();
+  }
+  return text;
+}
+
+std::vector<tokenizer::ChatMessage> parse_messages(const JsonFields& f) {
+  const json* v = f.find("messages");
+  if (!v) bad_request("messages", "'messages' is required");
+  if (!v->is_array() || v->empty())
+    bad_request("messages", "'messages' must be a non-empty list of messages, got {}", describe_json(*v));
+  std::vector<tokenizer::ChatMessage> out;
+  for (size_t i = 0; i < v->size(); ++i) {
+    const json& m = (*v)[i];
+    const std::string prefix = "messages[" + std::to_string(i) + "].";
+    if (!m.is_object()) bad_request("messages", "'messages[{}]' must be an object, got {}", i, describe_json(m));
+    JsonFields mf(m, prefix);
+    mf.reject_unknown({"role", "content", "name"});
+    std::string role = mf.string("role").value_or("");
+    if (role == "developer") role = "system";
+    if (role != "system" && role != "user" && role != "assistant")
+      bad_request(mf.param("role"), "'{}' must be \"system\", \"user\" or \"assistant\", got {}", mf.param("role"),
+                  m.contains("role") ? describe_json(m["role"]) : "nothing");
+    const json* content = mf.find("content");
+    if (!content) bad_request(mf.param("content"), "'{}' is required", mf.param("content"));
+    out.push_back({role, message_content(*content, mf.param("content"))});
+  }
+  return out;
+}
+
+void reject_tools(const JsonFields& f) {
+  for (const char* name : {"tools", "tool_choice", "functions", "function_call"}) {
+    const json* v = f.find(name);
+    if (v && !(v->is_array() && v->empty()) && !(v->is_string() && *v == "none"))
+      bad_request(name, "'{}': tool and function calling is not supported", name);
+  }
+}
+
+}  // namespace
+
+std::optional<engine::Priority> parse_priority_name(std::string_view name) {
+  if (name == "high" || name == "0") return engine::Priority::kHigh;
+  if (name == "normal" || name == "1") return engine::Priority::kNormal;
+  if (name == "low" || name == "2") return engine::Priority::kLow;
+  return std::nullopt;
+}
+
+CompletionRequest parse_completion_request(std::string_view body, const ParseLimits& limits) {
+  const json j = parse_json_object(body);
+  JsonFields f(j);
+  Known known = common_fields();
+  known.insert({"prompt", "echo", "suffix"});
+  f.reject_unknown(known);
+  CompletionRequest r;
+  r.common = parse_common(f, limits);
+  r.prompts = parse_prompts(f, limits);
+  r.echo = f.boolean("echo").value_or(false);
+  r.common.max_tokens = f.integer("max_tokens", r.echo ? 0 : 1, std::numeric_limits<int32_t>::max());
+  if (std::optional<int64_t> lp = f.integer("logprobs", 0, engine::kMaxTopLogprobs)) {
+    r.common.logprobs = true;
+    r.common.top_logprobs = static_cast<int>(*lp);
+  }
+  if (f.string("suffix").value_or("") != "") bad_request("suffix", "'suffix' (insertion) is not supported");
+  if (r.prompts.size() * static_cast<size_t>(r.common.n) > kMaxPromptsPerRequest)
+    bad_request("n", "{} prompts x n = {} choices; at most {} are allowed", r.prompts.size(), r.common.n,
+                kMaxPromptsPerRequest);
+  return r;
+}
+
+ChatRequest parse_chat_request(std::string_view body, const ParseLimits& limits) {
+  const json j = parse_json_object(body);
+  JsonFields f(j);
+  Known known = common_fields();
+  known.insert({"messages", "max_completion_tokens", "top_logprobs", "add_generation_prompt", "tools", "tool_choice",
+                "functions", "function_call", "parallel_tool_calls"});
+  f.reject_unknown(known);
+  ChatRequest r;
+  r.common = parse_common(f, limits);
+  r.messages = parse_messages(f);
+  reject_tools(f);
+  r.common.max_tokens = f.integer("max_completion_tokens", 1, std::numeric_limits<int32_t>::max());
+  if (!r.common.max_tokens) r.common.max_tokens = f.integer("max_tokens", 1, std::numeric_limits<int32_t>::max());
+  r.common.logprobs = f.boolean("logprobs").value_or(false);
+  if (std::optional<int64_t> top = f.integer("top_logprobs", 0, engine::kMaxTopLogprobs)) {
+    if (!r.common.logprobs) bad_request("top_logprobs", "'top_logprobs' needs 'logprobs' set to true");
+    r.common.top_logprobs = static_cast<int>(*top);
+  }
+  r.add_generation_prompt = f.boolean("add_generation_prompt").value_or(true);
+  return r;
+}
+
+TokenizeRequest parse_tokenize_request(std::string_view body, const ParseLimits&) {
+  const json j = parse_json_object(body);
+  JsonFields f(j);
+  f.reject_unknown({"model", "prompt", "messages", "add_special_tokens", "add_generation_prompt", "with_pieces"});
+  TokenizeRequest r;
+  r.model = f.string("model").value_or("");
+  if (f.has("prompt") == f.has("messages")) bad_request("prompt", "give exactly one of 'prompt' and 'messages'");
+  if (f.has("messages")) {
+    r.is_chat = true;
+    r.messages = parse_messages(f);
+  } else {
+    r.prompt = *f.string("prompt");
+  }
+  r.add_special_tokens = f.boolean("add_special_tokens").value_or(true);
+  r.add_generation_prompt = f.boolean("add_generation_prompt").value_or(true);
+  r.with_pieces = f.boolean("with_pieces").value_or(false);
+  return r;
+}
+
+DetokenizeRequest parse_detokenize_request(std::string_view body, const ParseLimits& limits) {
+  const json j = parse_json_object(body);
+  JsonFields f(j);
+  f.reject_unknown({"model", "tokens"});
+  DetokenizeRequest r;
+  r.model = f.string("model").value_or("");
+  const json* tokens = f.find("tokens");
+  if (!tokens || !tokens->is_array())
+    bad_request("tokens", "'tokens' must be a list of token ids, got {}", tokens ? describe_json(*tokens) : "nothing");
+  r.tokens = token_list(*tokens, "tokens", limits);
+  return r;
+}
+
+}  // namespace tokenmill::server

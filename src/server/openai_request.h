@@ -1,0 +1,92 @@
+// OpenAI request bodies -> validated plain structs, before any model work:
+// POST /v1/completions, /v1/chat/completions, /tokenize, /detokenize.
+// Pure functions of the body and a few limits, so they are unit-tested and
+// fuzzed without a model (fuzz/fuzz_openai_request.cc).
+//
+// Every problem throws ApiError 400 with `param` naming the field: malformed
+// JSON, wrong types, out-of-range values, unknown fields (OpenAI's own API
+// refuses them too; a typo such as "max_token" must not be ignored),
+// features the server does not support (tools, suffix, non-text content).
+// Checks that need the tokenized prompt (context length) happen later, in
+// the engine's check_request.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "engine/request.h"
+#include "sample/sampling_params.h"
+#include "tokenizer/chat_template.h"
+
+namespace tokenmill::server {
+
+inline constexpr int kMaxChoices = 16;          // n, per prompt
+inline constexpr int kMaxPromptsPerRequest = 64;  // a list of prompts
+inline constexpr size_t kMaxLogitBias = 1024;
+inline constexpr double kMaxTemperature = 2.0;  // OpenAI's range
+inline constexpr double kMaxAbsLogitBias = 100.0;
+
+struct ParseLimits {
+  int32_t n_vocab = 0;  // token ids must lie in [0, n_vocab)
+};
+
+// One prompt as the client gave it: text, or token ids.
+struct PromptInput {
+  bool is_text = true;
+  std::string text;
+  std::vector<int32_t> tokens;
+};
+
+// The fields /v1/completions and /v1/chat/completions share.
+struct SamplingRequest {
+  std::string model;                  // "" when absent
+  std::optional<int64_t> max_tokens;  // absent: the endpoint's default
+  sample::SamplingParams sampling;    // seed is meaningful only when seed_given
+  bool seed_given = false;
+  int n = 1;
+  bool stream = false;
+  bool include_usage = false;  // stream_options.include_usage
+  bool logprobs = false;
+  int top_logprobs = 0;
+  engine::Priority priority = engine::Priority::kNormal;  // extension
+};
+
+struct CompletionRequest {
+  SamplingRequest common;
+  std::vector<PromptInput> prompts;  // >= 1
+  bool echo = false;
+};
+
+struct ChatRequest {
+  SamplingRequest common;
+  std::vector<tokenizer::ChatMessage> messages;  // >= 1; roles system|user|assistant
+  bool add_generation_prompt = true;             // extension (vLLM's name)
+};
+
+struct TokenizeRequest {
+  std::string model;
+  bool is_chat = false;
+  std::string prompt;                            // !is_chat
+  std::vector<tokenizer::ChatMessage> messages;  // is_chat
+  bool add_special_tokens = true;
+  bool add_generation_prompt = true;
+  bool with_pieces = false;  // also return each token's text
+};
+
+struct DetokenizeRequest {
+  std::string model;
+  std::vector<int32_t> tokens;
+};
+
+CompletionRequest parse_completion_request(std::string_view body, const ParseLimits& limits);
+ChatRequest parse_chat_request(std::string_view body, const ParseLimits& limits);
+TokenizeRequest parse_tokenize_request(std::string_view body, const ParseLimits& limits);
+DetokenizeRequest parse_detokenize_request(std::string_view body, const ParseLimits& limits);
+
+// "high" | "normal" | "low" or 0 | 1 | 2; nullopt for anything else.
+std::optional<engine::Priority> parse_priority_name(std::string_view name);
+
+}  // namespace tokenmill::server

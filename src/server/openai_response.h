@@ -1,0 +1,95 @@
+// Engine results -> OpenAI response bodies and streaming chunks:
+// text_completion, chat.completion, chat.completion.chunk; usage with
+// prompt_tokens_details.cached_tokens; the `timings` extension; logprobs in
+// the legacy completions shape and in the chat shape; finish reasons.
+// Pure functions of their inputs (a token's bytes come from a callback), so
+// they are unit-tested without a model.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "engine/output_stream.h"
+
+namespace tokenmill::server {
+
+// The raw bytes a token stands for (possibly part of a UTF-8 character).
+using TokenPieceFn = std::function<std::string(int32_t)>;
+
+// The identity shared by every body and chunk of one response.
+struct ResponseMeta {
+  std::string id;       // "cmpl-..." / "chatcmpl-..."
+  int64_t created = 0;  // Unix seconds
+  std::string model;    // the name the client asked for (or the served name)
+};
+
+// "stop", "length"; engine-side ends outside OpenAI's set keep their own
+// names: "cancelled", "timeout", "error".
+std::string finish_reason_text(engine::FinishReason reason);
+
+// {"prompt_tokens", "completion_tokens", "total_tokens",
+//  "prompt_tokens_details": {"cached_tokens"}}
+nlohmann::json usage_json(const engine::Usage& usage);
+
+// The `timings` extension: queue_ms, prompt_ms (prefill), ttft_ms,
+// decode_ms, tpot_ms, e2e_ms, decode_tokens_per_s, cached_prompt_tokens.
+nlohmann::json timings_json(const engine::Timings& t, const engine::Usage& usage);
+
+// A token as a JSON-safe string: its text when it is valid UTF-8, else
+// "bytes:\xe2\x80" (OpenAI's spelling for partial characters).
+std::string token_display(std::string_view piece);
+
+// Legacy completions logprobs: {"tokens", "token_logprobs", "top_logprobs",
+// "text_offset"}. top_logprobs[i] maps token text -> logprob for the
+// alternatives plus the chosen token (OpenAI returns up to logprobs + 1).
+// text_offset counts bytes from the start of the returned text; offset0 is
+// where the first token starts (the prompt's length with echo).
+// Precondition: tokens.size() == logprobs.size().
+nlohmann::json completion_logprobs_json(const std::vector<int32_t>& tokens,
+                                        const std::vector<engine::TokenLogprob>& logprobs, int64_t offset0,
+                                        const TokenPieceFn& piece);
+
+// Chat logprobs: {"content": [{"token", "logprob", "bytes", "top_logprobs":
+// [{"token", "logprob", "bytes"}]}], "refusal": null}.
+nlohmann::json chat_logprobs_json(const std::vector<int32_t>& tokens, const std::vector<engine::TokenLogprob>& logprobs,
+                                  const TokenPieceFn& piece);
+
+// One finished choice of a non-streaming response.
+struct ChoiceOutput {
+  int index = 0;
+  std::string text;
+  std::string finish_reason;
+  nlohmann::json logprobs;  // null unless asked for
+};
+
+nlohmann::json completion_response(const ResponseMeta& meta, const std::vector<ChoiceOutput>& choices,
+                                   const nlohmann::json& usage, const nlohmann::json& timings);
+nlohmann::json chat_response(const ResponseMeta& meta, const std::vector<ChoiceOutput>& choices,
+                             const nlohmann::json& usage, const nlohmann::json& timings);
+
+// Streaming chunks. finish_reason: null until the choice's last chunk.
+// include_usage: the chunk carries "usage": null (OpenAI's shape when the
+// client asked for stream_options.include_usage).
+nlohmann::json completion_chunk(const ResponseMeta& meta, int index, const std::string& text,
+                                const nlohmann::json& logprobs, const std::optional<std::string>& finish_reason,
+                                bool include_usage);
+nlohmann::json chat_chunk(const ResponseMeta& meta, int index, const nlohmann::json& delta,
+                          const nlohmann::json& logprobs, const std::optional<std::string>& finish_reason,
+                          bool include_usage);
+// The last chunk before [DONE] with stream_options.include_usage: no
+// choices, the usage and the timings. object: "text_completion" or
+// "chat.completion.chunk".
+nlohmann::json usage_chunk(const ResponseMeta& meta, const std::string& object, const nlohmann::json& usage,
+                           const nlohmann::json& timings);
+
+// JSON text for the wire; invalid UTF-8 (never expected) becomes U+FFFD
+// instead of throwing.
+std::string dump_json(const nlohmann::json& j);
+
+}  // namespace tokenmill::server

@@ -1,0 +1,153 @@
+#include "server/prometheus.h"
+
+#include <fmt/format.h>
+
+#include <cmath>
+
+namespace tokenmill::server {
+
+std::string prometheus_number(double v) {
+  if (std::isnan(v)) return "NaN";
+  if (std::isinf(v)) return v > 0 ? "+Inf" : "-Inf";
+  return fmt::format("{}", v);
+}
+
+std::string prometheus_label(std::string_view key, std::string_view value) {
+  std::string out = std::string(key) + "=\"";
+  for (char c : value) {
+    if (c == '\\' || c == '"') {
+      out += '\\';
+      out += c;
+    } else if (c == '\n') {
+      out += "\\n";
+    } else {
+      out += c;
+    }
+  }
+  return out + "\"";
+}
+
+void PrometheusWriter::family(std::string_view name, std::string_view type, std::string_view help) {
+  text_ += fmt::format("# HELP {} {}\n# TYPE {} {}\n", name, help, name, type);
+}
+
+void PrometheusWriter::sample(std::string_view name, std::string_view labels, double value) {
+  if (labels.empty()) {
+    text_ += fmt::format("{} {}\n", name, prometheus_number(value));
+  } else {
+    text_ += fmt::format("{}{{{}}} {}\n", name, labels, prometheus_number(value));
+  }
+}
+
+void PrometheusWriter::counter(std::string_view name, std::string_view help, double value) {
+  family(name, "counter", help);
+  sample(name, "", value);
+}
+
+void PrometheusWriter::gauge(std::string_view name, std::string_view help, double value) {
+  family(name, "gauge", help);
+  sample(name, "", value);
+}
+
+void PrometheusWriter::histogram_ms(std::string_view name, std::string_view help, const engine::Histogram& h) {
+  family(name, "histogram", help);
+  const std::string bucket = std::string(name) + "_bucket";
+  uint64_t running = 0;
+  for (size_t i = 0; i < h.bounds.size(); ++i) {
+    running += i < h.counts.size() ? h.counts[i] : 0;
+    sample(bucket, prometheus_label("le", prometheus_number(h.bounds[i] / 1000.0)), static_cast<double>(running));
+  }
+  sample(bucket, prometheus_label("le", "+Inf"), static_cast<double>(h.count));
+  sample(std::string(name) + "_sum", "", h.sum / 1000.0);
+  sample(std::string(name) + "_count", "", static_cast<double>(h.count));
+}
+
+namespace {
+
+void write_requests(PrometheusWriter& w, const engine::MetricsSnapshot& m) {
+  w.counter("tokenmill_requests_submitted_total", "Requests submitted to the engine.",
+            static_cast<double>(m.requests_submitted));
+  w.family("tokenmill_requests_finished_total", "counter", "Requests finished, by how they ended.");
+  for (int i = 0; i < engine::kNumFinishReasons; ++i) {
+    const auto reason = static_cast<engine::FinishReason>(i);
+    w.sample("tokenmill_requests_finished_total", prometheus_label("reason", engine::finish_reason_name(reason)),
+             static_cast<double>(m.requests_finished[static_cast<size_t>(i)]));
+  }
+  w.family("tokenmill_requests_rejected_total", "counter", "Requests refused by the engine, by reason.");
+  for (int i = 1; i < engine::kNumRejectReasons; ++i) {
+    const auto reason = static_cast<engine::RejectReason>(i);
+    w.sample("tokenmill_requests_rejected_total", prometheus_label("reason", engine::reject_reason_name(reason)),
+             static_cast<double>(m.requests_rejected[static_cast<size_t>(i)]));
+  }
+}
+
+void write_tokens(PrometheusWriter& w, const engine::MetricsSnapshot& m) {
+  w.counter("tokenmill_prompt_tokens_total", "Prompt tokens of finished requests.", static_cast<double>(m.prompt_tokens));
+  w.counter("tokenmill_cached_prompt_tokens_total", "Prompt tokens served from the prefix cache.",
+            static_cast<double>(m.cached_prompt_tokens));
+  w.counter("tokenmill_generation_tokens_total", "Tokens generated (sampled).", static_cast<double>(m.generated_tokens));
+  w.counter("tokenmill_prefill_tokens_total", "Tokens prefilled by engine steps (recomputation included).",
+            static_cast<double>(m.prefill_tokens));
+  w.counter("tokenmill_engine_steps_total", "Engine steps run.", static_cast<double>(m.steps));
+  w.counter("tokenmill_preemptions_total", "Sequences preempted (KV freed, recomputed later).",
+            static_cast<double>(m.preemptions));
+  w.counter("tokenmill_prefix_cache_hit_tokens_total", "Prompt tokens found in the prefix cache.",
+            static_cast<double>(m.prefix_cache_hit_tokens));
+  w.counter("tokenmill_prefix_cache_miss_tokens_total", "Prompt tokens looked up and not found.",
+            static_cast<double>(m.prefix_cache_miss_tokens));
+  w.counter("tokenmill_prefix_cache_evictions_total", "Cached KV blocks evicted.",
+            static_cast<double>(m.prefix_cache_evictions));
+}
+
+void write_gauges(PrometheusWriter& w, const engine::MetricsSnapshot& m) {
+  w.gauge("tokenmill_requests_running", "Sequences in the running batch.", static_cast<double>(m.running));
+  w.gauge("tokenmill_requests_waiting", "Sequences waiting for admission.", static_cast<double>(m.waiting));
+  w.gauge("tokenmill_kv_blocks_total", "KV cache blocks in the pool.", static_cast<double>(m.kv_blocks_total));
+  w.gauge("tokenmill_kv_blocks_used", "KV blocks referenced by live sequences.", static_cast<double>(m.kv_blocks_used));
+  w.gauge("tokenmill_kv_blocks_free", "KV blocks on the free list.", static_cast<double>(m.kv_blocks_free));
+  w.gauge("tokenmill_kv_blocks_evictable", "KV blocks held only by the prefix cache.",
+          static_cast<double>(m.kv_blocks_evictable));
+  w.gauge("tokenmill_kv_blocks_high_water", "Most KV blocks ever used at once.",
+          static_cast<double>(m.kv_blocks_high_water));
+  const double looked = static_cast<double>(m.prefix_cache_hit_tokens + m.prefix_cache_miss_tokens);
+  w.gauge("tokenmill_prefix_cache_hit_ratio", "Prompt tokens hit / looked up in the prefix cache (0 before any).",
+          looked > 0 ? static_cast<double>(m.prefix_cache_hit_tokens) / looked : 0.0);
+}
+
+void write_http(PrometheusWriter& w, const HttpStatsSnapshot& http, std::string_view state) {
+  w.family("tokenmill_http_responses_total", "counter", "HTTP responses by endpoint and status code.");
+  for (const auto& [key, count] : http.responses) {
+    w.sample("tokenmill_http_responses_total",
+             prometheus_label("endpoint", key.first) + "," + prometheus_label("code", std::to_string(key.second)),
+             static_cast<double>(count));
+  }
+  w.gauge("tokenmill_http_requests_in_flight", "Generation requests being answered.",
+          static_cast<double>(http.in_flight));
+  w.counter("tokenmill_http_client_disconnects_total", "Streams cancelled because the client disconnected.",
+            static_cast<double>(http.client_disconnects));
+  w.counter("tokenmill_http_auth_failures_total", "Requests refused for a missing or wrong API key.",
+            static_cast<double>(http.auth_failures));
+  w.family("tokenmill_server_state", "gauge", "1 for the server's current state.");
+  for (std::string_view s : {"loading", "ready", "overloaded", "stopping"})
+    w.sample("tokenmill_server_state", prometheus_label("state", s), s == state ? 1.0 : 0.0);
+}
+
+}  // namespace
+
+std::string render_metrics(const engine::MetricsSnapshot& m, const HttpStatsSnapshot& http, std::string_view state) {
+  PrometheusWriter w;
+  w.histogram_ms("tokenmill_time_to_first_token_seconds", "Submit to first token.", m.ttft_ms);
+  w.histogram_ms("tokenmill_time_per_output_token_seconds", "Mean decode time per token after the first, per request.",
+                 m.tpot_ms);
+  w.histogram_ms("tokenmill_inter_token_latency_seconds", "Every gap between consecutive tokens.", m.itl_ms);
+  w.histogram_ms("tokenmill_e2e_request_latency_seconds", "Submit to the final event.", m.e2e_ms);
+  w.histogram_ms("tokenmill_queue_time_seconds", "Submit to first scheduled.", m.queue_ms);
+  w.histogram_ms("tokenmill_engine_step_seconds", "Duration of one engine step.", m.step_ms);
+  write_requests(w, m);
+  write_tokens(w, m);
+  write_gauges(w, m);
+  write_http(w, http, state);
+  return w.text();
+}
+
+}  // namespace tokenmill::server

@@ -1,0 +1,74 @@
+#include "server/prometheus.h"
+
+#include <gtest/gtest.h>
+
+namespace tokenmill::server {
+namespace {
+
+bool has_line(const std::string& text, const std::string& line) {
+  return text.find("\n" + line + "\n") != std::string::npos || text.rfind(line + "\n", 0) == 0;
+}
+
+TEST(Prometheus, Numbers) {
+  EXPECT_EQ(prometheus_number(0.25), "0.25");
+  EXPECT_EQ(prometheus_number(3), "3");
+  EXPECT_EQ(prometheus_number(1.0 / 0.0), "+Inf");
+  EXPECT_EQ(prometheus_label("path", "a\"b\\c\nd"), "path=\"a\\\"b\\\\c\\nd\"");
+}
+
+// Buckets are cumulative and exported in seconds: observations 0.5, 2, 3
+// and 50 ms against bounds 1, 4, 10 ms.
+TEST(Prometheus, HistogramCumulativeSeconds) {
+  engine::Histogram h = engine::Histogram::with_bounds({1, 4, 10});
+  for (double v : {0.5, 2.0, 3.0, 50.0}) h.observe(v);
+  PrometheusWriter w;
+  w.histogram_ms("x_seconds", "help text", h);
+  const std::string& t = w.text();
+  EXPECT_TRUE(has_line(t, "# TYPE x_seconds histogram")) << t;
+  EXPECT_TRUE(has_line(t, "x_seconds_bucket{le=\"0.001\"} 1")) << t;
+  EXPECT_TRUE(has_line(t, "x_seconds_bucket{le=\"0.004\"} 3")) << t;
+  EXPECT_TRUE(has_line(t, "x_seconds_bucket{le=\"0.01\"} 3")) << t;
+  EXPECT_TRUE(has_line(t, "x_seconds_bucket{le=\"+Inf\"} 4")) << t;
+  EXPECT_TRUE(has_line(t, "x_seconds_sum 0.0555")) << t;
+  EXPECT_TRUE(has_line(t, "x_seconds_count 4")) << t;
+}
+
+TEST(Prometheus, FullRender) {
+  engine::MetricsSnapshot m;
+  m.ttft_ms = engine::Histogram::with_bounds(engine::latency_bounds_ms());
+  m.running = 2;
+  m.waiting = 1;
+  m.kv_blocks_used = 7;
+  m.kv_blocks_total = 64;
+  m.prefix_cache_hit_tokens = 30;
+  m.prefix_cache_miss_tokens = 10;
+  m.requests_finished[static_cast<size_t>(engine::FinishReason::kCancelled)] = 3;
+  m.requests_rejected[static_cast<size_t>(engine::RejectReason::kOverloaded)] = 2;
+  HttpStatsSnapshot http;
+  http.responses[{"/v1/completions", 200}] = 5;
+  http.responses[{"/v1/completions", 429}] = 2;
+  const std::string t = render_metrics(m, http, "ready");
+  EXPECT_TRUE(has_line(t, "tokenmill_requests_running 2"));
+  EXPECT_TRUE(has_line(t, "tokenmill_requests_waiting 1"));
+  EXPECT_TRUE(has_line(t, "tokenmill_kv_blocks_used 7"));
+  EXPECT_TRUE(has_line(t, "tokenmill_kv_blocks_total 64"));
+  EXPECT_TRUE(has_line(t, "tokenmill_prefix_cache_hit_ratio 0.75"));
+  EXPECT_TRUE(has_line(t, "tokenmill_requests_finished_total{reason=\"cancelled\"} 3"));
+  EXPECT_TRUE(has_line(t, "tokenmill_requests_rejected_total{reason=\"overloaded\"} 2"));
+  EXPECT_TRUE(has_line(t, "tokenmill_http_responses_total{endpoint=\"/v1/completions\",code=\"429\"} 2"));
+  EXPECT_TRUE(has_line(t, "tokenmill_server_state{state=\"ready\"} 1"));
+  EXPECT_TRUE(has_line(t, "# TYPE tokenmill_time_to_first_token_seconds histogram"));
+  // Every family is declared once.
+  size_t pos = 0, count = 0;
+  while ((pos = t.find("# TYPE tokenmill_requests_finished_total ", pos)) != std::string::npos) ++count, ++pos;
+  EXPECT_EQ(count, 1u);
+}
+
+TEST(HttpStats, EndpointLabels) {
+  EXPECT_EQ(endpoint_label("/v1/completions"), "/v1/completions");
+  EXPECT_EQ(endpoint_label("/v1/models/tiny"), "/v1/models/{id}");
+  EXPECT_EQ(endpoint_label("/wp-admin.php"), "other");
+}
+
+}  // namespace
+}  // namespace tokenmill::server

@@ -1,0 +1,69 @@
+#include "server/serving_context.h"
+
+#include <fmt/format.h>
+
+#include <random>
+
+#include "server/api_error.h"
+
+namespace tokenmill::server {
+
+engine::Engine& ServingContext::require_engine() const {
+  if (state.load() == ServerState::kStopping)
+    throw ApiError(503, "the server is shutting down", "service_unavailable", std::nullopt, "shutting_down")
+        .with_retry_after(5);
+  engine::Engine* e = engine.load();
+  if (!e)
+    throw ApiError(503, "the model is still loading", "service_unavailable", std::nullopt, "loading")
+        .with_retry_after(1);
+  return *e;
+}
+
+ParseLimits ServingContext::parse_limits() const {
+  ParseLimits l;
+  if (const engine::Engine* e = engine.load()) l.n_vocab = e->limits().n_vocab;
+  return l;
+}
+
+std::string ServingContext::check_model(const std::string& requested) const {
+  if (requested.empty()) return model_names.empty() ? std::string("default") : model_names[0];
+  for (const std::string& name : model_names)
+    if (requested == name) return requested;
+  throw ApiError(404,
+                 fmt::format("The model '{}' does not exist; this server serves '{}' (see GET /v1/models)", requested,
+                             fmt::join(model_names, "', '")),
+                 "invalid_request_error", "model", "model_not_found");
+}
+
+const tokenizer::Tokenizer& ServingContext::require_tokenizer(const char* param) const {
+  if (!tokenizer) bad_request(param, "the model has no tokenizer; send the prompt as token ids");
+  return *tokenizer;
+}
+
+std::string tenant_of(const httplib::Request& req) {
+  std::string t = req.get_header_value("X-Tenant");
+  if (t.size() > 256) bad_request("X-Tenant", "the X-Tenant header is longer than 256 bytes");
+  for (unsigned char c : t)
+    if (c < 0x20 || c == 0x7f) bad_request("X-Tenant", "the X-Tenant header holds control characters");
+  return t;
+}
+
+namespace {
+
+std::mt19937_64& rng() {
+  thread_local std::mt19937_64 gen([] {
+    std::random_device rd;
+    return (static_cast<uint64_t>(rd()) << 32) ^ rd();
+  }());
+  return gen;
+}
+
+}  // namespace
+
+std::string new_response_id(const char* prefix) {
+  return fmt::format("{}{:016x}{:08x}", prefix, rng()(), static_cast<uint32_t>(rng()()));
+}
+
+uint64_t random_seed() { return rng()(); }
+
+}  // namespace tokenmill::server

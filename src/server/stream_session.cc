@@ -1,0 +1,172 @@
+#include "server/stream_session.h"
+
+#include <thread>
+
+#include "server/sse.h"
+
+namespace tokenmill::server {
+
+using nlohmann::json;
+
+StreamSession::StreamSession(std::unique_ptr<Generation> gen, StreamSpec spec, TokenPieceFn piece, HttpStats& stats)
+    : gen_(std::move(gen)), spec_(std::move(spec)), piece_(std::move(piece)), stats_(stats) {
+  const size_t num_prompts = spec_.prompt_tokens.size();
+  choices_.resize(num_prompts * static_cast<size_t>(spec_.n));
+  for (size_t i = 0; i < choices_.size(); ++i) {
+    const size_t p = i / static_cast<size_t>(spec_.n);
+    if (p < spec_.echo_texts.size()) choices_[i].offset = static_cast<int64_t>(spec_.echo_texts[p].size());
+    choices_[i].final.usage.prompt_tokens = spec_.prompt_tokens[p];
+  }
+}
+
+bool StreamSession::write(httplib::DataSink& sink, const std::string& data) {
+  last_write_ = std::chrono::steady_clock::now();
+  return sink.write(data.data(), data.size());
+}
+
+json StreamSession::chunk(size_t i, const std::string& text, const json& logprobs,
+                          const std::optional<std::string>& finish) const {
+  const int index = static_cast<int>(i);
+  if (spec_.kind == ApiKind::kCompletion)
+    return completion_chunk(spec_.meta, index, text, logprobs, finish, spec_.include_usage);
+  json delta = json::object();
+  if (!text.empty()) delta["content"] = text;
+  return chat_chunk(spec_.meta, index, delta, logprobs, finish, spec_.include_usage);
+}
+
+bool StreamSession::write_preamble(httplib::DataSink& sink) {
+  for (size_t i = 0; i < choices_.size(); ++i) {
+    const size_t p = i / static_cast<size_t>(spec_.n);
+    if (spec_.kind == ApiKind::kChat) {
+      const json delta = {{"role", "assistant"}, {"content", ""}};
+      if (!write(sink, sse_event(chat_chunk(spec_.meta, static_cast<int>(i), delta, nullptr, std::nullopt,
+                                            spec_.include_usage))))
+        return false;
+    } else if (p < spec_.echo_texts.size() && !spec_.echo_texts[p].empty()) {
+      if (!write(sink, sse_event(chunk(i, spec_.echo_texts[p], nullptr, std::nullopt)))) return false;
+    }
+  }
+  return true;
+}
+
+bool StreamSession::on_token(httplib::DataSink& sink, size_t i, const engine::TokenEvent& t) {
+  json logprobs = nullptr;
+  if (spec_.logprobs && t.logprob) {
+    const std::vector<int32_t> ids = {t.token};
+    const std::vector<engine::TokenLogprob> lps = {*t.logprob};
+    logprobs = spec_.kind == ApiKind::kCompletion ? completion_logprobs_json(ids, lps, choices_[i].offset, piece_)
+                                                  : chat_logprobs_json(ids, lps, piece_);
+    choices_[i].offset += static_cast<int64_t>(piece_(t.token).size());
+  }
+  // Text held back for a possible stop string arrives later; an empty
+  // chunk would carry nothing.
+  if (t.text.empty() && logprobs.is_null()) return true;
+  return write(sink, sse_event(chunk(i, t.text, logprobs, std::nullopt)));
+}
+
+bool StreamSession::on_final(httplib::DataSink& sink, size_t i, const engine::FinalEvent& f) {
+  Choice& c = choices_[i];
+  c.done = true;
+  c.final = f;
+  if (f.reason == engine::FinishReason::kRejected || f.reason == engine::FinishReason::kError) {
+    // Too late for a status code: the error travels as an event, and the
+    // other choices stop too.
+    failed_ = true;
+    if (gen_) gen_->cancel_all();
+    return write(sink, sse_event(failure_error(f)->to_json()));
+  }
+  json last = chunk(i, f.text, nullptr, finish_reason_text(f.reason));
+  last["timings"] = timings_json(f.timings, f.usage);  // extension: per choice, as it ends
+  return write(sink, sse_event(last));
+}
+
+bool StreamSession::on_event(httplib::DataSink& sink, size_t i, engine::StreamEvent& e) {
+  if (e.token) return on_token(sink, i, *e.token);
+  return on_final(sink, i, *e.final);
+}
+
+std::optional<engine::StreamEvent> StreamSession::poll(size_t i, bool block) {
+  if (std::optional<engine::StreamEvent> e = gen_->take_pending(i)) return e;
+  return block ? gen_->handle(i).next(spec_.keep_alive) : gen_->handle(i).try_next();
+}
+
+bool StreamSession::run(httplib::DataSink& sink) {
+  last_write_ = std::chrono::steady_clock::now();
+  bool ok = write_preamble(sink);
+  const bool single = choices_.size() == 1;
+  while (ok) {
+    bool all_done = true, progressed = false;
+    for (size_t i = 0; i < choices_.size() && ok; ++i) {
+      if (choices_[i].done) continue;
+      if (!gen_) {  // nothing to generate: max_tokens 0 with echo
+        engine::FinalEvent f = choices_[i].final;
+        f.reason = engine::FinishReason::kLength;
+        ok = on_final(sink, i, f);
+        continue;
+      }
+      all_done = false;
+      std::optional<engine::StreamEvent> e = poll(i, single);
+      if (!e) continue;
+      progressed = true;
+      ok = on_event(sink, i, *e);
+    }
+    if (!ok || all_done || failed_) break;
+    if (!progressed) {
+      if (std::chrono::steady_clock::now() - last_write_ >= spec_.keep_alive) {
+        ok = write(sink, std::string(kSseKeepAlive));
+      } else if (!single) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(2));
+      }
+    }
+  }
+  if (ok) ok = finish(sink);
+  RequestRecord& r = current_record();
+  record(r);
+  if (!ok) {
+    if (gen_) gen_->cancel_all();
+    stats_.on_disconnect();
+    r.client_disconnected = true;
+  }
+  return ok;
+}
+
+bool StreamSession::finish(httplib::DataSink& sink) {
+  if (spec_.include_usage && !failed_) {
+    engine::Usage total;
+    for (size_t i = 0; i < choices_.size(); ++i) {
+      const engine::Usage& u = choices_[i].final.usage;
+      if (i % static_cast<size_t>(spec_.n) == 0) {  // a prompt counts once, as OpenAI counts it
+        total.prompt_tokens += u.prompt_tokens;
+        total.cached_prompt_tokens += u.cached_prompt_tokens;
+      }
+      total.completion_tokens += u.completion_tokens;
+    }
+    const char* object = spec_.kind == ApiKind::kCompletion ? "text_completion" : "chat.completion.chunk";
+    const json timings = timings_json(choices_[0].final.timings, choices_[0].final.usage);
+    if (!write(sink, sse_event(usage_chunk(spec_.meta, object, usage_json(total), timings)))) return false;
+  }
+  if (!write(sink, std::string(kSseDone))) return false;
+  sink.done();
+  return true;
+}
+
+void StreamSession::record(RequestRecord& r) const {
+  r.num_choices = static_cast<int>(choices_.size());
+  for (size_t i = 0; i < choices_.size(); ++i) {
+    const engine::FinalEvent& f = choices_[i].final;
+    if (i % static_cast<size_t>(spec_.n) == 0) {
+      r.prompt_tokens += f.usage.prompt_tokens;
+      r.cached_tokens += f.usage.cached_prompt_tokens;
+    }
+    r.completion_tokens += f.usage.completion_tokens;
+  }
+  if (!choices_.empty() && choices_[0].done) {
+    const engine::FinalEvent& f = choices_[0].final;
+    r.finish_reason = finish_reason_text(f.reason);
+    r.queue_ms = f.timings.queue_ms;
+    r.ttft_ms = f.timings.ttft_ms;
+    r.e2e_ms = f.timings.e2e_ms;
+  }
+}
+
+}  // namespace tokenmill::server

@@ -1,0 +1,76 @@
+// Writes one streamed response (SSE) from a running Generation: a chunk per
+// token event (with its logprobs when asked), a last chunk per choice with
+// its finish reason, the usage chunk (stream_options.include_usage), then
+// "data: [DONE]". Keep-alive comments go out while nothing else does; a
+// failed write means the client went away, and every choice is cancelled
+// at once so the engine frees its KV blocks at its next step.
+//
+// A refusal or failure that arrives after the 200 headers were sent is
+// written as an error event ({"error": {...}}), which OpenAI clients raise.
+//
+// Runs on the HTTP worker thread that answers the request; not shared.
+#pragma once
+
+#include <chrono>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <httplib.h>
+
+#include "server/generation.h"
+#include "server/openai_response.h"
+#include "server/request_log.h"
+
+namespace tokenmill::server {
+
+enum class ApiKind { kCompletion, kChat };
+
+struct StreamSpec {
+  ApiKind kind = ApiKind::kCompletion;
+  ResponseMeta meta;
+  bool include_usage = false;
+  bool logprobs = false;
+  int n = 1;                             // choices per prompt
+  std::vector<std::string> echo_texts;   // per prompt (completions with echo), else empty
+  std::vector<int64_t> prompt_tokens;    // per prompt
+  std::chrono::milliseconds keep_alive{500};
+};
+
+class StreamSession {
+ public:
+  // gen may be null: every choice then ends at once with "length" (echo
+  // with max_tokens 0 has nothing to generate).
+  StreamSession(std::unique_ptr<Generation> gen, StreamSpec spec, TokenPieceFn piece, HttpStats& stats);
+
+  // Writes the whole stream. Returns false when the client went away.
+  bool run(httplib::DataSink& sink);
+
+ private:
+  struct Choice {
+    bool done = false;
+    int64_t offset = 0;  // bytes of text before the next token (completion logprobs)
+    engine::FinalEvent final;
+  };
+
+  bool write(httplib::DataSink& sink, const std::string& data);
+  bool write_preamble(httplib::DataSink& sink);
+  bool on_event(httplib::DataSink& sink, size_t i, engine::StreamEvent& e);
+  bool on_token(httplib::DataSink& sink, size_t i, const engine::TokenEvent& t);
+  bool on_final(httplib::DataSink& sink, size_t i, const engine::FinalEvent& f);
+  nlohmann::json chunk(size_t i, const std::string& text, const nlohmann::json& logprobs,
+                       const std::optional<std::string>& finish) const;
+  bool finish(httplib::DataSink& sink);
+  void record(RequestRecord& r) const;
+  std::optional<engine::StreamEvent> poll(size_t i, bool block);
+
+  std::unique_ptr<Generation> gen_;
+  StreamSpec spec_;
+  TokenPieceFn piece_;
+  HttpStats& stats_;
+  std::vector<Choice> choices_;
+  bool failed_ = false;  // an error event was written
+  std::chrono::steady_clock::time_point last_write_;
+};
+
+}  // namespace tokenmill::server
