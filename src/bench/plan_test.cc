@@ -150,7 +150,9 @@ TEST(Plan, DatasetAndTraceFiles) {
                                   count_words);
   for (const PlannedRequest& r : d.cells[0].requests) {
     EXPECT_EQ(r.input_tokens, count_words(r.prompt));
-    if (r.input_tokens == 10) EXPECT_EQ(r.max_tokens, 7);
+    if (r.input_tokens == 10) {
+      EXPECT_EQ(r.max_tokens, 7);
+    }
   }
   const RunPlan t = make_run_plan(spec_of("traffic: {arrival: replay}\n"
                                           "prompts: {source: trace, path: " + trace + ", token_counter: words}"),

@@ -49,7 +49,9 @@ void read_timings(const json& t, ResponsePiece& p) {
   p.queue_ms = num_or(t, "queue_ms", p.queue_ms);
   p.prompt_ms = num_or(t, "prompt_ms", p.prompt_ms);
   p.server_ttft_ms = num_or(t, "ttft_ms", p.server_ttft_ms);
-  if (p.cached_tokens < 0) p.cached_tokens = int_or(t, "cached_tokens", int_or(t, "cache_n", -1));
+  if (p.cached_tokens < 0) {
+    p.cached_tokens = int_or(t, "cached_prompt_tokens", int_or(t, "cached_tokens", int_or(t, "cache_n", -1)));
+  }
   if (p.prompt_tokens < 0 && t.contains("cache_n") && t.contains("prompt_n")) {
     // llama.cpp: prompt_n counts only the tokens it had to compute.
     p.prompt_tokens = int_or(t, "prompt_n", 0) + int_or(t, "cache_n", 0);

@@ -134,7 +134,7 @@ void Engine::loop() {
     for (Inbox::Submission& s : submissions) core_->add(std::move(s.stream), s.request, s.submitted);
     for (RequestId id : cancels) core_->cancel(id);
     if (stopping && mode == StopMode::kAbort) {
-      core_->abort_all("the engine is shutting down");
+      core_->abort_all(sched::FinishReason::kCancelled, "the engine is shutting down");
       return;
     }
     if (!core_->has_work()) {
@@ -142,7 +142,13 @@ void Engine::loop() {
       backoff = false;
       continue;
     }
-    backoff = !core_->step();
+    try {
+      backoff = !core_->step();
+    } catch (const std::exception& e) {
+      // Not expected (bad input is refused at submit, a failed forward pass
+      // ends only its batch); end everything rather than the process.
+      core_->abort_all(sched::FinishReason::kError, std::string("engine step failed: ") + e.what());
+    }
   }
 }
 

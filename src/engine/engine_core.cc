@@ -109,6 +109,16 @@ EngineCore::~EngineCore() = default;
 void EngineCore::add(std::shared_ptr<RequestStream> stream, const GenerateRequest& request,
                      SteadyClock::time_point submitted) {
   const RequestId id = stream->id();
+  if (std::optional<Refusal> refusal = check_request(request, limits_)) {
+    FinalEvent f;
+    f.reason = FinishReason::kRejected;
+    f.reject = refusal->reason;
+    f.error = std::move(refusal->message);
+    metrics_.on_reject(f.reject);
+    metrics_.on_finish(f);
+    stream->push_final(std::move(f));
+    return;
+  }
   auto seq = std::make_unique<sched::Sequence>();
   seq->id = id;
   seq->prompt = request.prompt;
@@ -130,9 +140,9 @@ void EngineCore::add(std::shared_ptr<RequestStream> stream, const GenerateReques
 
 void EngineCore::cancel(RequestId id) { scheduler_->cancel(id); }
 
-void EngineCore::abort_all(const std::string& message) {
+void EngineCore::abort_all(sched::FinishReason reason, const std::string& message) {
   const SteadyClock::time_point now = SteadyClock::now();
-  for (std::unique_ptr<sched::Sequence>& seq : scheduler_->finish_all(sched::FinishReason::kCancelled, now)) {
+  for (std::unique_ptr<sched::Sequence>& seq : scheduler_->finish_all(reason, now)) {
     seq->error = message;
     finish_sequence(*seq, now);
   }

@@ -60,14 +60,15 @@ class EngineCore {
   EngineCore(const EngineConfig& config, Metrics& metrics);
   ~EngineCore();
 
-  // Queues a request checked by check_request. A scheduler rejection
-  // (overloaded) ends its stream at once.
+  // Queues a request. One that check_request refuses, or that the scheduler
+  // rejects (overloaded), ends its stream at once.
   void add(std::shared_ptr<RequestStream> stream, const GenerateRequest& request,
            SteadyClock::time_point submitted);
   // Ends the request at the next step (kCancelled); unknown ids are ignored.
   void cancel(RequestId id);
-  // Ends every request with kCancelled and `message` (shutdown).
-  void abort_all(const std::string& message);
+  // Ends every request with `reason` (kCancelled at shutdown, kError after
+  // an unexpected exception) and `message`.
+  void abort_all(sched::FinishReason reason, const std::string& message);
 
   bool has_work() const { return scheduler_->has_work(); }
   // One engine step. Returns false when it made no progress (nothing ran

@@ -189,6 +189,19 @@ TEST(EngineCoreTest, MetricsAddUp) {
   EXPECT_GT(m.kv_blocks_high_water, 0);
 }
 
+TEST(EngineCoreTest, AddRefusesWhatCheckRequestRefuses) {
+  Driver d(tiny_config());
+  GenerateRequest bad = greedy_request({1, 2}, 3);
+  bad.sampling.temperature = -1;
+  RequestHandle h = d.add(bad);
+  EXPECT_TRUE(h.done());
+  const FinalEvent f = h.wait().final;
+  EXPECT_EQ(f.reason, FinishReason::kRejected);
+  EXPECT_EQ(f.reject, RejectReason::kInvalid);
+  EXPECT_NE(f.error.find("temperature"), std::string::npos) << f.error;
+  EXPECT_FALSE(d.core().has_work());
+}
+
 TEST(EngineCoreTest, CheckRequestNamesTheProblem) {
   RequestLimits limits;
   limits.n_vocab = 100;

@@ -7,6 +7,7 @@
 #include <chrono>
 
 #include "engine/test_util.h"
+#include "util/error.h"
 
 namespace tokenmill::engine {
 namespace {
@@ -165,6 +166,19 @@ TEST(EngineTest, RequestsThatCanNeverFitAreRejectedAtSubmit) {
   EXPECT_EQ(m.requests_rejected[static_cast<size_t>(RejectReason::kTooLong)], 2u);
   EXPECT_EQ(m.requests_rejected[static_cast<size_t>(RejectReason::kInvalid)], 5u);
   EXPECT_EQ(m.requests_finished[static_cast<size_t>(FinishReason::kRejected)], 7u);
+}
+
+TEST(EngineTest, BadConfigsAreErrors) {
+  EngineConfig missing = tiny_config();
+  missing.model_path = "/nonexistent/model.gguf";
+  EXPECT_THROW(Engine{missing}, Error);
+  EngineConfig tiny_budget = tiny_config();
+  tiny_budget.kv_num_blocks = 0;
+  tiny_budget.kv_memory_bytes = 1024;  // less than one block
+  EXPECT_THROW(Engine{tiny_budget}, Error);
+  EngineConfig bad = tiny_config();
+  bad.max_batch_tokens = 4;  // < max_seqs
+  EXPECT_THROW(Engine{bad}, Error);
 }
 
 TEST(EngineTest, OverloadBeyondTheWaitingBound) {

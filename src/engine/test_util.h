@@ -21,9 +21,10 @@
 
 namespace tokenmill::engine::testing {
 
-// Path of the model file; written on first use, removed at exit.
+// Path of the model file; written on first use, removed at exit. (The
+// string is never destroyed, so the exit handler can still read it.)
 inline const std::string& tiny_model_path() {
-  static const std::string path = [] {
+  static const std::string* path = [] {
     const std::filesystem::path p = std::filesystem::temp_directory_path() /
                                     ("tokenmill_engine_test_" + std::to_string(::getpid()) + ".gguf");
     model::SynthOptions o;
@@ -33,10 +34,14 @@ inline const std::string& tiny_model_path() {
     o.seed = 7;
     o.num_threads = 1;
     model::write_synth_model(o, p.string());
-    std::atexit([] { std::filesystem::remove(tiny_model_path()); });
-    return p.string();
+    auto* leaked = new std::string(p.string());
+    std::atexit([] {
+      std::error_code ec;
+      std::filesystem::remove(tiny_model_path(), ec);
+    });
+    return leaked;
   }();
-  return path;
+  return *path;
 }
 
 // A small engine: 64 blocks of 16 positions, F16 KV, 2 threads.

@@ -4,6 +4,7 @@
 #include <string_view>
 
 #include "kernels/ops.h"
+#include "kernels/gemm.h"
 #include "kernels/quant.h"
 #include "kernels/vec_dot.h"
 #include "util/error.h"
@@ -43,6 +44,8 @@ KernelTable make_avx2_table() {
   t.dequantize_row = avx2::dequantize_row;
   t.fused_supports = avx2::fused_supports;
   t.fused_rows = avx2::fused_rows;
+  t.pack_rows = avx2::pack_rows;
+  t.gemm_packed = avx2::gemm_packed;
   t.quantize_acts = avx2::quantize_acts;
   t.q16_supports = avx2::q16_supports;
   t.q16_rows = avx2::q16_rows;

@@ -58,6 +58,14 @@ struct KernelTable {
   void (*fused_rows)(const WeightView& w, int64_t row_begin, int64_t row_end, const float* x,
                      int64_t num_tokens, float* y) = nullptr;
 
+  // Packed-panel FP32 GEMM for prefill (gemm.h: layout, contracts). Null
+  // where this ISA has none; matmul then multiplies row-major panels with
+  // gemm_f32.
+  void (*pack_rows)(const float* src, int64_t src_stride, int64_t num_src, int64_t cols, int64_t row0,
+                    int64_t panel_rows, float* packed) = nullptr;
+  void (*gemm_packed)(const float* packed, int64_t num_rows, int64_t cols, const float* x,
+                      int64_t x_stride, int64_t num_tokens, float* y, int64_t y_stride) = nullptr;
+
   // --- integer decode path (quantize_act.h, vec_dot.h) ---
   // Quantizes x [num_tokens, cols] to int16 blocks (quantize_acts_ref's bits).
   void (*quantize_acts)(const float* x, int64_t num_tokens, int64_t cols,

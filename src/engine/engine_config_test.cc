@@ -1,0 +1,58 @@
+#include "engine/engine_config.h"
+
+#include <gtest/gtest.h>
+
+#include "util/error.h"
+
+namespace tokenmill::engine {
+namespace {
+
+model::ModelConfig model_with_context(int64_t ctx) {
+  model::ModelConfig m;
+  m.n_ctx_train = ctx;
+  return m;
+}
+
+TEST(EngineConfigTest, KvBlocksFollowThePrecedence) {
+  EngineConfig c;
+  c.block_size = 16;
+  c.max_seqs = 4;
+  const model::ModelConfig m = model_with_context(1024);  // 64 blocks per sequence, 256 for 4
+  c.kv_memory_fraction = 0.5;
+  EXPECT_EQ(resolve_kv_blocks(c, m, 1000, 100000), 50);  // 0.5 * 100000 / 1000
+  c.kv_memory_bytes = 30500;
+  EXPECT_EQ(resolve_kv_blocks(c, m, 1000, 100000), 30);  // the byte budget wins, rounded down
+  c.kv_num_blocks = 7;
+  EXPECT_EQ(resolve_kv_blocks(c, m, 1000, 100000), 7);  // an exact count wins over both
+}
+
+TEST(EngineConfigTest, KvBlocksAreCappedAtWhatSequencesCanUse) {
+  EngineConfig c;
+  c.block_size = 16;
+  c.max_seqs = 4;
+  c.kv_memory_bytes = int64_t{1} << 40;
+  EXPECT_EQ(resolve_kv_blocks(c, model_with_context(1000), 1000, 0), 4 * 63);  // ceil(1000 / 16) = 63
+  c.max_model_len = 100;
+  EXPECT_EQ(resolve_kv_blocks(c, model_with_context(1000), 1000, 0), 4 * 7);
+  c.kv_memory_bytes = 999;
+  EXPECT_THROW(resolve_kv_blocks(c, model_with_context(1000), 1000, 0), Error);
+}
+
+TEST(EngineConfigTest, ValidateAndParse) {
+  EngineConfig c;
+  EXPECT_NO_THROW(c.validate());
+  c.max_batch_tokens = c.max_seqs - 1;
+  EXPECT_THROW(c.validate(), Error);
+  c = EngineConfig{};
+  c.kv_memory_fraction = 0;
+  EXPECT_THROW(c.validate(), Error);
+  EXPECT_EQ(parse_kv_policy("queue"), sched::KvExhaustedPolicy::kQueue);
+  EXPECT_EQ(parse_kv_policy("reject"), sched::KvExhaustedPolicy::kReject);
+  EXPECT_EQ(parse_kv_policy("preempt"), sched::KvExhaustedPolicy::kPreempt);
+  EXPECT_THROW(parse_kv_policy("drop"), Error);
+  EXPECT_EQ(parse_prefix_isolation("tenant"), PrefixIsolation::kTenant);
+  EXPECT_THROW(parse_prefix_isolation("none"), Error);
+}
+
+}  // namespace
+}  // namespace tokenmill::engine

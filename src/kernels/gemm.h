@@ -1,0 +1,53 @@
+// Packed-panel FP32 GEMM for prefill: the weight rows of a panel are stored
+// transposed in groups of kPackRows (two AVX2 vectors of rows per column), so
+// the micro-kernel is an outer product: for each column k it loads 16 row
+// values, broadcasts x[t, k] of 6 tokens and issues 12 FMAs into 12
+// accumulators that hold 16 rows x 6 tokens of y. No horizontal sums, and
+// the columns are walked in chunks of kPackChunk so a group's chunk (16 KiB)
+// stays in L1 while every token passes over it, and the x chunk of all
+// tokens stays in L2 while the panel's groups pass over it. Measured on the
+// 2-core Zen 5 box: 118-123 GFLOP/s per core on TinyLlama shapes with 512
+// tokens, against 100-112 for the row-major 4x3 dot-product tiles.
+//
+// Every output is one FMA chain over k = 0 .. cols-1 in order (a chunk
+// continues from the value the previous chunk left in y), so results do not
+// depend on the chunking, the tiling or the thread split.
+//
+// Packed layout of a panel of num_rows rows (padded to P = round_up(num_rows,
+// kPackRows) with zero rows) and `cols` columns: for the chunk starting at
+// column k0 (kn = min(kPackChunk, cols - k0) columns), at offset k0 * P,
+// group g (rows 16g .. 16g+15) at + g * kn * 16, element (16 g + i, k0 + j)
+// at + j * 16 + i. Total cols * P floats, 64-byte aligned when the buffer is.
+#pragma once
+
+#include <cstdint>
+
+namespace tokenmill::kernels {
+
+inline constexpr int64_t kPackRows = 16;
+inline constexpr int64_t kPackChunk = 256;
+// Rows a pack call takes at once (one 8 x 8 transpose height).
+inline constexpr int64_t kPackStep = 8;
+
+// Floats of a packed panel of num_rows rows of `cols` columns.
+inline int64_t packed_panel_floats(int64_t num_rows, int64_t cols) {
+  return (num_rows + kPackRows - 1) / kPackRows * kPackRows * cols;
+}
+
+namespace avx2 {
+
+// Writes rows [row0, row0 + kPackStep) of a packed panel of padded height
+// panel_rows (a multiple of kPackRows; row0 a multiple of kPackStep) from
+// src: num_src rows (<= kPackStep) of `cols` floats at src_stride; the
+// remaining rows of the step are written as zeros.
+void pack_rows(const float* src, int64_t src_stride, int64_t num_src, int64_t cols, int64_t row0,
+               int64_t panel_rows, float* packed);
+
+// y[t * y_stride + r] = sum_k panel[r, k] * x[t * x_stride + k] for
+// r < num_rows, t < num_tokens. packed: a panel of num_rows rows (padded
+// height round_up(num_rows, kPackRows)) and `cols` columns.
+void gemm_packed(const float* packed, int64_t num_rows, int64_t cols, const float* x, int64_t x_stride,
+                 int64_t num_tokens, float* y, int64_t y_stride);
+
+}  // namespace avx2
+}  // namespace tokenmill::kernels

@@ -1,0 +1,128 @@
+// AVX2 packed-panel GEMM (see gemm.h): the 8 x 8 transposing packer and the
+// 16-row x 6-token outer-product micro-kernel.
+#include <immintrin.h>
+
+#include "kernels/gemm.h"
+#include "kernels/math_avx2.h"
+
+namespace tokenmill::kernels::avx2 {
+namespace {
+
+constexpr int kTokens = 6;  // tokens per micro-kernel call: 12 accumulators
+
+// In place: r[i] becomes column i of the 8 x 8 block whose rows were r[0..7].
+inline void transpose8(__m256 r[8]) {
+  const __m256 t0 = _mm256_unpacklo_ps(r[0], r[1]), t1 = _mm256_unpackhi_ps(r[0], r[1]);
+  const __m256 t2 = _mm256_unpacklo_ps(r[2], r[3]), t3 = _mm256_unpackhi_ps(r[2], r[3]);
+  const __m256 t4 = _mm256_unpacklo_ps(r[4], r[5]), t5 = _mm256_unpackhi_ps(r[4], r[5]);
+  const __m256 t6 = _mm256_unpacklo_ps(r[6], r[7]), t7 = _mm256_unpackhi_ps(r[6], r[7]);
+  const __m256 s0 = _mm256_shuffle_ps(t0, t2, 0x44), s1 = _mm256_shuffle_ps(t0, t2, 0xEE);
+  const __m256 s2 = _mm256_shuffle_ps(t1, t3, 0x44), s3 = _mm256_shuffle_ps(t1, t3, 0xEE);
+  const __m256 s4 = _mm256_shuffle_ps(t4, t6, 0x44), s5 = _mm256_shuffle_ps(t4, t6, 0xEE);
+  const __m256 s6 = _mm256_shuffle_ps(t5, t7, 0x44), s7 = _mm256_shuffle_ps(t5, t7, 0xEE);
+  r[0] = _mm256_permute2f128_ps(s0, s4, 0x20);
+  r[1] = _mm256_permute2f128_ps(s1, s5, 0x20);
+  r[2] = _mm256_permute2f128_ps(s2, s6, 0x20);
+  r[3] = _mm256_permute2f128_ps(s3, s7, 0x20);
+  r[4] = _mm256_permute2f128_ps(s0, s4, 0x31);
+  r[5] = _mm256_permute2f128_ps(s1, s5, 0x31);
+  r[6] = _mm256_permute2f128_ps(s2, s6, 0x31);
+  r[7] = _mm256_permute2f128_ps(s3, s7, 0x31);
+}
+
+// y[t * ys + i] (+)= sum_{j < kn} wp[16 j + i] * x[t * xs + j] for i < 16
+// (i < valid when kPartial), t < T. kFirst: y is written, not accumulated.
+template <int T, bool kFirst, bool kPartial>
+void micro(const float* wp, int64_t kn, const float* x, int64_t xs, float* y, int64_t ys, int64_t valid) {
+  const __m256i m0 = tail_mask(valid < 8 ? valid : 8);
+  const __m256i m1 = tail_mask(valid > 8 ? valid - 8 : 0);
+  __m256 acc[T][2];
+#pragma GCC unroll 6
+  for (int t = 0; t < T; ++t) {
+    if constexpr (kFirst) {
+      acc[t][0] = _mm256_setzero_ps();
+      acc[t][1] = _mm256_setzero_ps();
+    } else if constexpr (kPartial) {
+      acc[t][0] = _mm256_maskload_ps(y + t * ys, m0);
+      acc[t][1] = _mm256_maskload_ps(y + t * ys + 8, m1);
+    } else {
+      acc[t][0] = _mm256_loadu_ps(y + t * ys);
+      acc[t][1] = _mm256_loadu_ps(y + t * ys + 8);
+    }
+  }
+  for (int64_t j = 0; j < kn; ++j) {
+    const __m256 w0 = _mm256_load_ps(wp + 16 * j);
+    const __m256 w1 = _mm256_load_ps(wp + 16 * j + 8);
+#pragma GCC unroll 6
+    for (int t = 0; t < T; ++t) {
+      const __m256 xb = _mm256_broadcast_ss(x + t * xs + j);
+      acc[t][0] = _mm256_fmadd_ps(w0, xb, acc[t][0]);
+      acc[t][1] = _mm256_fmadd_ps(w1, xb, acc[t][1]);
+    }
+  }
+#pragma GCC unroll 6
+  for (int t = 0; t < T; ++t) {
+    if constexpr (kPartial) {
+      _mm256_maskstore_ps(y + t * ys, m0, acc[t][0]);
+      _mm256_maskstore_ps(y + t * ys + 8, m1, acc[t][1]);
+    } else {
+      _mm256_storeu_ps(y + t * ys, acc[t][0]);
+      _mm256_storeu_ps(y + t * ys + 8, acc[t][1]);
+    }
+  }
+}
+
+using MicroFn = void (*)(const float*, int64_t, const float*, int64_t, float*, int64_t, int64_t);
+
+template <bool kFirst, bool kPartial>
+constexpr MicroFn kMicro[kTokens] = {micro<1, kFirst, kPartial>, micro<2, kFirst, kPartial>,
+                                     micro<3, kFirst, kPartial>, micro<4, kFirst, kPartial>,
+                                     micro<5, kFirst, kPartial>, micro<6, kFirst, kPartial>};
+
+MicroFn micro_for(int64_t tokens, bool first, bool partial) {
+  if (first) return partial ? kMicro<true, true>[tokens - 1] : kMicro<true, false>[tokens - 1];
+  return partial ? kMicro<false, true>[tokens - 1] : kMicro<false, false>[tokens - 1];
+}
+
+}  // namespace
+
+void pack_rows(const float* src, int64_t src_stride, int64_t num_src, int64_t cols, int64_t row0,
+               int64_t panel_rows, float* packed) {
+  const int64_t group = row0 / kPackRows;
+  const int64_t lane0 = row0 % kPackRows;
+  for (int64_t k0 = 0; k0 < cols; k0 += kPackChunk) {
+    const int64_t kn = cols - k0 < kPackChunk ? cols - k0 : kPackChunk;
+    float* base = packed + k0 * panel_rows + group * kn * kPackRows + lane0;
+    int64_t j = 0;
+    for (; j + 8 <= kn; j += 8) {
+      __m256 r[8];
+      for (int i = 0; i < 8; ++i) {
+        r[i] = i < num_src ? _mm256_loadu_ps(src + i * src_stride + k0 + j) : _mm256_setzero_ps();
+      }
+      transpose8(r);
+      for (int i = 0; i < 8; ++i) _mm256_store_ps(base + (j + i) * kPackRows, r[i]);
+    }
+    for (; j < kn; ++j) {
+      for (int i = 0; i < 8; ++i) base[j * kPackRows + i] = i < num_src ? src[i * src_stride + k0 + j] : 0.0f;
+    }
+  }
+}
+
+void gemm_packed(const float* packed, int64_t num_rows, int64_t cols, const float* x, int64_t x_stride,
+                 int64_t num_tokens, float* y, int64_t y_stride) {
+  const int64_t panel_rows = (num_rows + kPackRows - 1) / kPackRows * kPackRows;
+  for (int64_t k0 = 0; k0 < cols; k0 += kPackChunk) {
+    const int64_t kn = cols - k0 < kPackChunk ? cols - k0 : kPackChunk;
+    for (int64_t g = 0; g * kPackRows < num_rows; ++g) {
+      const float* wp = packed + k0 * panel_rows + g * kn * kPackRows;
+      const int64_t valid = num_rows - g * kPackRows < kPackRows ? num_rows - g * kPackRows : kPackRows;
+      for (int64_t t0 = 0; t0 < num_tokens; t0 += kTokens) {
+        const int64_t nt = num_tokens - t0 < kTokens ? num_tokens - t0 : kTokens;
+        micro_for(nt, k0 == 0, valid < kPackRows)(wp, kn, x + t0 * x_stride + k0, x_stride,
+                                                  y + t0 * y_stride + g * kPackRows, y_stride, valid);
+      }
+    }
+  }
+}
+
+}  // namespace tokenmill::kernels::avx2
