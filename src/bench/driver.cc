@@ -191,6 +191,7 @@ void Driver::client_loop(const std::vector<PlannedRequest>& requests, std::vecto
                          ThreadStats& stats) const {
   httplib::Client client(target_.origin);
   client.set_keep_alive(true);
+  client.set_tcp_nodelay(true);  // Nagle + delayed ACK would add ~40 ms to small writes
   client.set_connection_timeout(10, 0);
   const auto timeout_us = static_cast<int64_t>(spec_.request_timeout_s * 1e6);
   client.set_read_timeout(timeout_us / 1000000, timeout_us % 1000000);

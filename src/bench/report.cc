@@ -184,6 +184,31 @@ json headline_value(const json& c, const std::string& m) {
   return nullptr;
 }
 
+// The whole run as the server saw it: counter deltas summed over cells (when
+// every cell has them), the highest memory sample, or the lifetime peak RSS.
+ServerCellStats combine(const RunResult& run) {
+  ServerCellStats t;
+  t.prefix_hit_tokens = t.prefix_miss_tokens = run.server.empty() ? -1 : 0;
+  for (const ServerCellStats& s : run.server) {
+    t.metrics_available = t.metrics_available || s.metrics_available;
+    if (s.prefix_hit_tokens < 0 || s.prefix_miss_tokens < 0 || t.prefix_hit_tokens < 0) {
+      t.prefix_hit_tokens = t.prefix_miss_tokens = -1;
+    } else {
+      t.prefix_hit_tokens += s.prefix_hit_tokens;
+      t.prefix_miss_tokens += s.prefix_miss_tokens;
+    }
+    if (s.memory_high_water_bytes > t.memory_high_water_bytes) {
+      t.memory_high_water_bytes = s.memory_high_water_bytes;
+      t.memory_source = s.memory_source;
+    }
+  }
+  if (run.server_peak_rss_bytes && *run.server_peak_rss_bytes > t.memory_high_water_bytes) {
+    t.memory_high_water_bytes = *run.server_peak_rss_bytes;
+    t.memory_source = "proc VmHWM";
+  }
+  return t;
+}
+
 }  // namespace
 
 StageSplit stage_split(const std::vector<const RequestRecord*>& ok) {
@@ -247,25 +272,10 @@ json build_report(const TrafficSpec& spec, const RunPlan& plan, const RunResult&
       add(part, fmt::format("{}_b{}", base, b), json::array({spec.input_buckets[b].min, spec.input_buckets[b].max}));
     }
   }
-  CellInput overall{all, total_window, total_cost, nullptr};
+  const ServerCellStats server_total = combine(run);
+  CellInput overall{all, total_window, total_cost, &server_total};
   json o = cell_json(overall, spec.slo);
   o["key"] = "overall";
-  double peak_mem = -1;
-  std::string mem_source;
-  for (const ServerCellStats& s : run.server) {
-    if (s.memory_high_water_bytes > peak_mem) {
-      peak_mem = s.memory_high_water_bytes;
-      mem_source = s.memory_source;
-    }
-  }
-  if (run.server_peak_rss_bytes && *run.server_peak_rss_bytes > peak_mem) {
-    peak_mem = *run.server_peak_rss_bytes;
-    mem_source = "proc VmHWM";
-  }
-  if (peak_mem >= 0) {
-    o["server"]["memory_high_water_bytes"] = peak_mem;
-    o["server"]["memory_source"] = mem_source;
-  }
   json headline = json::object();
   for (const std::string& m : spec.report_metrics) headline[m] = headline_value(o, m);
   int64_t warm_ok = 0;

@@ -115,8 +115,9 @@ std::string report_markdown(const json& r) {
   md += fmt::format("- traffic: {} arrivals, concurrency {}, cache_hit_rate {}, seed {}, spec hash `{}`\n",
                     shape["arrival"].get<std::string>(), shape["concurrency"].dump(), shape["cache_hit_rate"].dump(),
                     r["controls"]["random_seed"].dump(), r["spec_hash"].get<std::string>());
+  auto label = [](const json& v) { return v.get<std::string>().empty() ? std::string("–") : v.get<std::string>(); };
   md += fmt::format("- hardware: {}; driver: {}; started {}; warmup {} requests (excluded)\n\n",
-                    r["controls"]["hardware"].get<std::string>(), r["controls"]["driver"].get<std::string>(),
+                    label(r["controls"]["hardware"]), label(r["controls"]["driver"]),
                     r["started_at"].get<std::string>(), r["warmup"]["requests"].dump());
   const json& o = r["overall"];
   md += fmt::format("**Bottleneck overall: {}.** Output {} tok/s, TTFT p99 {} ms, E2E p99 {} ms, success {}.\n\n",
@@ -125,7 +126,10 @@ std::string report_markdown(const json& r) {
                     pct(o["rates"]["success_rate"]));
   if (!r["headline"].empty()) {
     md += "| headline metric | value |\n|---|---:|\n";
-    for (const auto& [k, v] : r["headline"].items()) md += fmt::format("| {} | {} |\n", k, headline_text(k, v));
+    for (const json& k : r["report_metrics"]) {  // in the spec's order
+      const std::string m = k.get<std::string>();
+      md += fmt::format("| {} | {} |\n", m, headline_text(m, r["headline"].value(m, json())));
+    }
     md += "\n";
   }
   const json& cl = r["client"];

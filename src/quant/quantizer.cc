@@ -186,7 +186,6 @@ QuantizeResult quantize_model(const QuantizeOptions& o, const std::function<void
     result.output_tensor_bytes += p.bytes;
     if (is_matrix(t)) result.num_parameters += t.num_elements(), result.matrix_bytes += p.bytes;
     if (is_matrix(t) && !is_float_type(t.type)) requantized.push_back(fmt::format("{} is {}", t.name, gguf::tensor_type_name(t.type)));
-    if (!p.note.empty() && log) log("note: " + p.note);
   }
   if (!requantized.empty()) {
     if (!o.allow_requantize) {
@@ -194,8 +193,13 @@ QuantizeResult quantize_model(const QuantizeOptions& o, const std::function<void
            "error on top of the first. Quantize from an F32/F16/BF16 source, or pass --allow-requantize",
            o.input, requantized.size(), requantized.front());
     }
-    result.warnings.push_back(fmt::format("requantizing an already-quantized source ({} matrices, e.g. {}): the "
-                                          "errors of both quantizations add up", requantized.size(), requantized.front()));
+    result.warnings.push_back(fmt::format(
+        "requantizing an already-quantized source ({} matrices, e.g. {}): {}", requantized.size(), requantized.front(),
+        c.target.base == TensorType::F32 ? "F32 holds its values exactly, its quantization error stays"
+                                         : "the errors of both quantizations add up"));
+  }
+  for (const TensorPlan& p : result.tensors) {
+    if (!p.note.empty() && log) log("note: " + p.note);
   }
   check_imatrix(c, result.warnings);
   if (c.target.runtime == WeightRuntime::kW8A8 && c.smoothing.empty()) {

@@ -120,14 +120,33 @@ bool StreamSession::run(httplib::DataSink& sink) {
     }
   }
   if (ok) ok = finish(sink);
+  if (!ok) {
+    stats_.on_disconnect();
+    collect_after_cancel();
+  }
   RequestRecord& r = current_record();
   record(r);
-  if (!ok) {
-    if (gen_) gen_->cancel_all();
-    stats_.on_disconnect();
-    r.client_disconnected = true;
-  }
+  r.client_disconnected = !ok;
   return ok;
+}
+
+void StreamSession::collect_after_cancel() {
+  if (!gen_) return;
+  gen_->cancel_all();
+  // The engine ends a cancelled request at its next step; waiting for that
+  // (briefly) lets the log line carry the real usage and finish reason.
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(2);
+  for (size_t i = 0; i < choices_.size(); ++i) {
+    while (!choices_[i].done && std::chrono::steady_clock::now() < deadline) {
+      std::optional<engine::StreamEvent> e = gen_->take_pending(i);
+      if (!e) e = gen_->handle(i).next(std::chrono::duration_cast<std::chrono::milliseconds>(
+                      deadline - std::chrono::steady_clock::now()));
+      if (e && e->final) {
+        choices_[i].done = true;
+        choices_[i].final = std::move(*e->final);
+      }
+    }
+  }
 }
 
 bool StreamSession::finish(httplib::DataSink& sink) {

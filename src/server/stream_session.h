@@ -62,6 +62,9 @@ class StreamSession {
                        const std::optional<std::string>& finish) const;
   bool finish(httplib::DataSink& sink);
   void record(RequestRecord& r) const;
+  // After a failed write: cancels every choice and waits up to 2 s for
+  // their final events (usage and finish reason for the log line).
+  void collect_after_cancel();
   std::optional<engine::StreamEvent> poll(size_t i, bool block);
 
   std::unique_ptr<Generation> gen_;

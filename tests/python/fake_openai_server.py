@@ -79,6 +79,7 @@ def every(n, k):
 
 class Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
+    disable_nagle_algorithm = True  # small SSE writes must leave at once
 
     def log_message(self, fmt, *a):  # quiet
         pass
