@@ -9,7 +9,7 @@ APT_PACKAGES=(
   libgtest-dev libgmock-dev libbenchmark-dev
   nlohmann-json3-dev libcpp-httplib-dev libcli11-dev libspdlog-dev libfmt-dev
   libpcre2-dev libyaml-cpp-dev libxxhash-dev
-  curl python3 python3-pip
+  curl python3 python3-pip python3-yaml gnuplot-nox
 )
 # llama-cpp-python is the independent reference implementation the Gemma 3
 # agreement test compares logits against; it builds llama.cpp from source

@@ -71,6 +71,28 @@ void classify_http(const std::string& body, RequestRecord& rec) {
   rec.error = fmt::format("http {}: {}", s, excerpt(body));
 }
 
+// A 200 response: a non-streamed body is parsed whole; a stream must have
+// ended with [DONE] or a finish_reason and carried no error event.
+void finish_ok_response(bool stream, const std::string& body, RequestRecord& rec, ResponseState& st) {
+  if (!stream) {
+    const ResponsePiece piece = parse_response_piece(body);
+    apply_piece(piece, rec.end_ms, rec, st);
+    rec.chunk_ms.clear();  // one piece is not a token stream
+    rec.first_token_ms = kNaN;
+    st.done = !piece.malformed;
+    if (piece.malformed) st.stream_error = "response is not a completion: " + excerpt(body);
+  }
+  if (!st.stream_error.empty()) {
+    rec.status = looks_like_oom(st.stream_error) ? RequestStatus::kOom : RequestStatus::kError;
+    rec.error = excerpt(st.stream_error);
+  } else if (!st.done && rec.finish_reason.empty()) {
+    rec.status = RequestStatus::kError;
+    rec.error = "stream ended without [DONE] or a finish_reason";
+  } else {
+    rec.status = RequestStatus::kOk;
+  }
+}
+
 }  // namespace
 
 HttpTarget parse_target_url(const std::string& url) {
@@ -134,8 +156,10 @@ void Driver::send_one(httplib::Client& client, const PlannedRequest& p, RequestR
   req.content_receiver = [&](const char* data, size_t n, uint64_t, uint64_t) {
     const double t = now_ms();
     if (rec.http_status == 200 && spec_.stream) {
-      sse.feed(std::string_view(data, n),
-               [&](const std::string& payload) { apply_piece(parse_response_piece(payload), t, rec, st); });
+      sse.feed(std::string_view(data, n), [&](const std::string& payload) {
+        // Pieces after the cancellation point count as never received.
+        if (p.cancel_after == 0 || st.text_chunks < p.cancel_after) apply_piece(parse_response_piece(payload), t, rec, st);
+      });
     } else if (body.size() < kMaxBodyBytes) {
       body.append(data, std::min(n, kMaxBodyBytes - body.size()));
     }
@@ -164,24 +188,8 @@ void Driver::send_one(httplib::Client& client, const PlannedRequest& p, RequestR
     rec.error = "transport: " + httplib::to_string(err);
   } else if (rec.http_status != 200) {
     classify_http(body, rec);
-  } else if (!spec_.stream) {
-    const ResponsePiece piece = parse_response_piece(body);
-    apply_piece(piece, rec.end_ms, rec, st);
-    rec.chunk_ms.clear();  // one piece is not a token stream
-    rec.first_token_ms = kNaN;
-    st.done = !piece.malformed;
-    if (piece.malformed) st.stream_error = "response is not a completion: " + excerpt(body);
-  }
-  if (rec.status == RequestStatus::kNotSent) {
-    if (!st.stream_error.empty()) {
-      rec.status = looks_like_oom(st.stream_error) ? RequestStatus::kOom : RequestStatus::kError;
-      rec.error = excerpt(st.stream_error);
-    } else if (!st.done && rec.finish_reason.empty()) {
-      rec.status = RequestStatus::kError;
-      rec.error = "stream ended without [DONE] or a finish_reason";
-    } else {
-      rec.status = RequestStatus::kOk;
-    }
+  } else {
+    finish_ok_response(spec_.stream, body, rec, st);
   }
   if (rec.output_tokens < 0 && spec_.stream) rec.output_tokens = st.text_chunks;
 }

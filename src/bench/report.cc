@@ -236,10 +236,13 @@ StageSplit stage_split(const std::vector<const RequestRecord*>& ok) {
   return s;
 }
 
-json build_report(const TrafficSpec& spec, const RunPlan& plan, const RunResult& run) {
+namespace {
+
+// Every cell of the run: each (concurrency, cache_hit_rate) over all
+// buckets, then per input bucket. Accumulates the run's records, window and cost.
+json all_cells(const TrafficSpec& spec, const RunPlan& plan, const RunResult& run,
+               std::vector<const RequestRecord*>& all, double& total_window, double& total_cost) {
   json cells = json::array();
-  std::vector<const RequestRecord*> all;
-  double total_window = 0, total_cost = 0;
   for (size_t c = 0; c < run.cells.size(); ++c) {
     const CellRun& cr = run.cells[c];
     CellInput whole;
@@ -272,20 +275,30 @@ json build_report(const TrafficSpec& spec, const RunPlan& plan, const RunResult&
       add(part, fmt::format("{}_b{}", base, b), json::array({spec.input_buckets[b].min, spec.input_buckets[b].max}));
     }
   }
+  return cells;
+}
+
+json gates_json(const Gates& g) {
+  return {{"quality_regression", g.quality_regression}, {"p99_budget_breach", g.p99_budget_breach},
+          {"p99_budget_ms", g.p99_budget_ms}, {"p99_tolerance", g.p99_tolerance},
+          {"max_success_rate_drop", g.max_success_rate_drop}, {"min_improvement", g.min_improvement},
+          {"max_regression", g.max_regression}, {"max_communication_share", g.max_communication_share},
+          {"min_slice_requests", g.min_slice_requests}};
+}
+
+}  // namespace
+
+json build_report(const TrafficSpec& spec, const RunPlan& plan, const RunResult& run) {
+  std::vector<const RequestRecord*> all;
+  double total_window = 0, total_cost = 0;
+  json cells = all_cells(spec, plan, run, all, total_window, total_cost);
   const ServerCellStats server_total = combine(run);
-  CellInput overall{all, total_window, total_cost, &server_total};
-  json o = cell_json(overall, spec.slo);
+  json o = cell_json(CellInput{all, total_window, total_cost, &server_total}, spec.slo);
   o["key"] = "overall";
   json headline = json::object();
   for (const std::string& m : spec.report_metrics) headline[m] = headline_value(o, m);
   int64_t warm_ok = 0;
   for (const RequestRecord& r : run.warmup.records) warm_ok += is_ok(r);
-  json gates = {{"quality_regression", spec.gates.quality_regression},
-                {"p99_budget_breach", spec.gates.p99_budget_breach}, {"p99_budget_ms", spec.gates.p99_budget_ms},
-                {"p99_tolerance", spec.gates.p99_tolerance}, {"max_success_rate_drop", spec.gates.max_success_rate_drop},
-                {"min_improvement", spec.gates.min_improvement}, {"max_regression", spec.gates.max_regression},
-                {"max_communication_share", spec.gates.max_communication_share},
-                {"min_slice_requests", spec.gates.min_slice_requests}};
   return {{"format", "tokenmill-bench-report/1"},
           {"benchmark", spec.name},
           {"spec_hash", traffic_shape_hash(spec)},
@@ -296,7 +309,7 @@ json build_report(const TrafficSpec& spec, const RunPlan& plan, const RunResult&
                         {"hardware", spec.hardware}, {"driver", spec.driver}}},
           {"cost_model", {{"usd_per_hour", spec.usd_per_hour}}},
           {"slo", {{"ttft_ms", spec.slo.ttft_ms}, {"tpot_ms", spec.slo.tpot_ms}, {"e2e_ms", spec.slo.e2e_ms}}},
-          {"gates", gates},
+          {"gates", gates_json(spec.gates)},
           {"report_metrics", spec.report_metrics},
           {"started_at", run.started_at},
           {"warmup", {{"requests", run.warmup.records.size()}, {"ok", warm_ok}}},

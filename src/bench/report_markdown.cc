@@ -15,7 +15,8 @@ using nlohmann::json;
 std::string ms(const json& v) {
   if (!v.is_number()) return "–";
   const double x = v.get<double>();
-  return x >= 100 ? fmt::format("{:.0f}", x) : fmt::format("{:.1f}", x);
+  if (x >= 100) return fmt::format("{:.0f}", x);
+  return x >= 1 || x == 0 ? fmt::format("{:.1f}", x) : fmt::format("{:.2g}", x);
 }
 std::string num(const json& v, int digits = 1) {
   return v.is_number() ? fmt::format("{:.{}f}", v.get<double>(), digits) : "–";
@@ -86,9 +87,9 @@ void server_table(const json& rows, std::string& md) {
                       pct(s["prefix_cache_hit_rate"]),
                       s["prefix_cache_hit_rate_source"].is_string() ? s["prefix_cache_hit_rate_source"].get<std::string>() : "–",
                       pct(s["planned_shared_fraction"]),
-                      cost["per_success_usd"].is_number() ? fmt::format("${:.5f}", cost["per_success_usd"].get<double>()) : "–",
+                      cost["per_success_usd"].is_number() ? fmt::format("${:.3g}", cost["per_success_usd"].get<double>()) : "–",
                       cost["per_million_output_tokens_usd"].is_number()
-                          ? fmt::format("${:.2f}", cost["per_million_output_tokens_usd"].get<double>())
+                          ? fmt::format("${:.3g}", cost["per_million_output_tokens_usd"].get<double>())
                           : "–");
   }
 }
@@ -98,8 +99,7 @@ std::string headline_text(const std::string& metric, const json& v) {
   const double x = v.get<double>();
   if (metric.ends_with("_ms")) return ms(v) + " ms";
   if (metric.ends_with("_rate")) return pct(v);
-  if (metric == "cost_per_success") return fmt::format("${:.5f}", x);
-  if (metric == "cost_per_million_output_tokens") return fmt::format("${:.2f}", x);
+  if (metric == "cost_per_success" || metric == "cost_per_million_output_tokens") return fmt::format("${:.3g}", x);
   if (metric == "server_memory_bytes") return bytes(v);
   return fmt::format("{:.2f}", x);
 }

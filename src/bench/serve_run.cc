@@ -66,6 +66,25 @@ void print_cell(size_t i, size_t n, const CellPlan& plan, const nlohmann::json& 
                cell["bottleneck"].get<std::string>().c_str());
 }
 
+// Runs every cell in order, printing one line per cell; returns the records as JSONL.
+std::string run_cells(const TrafficSpec& spec, const RunPlan& plan, const Driver& driver, ServerMonitor& monitor,
+                      RunResult& run) {
+  std::string records;
+  for (size_t i = 0; i < plan.cells.size(); ++i) {
+    monitor.begin_cell();
+    run.cells.push_back(driver.run(plan.cells[i].requests, plan.cells[i].concurrency, spec.duration_s));
+    run.server.push_back(monitor.end_cell());
+    for (const RequestRecord& r : run.cells.back().records) records += record_to_json(r).dump() + "\n";
+    RunResult one_run;
+    one_run.cells = {run.cells.back()};
+    one_run.server = {run.server.back()};
+    RunPlan one_plan;
+    one_plan.cells = {plan.cells[i]};
+    print_cell(i, plan.cells.size(), plan.cells[i], build_report(spec, one_plan, one_run)["cells"][0]);
+  }
+  return records;
+}
+
 }  // namespace
 
 void run_serve_benchmark(const ServeOptions& o) {
@@ -102,19 +121,7 @@ void run_serve_benchmark(const ServeOptions& o) {
     std::fprintf(stderr, "bench: warmup, %zu requests\n", plan.warmup.size());
     run.warmup = driver.run(plan.warmup, plan.cells.front().concurrency, 0);
   }
-  std::string records;
-  for (size_t i = 0; i < plan.cells.size(); ++i) {
-    monitor.begin_cell();
-    run.cells.push_back(driver.run(plan.cells[i].requests, plan.cells[i].concurrency, spec.duration_s));
-    run.server.push_back(monitor.end_cell());
-    for (const RequestRecord& r : run.cells.back().records) records += record_to_json(r).dump() + "\n";
-    RunResult partial;
-    partial.cells = {run.cells.back()};
-    partial.server = {run.server.back()};
-    RunPlan one;
-    one.cells = {plan.cells[i]};
-    print_cell(i, plan.cells.size(), plan.cells[i], build_report(spec, one, partial)["cells"][0]);
-  }
+  const std::string records = run_cells(spec, plan, driver, monitor, run);
   run.server_peak_rss_bytes = monitor.lifetime_peak_rss();
   nlohmann::json report = build_report(spec, plan, run);
   if (o.plots) {

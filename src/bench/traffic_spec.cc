@@ -252,8 +252,10 @@ const std::vector<std::string>& known_report_metrics() {
   return kKnown;
 }
 
-TrafficSpec parse_traffic_spec(const std::string& yaml_text, const std::string& origin,
-                               const std::vector<std::string>& overrides) {
+namespace {
+
+TrafficSpec parse_spec_tree(const std::string& yaml_text, const std::string& origin,
+                            const std::vector<std::string>& overrides) {
   YAML::Node root = parse_yaml(yaml_text, origin);
   for (const std::string& o : overrides) apply_yaml_override(root, o, origin);
   if (!root.IsMap()) fail("{}: the spec must be a YAML map (inference_benchmark, traffic, ...)", origin);
@@ -289,18 +291,34 @@ TrafficSpec parse_traffic_spec(const std::string& yaml_text, const std::string& 
   return s;
 }
 
+}  // namespace
+
+TrafficSpec parse_traffic_spec(const std::string& yaml_text, const std::string& origin,
+                               const std::vector<std::string>& overrides) {
+  try {
+    return parse_spec_tree(yaml_text, origin, overrides);
+  } catch (const YAML::Exception& e) {  // e.g. nesting too deep; the helpers catch the rest
+    fail("{}: YAML error: {}", origin, e.what());
+  }
+}
+
 TrafficSpec load_traffic_spec(const std::string& path, const std::vector<std::string>& overrides) {
   return parse_traffic_spec(read_file(path, "traffic spec"), path, overrides);
 }
 
 Gates load_gates_file(const std::string& path) {
-  const YAML::Node root = parse_yaml(read_file(path, "gates file"), path);
-  YamlFields top(root, "", path);
-  YamlFields gates(top.get("gates"), "gates", path);
-  Gates g;
-  parse_gates_map(gates, g);
-  top.finish();
-  return g;
+  const std::string text = read_file(path, "gates file");
+  try {
+    const YAML::Node root = parse_yaml(text, path);
+    YamlFields top(root, "", path);
+    YamlFields gates(top.get("gates"), "gates", path);
+    Gates g;
+    parse_gates_map(gates, g);
+    top.finish();
+    return g;
+  } catch (const YAML::Exception& e) {
+    fail("{}: YAML error: {}", path, e.what());
+  }
 }
 
 nlohmann::json traffic_shape_json(const TrafficSpec& s) {

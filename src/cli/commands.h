@@ -14,11 +14,13 @@ void add_convert_command(CLI::App& app);
 void add_synth_command(CLI::App& app);
 void add_logits_command(CLI::App& app);
 void add_quantize_command(CLI::App& app);
+void add_eval_command(CLI::App& app);  // `eval ppl|kld|tasks|bench`
 void add_bench_engine_command(CLI::App& app);  // `bench engine`; creates `bench` if absent
 // `bench` group (bench_command.cc): creates it once and adds every benchmark.
 void add_bench_command(CLI::App& app);
 void add_bench_serve_command(CLI::App& bench);    // `bench serve`
 void add_bench_compare_command(CLI::App& bench);  // `bench compare`
+void add_bench_model_command(CLI::App& app);      // `bench model`; creates `bench` if absent
 void add_serve_command(CLI::App& app);
 
 }  // namespace tokenmill::cli

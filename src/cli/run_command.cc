@@ -130,7 +130,8 @@ void run(RunOptions o) {
   const SteadyClock::time_point prefill_start = SteadyClock::now();
   for (size_t pos = 0; pos < tokens.size(); pos += static_cast<size_t>(o.batch)) {
     const size_t n = std::min(tokens.size() - pos, static_cast<size_t>(o.batch));
-    seq.forward({tokens.data() + pos, n}, /*all_logits=*/false, logits, pool);
+    const bool last_chunk = pos + n == tokens.size();
+    seq.forward({tokens.data() + pos, n}, last_chunk ? model::LogitRows::kLast : model::LogitRows::kNone, logits, pool);
   }
   tm.prefill_s = seconds_since(prefill_start);
 

@@ -195,6 +195,7 @@ void EngineCore::run_batch(const sched::ScheduledBatch& batch, StepStats& stats)
     chunks[i].tokens = chunk_tokens_[i];
     chunks[i].start_pos = s.start_pos;
     chunks[i].block_table = s.seq->blocks.blocks();
+    chunks[i].logits = s.samples ? model::LogitRows::kLast : model::LogitRows::kNone;
     (s.is_decode ? stats.decode_tokens : stats.prefill_tokens) += s.num_tokens;
   }
   stats.num_seqs = static_cast<int64_t>(n);
@@ -205,12 +206,13 @@ void EngineCore::run_batch(const sched::ScheduledBatch& batch, StepStats& stats)
     for (auto& seq : scheduler_->fail_batch(batch, message, SteadyClock::now())) finish_sequence(*seq, SteadyClock::now());
     return;
   }
-  // Row i of the logits belongs to batch entry i (one row per chunk).
+  // One logits row per sampling entry, in batch order.
   const size_t vocab = static_cast<size_t>(limits_.n_vocab);
   std::vector<std::optional<int32_t>> sampled(n);
+  size_t row_index = 0;
   for (size_t i = 0; i < n; ++i) {
     if (!batch.seqs[i].samples) continue;
-    const std::span<const float> row(logits_.data() + i * vocab, vocab);
+    const std::span<const float> row(logits_.data() + row_index++ * vocab, vocab);
     sampled[i] = states_.at(batch.seqs[i].seq->id).sample(row, sampler_scratch_);
     ++stats.sampled_tokens;
   }

@@ -102,7 +102,8 @@ void Model::forward(std::span<const SequenceChunk> chunks, kv::PagedKvStorage& k
   int64_t R = 0;
   for (const SequenceChunk& ch : chunks) {
     T += static_cast<int64_t>(ch.tokens.size());
-    R += ch.all_logits ? static_cast<int64_t>(ch.tokens.size()) : 1;
+    R += ch.logits == LogitRows::kAll ? static_cast<int64_t>(ch.tokens.size())
+         : ch.logits == LogitRows::kLast ? 1 : 0;
   }
   s.num_tokens = T;
   resize(s.x, T * c.n_embd);
@@ -137,7 +138,7 @@ void Model::forward(std::span<const SequenceChunk> chunks, kv::PagedKvStorage& k
   t = 0;
   for (const SequenceChunk& ch : chunks) {
     const int64_t n = static_cast<int64_t>(ch.tokens.size());
-    const int64_t first = ch.all_logits ? t : t + n - 1;
+    const int64_t first = ch.logits == LogitRows::kAll ? t : ch.logits == LogitRows::kLast ? t + n - 1 : t + n;
     for (int64_t i = first; i < t + n; ++i, ++r) {
       kernels::rms_norm(s.x.data() + i * c.n_embd, weights_.output_norm.data,
                         s.rows.data() + r * c.n_embd, c.n_embd, c.rms_eps);
@@ -145,7 +146,7 @@ void Model::forward(std::span<const SequenceChunk> chunks, kv::PagedKvStorage& k
     t += n;
   }
   logits.resize(static_cast<size_t>(R * c.n_vocab));
-  matmul(weights_.output, s.rows.data(), R, logits.data(), pool);
+  if (R > 0) matmul(weights_.output, s.rows.data(), R, logits.data(), pool);
 }
 
 void Model::matmul(const kernels::WeightView& w, const float* x, int64_t num_tokens, float* y, ThreadPool& pool) {

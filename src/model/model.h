@@ -24,6 +24,11 @@
 
 namespace tokenmill::model {
 
+// Which tokens of a chunk need next-token logits. Prefill chunks that do not
+// end a prompt need none, which skips the output projection (the largest
+// matrix of small models) for them.
+enum class LogitRows { kNone, kLast, kAll };
+
 // A run of consecutive tokens of one sequence, at positions
 // [start_pos, start_pos + tokens.size()). Their K/V are written to the
 // sequence's blocks; positions [0, start_pos) must already be there.
@@ -33,7 +38,7 @@ struct SequenceChunk {
   // The sequence's blocks in position order: block_table[i] holds positions
   // [i * block_size, (i + 1) * block_size). Covers [0, start_pos + tokens.size()).
   std::span<const int32_t> block_table;
-  bool all_logits = false;  // logits for every token, else for the last only
+  LogitRows logits = LogitRows::kLast;  // which of the chunk's tokens get a logits row
 };
 
 class Model {
@@ -52,7 +57,7 @@ class Model {
 
   // Runs one step over a flat batch made of the chunks, in order, and writes
   // their logits to `logits` as rows [num_rows, n_vocab]: every token's row for
-  // chunks with all_logits, else the chunk's last row. Writes each chunk's K/V
+  // chunks with LogitRows::kAll, the last row for kLast, none for kNone. Writes each chunk's K/V
   // into `kv` through its block table. Checked (Error): no empty chunk, tokens
   // inside the vocabulary, start_pos >= 0, block tables long enough with ids
   // inside the pool, and kv's geometry matching kv_geometry(). Not checked

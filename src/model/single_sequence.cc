@@ -25,12 +25,12 @@ SingleSequence::SingleSequence(Model& model, int64_t capacity, kv::KvDtype dtype
   std::iota(block_table_.begin(), block_table_.end(), 0);
 }
 
-void SingleSequence::forward(std::span<const int32_t> tokens, bool all_logits, std::vector<float>& logits,
+void SingleSequence::forward(std::span<const int32_t> tokens, LogitRows rows, std::vector<float>& logits,
                              ThreadPool& pool) {
   const int64_t n = static_cast<int64_t>(tokens.size());
   if (size_ + n > capacity_)
     fail("context is full: {} positions needed, the context holds {}", size_ + n, capacity_);
-  const SequenceChunk chunk{tokens, size_, block_table_, all_logits};
+  const SequenceChunk chunk{tokens, size_, block_table_, rows};
   model_.forward({&chunk, 1}, storage_, logits, pool);
   size_ += n;
 }

@@ -27,10 +27,14 @@ class SingleSequence {
   SingleSequence(Model& model, int64_t capacity, kv::KvDtype dtype);
 
   // Appends tokens at positions [size(), size() + tokens.size()) and writes
-  // the logits [num_rows, n_vocab] (every token's row with all_logits, else
+  // the logits [num_rows, n_vocab] (rows as SequenceChunk::logits says; the bool
+  // form: every token's row with all_logits, else
   // the last one's). Throws Error when the tokens do not fit the capacity,
   // and for what Model::forward rejects; the size then stays unchanged.
-  void forward(std::span<const int32_t> tokens, bool all_logits, std::vector<float>& logits, ThreadPool& pool);
+  void forward(std::span<const int32_t> tokens, LogitRows rows, std::vector<float>& logits, ThreadPool& pool);
+  void forward(std::span<const int32_t> tokens, bool all_logits, std::vector<float>& logits, ThreadPool& pool) {
+    forward(tokens, all_logits ? LogitRows::kAll : LogitRows::kLast, logits, pool);
+  }
 
   int64_t size() const { return size_; }
   int64_t capacity() const { return capacity_; }

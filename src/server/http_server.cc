@@ -204,7 +204,7 @@ void HttpServer::handle_health(const httplib::Request&, httplib::Response& res) 
 void HttpServer::handle_metrics(const httplib::Request&, httplib::Response& res) {
   const engine::Engine* e = ctx_.engine.load();
   const engine::MetricsSnapshot m = e ? e->metrics() : engine::MetricsSnapshot{};
-  res.set_content(render_metrics(m, ctx_.stats.snapshot(), state_name()), "text/plain; version=0.0.4; charset=utf-8");
+  res.set_content(render_metrics(m, ctx_.stats.snapshot(), state_name(), read_process_memory()), "text/plain; version=0.0.4; charset=utf-8");
 }
 
 void HttpServer::handle_models(const httplib::Request& req, httplib::Response& res) {

@@ -1,5 +1,7 @@
 #include "server/json_fields.h"
 
+#include <fmt/format.h>
+
 #include <cmath>
 #include <limits>
 
@@ -13,17 +15,23 @@ json parse_json_object(std::string_view body) {
   json j;
   try {
     j = json::parse(body.begin(), body.end());
-  } catch (const json::parse_error& e) {
-    // The library's message names the byte offset of the problem.
+  } catch (const json::exception& e) {
+    // parse_error names the byte offset of the problem; out_of_range is a
+    // number too large for a double (found by fuzz_openai_request).
     std::string what = e.what();
-    const size_t colon = what.find("parse error");
-    bad_request("", "the request body is not valid JSON: {}", colon == std::string::npos ? what : what.substr(colon));
+    const size_t bracket = what.find("] ");
+    bad_request("", "the request body is not valid JSON: {}",
+                bracket == std::string::npos ? what : what.substr(bracket + 2));
   }
   if (!j.is_object()) bad_request("", "the request body must be a JSON object, got {}", describe_json(j));
   return j;
 }
 
 std::string describe_json(const json& value) {
+  // Containers are named, not dumped: dumping recurses, and a request may
+  // nest a million levels deep.
+  if (value.is_array()) return fmt::format("a list of {} items", value.size());
+  if (value.is_object()) return fmt::format("an object with {} fields", value.size());
   std::string s = value.dump(-1, ' ', false, json::error_handler_t::replace);
   if (s.size() > 40) s = s.substr(0, 37) + "...";
   return s;

@@ -101,6 +101,10 @@ TEST(CompletionRequest, PromptShapes) {
 TEST(CompletionRequest, BadBodies) {
   completion_400("{\"prompt\": ", "", "not valid JSON");
   completion_400("[1, 2]", "", "must be a JSON object");
+  completion_400(R"({"prompt": "x", "temperature": 1e999})", "", "not valid JSON");  // found by the fuzzer
+  // Deep nesting is refused without recursing through it.
+  completion_400("{\"prompt\": " + std::string(100000, '[') + std::string(100000, ']') + "}", "prompt",
+                 "a list of 1 items");
   completion_400(R"({"max_tokens": 5})", "prompt", "'prompt' is required");
   completion_400(R"({"prompt": ""})", "prompt", "must not be empty");
   completion_400(R"({"prompt": []})", "prompt", "must not be empty");

@@ -3,6 +3,8 @@
 #include <fmt/format.h>
 
 #include <cmath>
+#include <fstream>
+#include <sstream>
 
 namespace tokenmill::server {
 
@@ -134,7 +136,28 @@ void write_http(PrometheusWriter& w, const HttpStatsSnapshot& http, std::string_
 
 }  // namespace
 
-std::string render_metrics(const engine::MetricsSnapshot& m, const HttpStatsSnapshot& http, std::string_view state) {
+ProcessMemory parse_process_status(std::string_view status) {
+  ProcessMemory m;
+  std::istringstream in{std::string(status)};
+  std::string key;
+  while (in >> key) {
+    int64_t kib = 0;
+    if ((key == "VmRSS:" || key == "VmHWM:") && in >> kib) (key == "VmRSS:" ? m.resident : m.resident_high_water) = kib * 1024;
+    in.ignore(1 << 20, '\n');
+  }
+  return m;
+}
+
+ProcessMemory read_process_memory() {
+  std::ifstream in("/proc/self/status");
+  if (!in) return {};
+  std::ostringstream s;
+  s << in.rdbuf();
+  return parse_process_status(s.str());
+}
+
+std::string render_metrics(const engine::MetricsSnapshot& m, const HttpStatsSnapshot& http, std::string_view state,
+                           const ProcessMemory& memory) {
   PrometheusWriter w;
   w.histogram_ms("tokenmill_time_to_first_token_seconds", "Submit to first token.", m.ttft_ms);
   w.histogram_ms("tokenmill_time_per_output_token_seconds", "Mean decode time per token after the first, per request.",
@@ -147,6 +170,10 @@ std::string render_metrics(const engine::MetricsSnapshot& m, const HttpStatsSnap
   write_tokens(w, m);
   write_gauges(w, m);
   write_http(w, http, state);
+  w.gauge("process_resident_memory_bytes", "Resident memory of the server process.",
+          static_cast<double>(memory.resident));
+  w.gauge("tokenmill_process_resident_memory_high_water_bytes", "Peak resident memory of the server process.",
+          static_cast<double>(memory.resident_high_water));
   return w.text();
 }
 

@@ -3,6 +3,7 @@
 // counters. Metric names are listed in docs/api.md.
 #pragma once
 
+#include <cstdint>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -39,6 +40,16 @@ std::string prometheus_label(std::string_view key, std::string_view value);
 // "-Inf", "NaN".
 std::string prometheus_number(double v);
 
-std::string render_metrics(const engine::MetricsSnapshot& m, const HttpStatsSnapshot& http, std::string_view state);
+// The process's memory from /proc/self/status (bytes); zeros when unreadable.
+struct ProcessMemory {
+  int64_t resident = 0;             // VmRSS
+  int64_t resident_high_water = 0;  // VmHWM
+};
+ProcessMemory read_process_memory();
+// Parses the text of /proc/<pid>/status.
+ProcessMemory parse_process_status(std::string_view status);
+
+std::string render_metrics(const engine::MetricsSnapshot& m, const HttpStatsSnapshot& http, std::string_view state,
+                           const ProcessMemory& memory);
 
 }  // namespace tokenmill::server

@@ -47,7 +47,7 @@ TEST(Prometheus, FullRender) {
   HttpStatsSnapshot http;
   http.responses[{"/v1/completions", 200}] = 5;
   http.responses[{"/v1/completions", 429}] = 2;
-  const std::string t = render_metrics(m, http, "ready");
+  const std::string t = render_metrics(m, http, "ready", ProcessMemory{4096, 8192});
   EXPECT_TRUE(has_line(t, "tokenmill_requests_running 2"));
   EXPECT_TRUE(has_line(t, "tokenmill_requests_waiting 1"));
   EXPECT_TRUE(has_line(t, "tokenmill_kv_blocks_used 7"));
@@ -58,10 +58,19 @@ TEST(Prometheus, FullRender) {
   EXPECT_TRUE(has_line(t, "tokenmill_http_responses_total{endpoint=\"/v1/completions\",code=\"429\"} 2"));
   EXPECT_TRUE(has_line(t, "tokenmill_server_state{state=\"ready\"} 1"));
   EXPECT_TRUE(has_line(t, "# TYPE tokenmill_time_to_first_token_seconds histogram"));
+  EXPECT_TRUE(has_line(t, "process_resident_memory_bytes 4096"));
+  EXPECT_TRUE(has_line(t, "tokenmill_process_resident_memory_high_water_bytes 8192"));
   // Every family is declared once.
   size_t pos = 0, count = 0;
   while ((pos = t.find("# TYPE tokenmill_requests_finished_total ", pos)) != std::string::npos) ++count, ++pos;
   EXPECT_EQ(count, 1u);
+}
+
+TEST(Prometheus, ProcessStatus) {
+  const ProcessMemory m = parse_process_status("Name:\ttokenmill\nVmHWM:\t  2048 kB\nVmRSS:\t  1024 kB\nThreads: 3\n");
+  EXPECT_EQ(m.resident, 1024 * 1024);
+  EXPECT_EQ(m.resident_high_water, 2048 * 1024);
+  EXPECT_GT(read_process_memory().resident, 0);
 }
 
 TEST(HttpStats, EndpointLabels) {

@@ -240,9 +240,9 @@ def main():
     p.add_argument("--tokenize-shape", choices=["openai", "llama"], default="openai")
     p.add_argument("--log", default="", help="append every completion request body (JSON) to this file")
     args = p.parse_args()
+    ThreadingHTTPServer.request_queue_size = 256  # listen() backlog: 64+ clients connect at once
+    ThreadingHTTPServer.daemon_threads = True
     server = ThreadingHTTPServer(("127.0.0.1", args.port), Handler)
-    server.daemon_threads = True
-    server.request_queue_size = 256
     server.state = State(args)
     print(f"PORT {server.server_address[1]}", flush=True)
     try:

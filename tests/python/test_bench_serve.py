@@ -128,8 +128,8 @@ def test_64_concurrent_streams_are_timed_accurately(tokenmill_bin, fake, tmp_pat
     ttft, tpot = o["latency_ms"]["ttft"], o["latency_ms"]["tpot"]
     # A Python server with 64 sleeping threads adds a little; the client must
     # not add tens of milliseconds.
-    assert 299 <= ttft["p50"] <= 330, ttft
-    assert ttft["p99"] <= 380, ttft
+    assert 299 <= ttft["p50"] <= 335, ttft
+    assert ttft["p99"] <= 450, ttft
     assert 39 <= tpot["p50"] <= 46, tpot
     assert r["client"]["cpu_cores_used"] < 0.5, r["client"]
     assert r["client"]["chunk_handling_us_mean"] < 200, r["client"]
