@@ -65,8 +65,9 @@ double process_cpu_seconds() {
   return static_cast<double>(ts.tv_sec) + 1e-9 * static_cast<double>(ts.tv_nsec);
 }
 
-// The kernel table of the run: the active one, or (path 1) the same with the
-// integer decode path switched off, for A/B runs of the float fused path.
+// The kernel table of the run, for A/B runs: the active one (path 0), the
+// same without the integer decode path (1: float fused decode), or without
+// the packed prefill kernel (2: row-major panels).
 const KernelTable& table_for_path(int64_t path) {
   static const KernelTable float_only = [] {
     KernelTable t = active_kernels();
@@ -74,11 +75,16 @@ const KernelTable& table_for_path(int64_t path) {
     t.q16_rows = nullptr;
     return t;
   }();
-  return path == 1 ? float_only : active_kernels();
+  static const KernelTable unpacked = [] {
+    KernelTable t = active_kernels();
+    t.pack_rows = nullptr;
+    t.gemm_packed = nullptr;
+    return t;
+  }();
+  return path == 1 ? float_only : path == 2 ? unpacked : active_kernels();
 }
 
-// Args: type id, rows, cols, tokens, threads, path (0: default, 1: float
-// fused), copies (weights cycled through per iteration; enough copies put
+// Args: type id, rows, cols, tokens, threads, path (table_for_path), copies (weights cycled through per iteration; enough copies put
 // the working set beyond the 32 MiB L3, so GEMV reads DRAM as decode does).
 // Besides wall-clock rates it reports rates over process CPU time divided
 // by the threads ("cpu" counters): on a machine shared with other jobs the
@@ -103,7 +109,8 @@ void BM_Matmul(benchmark::State& state) {
   const double cpu = (process_cpu_seconds() - cpu0) / threads;
   const double bytes = static_cast<double>(ws[0].bytes.size()) * static_cast<double>(state.iterations());
   const double flops = 2.0 * static_cast<double>(rows * cols * tokens) * static_cast<double>(state.iterations());
-  state.SetLabel(std::string(gguf::tensor_type_name(type)) + (state.range(5) == 1 ? " float" : ""));
+  const char* path_names[] = {"", " float", " unpacked"};
+  state.SetLabel(std::string(gguf::tensor_type_name(type)) + path_names[state.range(5)]);
   state.SetBytesProcessed(static_cast<int64_t>(bytes));
   state.counters["FLOP/s"] = benchmark::Counter(flops, benchmark::Counter::kIsRate);
   state.counters["cpu_GB/s"] = bytes / cpu * 1e-9;
@@ -128,6 +135,15 @@ void gemm_args(benchmark::internal::Benchmark* b) {
   for (TensorType t : {TensorType::Q8_0, TensorType::Q4_0, TensorType::Q4_K, TensorType::Q6_K,
                        TensorType::Q5_0, TensorType::F16, TensorType::F32}) {
     for (int threads : {1, 2}) b->Args({id(t), 2048, 2048, 64, threads, 0, 1});
+  }
+  // Token counts around the packed/row-major switch (kPackedMinTokens), on
+  // the FFN down shape (long rows) and a square one: packed against
+  // row-major panels (path 2).
+  for (int64_t tokens : {5, 16, 32, 64, 96, 128, 256}) {
+    for (int64_t path : {0, 2}) {
+      b->Args({id(TensorType::Q4_0), 2048, 2048, tokens, 1, path, 8});
+      b->Args({id(TensorType::Q4_0), 2048, 5632, tokens, 1, path, 4});
+    }
   }
   // Prefill shapes of TinyLlama (512 tokens): attention output, FFN up, FFN down.
   for (int threads : {1, 2}) {

@@ -158,7 +158,9 @@ void Driver::send_one(httplib::Client& client, const PlannedRequest& p, RequestR
     if (rec.http_status == 200 && spec_.stream) {
       sse.feed(std::string_view(data, n), [&](const std::string& payload) {
         // Pieces after the cancellation point count as never received.
-        if (p.cancel_after == 0 || st.text_chunks < p.cancel_after) apply_piece(parse_response_piece(payload), t, rec, st);
+        if (p.cancel_after == 0 || st.text_chunks < p.cancel_after) {
+          apply_piece(parse_response_piece(payload), t, rec, st);
+        }
       });
     } else if (body.size() < kMaxBodyBytes) {
       body.append(data, std::min(n, kMaxBodyBytes - body.size()));

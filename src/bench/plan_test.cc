@@ -82,7 +82,8 @@ TEST(Plan, SameSpecAndSeedGiveTheSameBytes) {
       "controls: {random_seed: 8842, warmup_requests: 5}";
   const std::string a = plan_to_jsonl(make_run_plan(spec_of(yaml), two_token_long_words));
   const std::string b = plan_to_jsonl(make_run_plan(spec_of(yaml), two_token_long_words));
-  const std::string c = plan_to_jsonl(make_run_plan(spec_of(yaml, {"controls.random_seed=8843"}), two_token_long_words));
+  const std::string c =
+      plan_to_jsonl(make_run_plan(spec_of(yaml, {"controls.random_seed=8843"}), two_token_long_words));
   EXPECT_EQ(a, b);
   EXPECT_NE(a, c);
   EXPECT_EQ(std::count(a.begin(), a.end(), '\n'), 5 + 4 * 50);
@@ -141,7 +142,8 @@ TEST(Plan, CancelRateAndPoints) {
 TEST(Plan, DatasetAndTraceFiles) {
   const std::string dir = ::testing::TempDir();
   const std::string data = dir + "/prompts.jsonl", trace = dir + "/trace.jsonl", bad = dir + "/bad.jsonl";
-  std::ofstream(data) << "{\"prompt\": \"one two three\"}\n\n{\"prompt\": \"a b c d e f g h i j\", \"output_tokens\": 7}\n";
+  std::ofstream(data) << "{\"prompt\": \"one two three\"}\n\n"
+                          "{\"prompt\": \"a b c d e f g h i j\", \"output_tokens\": 7}\n";
   std::ofstream(trace) << "{\"timestamp\": 100.0, \"input_tokens\": 12, \"output_tokens\": 3}\n"
                           "{\"timestamp\": 100.5, \"prompt\": \"hello there\"}\n";
   std::ofstream(bad) << "{\"prompt\": 5}\n";

@@ -95,7 +95,8 @@ json server_json(const std::vector<const RequestRecord*>& recs, const ServerCell
               {"prefix_cache_hit_rate_source", nullptr}, {"memory_high_water_bytes", nullptr},
               {"memory_source", nullptr}};
   if (server && server->prefix_hit_tokens >= 0 && server->prefix_miss_tokens >= 0) {
-    out["prefix_cache_hit_rate"] = ratio(server->prefix_hit_tokens, server->prefix_hit_tokens + server->prefix_miss_tokens);
+    const double looked_up = server->prefix_hit_tokens + server->prefix_miss_tokens;
+    out["prefix_cache_hit_rate"] = ratio(server->prefix_hit_tokens, looked_up);
     out["prefix_cache_hit_rate_source"] = "metrics";
   } else if (any_cached) {
     out["prefix_cache_hit_rate"] = ratio(cached, prompt_with_cached);

@@ -22,15 +22,19 @@ std::string num(const json& v, int digits = 1) {
   return v.is_number() ? fmt::format("{:.{}f}", v.get<double>(), digits) : "–";
 }
 std::string pct(const json& v) { return v.is_number() ? fmt::format("{:.1f}%", 100 * v.get<double>()) : "–"; }
+std::string usd(const json& v) { return v.is_number() ? fmt::format("${:.3g}", v.get<double>()) : "–"; }
+std::string text_or_dash(const json& v) {
+  return v.is_string() && !v.get<std::string>().empty() ? v.get<std::string>() : "–";
+}
 std::string bytes(const json& v) {
   return v.is_number() ? fmt::format("{:.1f} MiB", v.get<double>() / (1024.0 * 1024.0)) : "–";
 }
 
 std::string cell_label(const json& c) {
   if (c["key"] == "overall") return "**overall**";
-  std::string bucket = c["input_bucket"].is_array()
-                           ? fmt::format("in {}-{}", c["input_bucket"][0].get<int64_t>(), c["input_bucket"][1].get<int64_t>())
-                           : "all lengths";
+  const json& b = c["input_bucket"];
+  const std::string bucket =
+      b.is_array() ? fmt::format("in {}-{}", b[0].get<int64_t>(), b[1].get<int64_t>()) : "all lengths";
   return fmt::format("c={} h={:g} {}", c["concurrency"].get<int64_t>(), c["cache_hit_rate"].get<double>(), bucket);
 }
 
@@ -85,12 +89,9 @@ void server_table(const json& rows, std::string& md) {
     const json& cost = c["cost"];
     md += fmt::format("| {} | {} | {} | {} | {} | {} | {} |\n", cell_label(c), bytes(s["memory_high_water_bytes"]),
                       pct(s["prefix_cache_hit_rate"]),
-                      s["prefix_cache_hit_rate_source"].is_string() ? s["prefix_cache_hit_rate_source"].get<std::string>() : "–",
+                      text_or_dash(s["prefix_cache_hit_rate_source"]),
                       pct(s["planned_shared_fraction"]),
-                      cost["per_success_usd"].is_number() ? fmt::format("${:.3g}", cost["per_success_usd"].get<double>()) : "–",
-                      cost["per_million_output_tokens_usd"].is_number()
-                          ? fmt::format("${:.3g}", cost["per_million_output_tokens_usd"].get<double>())
-                          : "–");
+                      usd(cost["per_success_usd"]), usd(cost["per_million_output_tokens_usd"]));
   }
 }
 
@@ -99,7 +100,7 @@ std::string headline_text(const std::string& metric, const json& v) {
   const double x = v.get<double>();
   if (metric.ends_with("_ms")) return ms(v) + " ms";
   if (metric.ends_with("_rate")) return pct(v);
-  if (metric == "cost_per_success" || metric == "cost_per_million_output_tokens") return fmt::format("${:.3g}", x);
+  if (metric == "cost_per_success" || metric == "cost_per_million_output_tokens") return usd(v);
   if (metric == "server_memory_bytes") return bytes(v);
   return fmt::format("{:.2f}", x);
 }

@@ -73,9 +73,13 @@ ResponsePiece parse_response_piece(const std::string& payload) {
   }
   if (j.contains("error")) {
     const json& e = j["error"];
-    if (e.is_string()) p.error = e.get<std::string>();
-    else if (e.is_object() && e.contains("message") && e["message"].is_string()) p.error = e["message"].get<std::string>();
-    else p.error = e.dump();
+    if (e.is_string()) {
+      p.error = e.get<std::string>();
+    } else if (e.is_object() && e.contains("message") && e["message"].is_string()) {
+      p.error = e["message"].get<std::string>();
+    } else {
+      p.error = e.dump();
+    }
     if (p.error.empty()) p.error = "error";
     return p;
   }

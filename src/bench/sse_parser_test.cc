@@ -46,7 +46,8 @@ TEST(ResponseParser, CompletionChatUsageAndTimings) {
   EXPECT_EQ(d.text_bytes, 2);
   EXPECT_EQ(d.finish_reason, "length");
   const ResponsePiece u = parse_response_piece(
-      R"({"choices":[],"usage":{"prompt_tokens":120,"completion_tokens":64,"prompt_tokens_details":{"cached_tokens":96}},
+      R"({"choices":[],"usage":{"prompt_tokens":120,"completion_tokens":64,
+                              "prompt_tokens_details":{"cached_tokens":96}},
           "timings":{"queue_ms":12.5,"prompt_ms":80,"ttft_ms":95}})");
   EXPECT_EQ(u.prompt_tokens, 120);
   EXPECT_EQ(u.completion_tokens, 64);
@@ -62,7 +63,8 @@ TEST(ResponseParser, CompletionChatUsageAndTimings) {
 
 TEST(ResponseParser, DoneErrorsAndGarbage) {
   EXPECT_TRUE(parse_response_piece("[DONE]").done);
-  EXPECT_EQ(parse_response_piece(R"({"error":{"message":"KV cache exhausted","type":"x"}})").error, "KV cache exhausted");
+  EXPECT_EQ(parse_response_piece(R"({"error":{"message":"KV cache exhausted","type":"x"}})").error,
+            "KV cache exhausted");
   EXPECT_EQ(parse_response_piece(R"({"error":"boom"})").error, "boom");
   EXPECT_TRUE(parse_response_piece("{not json").malformed);
   EXPECT_TRUE(parse_response_piece("[1,2]").malformed);

@@ -65,7 +65,8 @@ GateResult quality_gate(const CompareInput& in) {
   const Quality& b = *in.quality_before;
   const Quality& a = *in.quality_after;
   if (b.metric != a.metric) fail("quality files measure different things ({} vs {})", b.metric, a.metric);
-  const double drop = (b.higher_is_better ? b.value - a.value : a.value - b.value) / std::max(std::fabs(b.value), 1e-12);
+  const double loss = b.higher_is_better ? b.value - a.value : a.value - b.value;
+  const double drop = loss / std::max(std::fabs(b.value), 1e-12);
   g.status = drop > in.gates.quality_regression + 1e-12 ? "fail" : "pass";
   g.detail = fmt::format("{} {:g} -> {:g} ({:+.2f}% quality; allowed drop {:.2f}%)", b.metric, b.value, a.value,
                          -100 * drop, 100 * in.gates.quality_regression);
@@ -215,7 +216,9 @@ Quality parse_quality(const json& j, const std::string& origin) {
   for (const char* k : {"score", "accuracy"}) {
     if (j.contains(k) && j[k].is_number()) return {k, j[k].get<double>(), true};
   }
-  if (j.contains("perplexity") && j["perplexity"].is_number()) return {"perplexity", j["perplexity"].get<double>(), false};
+  if (j.contains("perplexity") && j["perplexity"].is_number()) {
+    return {"perplexity", j["perplexity"].get<double>(), false};
+  }
   fail("{}: needs a numeric \"score\", \"accuracy\" (higher is better) or \"perplexity\" (lower is better)", origin);
 }
 

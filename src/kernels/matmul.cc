@@ -42,7 +42,6 @@ constexpr int64_t kTokenTriple = 3;               // tokens per register tile
 constexpr int64_t kPanelBytes = 256 * 1024;       // dequantized panel budget (L2)
 constexpr int64_t kTokenBlockBytes = 256 * 1024;  // x rows reused across a panel
 constexpr int64_t kUnitsPerThread = 8;            // decode row chunks per thread
-constexpr int64_t kPackedMinTokens = 16;          // packing pays from here (measured)
 constexpr int64_t kPackedPanelRows = 64;          // x reuse per panel (L3 traffic / 64)
 
 int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }

@@ -1,7 +1,9 @@
 // matmul: every ISA and every weight type the quant layer supports against
 // matmul_ref (dequantize, then dot in double), over token counts that hit the
-// fused decode path and the panel path, odd row counts, misaligned x/y, and
-// 1/2/3 threads (which must agree bit for bit).
+// decode paths (integer and float fused), the row-major panel path and the
+// packed panel path, odd row counts, misaligned x/y, and 1/2/3 threads (which
+// must agree bit for bit). The kernels' own sweeps are in vec_dot_test.cc,
+// gemm_test.cc and quantize_act_test.cc.
 #include "kernels/matmul.h"
 
 #include <gtest/gtest.h>
@@ -13,13 +15,20 @@
 #include <vector>
 
 #include "kernels/dispatch.h"
+#include "kernels/gemm.h"
 #include "kernels/quant.h"
+#include "kernels/matmul_test_util.h"
 #include "kernels/quantize_act.h"
 
 namespace tokenmill::kernels {
 namespace {
 
 using gguf::TensorType;
+using testing::Acts;
+using testing::bias_terms;
+using testing::gaussian;
+using testing::rounding_bound;
+using testing::Weights;
 
 std::vector<const KernelTable*> tables() {
   std::vector<const KernelTable*> t = {&scalar_kernels()};
@@ -38,29 +47,6 @@ std::vector<TensorType> weight_types() {
   return types;
 }
 
-std::vector<float> gaussian(int64_t n, uint32_t seed) {
-  std::mt19937 rng(seed);
-  std::normal_distribution<float> dist(0.0f, 1.0f);
-  std::vector<float> v(static_cast<size_t>(n));
-  for (auto& x : v) x = dist(rng);
-  return v;
-}
-
-// A weight matrix quantized row by row with the reference quantizer.
-struct Weights {
-  Weights(TensorType type, int64_t rows, int64_t cols, uint32_t seed) {
-    const int64_t rb = gguf::row_bytes(type, cols);
-    bytes.resize(static_cast<size_t>(rows * rb));
-    const auto values = gaussian(rows * cols, seed);
-    for (int64_t r = 0; r < rows; ++r) {
-      quantize_row_ref(type, values.data() + r * cols, bytes.data() + r * rb, cols);
-    }
-    view = {type, bytes.data(), rows, cols};
-  }
-  std::vector<uint8_t> bytes;
-  WeightView view;
-};
-
 // Columns to test: a few multiples of the block size; for the float types
 // also lengths that leave a partial vector.
 std::vector<int64_t> col_counts(TensorType type) {
@@ -70,23 +56,22 @@ std::vector<int64_t> col_counts(TensorType type) {
   return {256, 512};
 }
 
-// Float accumulation bound: each rounding step costs at most 2^-24 of the
-// running |sum|, which is <= sum |w x|. AVX2 sums cols/8 FMAs per lane, then
-// 8 lanes and up to 4 partial accumulators: cols/8 + 16 steps; the scalar
-// ISA sums sequentially: cols steps. So |err| <= (steps + 1) * 2^-24 *
-// sum_c |w_c x_c| (the +1 for the double reference's final rounding). A wrong
-// element or scale is ~|w x| ~ sum/cols, orders of magnitude above this.
+// Float accumulation bound (matmul_test_util.h: rounding_bound): the AVX2
+// decode kernels sum cols/8 FMAs per lane (the integer path fewer), then 8
+// lanes and up to 4 partial accumulators, plus the scale products: at most
+// cols/8 + 16 steps; the scalar ISA and the packed prefill kernel (gemm.h)
+// sum each output sequentially: cols steps. A wrong element or scale is
+// ~|w x| ~ sum/cols, orders of magnitude above this.
 void expect_close(const KernelTable& kt, const WeightView& w, const float* x, int64_t num_tokens,
                   const float* y, const std::vector<float>& ref, const std::string& what) {
-  const double steps = kt.isa == Isa::kScalar ? static_cast<double>(w.cols)
-                                              : static_cast<double>(w.cols) / 8 + 16;
+  const bool sequential = kt.isa == Isa::kScalar || (kt.gemm_packed != nullptr && num_tokens >= kPackedMinTokens);
+  const double steps = sequential ? static_cast<double>(w.cols) : static_cast<double>(w.cols) / 8 + 16;
   std::vector<float> row(static_cast<size_t>(w.cols));
   for (int64_t r = 0; r < w.rows; ++r) {
     dequantize_weight_row(w, r, row.data());
+    const std::vector<float> bias = bias_terms(w, r);
     for (int64_t t = 0; t < num_tokens; ++t) {
-      double abs_sum = 0;
-      for (int64_t c = 0; c < w.cols; ++c) abs_sum += std::fabs(double(row[c]) * x[t * w.cols + c]);
-      const double tol = (steps + 1) * std::ldexp(1.0, -24) * abs_sum + 1e-30;
+      const double tol = rounding_bound(row, bias, x + t * w.cols, w.cols, steps);
       const size_t i = static_cast<size_t>(t * w.rows + r);
       ASSERT_NEAR(y[i], ref[i], tol) << what << " row " << r << " token " << t;
     }
@@ -97,16 +82,6 @@ bool uses_q16(const KernelTable& kt, TensorType type, int64_t num_tokens) {
   return num_tokens <= kMaxFusedTokens && kt.q16_supports != nullptr && kt.q16_supports(type);
 }
 
-// x [nt, cols] after the reference activation rounding (d * q).
-std::vector<float> rounded_acts(const float* x, int64_t nt, int64_t cols) {
-  QuantizedActsBuffer buffer;
-  buffer.resize(nt, cols);
-  quantize_acts_ref(x, nt, cols, {buffer.qs(), buffer.d(), buffer.s32(), buffer.s16()});
-  std::vector<float> out(static_cast<size_t>(nt * cols));
-  for (int64_t t = 0; t < nt; ++t) dequantize_acts(buffer.view(), t, out.data() + t * cols);
-  return out;
-}
-
 TEST(Matmul, EveryTypeMatchesReference) {
   ThreadPool pool(2);
   for (const KernelTable* kt : tables()) {
@@ -114,7 +89,7 @@ TEST(Matmul, EveryTypeMatchesReference) {
       for (int64_t cols : col_counts(type)) {
         const int64_t rows = 37;  // not a multiple of the 4-row tiles or of 16-row units
         Weights w(type, rows, cols, 7 + static_cast<uint32_t>(cols));
-        for (int64_t nt : {1, 2, 3, 4, 5, 7, 17, 64}) {
+        for (int64_t nt : {1, 2, 3, 4, 5, 7, 17, 64, 100}) {
           const int off = static_cast<int>(nt % 8);  // misaligned x and y
           std::vector<float> xs(static_cast<size_t>(nt * cols + 8));
           const auto xv = gaussian(nt * cols, 99);
@@ -129,7 +104,7 @@ TEST(Matmul, EveryTypeMatchesReference) {
           // The integer decode path multiplies the int16-rounded x: its
           // reference is the float product with those values; the distance
           // to the exact x is bounded separately (matmul_q16_test.cc).
-          const std::vector<float> xr = uses_q16(*kt, type, nt) ? rounded_acts(x, nt, cols)
+          const std::vector<float> xr = uses_q16(*kt, type, nt) ? Acts(x, nt, cols).rounded
                                                                 : std::vector<float>(x, x + nt * cols);
           std::vector<float> ref(static_cast<size_t>(nt * rows));
           matmul_ref(w.view, xr.data(), nt, ref.data());
@@ -151,7 +126,7 @@ TEST(Matmul, ThreadCountDoesNotChangeResults) {
     for (TensorType type : {TensorType::F32, TensorType::F16, TensorType::Q8_0, TensorType::Q4_K,
                             TensorType::Q6_K, TensorType::Q5_0, TensorType::Q3_K}) {
       Weights w(type, 203, 512, 5);
-      for (int64_t nt : {1, 3, 17, 64}) {
+      for (int64_t nt : {1, 3, 17, 64, 100}) {
         const auto x = gaussian(nt * 512, 6);
         std::vector<float> y1(static_cast<size_t>(nt * 203)), y2(y1.size()), y3(y1.size());
         matmul_with(*kt, w.view, x.data(), nt, y1.data(), one);
@@ -216,6 +191,62 @@ TEST(Matmul, SmallHandComputed) {
     matmul_with(*kt, w, x, 2, y, pool);
     const float want[6] = {3, 7, -0.5f, 0, 2, -2.5f};
     for (int i = 0; i < 6; ++i) EXPECT_EQ(y[i], want[i]) << isa_name(kt->isa) << " i=" << i;
+  }
+}
+
+// matmul_many is the same arithmetic as separate calls, in one parallel
+// region: mixed types (integer, float fused and packed paths in one call).
+TEST(Matmul, ManyEqualsSeparateCalls) {
+  ThreadPool pool(2);
+  const int64_t cols = 512;
+  Weights a(TensorType::Q4_K, 70, cols, 1), b(TensorType::F16, 33, cols, 2), c(TensorType::Q6_K, 256, cols, 3);
+  const WeightView ws[3] = {a.view, b.view, c.view};
+  for (const KernelTable* kt : tables()) {
+    for (int64_t nt : {1, 4, 5, 16, 100}) {
+      const auto x = gaussian(nt * cols, 8);
+      std::vector<float> many[3], single[3];
+      float* ys[3];
+      for (int i = 0; i < 3; ++i) {
+        many[i].assign(static_cast<size_t>(nt * ws[i].rows), 0.0f);
+        single[i].assign(many[i].size(), 1.0f);
+        ys[i] = many[i].data();
+        matmul_with(*kt, ws[i], x.data(), nt, single[i].data(), pool);
+      }
+      matmul_many_with(*kt, ws, x.data(), nt, ys, pool);
+      for (int i = 0; i < 3; ++i) {
+        ASSERT_EQ(0, std::memcmp(many[i].data(), single[i].data(), many[i].size() * sizeof(float)))
+            << isa_name(kt->isa) << " matrix " << i << " tokens " << nt;
+      }
+    }
+  }
+}
+
+// The integer decode path against the exact product with the float x: the
+// float rounding bound plus the activation rounding bound
+// (matmul_test_util.h: activation_bound).
+TEST(Matmul, IntegerDecodePathIsCloseToExactProduct) {
+  const KernelTable* avx2 = kernels_for(Isa::kAvx2);
+  if (avx2 == nullptr) GTEST_SKIP() << "no AVX2";
+  ThreadPool pool(2);
+  for (TensorType type : {TensorType::Q4_0, TensorType::Q8_0, TensorType::Q4_K, TensorType::Q6_K, TensorType::Q2_K}) {
+    const int64_t cols = 1024, rows = 20;
+    Weights w(type, rows, cols, 31);
+    // Activations with outliers, as real models have: a few values 100x the rest.
+    auto x = gaussian(2 * cols, 32);
+    for (int64_t c = 0; c < 2 * cols; c += 97) x[static_cast<size_t>(c)] *= 100.0f;
+    std::vector<float> y(static_cast<size_t>(2 * rows)), ref(y.size());
+    matmul_with(*avx2, w.view, x.data(), 2, y.data(), pool);
+    matmul_ref(w.view, x.data(), 2, ref.data());
+    std::vector<float> row(static_cast<size_t>(cols));
+    for (int64_t r = 0; r < rows; ++r) {
+      dequantize_weight_row(w.view, r, row.data());
+      const std::vector<float> bias = bias_terms(w.view, r);
+      for (int64_t t = 0; t < 2; ++t) {
+        const float* xt = x.data() + t * cols;
+        const double tol = rounding_bound(row, bias, xt, cols, cols / 8.0 + 16) + testing::activation_bound(row, xt, cols);
+        EXPECT_NEAR(y[t * rows + r], ref[t * rows + r], tol) << gguf::tensor_type_name(type) << " row " << r;
+      }
+    }
   }
 }
 

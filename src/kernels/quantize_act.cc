@@ -41,7 +41,8 @@ void quantize_acts_ref(const float* x, int64_t num_tokens, int64_t cols, const Q
     const float* xb = x + b * kActBlock;
     float amax = 0.0f;
     for (int64_t j = 0; j < kActBlock; ++j) amax = std::max(amax, std::fabs(xb[j]));
-    const float id = amax > 0.0f ? 32767.0f / amax : 0.0f;
+    // Blocks below kActTiny round to zeros (32767 / max would overflow).
+    const float id = amax > kActTiny ? 32767.0f / amax : 0.0f;
     int32_t sum[2] = {0, 0};
     for (int64_t j = 0; j < kActBlock; ++j) {
       // The clamp only matters for non-finite input (NaN becomes -32767);

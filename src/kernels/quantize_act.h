@@ -3,7 +3,7 @@
 //
 // Format: per block of kActBlock = 32 consecutive values of one token row,
 // an fp32 scale d = max|x| / 32767 and int16 values q = round(x / d) in
-// [-32767, 32767] (d = 0 and q = 0 for an all-zero block). So x = d * q with
+// [-32767, 32767] (q = 0 for a block of zeros or of values below kActTiny). So x = d * q with
 // |x - d q| <= d / 2 = max_block|x| / 65534 per element.
 //
 // Why 16-bit and not GGUF's 8-bit Q8 blocks: on Gemma 3 270M, 8-bit blocks of
@@ -29,6 +29,10 @@
 namespace tokenmill::kernels {
 
 inline constexpr int64_t kActBlock = 32;
+// Blocks whose largest |x| is at most this are stored as zeros (the
+// reciprocal scale would overflow); the error, <= 1e-30 per value, is far
+// below anything a float activation can carry.
+inline constexpr float kActTiny = 1e-30f;
 
 // Read-only view of quantized activations (see the layout above).
 // Precondition: cols % kActBlock == 0.

@@ -45,7 +45,7 @@ void quantize_acts(const float* x, int64_t num_tokens, int64_t cols, const Quant
     const __m256 m = _mm256_max_ps(_mm256_max_ps(_mm256_andnot_ps(sign, v0), _mm256_andnot_ps(sign, v1)),
                                    _mm256_max_ps(_mm256_andnot_ps(sign, v2), _mm256_andnot_ps(sign, v3)));
     const float amax = hmax(m);
-    const __m256 id = _mm256_set1_ps(amax > 0.0f ? 32767.0f / amax : 0.0f);
+    const __m256 id = _mm256_set1_ps(amax > kActTiny ? 32767.0f / amax : 0.0f);
     int32_t sum0 = 0, sum1 = 0;
     int16_t* q = out.qs + b * kActBlock;
     _mm256_storeu_si256(reinterpret_cast<__m256i*>(q), round_pack(v0, v1, id, sum0));

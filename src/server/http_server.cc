@@ -2,6 +2,8 @@
 
 #include <fmt/format.h>
 
+#include <sys/socket.h>
+
 #include <ctime>
 
 #include "gguf/reader.h"
@@ -33,12 +35,23 @@ HttpServer::HttpServer(ServerOptions options)
   http_->set_read_timeout(options_.read_timeout_s, 0);
   http_->set_write_timeout(options_.write_timeout_s, 0);
   http_->set_tcp_nodelay(true);  // a token chunk should leave at once
+  // httplib's default also sets SO_REUSEPORT, which lets a second server
+  // bind the same port and silently take half the connections.
+  http_->set_socket_options([](socket_t sock) {
+    int yes = 1;
+    setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof(yes));
+  });
   register_hooks();
   register_routes();
 }
 
 HttpServer::~HttpServer() {
-  if (http_->is_running()) http_->stop();
+  // The accept thread may not have started listening yet (an engine that
+  // failed to load right after start()): stop until it has really ended.
+  while (listen_thread_.joinable() && !listen_done_.load()) {
+    http_->stop();
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
   join();
 }
 
@@ -55,7 +68,10 @@ int HttpServer::bind() {
 }
 
 void HttpServer::start() {
-  listen_thread_ = std::thread([this] { http_->listen_after_bind(); });
+  listen_thread_ = std::thread([this] {
+    http_->listen_after_bind();
+    listen_done_.store(true);
+  });
 }
 
 void HttpServer::attach_engine(engine::Engine& engine, const std::string& model_path) {

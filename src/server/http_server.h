@@ -16,6 +16,7 @@
 // number of concurrent streams (64 clients need 64+ workers).
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <cstddef>
 #include <memory>
@@ -87,6 +88,7 @@ class HttpServer {
   std::unique_ptr<httplib::Server> http_;
   ServingContext ctx_;
   std::thread listen_thread_;
+  std::atomic<bool> listen_done_{false};
   int port_ = 0;
 };
 

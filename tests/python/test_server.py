@@ -332,3 +332,15 @@ def test_sigint_exits_cleanly(tokenmill_bin, tiny):
             s.http.get("/health")
     finally:
         s.kill()
+
+
+def test_startup_failures_are_clear(tokenmill_bin, tiny, server, tmp_path):
+    port = server.base.rsplit(":", 1)[1]
+    p = subprocess.run([tokenmill_bin, "serve", "-m", tiny, "--port", port], capture_output=True, text=True,
+                       timeout=60)
+    assert p.returncode == 1 and f"cannot listen on 127.0.0.1:{port}" in p.stderr, p.stderr
+    bad = tmp_path / "bad.gguf"
+    bad.write_bytes(b"this is not a GGUF file" * 10)
+    p = subprocess.run([tokenmill_bin, "serve", "-m", str(bad), "--port", "0"], capture_output=True, text=True,
+                       timeout=60)
+    assert p.returncode == 1 and "bad.gguf" in p.stderr, p.stderr
