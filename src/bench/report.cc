@@ -229,10 +229,15 @@ StageSplit stage_split(const std::vector<const RequestRecord*>& ok) {
   s.server_queue_ms /= n;
   s.prefill_ms /= n;
   s.decode_ms /= n;
-  const std::pair<double, const char*> stages[] = {{s.client_queue_ms, "client queue (concurrency cap)"},
-                                                   {s.server_queue_ms, "server queue"},
-                                                   {s.prefill_ms, "prefill"},
-                                                   {s.decode_ms, "decode"}};
+  // Without the server's queue time, waiting in its queue is inside TTFT.
+  const bool queue_known = std::any_of(ok.begin(), ok.end(), [](const RequestRecord* r) {
+    return !std::isnan(r->server_queue_ms);
+  });
+  const std::pair<double, const char*> stages[] = {
+      {s.client_queue_ms, "client queue (concurrency cap)"},
+      {s.server_queue_ms, "server queue"},
+      {s.prefill_ms, queue_known ? "prefill" : "prefill + server queue (not reported)"},
+      {s.decode_ms, "decode"}};
   s.bottleneck = std::max_element(std::begin(stages), std::end(stages))->second;
   return s;
 }

@@ -111,6 +111,8 @@ TEST_F(ReportTest, StageSplitNamesTheDominantStage) {
   EXPECT_DOUBLE_EQ(s.prefill_ms, 240);      // (80 + 400) / 2
   EXPECT_DOUBLE_EQ(s.decode_ms, 67.5);      // (35 + 100) / 2
   EXPECT_EQ(s.bottleneck, "prefill");
+  // r1 alone reports no queue time: its wait would hide inside TTFT.
+  EXPECT_EQ(stage_split({&run_.cells[0].records[1]}).bottleneck, "prefill + server queue (not reported)");
 }
 
 TEST_F(ReportTest, MarkdownShowsTheBottleneckAndTables) {

@@ -14,6 +14,11 @@
 #include "eval/evaluator.h"
 #include "eval/loaded_model.h"
 #include "eval/report.h"
+#include "eval/tasks.h"
+#include "eval/logit_math.h"
+#include "model/single_sequence.h"
+#include "tokenizer/tokenizer.h"
+#include "util/clock.h"
 #include "util/error.h"
 
 namespace tokenmill::cli {
@@ -120,6 +125,81 @@ void add_eval_options(CLI::App* cmd, EvalFlags& f) {
   cmd->add_option("--json", f.json_path, "Also write the results as JSON here");
 }
 
+struct TasksFlags {
+  eval::LoadOptions load;
+  std::string json_path;
+};
+
+void run_tasks(const TasksFlags& f) {
+  LoadedModel m = eval::load_model(f.load);
+  if (!tokenizer::Tokenizer::present_in(m.model->file())) fail("{}: the task sets need a tokenizer", f.load.model_path);
+  const tokenizer::Tokenizer tok = tokenizer::Tokenizer::from_gguf(m.model->file());
+  ThreadPool pool(f.load.threads);
+  const std::vector<eval::TaskItem> items = eval::builtin_task_set();
+  const eval::TaskResult r = eval::run_tasks(m.under_test(), tok, items, pool);
+  nlohmann::json slices = nlohmann::json::array(), tasks = nlohmann::json::object();
+  std::printf("%-12s %-18s %7s %7s\n", "task", "slice", "correct", "score");
+  for (const eval::SliceScore& s : r.slices) {
+    std::printf("%-12s %-18s %3lld/%-3lld %6.1f%%\n", s.task.c_str(), s.slice.c_str(), static_cast<long long>(s.correct),
+                static_cast<long long>(s.total), 100.0 * s.score());
+    slices.push_back({{"task", s.task}, {"slice", s.slice}, {"correct", s.correct}, {"total", s.total}});
+  }
+  for (const eval::SliceScore& s : r.tasks) tasks[s.task] = s.score();
+  std::printf("(%zu items, %lld prompt and %lld generated tokens, %.1f s)\n", items.size(),
+              static_cast<long long>(r.prompt_tokens), static_cast<long long>(r.generated_tokens), r.seconds);
+  if (f.json_path.empty()) return;
+  nlohmann::json answers = nlohmann::json::array();
+  for (size_t i = 0; i < items.size(); ++i) {
+    answers.push_back({{"task", items[i].task}, {"slice", items[i].slice}, {"expected", items[i].expected},
+                       {"answer", r.answers[i]}});
+  }
+  eval::write_json_file(f.json_path, {{"model", m.info()}, {"tasks", tasks}, {"slices", slices}, {"answers", answers},
+                                      {"seconds", r.seconds}});
+}
+
+struct BenchFlags {
+  eval::LoadOptions load;
+  int64_t prompt_len = 128;
+  int64_t gen = 32;
+  int repeats = 2;
+  std::string json_path;
+};
+
+// One prefill of prompt_len tokens (one forward call) then gen single-token
+// decode steps; the best of `repeats` runs of each (least disturbed by the
+// other processes of a shared machine).
+void run_bench(const BenchFlags& f) {
+  if (f.prompt_len < 1 || f.gen < 1 || f.repeats < 1) fail("--prompt-len, --gen and --repeats must be >= 1");
+  LoadedModel m = eval::load_model(f.load);
+  ThreadPool pool(f.load.threads);
+  const int64_t n_vocab = m.model->config().n_vocab;
+  std::vector<int32_t> prompt(static_cast<size_t>(f.prompt_len));
+  for (int64_t i = 0; i < f.prompt_len; ++i) prompt[static_cast<size_t>(i)] = static_cast<int32_t>(1 + (i * 7919) % (n_vocab - 1));
+  double best_prefill = 0, best_decode = 0;
+  m.model->set_matmul_hook(m.hook.get());
+  for (int rep = 0; rep < f.repeats; ++rep) {
+    model::SingleSequence seq(*m.model, f.prompt_len + f.gen, m.kv_dtype);
+    std::vector<float> logits;
+    SteadyClock::time_point t0 = SteadyClock::now();
+    seq.forward(prompt, false, logits, pool);
+    best_prefill = std::max(best_prefill, static_cast<double>(f.prompt_len) / seconds_since(t0));
+    t0 = SteadyClock::now();
+    for (int64_t i = 0; i < f.gen; ++i) {
+      const int32_t next = eval::argmax(logits.data(), n_vocab);
+      seq.forward({&next, 1}, false, logits, pool);
+    }
+    best_decode = std::max(best_decode, static_cast<double>(f.gen) / seconds_since(t0));
+  }
+  m.model->set_matmul_hook(nullptr);
+  std::printf("prefill %.1f tok/s (%lld tokens), decode %.2f tok/s (%lld tokens), %d threads, best of %d\n",
+              best_prefill, static_cast<long long>(f.prompt_len), best_decode, static_cast<long long>(f.gen),
+              pool.num_threads(), f.repeats);
+  if (!f.json_path.empty()) {
+    eval::write_json_file(f.json_path, {{"model", m.info()}, {"prefill_tok_s", best_prefill}, {"decode_tok_s", best_decode},
+                                        {"prompt_len", f.prompt_len}, {"gen", f.gen}, {"threads", pool.num_threads()}});
+  }
+}
+
 }  // namespace
 
 void add_eval_command(CLI::App& app) {
@@ -141,6 +221,21 @@ void add_eval_command(CLI::App& app) {
   k->add_option("--save-base-logits", kld->save_base_logits,
                 "Save the base's scored logits here (n_scored x n_vocab floats)");
   k->callback([kld] { run_kld(*kld); });
+
+  auto tasks = std::make_shared<TasksFlags>();
+  CLI::App* t = eval->add_subcommand("tasks", "Fixed regression task sets: arithmetic, JSON, needle retrieval");
+  add_load_options(t, tasks->load);
+  t->add_option("--json", tasks->json_path, "Also write the scores and answers as JSON here");
+  t->callback([tasks] { run_tasks(*tasks); });
+
+  auto bench = std::make_shared<BenchFlags>();
+  CLI::App* b = eval->add_subcommand("bench", "Prefill and decode speed of one sequence");
+  add_load_options(b, bench->load);
+  b->add_option("--prompt-len", bench->prompt_len, "Prompt tokens (one prefill call)")->capture_default_str();
+  b->add_option("--gen", bench->gen, "Decode steps")->capture_default_str();
+  b->add_option("--repeats", bench->repeats, "Runs; the best is reported")->capture_default_str();
+  b->add_option("--json", bench->json_path, "Also write the figures as JSON here");
+  b->callback([bench] { run_bench(*bench); });
 }
 
 }  // namespace tokenmill::cli

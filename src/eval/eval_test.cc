@@ -16,9 +16,11 @@
 #include "eval/logit_math.h"
 #include "eval/position_buckets.h"
 #include "eval/report.h"
+#include "eval/tasks.h"
 #include "eval/windows.h"
 #include "model/single_sequence.h"
 #include "model/synth.h"
+#include "tokenizer/tokenizer.h"
 #include "util/error.h"
 
 namespace tokenmill::eval {
@@ -178,6 +180,49 @@ TEST_F(EvalOnModel, KldAgainstItselfIsZeroAndSavedLogitsMatch) {
   EXPECT_THROW(evaluate(m, nullptr, bad, spec, pool), Error);
   spec.ctx = 100000;
   EXPECT_THROW(evaluate(m, nullptr, seqs_, spec, pool), Error);
+}
+
+// The fixed sets: expected answers recomputed from the prompts' last line.
+TEST(Tasks, BuiltinSetIsFixedAndSelfConsistent) {
+  const std::vector<TaskItem> items = builtin_task_set();
+  ASSERT_EQ(items.size(), 38u);
+  EXPECT_EQ(items[0].prompt, builtin_task_set()[0].prompt);  // deterministic
+  int arithmetic = 0, json = 0, needle = 0;
+  for (const TaskItem& it : items) {
+    const std::string last = it.prompt.substr(it.prompt.rfind('\n') + 1);
+    if (it.task == "arithmetic") {
+      ++arithmetic;
+      int a = 0, b = 0;
+      char op = 0;
+      ASSERT_EQ(std::sscanf(last.c_str(), "%d %c %d =", &a, &op, &b), 3) << last;
+      const int c = op == '+' ? a + b : op == '-' ? a - b : a * b;
+      EXPECT_EQ(it.expected, std::to_string(c)) << last;
+    } else if (it.task == "json") {
+      ++json;
+      EXPECT_TRUE(nlohmann::json::accept(it.expected));
+    } else {
+      ++needle;
+      EXPECT_NE(it.prompt.find("The secret code is " + it.expected + "."), std::string::npos);
+    }
+  }
+  EXPECT_EQ(arithmetic, 24);
+  EXPECT_EQ(json, 8);
+  EXPECT_EQ(needle, 6);
+}
+
+TEST_F(EvalOnModel, TasksRunAndCountEverySlice) {
+  ThreadPool pool(2);
+  const tokenizer::Tokenizer tok = tokenizer::Tokenizer::from_gguf(model_->file());
+  std::vector<TaskItem> items = builtin_task_set();
+  items.resize(3);
+  items.push_back({"json", "record", "x", "{\"a\": 1}", TaskCheck::kJson, 3});
+  const TaskResult r = run_tasks({model_.get(), nullptr, kv::KvDtype::F32}, tok, items, pool);
+  ASSERT_EQ(r.answers.size(), 4u);
+  int64_t total = 0;
+  for (const SliceScore& s : r.slices) total += s.total;
+  EXPECT_EQ(total, 3 + 2);  // json counts in "valid" and "exact"
+  EXPECT_GT(r.generated_tokens, 0);
+  EXPECT_LE(r.generated_tokens, 3 * 6 + 3);
 }
 
 TEST(TokenFile, OneSequencePerLine) {

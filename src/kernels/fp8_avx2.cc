@@ -26,6 +26,14 @@ inline __m256 load8_fp8(const uint8_t* p) {
   return _mm256_cvtph_ps(_mm_or_si128(sign, mag));
 }
 
+// 16 E4M3 bytes -> FP16 bits (times 2^-8) in 16 lanes: x = b << 7 puts the
+// magnitude in bits 13..7 and the sign in bit 14; adding bit 14 to itself
+// carries it into bit 15.
+inline __m256i fp8x16_to_fp16(const uint8_t* p) {
+  const __m256i x = _mm256_slli_epi16(_mm256_cvtepu8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))), 7);
+  return _mm256_add_epi16(x, _mm256_and_si256(x, _mm256_set1_epi16(0x4000)));
+}
+
 template <int NT>
 void rows_tile(const Fp8Matrix& w, int64_t row_begin, int64_t row_end, const float* x, float* y) {
   const int64_t nb = w.cols / kFp8Block;
@@ -34,17 +42,21 @@ void rows_tile(const Fp8Matrix& w, int64_t row_begin, int64_t row_end, const flo
     __m256 acc[NT];
     for (int t = 0; t < NT; ++t) acc[t] = _mm256_setzero_ps();
     for (int64_t b = 0; b < nb; ++b) {
+      // Unscaled block products first, then one multiply-add by the scale.
       const __m256 scale = _mm256_set1_ps(pow2(row[b].exp + 8));
-      const __m256 w0 = _mm256_mul_ps(load8_fp8(row[b].qs), scale);
-      const __m256 w1 = _mm256_mul_ps(load8_fp8(row[b].qs + 8), scale);
-      const __m256 w2 = _mm256_mul_ps(load8_fp8(row[b].qs + 16), scale);
-      const __m256 w3 = _mm256_mul_ps(load8_fp8(row[b].qs + 24), scale);
+      const __m256i h0 = fp8x16_to_fp16(row[b].qs);
+      const __m256i h1 = fp8x16_to_fp16(row[b].qs + 16);
+      const __m256 w0 = _mm256_cvtph_ps(_mm256_castsi256_si128(h0));
+      const __m256 w1 = _mm256_cvtph_ps(_mm256_extracti128_si256(h0, 1));
+      const __m256 w2 = _mm256_cvtph_ps(_mm256_castsi256_si128(h1));
+      const __m256 w3 = _mm256_cvtph_ps(_mm256_extracti128_si256(h1, 1));
       for (int t = 0; t < NT; ++t) {
         const float* xb = x + t * w.cols + b * kFp8Block;
-        acc[t] = _mm256_fmadd_ps(w0, _mm256_loadu_ps(xb), acc[t]);
-        acc[t] = _mm256_fmadd_ps(w1, _mm256_loadu_ps(xb + 8), acc[t]);
-        acc[t] = _mm256_fmadd_ps(w2, _mm256_loadu_ps(xb + 16), acc[t]);
-        acc[t] = _mm256_fmadd_ps(w3, _mm256_loadu_ps(xb + 24), acc[t]);
+        __m256 s = _mm256_mul_ps(w0, _mm256_loadu_ps(xb));
+        s = _mm256_fmadd_ps(w1, _mm256_loadu_ps(xb + 8), s);
+        s = _mm256_fmadd_ps(w2, _mm256_loadu_ps(xb + 16), s);
+        s = _mm256_fmadd_ps(w3, _mm256_loadu_ps(xb + 24), s);
+        acc[t] = _mm256_fmadd_ps(s, scale, acc[t]);
       }
     }
     for (int t = 0; t < NT; ++t) y[t * w.rows + r] = hsum(acc[t]);

@@ -6,8 +6,11 @@
 
 #include <cstring>
 #include <set>
+#include <string>
+#include <vector>
 
 #include "kv/kv_dtype.h"
+#include "kv/prefix_cache.h"
 #include "util/error.h"
 
 namespace tokenmill::kv {
@@ -33,6 +36,19 @@ TEST(KvDtype, NamesSizesRoundTrip) {
   EXPECT_EQ(kv_dtype_name(KvDtype::FP8_E4M3), "fp8_e4m3");
   EXPECT_EQ(kv_dtype_from_name("int4"), std::nullopt);
   EXPECT_EQ(kv_dtype_from_name(""), std::nullopt);
+}
+
+// Blocks written in another KV type hold other bytes: the prefix-cache
+// namespace (which carries kv_dtype_name) separates every dtype.
+TEST(KvDtype, EveryDtypeHasItsOwnPrefixNamespace) {
+  std::vector<uint64_t> ids;
+  for (KvDtype d : {KvDtype::F32, KvDtype::F16, KvDtype::Q8_0, KvDtype::FP8_E4M3}) {
+    CacheNamespace ns;
+    ns.model = "m";
+    ns.kv_dtype = std::string(kv_dtype_name(d));
+    for (uint64_t id : ids) EXPECT_NE(id, namespace_id(ns)) << kv_dtype_name(d);
+    ids.push_back(namespace_id(ns));
+  }
 }
 
 TEST(KvGeometry, QuantizedBytesByHand) {

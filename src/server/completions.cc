@@ -93,7 +93,7 @@ void respond_stream(ServingContext& ctx, engine::Engine* engine, Job& job, httpl
   std::unique_ptr<Generation> gen;
   if (job.max_tokens > 0) {
     gen = std::make_unique<Generation>(*engine, job.prompts, base_request(job.common, job.tenant, job.max_tokens),
-                                       job.common.n, ctx.stats);
+                                       job.common.n, ctx.stats, ctx.first_event_wait);
     gen->wait_first_events(std::chrono::steady_clock::now() + ctx.first_event_wait);
   }
   StreamSpec spec;
@@ -127,7 +127,7 @@ void respond_whole(ServingContext& ctx, engine::Engine* engine, Job& job, httpli
   std::vector<engine::GenerationResult> results;
   if (job.max_tokens > 0) {
     Generation gen(*engine, job.prompts, base_request(job.common, job.tenant, job.max_tokens), job.common.n,
-                   ctx.stats);
+                   ctx.stats, ctx.first_event_wait);
     results = gen.wait_all();
   } else {
     results.resize(job.prompts.size() * static_cast<size_t>(job.common.n));

@@ -5,20 +5,33 @@
 namespace tokenmill::server {
 
 Generation::Generation(engine::Engine& engine, const std::vector<std::vector<int32_t>>& prompts,
-                       const engine::GenerateRequest& base, int n, HttpStats& stats)
+                       const engine::GenerateRequest& base, int n, HttpStats& stats,
+                       std::chrono::milliseconds share_wait)
     : n_(std::max(n, 1)), stats_(stats) {
   stats_.add_in_flight(1);
-  handles_.reserve(prompts.size() * static_cast<size_t>(n_));
-  for (const std::vector<int32_t>& prompt : prompts) {
-    for (int k = 0; k < n_; ++k) {
-      engine::GenerateRequest r = base;
-      r.prompt = prompt;
-      r.n = 1;
-      r.sampling.seed = base.sampling.seed + static_cast<uint64_t>(k);
-      handles_.push_back(engine.submit(std::move(r)));
-    }
-  }
+  const size_t per = static_cast<size_t>(n_);
+  handles_.resize(prompts.size() * per);
   pending_.resize(handles_.size());
+  auto submit = [&](size_t p, int k) {
+    engine::GenerateRequest r = base;
+    r.prompt = prompts[p];
+    r.n = 1;
+    r.sampling.seed = base.sampling.seed + static_cast<uint64_t>(k);
+    handles_[p * per + static_cast<size_t>(k)] = engine.submit(std::move(r));
+  };
+  for (size_t p = 0; p < prompts.size(); ++p) submit(p, 0);
+  if (n_ == 1) return;
+  // The other samples follow once the first has prefilled its prompt (its
+  // first event), so that they find the prompt's full blocks in the prefix
+  // cache instead of computing them again.
+  const auto deadline = std::chrono::steady_clock::now() + share_wait;
+  for (size_t p = 0; p < prompts.size(); ++p) {
+    const auto left =
+        std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+    if (left.count() > 0) pending_[p * per] = handles_[p * per].next(left);
+  }
+  for (size_t p = 0; p < prompts.size(); ++p)
+    for (int k = 1; k < n_; ++k) submit(p, k);
 }
 
 Generation::~Generation() {
@@ -33,9 +46,11 @@ void Generation::cancel_all() {
 
 void Generation::wait_first_events(std::chrono::steady_clock::time_point deadline) {
   for (size_t i = 0; i < handles_.size(); ++i) {
-    if (pending_[i]) continue;
-    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
-    pending_[i] = left.count() > 0 ? handles_[i].next(left) : handles_[i].try_next();
+    if (!pending_[i]) {
+      const auto left =
+          std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+      pending_[i] = left.count() > 0 ? handles_[i].next(left) : handles_[i].try_next();
+    }
     if (pending_[i] && pending_[i]->final && pending_[i]->final->reason == engine::FinishReason::kRejected) {
       cancel_all();
       throw rejection_error(*pending_[i]->final);

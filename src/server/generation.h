@@ -1,8 +1,8 @@
-// One API request's engine requests: every prompt times n parallel samples,
-// submitted together (choice index = prompt_index * n + sample). The engine
-// does not fork sequences yet (GenerateRequest::n must be 1), so the n
-// samples of a prompt are n requests; the prefix cache lets later ones
-// reuse the prompt's full blocks once the first has computed them.
+// One API request's engine requests: every prompt times n parallel samples
+// (choice index = prompt_index * n + sample). The engine does not fork
+// sequences yet (GenerateRequest::n must be 1), so the n samples of a prompt
+// are n requests: sample 0 first, the others once it has prefilled, so that
+// they reuse the prompt's full KV blocks through the prefix cache.
 //
 // Also maps how a request ended to its HTTP answer (rejections -> 400/429/
 // 503 ApiErrors).
@@ -26,9 +26,12 @@ class Generation {
  public:
   // Submits prompts.size() * n requests built from `base` (its prompt is
   // replaced). Sample k of a prompt uses seed base.sampling.seed + k so that
-  // parallel samples differ but stay reproducible.
+  // parallel samples differ but stay reproducible. With n > 1, blocks up to
+  // `share_wait` for the first samples' prefills before submitting the rest
+  // (without the prefix cache they simply compute the prompt again).
   Generation(engine::Engine& engine, const std::vector<std::vector<int32_t>>& prompts,
-             const engine::GenerateRequest& base, int n, HttpStats& stats);
+             const engine::GenerateRequest& base, int n, HttpStats& stats,
+             std::chrono::milliseconds share_wait = std::chrono::seconds(2));
   // Cancels every request that has not finished (a client that left, an
   // error on another choice).
   ~Generation();

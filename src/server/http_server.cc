@@ -72,6 +72,8 @@ void HttpServer::start() {
     http_->listen_after_bind();
     listen_done_.store(true);
   });
+  // Return once accepting, so that a stop() right after cannot be lost.
+  while (!http_->is_running() && !listen_done_.load()) std::this_thread::sleep_for(std::chrono::milliseconds(1));
 }
 
 void HttpServer::attach_engine(engine::Engine& engine, const std::string& model_path) {
@@ -122,12 +124,16 @@ void HttpServer::register_hooks() {
   // Statuses no handler produced (unknown route, body too large, httplib's
   // own 400s) still get an OpenAI error body.
   http_->set_error_handler(
-      httplib::Server::HandlerWithResponse([](const httplib::Request&, httplib::Response& res) {
-        if (res.body.empty()) send_error(res, error_for_status(res.status));
+      httplib::Server::HandlerWithResponse([this](const httplib::Request& req, httplib::Response& res) {
+        if (res.body.empty()) {  // no handler ran (guarded() counts its own)
+          send_error(res, error_for_status(res.status));
+          ctx_.stats.on_response(endpoint_label(req.path), res.status);
+        }
         return httplib::Server::HandlerResponse::Handled;
       }));
+  // Runs after the response has been sent (streams included), so it must
+  // not count anything a client could look for right after its answer.
   http_->set_logger([this](const httplib::Request& req, const httplib::Response& res) {
-    ctx_.stats.on_response(endpoint_label(req.path), res.status);
     if (options_.log_requests)
       write_log_line(format_log_line(req.method, req.path, res.status, req.remote_addr, current_record()));
     reset_record();
@@ -155,6 +161,8 @@ void HttpServer::check_api_key(const httplib::Request& req) {
 
 namespace {
 
+int final_status(const httplib::Response& res) { return res.status == -1 ? 200 : res.status; }
+
 template <typename Fn>
 void run_guarded(httplib::Response& res, Fn&& fn) {
   try {
@@ -177,6 +185,9 @@ httplib::Server::Handler HttpServer::guarded(bool authed,
       if (authed) check_api_key(req);
       (this->*fn)(req, res);
     });
+    // Counted before the response leaves, so that /metrics read right
+    // after an answer already includes it.
+    ctx_.stats.on_response(endpoint_label(req.path), final_status(res));
   };
 }
 
@@ -188,6 +199,9 @@ httplib::Server::Handler HttpServer::guarded_ctx(bool authed,
       if (authed) check_api_key(req);
       fn(ctx_, req, res);
     });
+    // Counted before the response leaves, so that /metrics read right
+    // after an answer already includes it.
+    ctx_.stats.on_response(endpoint_label(req.path), final_status(res));
   };
 }
 

@@ -55,7 +55,8 @@ class HttpServer {
   // Binds the listening socket. Returns the port (the chosen one for port
   // 0). Throws Error when the address cannot be bound.
   int bind();
-  // Starts accepting on a background thread. Precondition: bind() succeeded.
+  // Starts accepting on a background thread; returns once it accepts.
+  // Precondition: bind() succeeded.
   void start();
   // Serves `engine` from now on. Reads the chat template of the model file
   // (throws Error for a bad --chat-template). The engine must outlive join().

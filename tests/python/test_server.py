@@ -154,6 +154,19 @@ def test_n_and_prompt_lists(client):
         assert "".join(c.choices[0].text for c in streamed if c.choices[0].index == i) == texts[0]
 
 
+def test_parallel_samples_reuse_the_prompt_blocks(server, client):
+    # 100 prompt tokens = 6 full 16-token blocks (96 tokens) that samples 1
+    # and 2 find in the prefix cache once sample 0 has computed them.
+    prompt = [(i * 37 + 11) % 500 + 3 for i in range(100)]
+    before = server.metrics()
+    r = client.completions.create(model="tiny", prompt=prompt, n=3, max_tokens=4, temperature=1.0, seed=9)
+    assert len(r.choices) == 3 and r.usage.prompt_tokens == 100
+    m = server.metrics()
+    cached = "tokenmill_cached_prompt_tokens_total"
+    assert m[cached] - before[cached] == 2 * 96
+    assert m["tokenmill_prefill_tokens_total"] - before["tokenmill_prefill_tokens_total"] == 100 + 2 * 4
+
+
 def test_errors_raise_the_right_types(client):
     with pytest.raises(openai.BadRequestError) as e:
         client.completions.create(model="tiny", prompt=PROMPT, temperature=3)
@@ -167,6 +180,9 @@ def test_errors_raise_the_right_types(client):
     with pytest.raises(openai.BadRequestError) as e:
         client.completions.create(model="tiny", prompt=PROMPT, max_tokens=100000)
     assert e.value.body["code"] == "context_length_exceeded" and "256" in e.value.body["message"]
+    with pytest.raises(openai.BadRequestError) as e:  # the prompt alone is longer than the context
+        client.completions.create(model="tiny", prompt=[5] * 300, max_tokens=1)
+    assert e.value.body["code"] == "context_length_exceeded" and "300 tokens" in e.value.body["message"]
     with pytest.raises(openai.BadRequestError) as e:
         client.completions.create(model="tiny", prompt=[1, 99999])
     assert "outside the vocabulary" in e.value.body["message"]
@@ -242,7 +258,7 @@ def test_priority_and_tenant_extensions(server, client):
     r = client.completions.create(model="tiny", prompt=PROMPT, max_tokens=3, extra_body={"priority": "low"},
                                   extra_headers={"X-Tenant": "team-a"})
     assert r.choices
-    line = next(e for e in reversed(server.events()) if e.get("id") == r.id)
+    line = server.wait_events(lambda e: e.get("id") == r.id)[0]
     assert line["tenant"] == "team-a" and line["status"] == 200
     with pytest.raises(openai.BadRequestError):
         client.completions.create(model="tiny", prompt=PROMPT, extra_body={"priority": "urgent"})
@@ -315,11 +331,14 @@ def test_metrics_and_request_log(server, client):
                  'tokenmill_requests_rejected_total{reason="overloaded"}'):
         assert name in m, name
     # One structured log line per request, with its status.
-    lines = [e for e in server.events() if e.get("event") == "request" and e["path"] == "/v1/completions"]
-    assert sum(1 for e in lines if e["status"] == 200) == m[key]
-    last_ok = [e for e in lines if e["status"] == 200][-1]
-    assert last_ok["completion_tokens"] == 2 and last_ok["id"].startswith("cmpl-") and "ttft_ms" in last_ok
-    assert [e for e in lines if e["status"] == 400][-1]["error"].startswith("'top_p'")
+    def completions_with(status):
+        return lambda e: e.get("event") == "request" and e["path"] == "/v1/completions" and e["status"] == status
+
+    ok = server.wait_events(completions_with(200), count=int(m[key]))
+    assert len(ok) == m[key]
+    assert ok[-1]["completion_tokens"] == 2 and ok[-1]["id"].startswith("cmpl-") and "ttft_ms" in ok[-1]
+    errors = server.wait_events(completions_with(400), count=int(m[bad]))
+    assert len(errors) == m[bad] and errors[-1]["error"].startswith("'top_p'")
 
 
 def test_sigint_exits_cleanly(tokenmill_bin, tiny):

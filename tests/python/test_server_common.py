@@ -122,6 +122,18 @@ class Server:
                                      f"{ {k: v for k, v in m.items() if 'bucket' not in k} }")
             time.sleep(0.02)
 
+    def wait_events(self, predicate, count=1, timeout=10.0):
+        """Waits until `count` log events satisfy predicate (log lines are
+        written just after a response is sent); returns them all."""
+        deadline = time.time() + timeout
+        while True:
+            found = [e for e in self.events() if predicate(e)]
+            if len(found) >= count:
+                return found
+            if time.time() > deadline:
+                raise AssertionError(f"found {len(found)} of {count} log events:\n{self.log_text()[-3000:]}")
+            time.sleep(0.02)
+
     def log_text(self):
         with open(self.log_file.name, encoding="utf-8", errors="replace") as f:
             return f.read()

@@ -113,8 +113,7 @@ def test_disconnect_cancels_and_frees_kv(gemma_server):
     assert m["tokenmill_http_client_disconnects_total"] == before["tokenmill_http_client_disconnects_total"] + 1
     # Far fewer than 2000 tokens were generated for it.
     assert m["tokenmill_generation_tokens_total"] - before["tokenmill_generation_tokens_total"] < 200
-    time.sleep(0.2)
-    line = [e for e in gemma_server.events() if e.get("event") == "request" and e.get("stream")][-1]
+    line = gemma_server.wait_events(lambda e: e.get("event") == "request" and e.get("client_disconnected"))[-1]
     assert line["client_disconnected"] is True and line["finish_reason"] == "cancelled"
 
 
