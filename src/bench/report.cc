@@ -214,7 +214,10 @@ ServerCellStats combine(const RunResult& run) {
 
 StageSplit stage_split(const std::vector<const RequestRecord*>& ok) {
   StageSplit s;
-  if (ok.empty()) return s;
+  if (ok.empty()) {
+    s.bottleneck = "none (no ok requests)";
+    return s;
+  }
   for (const RequestRecord* r : ok) {
     const double sched = r->sched_delay_ms();
     const double q = std::isnan(r->server_queue_ms) ? 0 : r->server_queue_ms;

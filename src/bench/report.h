@@ -36,7 +36,7 @@ struct RunResult {
   std::optional<double> server_peak_rss_bytes;
 };
 
-// Percent of e2e spent per stage, the dominant stage, from mean times.
+// Mean ms per ok request spent per stage, and the dominant stage.
 struct StageSplit {
   double client_queue_ms = 0, server_queue_ms = 0, prefill_ms = 0, decode_ms = 0;
   std::string bottleneck;
