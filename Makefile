@@ -6,7 +6,9 @@ JOBS ?= $(shell nproc)
 TOKENMILL = $(BUILD)/src/cli/tokenmill
 PROMPT ?= The capital of France is
 
-.PHONY: setup build run test test-asan fuzz-smoke clean
+PORT ?= 8080
+
+.PHONY: setup build run generate test test-asan fuzz-smoke clean
 
 setup:
 	@scripts/setup.sh
@@ -15,8 +17,13 @@ build: setup
 	cmake -S . -B $(BUILD) -G Ninja -DCMAKE_BUILD_TYPE=Release >/dev/null
 	cmake --build $(BUILD) -j $(JOBS)
 
-# The main job on the embedded default model (Gemma 3 270M from PyPI).
+# The main job: the OpenAI-compatible server on the embedded default model
+# (Gemma 3 270M from PyPI), model name "gemma", on 127.0.0.1:$(PORT).
 run: build
+	$(TOKENMILL) serve -m "$$(scripts/default_model.sh)" --port $(PORT) --model-alias gemma
+
+# One generation from the command line with the default model.
+generate: build
 	$(TOKENMILL) run -m "$$(scripts/default_model.sh)" -p "$(PROMPT)" -n 64
 
 test: build

@@ -98,7 +98,7 @@ run_model() {
     fi
     if [[ ! -f $dir/$s.bench.json ]]; then
       log "$dir: eval bench $name"
-      "$TM" eval bench "${load[@]}" --prompt-len 128 --gen 32 --repeats 3 --json "$dir/$s.bench.json" >/dev/null
+      "$TM" eval bench "${load[@]}" --prompt-len 128 --gen 32 --repeats 5 --json "$dir/$s.bench.json" >/dev/null
     fi
   done
 }
@@ -140,10 +140,12 @@ fi
 if [[ $TINYLLAMA == 1 ]] && want tinyllama; then
   D=$WORK/tinyllama
   mkdir -p "$D"
-  for type in F16 Q8_0 Q6_K Q5_K_M Q4_K_M Q4_0; do
+  [[ -f $D/f16.gguf ]] || { log "tinyllama: synth F16"; "$TM" synth --preset tinyllama-1.1b --type F16 \
+    -o "$D/f16.gguf" -t "$THREADS" 2>/dev/null; }
+  for type in F16 Q8_0 Q6_K Q5_K_M Q4_K_M Q4_0 FP8_E4M3 W8A8; do
     s=$(slug "$type")
-    [[ -f $D/$s.gguf ]] || { log "tinyllama: synth $type"; "$TM" synth --preset tinyllama-1.1b --type "$type" \
-      -o "$D/$s.gguf" -t "$THREADS" 2>/dev/null; }
+    [[ -f $D/$s.gguf ]] || { log "tinyllama: quantize $type"; "$TM" quantize "$D/f16.gguf" "$D/$s.gguf" --type "$type" \
+      -t "$THREADS" 2>/dev/null; }
     [[ -f $D/$s.bench.json ]] || { log "tinyllama: bench $type"; "$TM" eval bench -m "$D/$s.gguf" --kv-dtype f16 \
       -t "$THREADS" --prompt-len 64 --gen 16 --repeats 2 --json "$D/$s.bench.json" >/dev/null; }
   done

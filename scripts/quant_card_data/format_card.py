@@ -66,7 +66,8 @@ def tinyllama_table(work):
         return None
     rows = ["| variant | file MB | weights MB | KV B/token | prefill tok/s | decode tok/s |", "|---|---|---|---|---|---|"]
     for s, name in (("f16", "F16"), ("q8_0", "Q8_0"), ("q6_k", "Q6_K"), ("q5_k_m", "Q5_K_M"), ("q4_k_m", "Q4_K_M"),
-                    ("q4_0", "Q4_0"), ("kv_q8_0", "Q4_K_M + KV q8_0"), ("kv_fp8_e4m3", "Q4_K_M + KV fp8")):
+                    ("q4_0", "Q4_0"), ("fp8_e4m3", "FP8 E4M3"), ("w8a8", "W8A8"),
+                    ("kv_q8_0", "Q4_K_M + KV q8_0"), ("kv_fp8_e4m3", "Q4_K_M + KV fp8")):
         b = load(os.path.join(d, f"{s}.bench.json"))
         if b is None:
             continue
@@ -91,7 +92,7 @@ def main():
             continue
         table, btable, info = t
         parts += [f"### {title}", "", f"Base: {base}. Speed: one sequence, {threads} threads, prompt 128 tokens "
-                  "in one call, then 32 decode steps, best of 3.", "", table, "",
+                  "in one call, then 32 decode steps, best of 5.", "", table, "",
                   f"Mean KL divergence by context position ({info}):", "", btable, ""]
     t = tinyllama_table(work)
     if t:

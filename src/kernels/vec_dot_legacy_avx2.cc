@@ -1,9 +1,9 @@
 // Integer decode-path decoders for the legacy GGUF block types (Q4_0, Q4_1,
 // Q5_0, Q5_1, Q8_0; layouts in quant_blocks.h) and the dispatch over all
 // types. Each decoder widens one block of 32 weights to int16 for the row
-// kernel in vec_dot_avx2.h. Offsets that are integers (the -8 of Q4_0, -16
-// of Q5_0) are subtracted before widening; the float minimum m of Q4_1 and
-// Q5_1 goes through the activation sums (kBias = 32).
+// kernel in vec_dot_avx2.h. Offsets (the -8 of Q4_0, -16 of Q5_0) and the
+// minimum m of Q4_1 / Q5_1 go through the activation sums (kBias = 32), so
+// the weights are widened as stored, unsigned.
 #include "kernels/vec_dot.h"
 #include "kernels/vec_dot_avx2.h"
 
@@ -12,113 +12,89 @@ namespace {
 
 using gguf::TensorType;
 
-struct NoCtx {};
-
-// 16 bytes of packed nibbles -> low nibbles (elements 0..15) and high
-// nibbles (16..31) as bytes.
-inline void nibbles(const uint8_t* qs, __m128i& lo, __m128i& hi) {
-  const __m128i q = _mm_loadu_si128(reinterpret_cast<const __m128i*>(qs));
-  const __m128i mask = _mm_set1_epi8(15);
-  lo = _mm_and_si128(q, mask);
-  hi = _mm_and_si128(_mm_srli_epi16(q, 4), mask);
+// 16 bytes of packed nibbles widened to int16: low nibbles (elements
+// 0..15) and high nibbles (16..31). One widening load serves both halves:
+// each 16-bit lane holds one byte, so the high nibble is a plain shift.
+inline void nibbles16(const uint8_t* qs, __m256i& lo, __m256i& hi) {
+  const __m256i v = _mm256_cvtepu8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(qs)));
+  lo = _mm256_and_si256(v, _mm256_set1_epi16(15));
+  hi = _mm256_srli_epi16(v, 4);
 }
 
-// Byte j of the result is 16 when bit j of the little-endian uint32 at p is
-// set, else 0 (the fifth bits of Q5_0 / Q5_1), split into elements 0..15
-// and 16..31.
-inline void fifth_bits(const uint8_t* p, __m128i& lo, __m128i& hi) {
+// Q5_0 / Q5_1: nibbles plus the fifth bits (bit j of the little-endian
+// uint32 at qh is element j's), as unsigned values 0..31 in int16 lanes.
+inline void five_bits(const uint8_t* qh_ptr, const uint8_t* qs, __m256i& lo, __m256i& hi) {
   uint32_t qh;
-  memcpy(&qh, p, 4);
+  memcpy(&qh, qh_ptr, 4);
+  const __m128i q = _mm_loadu_si128(reinterpret_cast<const __m128i*>(qs));
+  const __m128i mask = _mm_set1_epi8(15);
   const __m128i v = _mm_cvtsi32_si128(static_cast<int>(qh));
   const __m128i bit = _mm_set1_epi64x(static_cast<int64_t>(0x8040201008040201ULL));
   const __m128i sixteen = _mm_set1_epi8(16);
   const __m128i lo_bytes = _mm_shuffle_epi8(v, _mm_setr_epi8(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1));
   const __m128i hi_bytes = _mm_shuffle_epi8(v, _mm_setr_epi8(2, 2, 2, 2, 2, 2, 2, 2, 3, 3, 3, 3, 3, 3, 3, 3));
-  lo = _mm_and_si128(_mm_cmpeq_epi8(_mm_and_si128(lo_bytes, bit), bit), sixteen);
-  hi = _mm_and_si128(_mm_cmpeq_epi8(_mm_and_si128(hi_bytes, bit), bit), sixteen);
+  const __m128i hlo = _mm_and_si128(_mm_cmpeq_epi8(_mm_and_si128(lo_bytes, bit), bit), sixteen);
+  const __m128i hhi = _mm_and_si128(_mm_cmpeq_epi8(_mm_and_si128(hi_bytes, bit), bit), sixteen);
+  lo = _mm256_cvtepu8_epi16(_mm_or_si128(_mm_and_si128(q, mask), hlo));
+  hi = _mm256_cvtepu8_epi16(_mm_or_si128(_mm_and_si128(_mm_srli_epi16(q, 4), mask), hhi));
 }
 
+// Every decoder: the block's fp16 scale d is its first 2 bytes.
 struct Q8_0 {
   static constexpr int64_t kBlock = 32, kBytes = 34;
+  static constexpr bool kHalves = false;
   static constexpr int kBias = 0;
-  struct Ctx { float d; };
-  static void prepare(const uint8_t* b, Ctx& c) { c.d = fp16_to_f32(b); }
-  static void decode(const uint8_t* b, const Ctx&, int, __m256i& w0, __m256i& w1) {
+  using Ctx = LegacyGroup;
+  static void decode(const uint8_t* b, __m256i& w0, __m256i& w1) {
     w0 = _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(b + 2)));
     w1 = _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(b + 18)));
   }
-  static float scale(const Ctx& c, int) { return c.d; }
-  static float bias(const Ctx&, int) { return 0.0f; }
+  static __m256 bias8(const uint8_t*, __m256) { return _mm256_setzero_ps(); }
+  static float bias1(const uint8_t*, float) { return 0.0f; }
 };
 
+// x = d * (q - 8): the integer products use q, the -8 d goes through s32.
 struct Q4_0 {
   static constexpr int64_t kBlock = 32, kBytes = 18;
-  static constexpr int kBias = 0;
-  struct Ctx { float d; };
-  static void prepare(const uint8_t* b, Ctx& c) { c.d = fp16_to_f32(b); }
-  static void decode(const uint8_t* b, const Ctx&, int, __m256i& w0, __m256i& w1) {
-    __m128i lo, hi;
-    nibbles(b + 2, lo, hi);
-    const __m128i eight = _mm_set1_epi8(8);
-    w0 = _mm256_cvtepi8_epi16(_mm_sub_epi8(lo, eight));
-    w1 = _mm256_cvtepi8_epi16(_mm_sub_epi8(hi, eight));
-  }
-  static float scale(const Ctx& c, int) { return c.d; }
-  static float bias(const Ctx&, int) { return 0.0f; }
+  static constexpr bool kHalves = false;
+  static constexpr int kBias = 32;
+  using Ctx = LegacyGroup;
+  static void decode(const uint8_t* b, __m256i& w0, __m256i& w1) { nibbles16(b + 2, w0, w1); }
+  static __m256 bias8(const uint8_t*, __m256 d) { return _mm256_mul_ps(d, _mm256_set1_ps(-8.0f)); }
+  static float bias1(const uint8_t*, float d) { return -8.0f * d; }
 };
 
+// x = d * q + m.
 struct Q4_1 {
   static constexpr int64_t kBlock = 32, kBytes = 20;
+  static constexpr bool kHalves = false;
   static constexpr int kBias = 32;
-  struct Ctx { float d, m; };
-  static void prepare(const uint8_t* b, Ctx& c) {
-    c.d = fp16_to_f32(b);
-    c.m = fp16_to_f32(b + 2);
-  }
-  static void decode(const uint8_t* b, const Ctx&, int, __m256i& w0, __m256i& w1) {
-    __m128i lo, hi;
-    nibbles(b + 4, lo, hi);
-    w0 = _mm256_cvtepu8_epi16(lo);
-    w1 = _mm256_cvtepu8_epi16(hi);
-  }
-  static float scale(const Ctx& c, int) { return c.d; }
-  static float bias(const Ctx& c, int) { return c.m; }
+  using Ctx = LegacyGroup;
+  static void decode(const uint8_t* b, __m256i& w0, __m256i& w1) { nibbles16(b + 4, w0, w1); }
+  static __m256 bias8(const uint8_t* g, __m256) { return gather_fp16_8(g + 2, kBytes); }
+  static float bias1(const uint8_t* b, float) { return fp16_to_f32(b + 2); }
 };
 
+// x = d * (q - 16), q with its fifth bit.
 struct Q5_0 {
   static constexpr int64_t kBlock = 32, kBytes = 22;
-  static constexpr int kBias = 0;
-  struct Ctx { float d; };
-  static void prepare(const uint8_t* b, Ctx& c) { c.d = fp16_to_f32(b); }
-  static void decode(const uint8_t* b, const Ctx&, int, __m256i& w0, __m256i& w1) {
-    __m128i lo, hi, hlo, hhi;
-    nibbles(b + 6, lo, hi);
-    fifth_bits(b + 2, hlo, hhi);
-    const __m128i sixteen = _mm_set1_epi8(16);
-    w0 = _mm256_cvtepi8_epi16(_mm_sub_epi8(_mm_or_si128(lo, hlo), sixteen));
-    w1 = _mm256_cvtepi8_epi16(_mm_sub_epi8(_mm_or_si128(hi, hhi), sixteen));
-  }
-  static float scale(const Ctx& c, int) { return c.d; }
-  static float bias(const Ctx&, int) { return 0.0f; }
+  static constexpr bool kHalves = false;
+  static constexpr int kBias = 32;
+  using Ctx = LegacyGroup;
+  static void decode(const uint8_t* b, __m256i& w0, __m256i& w1) { five_bits(b + 2, b + 6, w0, w1); }
+  static __m256 bias8(const uint8_t*, __m256 d) { return _mm256_mul_ps(d, _mm256_set1_ps(-16.0f)); }
+  static float bias1(const uint8_t*, float d) { return -16.0f * d; }
 };
 
+// x = d * q + m, q with its fifth bit.
 struct Q5_1 {
   static constexpr int64_t kBlock = 32, kBytes = 24;
+  static constexpr bool kHalves = false;
   static constexpr int kBias = 32;
-  struct Ctx { float d, m; };
-  static void prepare(const uint8_t* b, Ctx& c) {
-    c.d = fp16_to_f32(b);
-    c.m = fp16_to_f32(b + 2);
-  }
-  static void decode(const uint8_t* b, const Ctx&, int, __m256i& w0, __m256i& w1) {
-    __m128i lo, hi, hlo, hhi;
-    nibbles(b + 8, lo, hi);
-    fifth_bits(b + 4, hlo, hhi);
-    w0 = _mm256_cvtepu8_epi16(_mm_or_si128(lo, hlo));
-    w1 = _mm256_cvtepu8_epi16(_mm_or_si128(hi, hhi));
-  }
-  static float scale(const Ctx& c, int) { return c.d; }
-  static float bias(const Ctx& c, int) { return c.m; }
+  using Ctx = LegacyGroup;
+  static void decode(const uint8_t* b, __m256i& w0, __m256i& w1) { five_bits(b + 4, b + 8, w0, w1); }
+  static __m256 bias8(const uint8_t* g, __m256) { return gather_fp16_8(g + 2, kBytes); }
+  static float bias1(const uint8_t* b, float) { return fp16_to_f32(b + 2); }
 };
 
 }  // namespace
