@@ -66,8 +66,9 @@ double process_cpu_seconds() {
 }
 
 // The kernel table of the run, for A/B runs: the active one (path 0), the
-// same without the integer decode path (1: float fused decode), or without
-// the packed prefill kernel (2: row-major panels).
+// same without the integer decode path (1: float fused decode), without the
+// FP32 packed prefill kernel (2: row-major FP32 panels below the int16
+// threshold), or without the int16 packed prefill kernel (3: FP32 prefill).
 const KernelTable& table_for_path(int64_t path) {
   static const KernelTable float_only = [] {
     KernelTable t = active_kernels();
@@ -81,7 +82,17 @@ const KernelTable& table_for_path(int64_t path) {
     t.gemm_packed = nullptr;
     return t;
   }();
-  return path == 1 ? float_only : path == 2 ? unpacked : active_kernels();
+  static const KernelTable float_prefill = [] {
+    KernelTable t = active_kernels();
+    t.gemm_q16_packed = nullptr;
+    return t;
+  }();
+  switch (path) {
+    case 1: return float_only;
+    case 2: return unpacked;
+    case 3: return float_prefill;
+    default: return active_kernels();
+  }
 }
 
 // Args: type id, rows, cols, tokens, threads, path (table_for_path), copies (weights cycled through per iteration; enough copies put
@@ -109,7 +120,7 @@ void BM_Matmul(benchmark::State& state) {
   const double cpu = (process_cpu_seconds() - cpu0) / threads;
   const double bytes = static_cast<double>(ws[0].bytes.size()) * static_cast<double>(state.iterations());
   const double flops = 2.0 * static_cast<double>(rows * cols * tokens) * static_cast<double>(state.iterations());
-  const char* path_names[] = {"", " float", " unpacked"};
+  const char* path_names[] = {"", " float", " unpacked", " f32-prefill"};
   state.SetLabel(std::string(gguf::tensor_type_name(type)) + path_names[state.range(5)]);
   state.SetBytesProcessed(static_cast<int64_t>(bytes));
   state.counters["FLOP/s"] = benchmark::Counter(flops, benchmark::Counter::kIsRate);
@@ -136,20 +147,21 @@ void gemm_args(benchmark::internal::Benchmark* b) {
                        TensorType::Q5_0, TensorType::F16, TensorType::F32}) {
     for (int threads : {1, 2}) b->Args({id(t), 2048, 2048, 64, threads, 0, 1});
   }
-  // Token counts around the packed/row-major switch (kPackedMinTokens), on
-  // the FFN down shape (long rows) and a square one: packed against
-  // row-major panels (path 2).
-  for (int64_t tokens : {5, 16, 32, 64, 96, 128, 256}) {
-    for (int64_t path : {0, 2}) {
+  // Token counts around the prefill path switches (gemm.h: kPackedMinTokens,
+  // kQ16PackedMinTokens), on the FFN down shape (long rows) and a square one.
+  for (int64_t tokens : {5, 8, 16, 32, 64, 96, 128, 256, 512}) {
+    for (int64_t path : {0, 2, 3}) {
       b->Args({id(TensorType::Q4_0), 2048, 2048, tokens, 1, path, 8});
       b->Args({id(TensorType::Q4_0), 2048, 5632, tokens, 1, path, 4});
     }
   }
   // Prefill shapes of TinyLlama (512 tokens): attention output, FFN up, FFN down.
-  for (int threads : {1, 2}) {
-    b->Args({id(TensorType::Q4_0), 2048, 2048, 512, threads, 0, 1});
-    b->Args({id(TensorType::Q4_0), 5632, 2048, 512, threads, 0, 1});
-    b->Args({id(TensorType::Q4_0), 2048, 5632, 512, threads, 0, 1});
+  for (TensorType t : {TensorType::Q4_0, TensorType::Q8_0, TensorType::Q4_K, TensorType::Q6_K, TensorType::F16}) {
+    for (int threads : {1, 2}) {
+      b->Args({id(t), 2048, 2048, 512, threads, 0, 1});
+      b->Args({id(t), 5632, 2048, 512, threads, 0, 1});
+      b->Args({id(t), 2048, 5632, 512, threads, 0, 1});
+    }
   }
 }
 

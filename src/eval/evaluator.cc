@@ -21,7 +21,7 @@ class Runner {
   // Feeds input[pos, pos + n); logits rows of all n tokens when `rows`.
   const std::vector<float>& step(std::span<const int32_t> input, bool rows, ThreadPool& pool) {
     m_.model->set_matmul_hook(m_.hook);
-    seq_.forward(input, rows, logits_, pool);
+    seq_.forward(input, rows ? model::LogitRows::kAll : model::LogitRows::kNone, logits_, pool);
     m_.model->set_matmul_hook(nullptr);
     return logits_;
   }

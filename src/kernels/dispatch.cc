@@ -49,6 +49,10 @@ KernelTable make_avx2_table() {
   t.quantize_acts = avx2::quantize_acts;
   t.q16_supports = avx2::q16_supports;
   t.q16_rows = avx2::q16_rows;
+  t.q16_layout = avx2::q16_layout;
+  t.q16_decode_row = avx2::q16_decode_row;
+  t.pack_q16_rows = avx2::pack_q16_rows;
+  t.gemm_q16_packed = avx2::gemm_q16_packed;
   t.attend_head = avx2::attend_head;
   t.paged_attend_group = avx2::paged_attend_group;
   return t;

@@ -18,6 +18,7 @@
 #include "gguf/tensor_type.h"
 #include "kernels/attention.h"
 #include "kernels/cpu_features.h"
+#include "kernels/gemm.h"
 #include "kernels/matmul.h"
 #include "kernels/paged_attention.h"
 #include "kernels/quantize_act.h"
@@ -77,6 +78,18 @@ struct KernelTable {
   bool (*q16_supports)(gguf::TensorType type) = nullptr;
   void (*q16_rows)(const WeightView& w, int64_t row_begin, int64_t row_end, const QuantizedActs& a,
                    int64_t num_tokens, float* y) = nullptr;
+  // The same numerics for prefill (gemm.h): rows widened to int16, packed,
+  // and multiplied with quantized activations of many tokens. Null where
+  // this ISA has none (matmul then uses the FP32 panels).
+  Q16Layout (*q16_layout)(gguf::TensorType type) = nullptr;
+  void (*q16_decode_row)(gguf::TensorType type, const void* row, int64_t cols, int16_t* q, float* scale16,
+                         float* bias16) = nullptr;
+  void (*pack_q16_rows)(const int16_t* q, const float* scale16, const float* bias16, int64_t num_src,
+                        int64_t cols, int64_t row0, int64_t panel_rows, int16_t* packed_q, float* packed_scale,
+                        float* packed_bias) = nullptr;
+  void (*gemm_q16_packed)(const int16_t* packed_q, const float* packed_scale, const float* packed_bias,
+                          bool halves, int bias, int64_t num_rows, int64_t cols, const QuantizedActs& a,
+                          int64_t num_tokens, float* y, int64_t y_stride) = nullptr;
 
   // --- attention building block ---
   // One (token, head) pair: out = softmax_j(score(q, k_j)) . v_j over keys

@@ -22,6 +22,8 @@
 
 #include <cstdint>
 
+#include "kernels/quantize_act.h"
+
 namespace tokenmill::kernels {
 
 inline constexpr int64_t kPackRows = 16;
@@ -31,6 +33,10 @@ inline constexpr int64_t kPackRows = 16;
 // GFLOP/s on 2048 x 5632, equal at 96, packed ahead from 128).
 inline constexpr int64_t kPackedMinTokens = 96;
 inline constexpr int64_t kPackChunk = 256;
+// matmul uses the int16 packed kernel (below) for quantized weights from
+// this many tokens up (Q4_0 2048 x 2048, per core: 62 against 65 GFLOP/s
+// for the FP32 row-major panels at 8 tokens, 93 against 83 at 16).
+inline constexpr int64_t kQ16PackedMinTokens = 12;
 // Rows a pack call takes at once (one 8 x 8 transpose height).
 inline constexpr int64_t kPackStep = 8;
 
@@ -38,6 +44,14 @@ inline constexpr int64_t kPackStep = 8;
 inline int64_t packed_panel_floats(int64_t num_rows, int64_t cols) {
   return (num_rows + kPackRows - 1) / kPackRows * kPackRows * cols;
 }
+
+// How a quantized type's integer products are scaled: one float scale per
+// 16 columns (halves) or per 32, and the granularity of its additive term
+// (offset or minimum; 0: none, 16 or 32 columns).
+struct Q16Layout {
+  bool halves = false;
+  int bias = 0;
+};
 
 namespace avx2 {
 
@@ -53,6 +67,28 @@ void pack_rows(const float* src, int64_t src_stride, int64_t num_src, int64_t co
 // height round_up(num_rows, kPackRows)) and `cols` columns.
 void gemm_packed(const float* packed, int64_t num_rows, int64_t cols, const float* x, int64_t x_stride,
                  int64_t num_tokens, float* y, int64_t y_stride);
+
+// The int16 variant for quantized weights (gemm_q16_avx2.cc): rows widened
+// by q16_decode_row (vec_dot.h), activations quantized to int16 blocks
+// (quantize_act.h), exact integer sums per 32 (or 16) columns, one float
+// scaling per block; same numerics as the integer decode path. Packed
+// layout of the int16 values as above with column pairs interleaved: in the
+// chunk at k0 (offset k0 * P), group g at + g * kn * 16, element
+// (16 g + i, k0 + 2 j + e) at + 32 j + 2 i + e. Scales and biases: per 16
+// columns h and row r at h * P + r (P floats per half, cols / 16 halves).
+//
+// Writes rows [row0, row0 + kPackStep) of such a panel from num_src (<=
+// kPackStep) decoded rows: q [num_src, cols], scale16 / bias16
+// [num_src, cols / 16]; rows past num_src become zeros.
+void pack_q16_rows(const int16_t* q, const float* scale16, const float* bias16, int64_t num_src, int64_t cols,
+                   int64_t row0, int64_t panel_rows, int16_t* packed_q, float* packed_scale, float* packed_bias);
+
+// y[t * y_stride + r] = panel row r . dequant(a[t]) for r < num_rows,
+// t < num_tokens; `halves` / `bias` as q16_layout (vec_dot.h) of the type.
+// Precondition: cols % 32 == 0, a.cols == cols.
+void gemm_q16_packed(const int16_t* packed_q, const float* packed_scale, const float* packed_bias, bool halves,
+                     int bias, int64_t num_rows, int64_t cols, const QuantizedActs& a, int64_t num_tokens, float* y,
+                     int64_t y_stride);
 
 }  // namespace avx2
 }  // namespace tokenmill::kernels

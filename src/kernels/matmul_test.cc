@@ -56,15 +56,25 @@ std::vector<int64_t> col_counts(TensorType type) {
   return {256, 512};
 }
 
+// Whether matmul takes an integer path (int16 activations) for this case:
+// decode (q16_rows) or the int16 packed prefill kernel.
+bool uses_q16(const KernelTable& kt, TensorType type, int64_t num_tokens) {
+  if (kt.q16_supports == nullptr || !kt.q16_supports(type)) return false;
+  return num_tokens <= kMaxFusedTokens || (kt.gemm_q16_packed != nullptr && num_tokens >= kQ16PackedMinTokens);
+}
+
 // Float accumulation bound (matmul_test_util.h: rounding_bound): the AVX2
 // decode kernels sum cols/8 FMAs per lane (the integer path fewer), then 8
 // lanes and up to 4 partial accumulators, plus the scale products: at most
-// cols/8 + 16 steps; the scalar ISA and the packed prefill kernel (gemm.h)
-// sum each output sequentially: cols steps. A wrong element or scale is
+// cols/8 + 16 steps (the int16 packed kernel: an FMA per 16 or 32 columns);
+// the scalar ISA and the FP32 packed prefill kernel (gemm.h) sum each output
+// sequentially: cols steps. A wrong element or scale is
 // ~|w x| ~ sum/cols, orders of magnitude above this.
 void expect_close(const KernelTable& kt, const WeightView& w, const float* x, int64_t num_tokens,
                   const float* y, const std::vector<float>& ref, const std::string& what) {
-  const bool sequential = kt.isa == Isa::kScalar || (kt.gemm_packed != nullptr && num_tokens >= kPackedMinTokens);
+  const bool q16 = uses_q16(kt, w.type, num_tokens);
+  const bool sequential =
+      kt.isa == Isa::kScalar || (!q16 && kt.gemm_packed != nullptr && num_tokens >= kPackedMinTokens);
   const double steps = sequential ? static_cast<double>(w.cols) : static_cast<double>(w.cols) / 8 + 16;
   std::vector<float> row(static_cast<size_t>(w.cols));
   for (int64_t r = 0; r < w.rows; ++r) {
@@ -76,10 +86,6 @@ void expect_close(const KernelTable& kt, const WeightView& w, const float* x, in
       ASSERT_NEAR(y[i], ref[i], tol) << what << " row " << r << " token " << t;
     }
   }
-}
-
-bool uses_q16(const KernelTable& kt, TensorType type, int64_t num_tokens) {
-  return num_tokens <= kMaxFusedTokens && kt.q16_supports != nullptr && kt.q16_supports(type);
 }
 
 TEST(Matmul, EveryTypeMatchesReference) {
@@ -140,17 +146,24 @@ TEST(Matmul, ThreadCountDoesNotChangeResults) {
   }
 }
 
-// A prefill-sized product, large enough for several panels per thread and
-// several token blocks (cols 2048: 32 tokens per 256 KiB block).
+// A prefill-sized product, large enough for several panels per thread, with
+// several column chunks and token tiles, on every ISA and prefill path
+// (int16 packed for Q4_K, FP32 packed for F16 at >= kPackedMinTokens).
 TEST(Matmul, LargePrefillMatchesReference) {
   ThreadPool pool(2);
-  Weights w(TensorType::Q4_K, 150, 2048, 3);
-  const int64_t nt = 70;
-  const auto x = gaussian(nt * 2048, 4);
-  std::vector<float> y(static_cast<size_t>(nt * 150)), ref(y.size());
-  matmul_ref(w.view, x.data(), nt, ref.data());
-  matmul(w.view, x.data(), nt, y.data(), pool);
-  expect_close(active_kernels(), w.view, x.data(), nt, y.data(), ref, "Q4_K 150x2048 x 70");
+  for (const KernelTable* kt : tables()) {
+    for (TensorType type : {TensorType::Q4_K, TensorType::F16}) {
+      Weights w(type, 150, 2048, 3);
+      const int64_t nt = 100;
+      const auto x = gaussian(nt * 2048, 4);
+      const std::vector<float> xr = uses_q16(*kt, type, nt) ? Acts(x.data(), nt, 2048).rounded : x;
+      std::vector<float> y(static_cast<size_t>(nt * 150)), ref(y.size());
+      matmul_ref(w.view, xr.data(), nt, ref.data());
+      matmul_with(*kt, w.view, x.data(), nt, y.data(), pool);
+      expect_close(*kt, w.view, xr.data(), nt, y.data(), ref,
+                   std::string(isa_name(kt->isa)) + " " + std::string(gguf::tensor_type_name(type)) + " 150x2048 x 100");
+    }
+  }
 }
 
 // The AVX2 decoders reproduce the reference dequantization exactly (same

@@ -170,6 +170,19 @@ float exp_shift_sum(float* s, int64_t n, float shift) {
   return hsum(sum);
 }
 
+// Dequantizes the head's slice of n K and V rows into k_buf / v_buf
+// [n, head_dim] and points the row pointers at the floats.
+template <Mode kMode>
+void dequant_rows(int64_t n, int64_t group, int64_t first, int64_t head_dim, float* k_buf, float* v_buf,
+                  const uint8_t** k_rows, const uint8_t** v_rows) {
+  for (int64_t i = 0; i < n; ++i) {
+    dequant_slice<kMode>(k_rows[i], group, first, head_dim, k_buf + i * head_dim);
+    dequant_slice<kMode>(v_rows[i], group, first, head_dim, v_buf + i * head_dim);
+    k_rows[i] = reinterpret_cast<const uint8_t*>(k_buf + i * head_dim);
+    v_rows[i] = reinterpret_cast<const uint8_t*>(v_buf + i * head_dim);
+  }
+}
+
 template <int G, Mode kMode>
 void attend_group(const PagedKv& kv, const int32_t* table, int64_t kv_head, const float* q, int64_t j_begin,
                   int64_t j_end, int64_t head_dim, float scale, float softcap, float* out) {
@@ -197,13 +210,8 @@ void attend_group(const PagedKv& kv, const int32_t* table, int64_t kv_head, cons
       const int64_t row = static_cast<int64_t>(table[j / bs]) * bs + j % bs;
       k_rows[i] = kv.k + row * row_bytes + head_offset;
       v_rows[i] = kv.v + row * row_bytes + head_offset;
-      if constexpr (kQuant) {
-        dequant_slice<kMode>(k_rows[i], group, kv_head * head_dim, head_dim, k_buf + i * head_dim);
-        dequant_slice<kMode>(v_rows[i], group, kv_head * head_dim, head_dim, v_buf + i * head_dim);
-        k_rows[i] = reinterpret_cast<const uint8_t*>(k_buf + i * head_dim);
-        v_rows[i] = reinterpret_cast<const uint8_t*>(v_buf + i * head_dim);
-      }
     }
+    if constexpr (kQuant) dequant_rows<kMode>(n, group, kv_head * head_dim, head_dim, k_buf, v_buf, k_rows, v_rows);
     for (int64_t i = 0; i < n; ++i) dot_group<G, kF16>(q, head_dim, k_rows[i], scores[i]);
     for (int g = 0; g < G; ++g) {
       float chunk_max = -INFINITY;

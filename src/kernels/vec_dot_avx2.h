@@ -182,6 +182,52 @@ void q16_row(const uint8_t* row, int64_t cols, const QuantizedActs& a, float* y,
   }
 }
 
+// One row widened for the packed prefill kernel (gemm.h): q [cols] int16
+// values as the row kernel multiplies them, and per 16 columns the float
+// scale and additive coefficient (a per-32 value repeated for both halves).
+template <class D>
+void q16_decode_row(const uint8_t* row, int64_t cols, int16_t* q, float* scale16, float* bias16) {
+  if constexpr (D::kBlock == 32) {
+    for (int64_t b = 0; b < cols / 32; ++b) {
+      const uint8_t* bp = row + b * D::kBytes;
+      __m256i w0, w1;
+      D::decode(bp, w0, w1);
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(q + 32 * b), w0);
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(q + 32 * b + 16), w1);
+      const float d = fp16_to_f32(bp);
+      const float bias = D::kBias == 32 ? D::bias1(bp, d) : 0.0f;
+      scale16[2 * b] = scale16[2 * b + 1] = d;
+      bias16[2 * b] = bias16[2 * b + 1] = bias;
+    }
+  } else {
+    for (int64_t g = 0; g < cols / 256; ++g) {
+      const uint8_t* gp = row + g * D::kBytes;
+      typename D::Ctx c;
+      D::prepare(gp, c);
+      alignas(32) float sc[16], bi[16];
+      _mm256_store_ps(sc, c.scale[0]);
+      if constexpr (D::kHalves) _mm256_store_ps(sc + 8, c.scale[D::kHalves ? 1 : 0]);
+      if constexpr (D::kBias != 0) {
+        _mm256_store_ps(bi, c.bias[0]);
+        if constexpr (D::kBias == 16) _mm256_store_ps(bi + 8, c.bias[D::kBias == 16 ? 1 : 0]);
+      }
+      for (int k = 0; k < 16; ++k) {
+        scale16[16 * g + k] = D::kHalves ? sc[k] : sc[k / 2];
+        bias16[16 * g + k] = D::kBias == 0 ? 0.0f : D::kBias == 16 ? bi[k] : bi[k / 2];
+      }
+      for (int s = 0; s < 8; ++s) {
+        __m256i w0, w1;
+        D::decode(gp, c, s, w0, w1);
+        _mm256_storeu_si256(reinterpret_cast<__m256i*>(q + 256 * g + 32 * s), w0);
+        _mm256_storeu_si256(reinterpret_cast<__m256i*>(q + 256 * g + 32 * s + 16), w1);
+      }
+    }
+  }
+}
+
+// Rows prefetched ahead of the one being multiplied (see q16_rows).
+constexpr int64_t kPrefetchRows = 4;
+
 // Rows [r0, r1) of w (type D) for num_tokens <= 4 tokens of a;
 // y[t * rows + r]. `rows`/`cols` are the matrix shape.
 template <class D>
@@ -190,6 +236,10 @@ void q16_rows(const uint8_t* data, int64_t rows, int64_t cols, int64_t r0, int64
   const int64_t row_bytes = cols / D::kBlock * D::kBytes;
   for (int64_t r = r0; r < r1; ++r) {
     const uint8_t* row = data + r * row_bytes;
+    if (r + kPrefetchRows < r1) {
+      const uint8_t* ahead = row + kPrefetchRows * row_bytes;
+      for (int64_t off = 0; off < row_bytes; off += 64) _mm_prefetch(reinterpret_cast<const char*>(ahead + off), _MM_HINT_T0);
+    }
     switch (num_tokens) {
       case 1: q16_row<D, 1>(row, cols, a, y + r, rows); break;
       case 2: q16_row<D, 2>(row, cols, a, y + r, rows); break;

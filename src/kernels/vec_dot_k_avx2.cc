@@ -12,21 +12,26 @@ namespace {
 
 using gguf::TensorType;
 
-// Q4_K / Q5_K: the eight 6-bit scales and minimums packed in 12 bytes
-// (quant_blocks.h), as vectors of d * sc[k] and -dmin * m[k].
-inline void scales_mins_6bit(const uint8_t* q, float d, float dmin, __m256& sc, __m256& mn) {
-  uint32_t a, b, c;
-  memcpy(&a, q, 4);
-  memcpy(&b, q + 4, 4);
-  memcpy(&c, q + 8, 4);
-  const uint64_t sc_bytes = (a & 0x3f3f3f3fu) |
-                            static_cast<uint64_t>((c & 0x0f0f0f0fu) | (((a >> 6) & 0x03030303u) << 4)) << 32;
-  const uint64_t m_bytes = (b & 0x3f3f3f3fu) |
-                           static_cast<uint64_t>(((c >> 4) & 0x0f0f0f0fu) | (((b >> 6) & 0x03030303u) << 4)) << 32;
-  const __m256 s = _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_cvtsi64_si128(static_cast<int64_t>(sc_bytes))));
-  const __m256 m = _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_cvtsi64_si128(static_cast<int64_t>(m_bytes))));
-  sc = _mm256_mul_ps(s, _mm256_set1_ps(d));
-  mn = _mm256_mul_ps(m, _mm256_set1_ps(-dmin));
+// Q4_K / Q5_K: d, dmin and the eight 6-bit scales and minimums packed in
+// the 12 bytes after them (quant_blocks.h), as vectors of d * sc[k] and
+// -dmin * m[k]. With q = the 12 bytes: sc[0..3] = q[0..3] & 63,
+// m[0..3] = q[4..7] & 63, sc[4..7] = (q[8..11] & 15) | (q[0..3] >> 6) << 4,
+// m[4..7] = (q[8..11] >> 4) | (q[4..7] >> 6) << 4; done on all 16 bytes at once.
+inline void scales_mins_6bit(const uint8_t* b, __m256& sc, __m256& mn) {
+  const __m128i v = _mm_loadu_si128(reinterpret_cast<const __m128i*>(b));  // d, dmin, q[0..11]
+  const __m128i lo_raw = _mm_shuffle_epi8(v, _mm_setr_epi8(4, 5, 6, 7, 8, 9, 10, 11, -1, -1, -1, -1, -1, -1, -1, -1));
+  const __m128i c = _mm_shuffle_epi8(v, _mm_setr_epi8(12, 13, 14, 15, 12, 13, 14, 15, -1, -1, -1, -1, -1, -1, -1, -1));
+  const __m128i c_nib = _mm_blend_epi16(_mm_and_si128(c, _mm_set1_epi8(15)),
+                                        _mm_and_si128(_mm_srli_epi16(c, 4), _mm_set1_epi8(15)), 0x0C);
+  const __m128i top = _mm_and_si128(_mm_srli_epi16(lo_raw, 2), _mm_set1_epi8(0x30));  // (q >> 6) << 4
+  const __m128i lo = _mm_and_si128(lo_raw, _mm_set1_epi8(63));                        // [sc0..3, m0..3]
+  const __m128i hi = _mm_or_si128(c_nib, top);                                        // [sc4..7, m4..7]
+  const __m128i all = _mm_unpacklo_epi32(lo, hi);  // sc0..3, sc4..7, m0..3, m4..7
+  const __m128 dd = _mm_cvtph_ps(v);               // d, dmin
+  const __m256 d = _mm256_broadcastss_ps(dd);
+  const __m256 dmin = _mm256_broadcastss_ps(_mm_movehdup_ps(dd));
+  sc = _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(all)), d);
+  mn = _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_srli_si128(all, 8))), _mm256_sub_ps(_mm256_setzero_ps(), dmin));
 }
 
 // 16 signed bytes -> two vectors of 8 floats times d.
@@ -90,7 +95,7 @@ struct Q4_K {
   static constexpr int kBias = 32;
   struct Ctx { __m256 scale[1], bias[1]; };
   static void prepare(const uint8_t* b, Ctx& c) {
-    scales_mins_6bit(b + 4, fp16_to_f32(b), fp16_to_f32(b + 2), c.scale[0], c.bias[0]);
+    scales_mins_6bit(b, c.scale[0], c.bias[0]);
   }
   static void decode(const uint8_t* b, const Ctx&, int s, __m256i& w0, __m256i& w1) {
     nibbles32_16(b + 16 + 32 * (s / 2), (s & 1) != 0, w0, w1);
@@ -104,7 +109,7 @@ struct Q5_K {
   static constexpr int kBias = 32;
   struct Ctx { __m256 scale[1], bias[1]; };
   static void prepare(const uint8_t* b, Ctx& c) {
-    scales_mins_6bit(b + 4, fp16_to_f32(b), fp16_to_f32(b + 2), c.scale[0], c.bias[0]);
+    scales_mins_6bit(b, c.scale[0], c.bias[0]);
   }
   static __m256i fifth(const uint8_t* qh, int s) {
     const __m256i h = _mm256_and_si256(_mm256_cvtepu8_epi16(load128(qh)), _mm256_set1_epi16(static_cast<int16_t>(1 << s)));
@@ -212,6 +217,29 @@ void q16_rows_k(const WeightView& w, int64_t row_begin, int64_t row_end, const Q
     case TensorType::Q4_K: return q16_rows<Q4_K>(data, w.rows, w.cols, row_begin, row_end, a, num_tokens, y);
     case TensorType::Q5_K: return q16_rows<Q5_K>(data, w.rows, w.cols, row_begin, row_end, a, num_tokens, y);
     case TensorType::Q6_K: return q16_rows<Q6_K>(data, w.rows, w.cols, row_begin, row_end, a, num_tokens, y);
+    default: return;
+  }
+}
+
+Q16Layout q16_layout_k(TensorType type) {
+  switch (type) {
+    case TensorType::Q2_K: return {Q2_K::kHalves, Q2_K::kBias};
+    case TensorType::Q3_K: return {Q3_K::kHalves, Q3_K::kBias};
+    case TensorType::Q4_K: return {Q4_K::kHalves, Q4_K::kBias};
+    case TensorType::Q5_K: return {Q5_K::kHalves, Q5_K::kBias};
+    case TensorType::Q6_K: return {Q6_K::kHalves, Q6_K::kBias};
+    default: return {};
+  }
+}
+
+void q16_decode_row_k(TensorType type, const void* row, int64_t cols, int16_t* q, float* scale16, float* bias16) {
+  const auto* r = static_cast<const uint8_t*>(row);
+  switch (type) {
+    case TensorType::Q2_K: return q16_decode_row<Q2_K>(r, cols, q, scale16, bias16);
+    case TensorType::Q3_K: return q16_decode_row<Q3_K>(r, cols, q, scale16, bias16);
+    case TensorType::Q4_K: return q16_decode_row<Q4_K>(r, cols, q, scale16, bias16);
+    case TensorType::Q5_K: return q16_decode_row<Q5_K>(r, cols, q, scale16, bias16);
+    case TensorType::Q6_K: return q16_decode_row<Q6_K>(r, cols, q, scale16, bias16);
     default: return;
   }
 }

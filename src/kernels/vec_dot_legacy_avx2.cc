@@ -125,4 +125,27 @@ void q16_rows(const WeightView& w, int64_t row_begin, int64_t row_end, const Qua
   }
 }
 
+Q16Layout q16_layout(TensorType type) {
+  switch (type) {
+    case TensorType::Q8_0: return {Q8_0::kHalves, Q8_0::kBias};
+    case TensorType::Q4_0: return {Q4_0::kHalves, Q4_0::kBias};
+    case TensorType::Q4_1: return {Q4_1::kHalves, Q4_1::kBias};
+    case TensorType::Q5_0: return {Q5_0::kHalves, Q5_0::kBias};
+    case TensorType::Q5_1: return {Q5_1::kHalves, Q5_1::kBias};
+    default: return q16_layout_k(type);
+  }
+}
+
+void q16_decode_row(TensorType type, const void* row, int64_t cols, int16_t* q, float* scale16, float* bias16) {
+  const auto* r = static_cast<const uint8_t*>(row);
+  switch (type) {
+    case TensorType::Q8_0: return q16_decode_row<Q8_0>(r, cols, q, scale16, bias16);
+    case TensorType::Q4_0: return q16_decode_row<Q4_0>(r, cols, q, scale16, bias16);
+    case TensorType::Q4_1: return q16_decode_row<Q4_1>(r, cols, q, scale16, bias16);
+    case TensorType::Q5_0: return q16_decode_row<Q5_0>(r, cols, q, scale16, bias16);
+    case TensorType::Q5_1: return q16_decode_row<Q5_1>(r, cols, q, scale16, bias16);
+    default: q16_decode_row_k(type, row, cols, q, scale16, bias16);
+  }
+}
+
 }  // namespace tokenmill::kernels::avx2

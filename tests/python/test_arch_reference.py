@@ -8,7 +8,7 @@ the reference. tokenmill runs the same 40-token prompt three ways: chunked
 prefill (-b 7, six forward calls), one call (-b 64), and chunked with the
 scalar kernels (TOKENMILL_ISA=scalar). All three must match the reference.
 
-Tolerance: max |logit difference| < 1e-4. tokenmill computes in float32 from
+Tolerance, float paths: max |logit difference| < 1e-4. tokenmill computes in float32 from
 weights dequantized to float32 -- the same values gguf.quants produces (fp16
 scales times small integers: exact or within one float32 rounding) -- so the
 only differences are float32 rounding in dot products of length <= 512 and
@@ -18,6 +18,16 @@ on logits of size O(1..10) after a few layers (observed: <= 6e-6). 1e-4
 leaves a 15x margin, while any real mistake (RoPE pairing, a missing norm or
 bias, a window off by one, a wrong dequantizer) moves logits by 1e-1..1:
 test_reference_notices_mistakes checks that for several such mistakes.
+
+Tolerance, integer paths: with quantized weights and the optimised kernels,
+decode (-b 1) and calls of 12 tokens or more (-b 64) quantize the
+activations to int16 blocks of 32 on the fly (kernels/quantize_act.h): each
+value moves by up to max|block| / 65534, about 1e-5 of an activation's size
+for blocks with the usual max/rms of 2-3, 200x float32 rounding; carried
+through the layers this puts logits 3e-4 .. 5e-4 from the reference
+(observed). Those runs are held to 2e-3, still 50x below the smallest
+mistake test_reference_notices_mistakes plants, and must pick the same
+top-1 token at every position.
 
 The reference itself is checked against llama.cpp (llama-cpp-python, when
 installed) in test_reference_agrees_with_llama_cpp, so that a misreading
@@ -32,6 +42,8 @@ from conftest import run_tokenmill
 from reference_forward import ReferenceModel
 
 TOLERANCE = 1e-4
+INTEGER_PATH_TOLERANCE = 2e-3
+FLOAT_TYPES = {"F32", "F16", "BF16"}
 PROMPT_LEN = 40
 PROMPT_SEED = 1234
 
@@ -113,16 +125,16 @@ def tokenmill_logits(binary, model, ids, out, batch, threads, monkeypatch, isa=N
     return logits
 
 
-def assert_close(ours, ref, what):
+def assert_close(ours, ref, what, tolerance=TOLERANCE):
     assert ours.shape == ref.shape, f"{what}: shape {ours.shape}, reference {ref.shape}"
     assert np.isfinite(ours).all(), f"{what}: non-finite logits"
     diff = np.abs(ours.astype(np.float64) - ref)
     worst = np.unravel_index(np.argmax(diff), diff.shape)
     per_pos = diff.max(axis=1)
-    first_bad = int(np.argmax(per_pos > TOLERANCE)) if (per_pos > TOLERANCE).any() else None
+    first_bad = int(np.argmax(per_pos > tolerance)) if (per_pos > tolerance).any() else None
     print(f"  {what}: max |dlogit| {diff.max():.2e} at position {worst[0]}, token {worst[1]} "
           f"(|logit| up to {np.abs(ref).max():.1f})")
-    assert diff.max() < TOLERANCE, (
+    assert diff.max() < tolerance, (
         f"{what}: max |dlogit| {diff.max():.3e} at position {worst[0]} token {worst[1]} "
         f"(ours {ours[worst]:.6f}, reference {ref[worst]:.6f}); first position over tolerance "
         f"{first_bad}; per-position max: {np.array2string(per_pos, precision=4, max_line_width=200)}")
@@ -143,10 +155,16 @@ def test_logits_match_reference(tokenmill_bin, model_dir, monkeypatch, case):
     ref = ref_model.forward(ids)
     out = os.path.join(model_dir, case_id(case) + ".npy")
     print(f"\n{case_id(case)}: layers {ref_model.n_layer}, n_embd {ref_model.n_embd}, weights {sorted(types)}")
-    runs = [("chunked -b 7", 7, 2, None), ("one call -b 64", 64, 1, None), ("scalar -b 7", 7, 2, "scalar")]
-    for what, batch, threads, isa in runs:
+    integer = wtype not in FLOAT_TYPES
+    # (name, batch, threads, ISA, path quantizes activations)
+    runs = [("chunked -b 7", 7, 2, None, False), ("one call -b 64", 64, 1, None, integer),
+            ("decode -b 1", 1, 2, None, integer), ("scalar -b 7", 7, 2, "scalar", False)]
+    for what, batch, threads, isa, int_acts in runs:
         ours = tokenmill_logits(tokenmill_bin, path, ids, out, batch, threads, monkeypatch, isa)
-        assert_close(ours, ref, what)
+        assert_close(ours, ref, what, INTEGER_PATH_TOLERANCE if int_acts else TOLERANCE)
+        if int_acts:
+            same = (ours.argmax(axis=1) == ref.argmax(axis=1)).mean()
+            assert same == 1.0, f"{what}: top-1 agrees with the reference at {same:.1%} of positions"
 
 
 # Each mistake a forward pass could make, applied to the reference: tokenmill

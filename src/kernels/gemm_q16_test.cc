@@ -1,0 +1,133 @@
+// The int16 prefill path (gemm.h: pack_q16_rows, gemm_q16_packed; vec_dot.h:
+// q16_decode_row). The decoded rows must describe the reference weights
+// (w = scale16 * q + bias16 per 16 columns); the packed kernel's integer
+// sums are exact and its float steps are few and fixed, so a scalar
+// emulation of those steps is an exact reference: results must match bit
+// for bit over row counts around the 16-row groups, column counts across
+// the 256-column chunks, every q16 type and 1..7, 12 and 64 tokens.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdlib>
+#include <string>
+#include <vector>
+
+#include "kernels/dispatch.h"
+#include "kernels/gemm.h"
+#include "kernels/matmul_test_util.h"
+#include "kernels/vec_dot.h"
+
+namespace tokenmill::kernels {
+namespace {
+
+using gguf::TensorType;
+
+constexpr TensorType kTypes[] = {TensorType::Q4_0, TensorType::Q4_1, TensorType::Q5_0, TensorType::Q5_1,
+                                 TensorType::Q8_0, TensorType::Q2_K, TensorType::Q3_K, TensorType::Q4_K,
+                                 TensorType::Q5_K, TensorType::Q6_K};
+
+// Rows decoded by q16_decode_row: q [rows, cols], scale16 / bias16 [rows, cols / 16].
+struct Decoded {
+  Decoded(const WeightView& w) : q(w.rows * w.cols), scale(w.rows * w.cols / 16), bias(scale.size()) {
+    const int64_t rb = gguf::row_bytes(w.type, w.cols), h = w.cols / 16;
+    for (int64_t r = 0; r < w.rows; ++r) {
+      avx2::q16_decode_row(w.type, static_cast<const uint8_t*>(w.data) + r * rb, w.cols, q.data() + r * w.cols,
+                           scale.data() + r * h, bias.data() + r * h);
+    }
+  }
+  std::vector<int16_t> q;
+  std::vector<float> scale, bias;
+};
+
+TEST(GemmQ16, DecodedRowsDescribeTheReferenceWeights) {
+  if (!cpu_features().supports_avx2_kernels()) GTEST_SKIP() << "no AVX2";
+  for (TensorType type : kTypes) {
+    const int64_t cols = 512;
+    testing::Weights w(type, 3, cols, 5);
+    const Decoded dec(w.view);
+    std::vector<float> ref(cols);
+    for (int64_t r = 0; r < 3; ++r) {
+      dequantize_weight_row(w.view, r, ref.data());
+      for (int64_t c = 0; c < cols; ++c) {
+        const int64_t h = r * cols / 16 + c / 16;
+        const double got = double(dec.scale[h]) * dec.q[r * cols + c] + dec.bias[h];
+        // The reference rounds d * sc, the product and the minimum in float:
+        // a few ulps of the larger term.
+        const double tol = 4 * std::ldexp(std::fabs(double(dec.scale[h]) * dec.q[r * cols + c]) + std::fabs(dec.bias[h]), -24);
+        ASSERT_NEAR(got, ref[c], tol + 1e-30) << gguf::tensor_type_name(type) << " r " << r << " c " << c;
+      }
+    }
+  }
+}
+
+// The kernel's float steps, in its order, per output: per block, the
+// converted integer sum of each scale unit times (scale * d_token), then the
+// additive terms.
+float emulate(const Decoded& dec, int64_t r, int64_t cols, const Q16Layout& layout, const QuantizedActs& a, int64_t t) {
+  const int64_t nb = cols / 32;
+  const int16_t* w = dec.q.data() + r * cols;
+  const int16_t* q = a.qs + t * cols;
+  const float* s16w = dec.scale.data() + r * cols / 16;
+  const float* b16w = dec.bias.data() + r * cols / 16;
+  float acc = 0.0f;
+  for (int64_t b = 0; b < nb; ++b) {
+    int32_t half[2] = {0, 0};
+    for (int64_t c = 0; c < 32; ++c) half[c / 16] += int32_t(w[32 * b + c]) * q[32 * b + c];
+    const float d = a.d[t * nb + b];
+    if (layout.halves) {
+      acc = std::fma(static_cast<float>(half[0]), s16w[2 * b] * d, acc);
+      acc = std::fma(static_cast<float>(half[1]), s16w[2 * b + 1] * d, acc);
+    } else {
+      acc = std::fma(static_cast<float>(half[0] + half[1]), s16w[2 * b] * d, acc);
+    }
+    if (layout.bias == 32) acc = std::fma(b16w[2 * b], a.s32[t * nb + b], acc);
+    if (layout.bias == 16) {
+      acc = std::fma(b16w[2 * b], a.s16[t * 2 * nb + 2 * b], acc);
+      acc = std::fma(b16w[2 * b + 1], a.s16[t * 2 * nb + 2 * b + 1], acc);
+    }
+  }
+  return acc;
+}
+
+TEST(GemmQ16, MatchesEmulationBitForBit) {
+  if (!cpu_features().supports_avx2_kernels()) GTEST_SKIP() << "no AVX2";
+  for (TensorType type : kTypes) {
+    const bool k_quant = gguf::tensor_type_info(type).block_size == 256;
+    const Q16Layout layout = avx2::q16_layout(type);
+    for (int64_t rows : {1, 7, 16, 17, 37}) {
+      for (int64_t cols : k_quant ? std::vector<int64_t>{256, 768} : std::vector<int64_t>{32, 96, 288, 640}) {
+        testing::Weights w(type, rows, cols, static_cast<uint32_t>(rows * 7 + cols));
+        const Decoded dec(w.view);
+        const int64_t padded = (rows + kPackRows - 1) / kPackRows * kPackRows;
+        auto* pq = static_cast<int16_t*>(std::aligned_alloc(64, static_cast<size_t>(padded * cols * 2)));
+        std::vector<float> ps(padded * cols / 16), pb(ps.size());
+        for (int64_t i = 0; i < padded; i += kPackStep) {
+          const int64_t n = std::max<int64_t>(0, std::min(kPackStep, rows - i));
+          avx2::pack_q16_rows(dec.q.data() + i * cols, dec.scale.data() + i * cols / 16, dec.bias.data() + i * cols / 16,
+                              n, cols, i, padded, pq, ps.data(), pb.data());
+        }
+        for (int64_t nt : {1, 2, 3, 4, 7, 12, 64}) {
+          const auto x = testing::gaussian(nt * cols, static_cast<uint32_t>(nt + cols));
+          const testing::Acts acts(x.data(), nt, cols);
+          const int64_t ys = rows + 5;
+          std::vector<float> y(static_cast<size_t>(nt * ys), -1.0f);
+          avx2::gemm_q16_packed(pq, ps.data(), pb.data(), layout.halves, layout.bias, rows, cols, acts.buffer.view(), nt,
+                                y.data(), ys);
+          for (int64_t t = 0; t < nt; ++t) {
+            for (int64_t r = 0; r < ys; ++r) {
+              const std::string what = std::string(gguf::tensor_type_name(type)) + " rows " + std::to_string(rows) +
+                                       " cols " + std::to_string(cols) + " tokens " + std::to_string(nt) + " r " +
+                                       std::to_string(r) + " t " + std::to_string(t);
+              const float want = r < rows ? emulate(dec, r, cols, layout, acts.buffer.view(), t) : -1.0f;
+              ASSERT_EQ(y[t * ys + r], want) << what;
+            }
+          }
+        }
+        std::free(pq);
+      }
+    }
+  }
+}
+
+}  // namespace
+}  // namespace tokenmill::kernels
