@@ -59,6 +59,7 @@ struct BenchOptions {
   int64_t prefill_chunk = 256;
   std::string kv_policy = "preempt";
   bool no_prefix_cache = false;
+  bool no_window_pool = false;
   std::string isolation = "shared";
   double aging_s = 10.0;
 };
@@ -78,6 +79,7 @@ engine::EngineConfig engine_config(const BenchOptions& o) {
   c.prefill_chunk = o.prefill_chunk;
   c.kv_exhausted = engine::parse_kv_policy(o.kv_policy);
   c.prefix_cache = !o.no_prefix_cache;
+  c.kv_window_pool = !o.no_window_pool;
   c.prefix_isolation = engine::parse_prefix_isolation(o.isolation);
   c.priority_aging_s = o.aging_s;
   c.validate();
@@ -130,11 +132,12 @@ void require_ok(const GenerationResult& r, const char* what) {
 
 void print_engine(const Engine& e, const BenchOptions& o) {
   const model::ModelConfig& c = e.model_config();
-  std::printf("model %s (%s, %lld layers, n_embd %lld, ctx %lld) | threads %d | KV %lld blocks x %lld = %.1f MiB %s | "
-              "max_seqs %d | max_batch_tokens %lld | prefill_chunk %lld | prefix cache %s\n",
+  std::printf("model %s (%s, %lld layers, n_embd %lld, ctx %lld) | threads %d | KV %lld blocks (+ %lld window) x %lld = "
+              "%.1f MiB %s | max_seqs %d | max_batch_tokens %lld | prefill_chunk %lld | prefix cache %s\n",
               o.model_path.c_str(), c.arch_name.c_str(), static_cast<long long>(c.n_layer),
               static_cast<long long>(c.n_embd), static_cast<long long>(e.limits().max_model_len), e.num_threads(),
-              static_cast<long long>(e.num_kv_blocks()), static_cast<long long>(e.config().block_size),
+              static_cast<long long>(e.num_kv_blocks()), static_cast<long long>(e.num_window_kv_blocks()),
+              static_cast<long long>(e.config().block_size),
               static_cast<double>(e.kv_bytes()) / (1 << 20), o.kv_dtype.c_str(), e.config().max_seqs,
               static_cast<long long>(e.config().max_batch_tokens), static_cast<long long>(e.config().prefill_chunk),
               e.config().prefix_cache ? "on" : "off");
@@ -425,6 +428,8 @@ void add_bench_engine_command(CLI::App& app) {
   cmd->add_option("--prefill-chunk", o->prefill_chunk, "Prefill chunk; 0 = unchunked")->capture_default_str();
   cmd->add_option("--kv-policy", o->kv_policy, "When KV runs out: preempt|queue|reject")->capture_default_str();
   cmd->add_flag("--no-prefix-cache", o->no_prefix_cache, "Disable the prefix cache");
+  cmd->add_flag("--no-window-pool", o->no_window_pool,
+                "Keep sliding-window layers' K/V in the one pool for every position (gemma3)");
   cmd->add_option("--prefix-isolation", o->isolation, "shared|tenant")->capture_default_str();
   cmd->add_option("--priority-aging", o->aging_s, "Seconds per priority class of aging")->capture_default_str();
   cmd->callback([o] { run(*o); });

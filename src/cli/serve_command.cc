@@ -46,6 +46,7 @@ struct ServeOptions {
   int64_t max_waiting = 0;
   std::string kv_policy = "preempt";
   bool no_prefix_cache = false;
+  bool no_window_pool = false;
   std::string isolation = "shared";
   double aging_s = 10.0;
 };
@@ -67,6 +68,7 @@ engine::EngineConfig engine_config(const ServeOptions& o) {
   c.max_waiting = o.max_waiting;
   c.kv_exhausted = engine::parse_kv_policy(o.kv_policy);
   c.prefix_cache = !o.no_prefix_cache;
+  c.kv_window_pool = !o.no_window_pool;
   c.prefix_isolation = engine::parse_prefix_isolation(o.isolation);
   c.priority_aging_s = o.aging_s;
   c.validate();
@@ -121,9 +123,9 @@ void serve(const ServeOptions& o) {
   engine::Engine engine(config);
   http.attach_engine(engine, o.model_path);
   const server::ServingContext& ctx = http.context();
-  log_event(fmt::format(R"({{"event":"ready","model":"{}","threads":{},"kv_blocks":{},"max_model_len":{},)"
-                        R"("chat_template":"{}"}})",
-                        ctx.model_names[0], engine.num_threads(), engine.num_kv_blocks(),
+  log_event(fmt::format(R"({{"event":"ready","model":"{}","threads":{},"kv_blocks":{},"kv_window_blocks":{},)"
+                        R"("max_model_len":{},"chat_template":"{}"}})",
+                        ctx.model_names[0], engine.num_threads(), engine.num_kv_blocks(), engine.num_window_kv_blocks(),
                         engine.limits().max_model_len,
                         ctx.chat ? std::string(tokenizer::chat_template_name(ctx.chat->kind)) : "none"));
   int sig = 0;
@@ -169,6 +171,8 @@ void add_serve_command(CLI::App& app) {
   cmd->add_option("--max-waiting", o->max_waiting, "Waiting-queue bound (429 beyond); 0 = none")->capture_default_str();
   cmd->add_option("--kv-policy", o->kv_policy, "When KV runs out: preempt|queue|reject")->capture_default_str();
   cmd->add_flag("--no-prefix-cache", o->no_prefix_cache, "Disable the prefix cache");
+  cmd->add_flag("--no-window-pool", o->no_window_pool,
+                "Keep sliding-window layers' K/V in the one pool for every position (gemma3)");
   cmd->add_option("--prefix-isolation", o->isolation, "shared|tenant (tenant: X-Tenant header)")->capture_default_str();
   cmd->add_option("--priority-aging", o->aging_s, "Seconds per priority class of aging")->capture_default_str();
   cmd->callback([opts] { serve(*opts); });

@@ -73,6 +73,7 @@ class Engine {
   const RequestLimits& limits() const { return core_->limits(); }
   const EngineConfig& config() const { return core_->config(); }
   int64_t num_kv_blocks() const { return core_->num_kv_blocks(); }
+  int64_t num_window_kv_blocks() const { return core_->num_window_kv_blocks(); }
   int64_t kv_bytes() const { return core_->kv_bytes(); }
   int num_threads() const { return core_->num_threads(); }
 

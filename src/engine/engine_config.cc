@@ -23,11 +23,18 @@ void EngineConfig::validate() const {
   if (!(priority_aging_s >= 0.0)) fail("priority aging must be >= 0 seconds, got {}", priority_aging_s);
 }
 
-int64_t resolve_kv_blocks(const EngineConfig& config, const model::ModelConfig& model, int64_t bytes_per_block,
-                          int64_t mem_available) {
-  if (config.kv_num_blocks > 0) return config.kv_num_blocks;
-  int64_t budget = config.kv_memory_bytes;
-  if (budget == 0) budget = static_cast<int64_t>(std::floor(static_cast<double>(mem_available) * config.kv_memory_fraction));
+namespace {
+
+int64_t budget_bytes(const EngineConfig& config, int64_t mem_available) {
+  if (config.kv_memory_bytes > 0) return config.kv_memory_bytes;
+  return static_cast<int64_t>(std::floor(static_cast<double>(mem_available) * config.kv_memory_fraction));
+}
+
+int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
+// The full-attention (or only) pool from `budget` bytes.
+int64_t blocks_from_budget(const EngineConfig& config, const model::ModelConfig& model, int64_t bytes_per_block,
+                           int64_t budget) {
   const int64_t blocks = budget / bytes_per_block;
   if (blocks < 1) {
     fail("the KV memory budget ({} bytes) holds no block ({} bytes each); raise --kv-memory", budget,
@@ -39,6 +46,42 @@ int64_t resolve_kv_blocks(const EngineConfig& config, const model::ModelConfig& 
   const int64_t per_seq = (max_len + config.block_size - 1) / config.block_size;
   const int64_t cap = std::max<int64_t>(1, per_seq) * config.max_seqs;
   return std::min<int64_t>({blocks, cap, int64_t{1} << 30});
+}
+
+}  // namespace
+
+int64_t resolve_kv_blocks(const EngineConfig& config, const model::ModelConfig& model, int64_t bytes_per_block,
+                          int64_t mem_available) {
+  if (config.kv_num_blocks > 0) return config.kv_num_blocks;
+  return blocks_from_budget(config, model, bytes_per_block, budget_bytes(config, mem_available));
+}
+
+int64_t window_pool_blocks(const EngineConfig& config, int64_t sliding_window) {
+  const int64_t bs = config.block_size;
+  return config.max_seqs * (ceil_div(sliding_window, bs) + 2) + ceil_div(config.max_batch_tokens, bs);
+}
+
+KvPoolSizes resolve_kv_pools(const EngineConfig& config, const model::ModelConfig& model, int64_t bytes_per_block,
+                             int64_t window_bytes_per_block, int64_t mem_available) {
+  KvPoolSizes sizes;
+  if (window_bytes_per_block == 0) {
+    sizes.blocks = resolve_kv_blocks(config, model, bytes_per_block, mem_available);
+    return sizes;
+  }
+  sizes.window_blocks = window_pool_blocks(config, model.sliding_window);
+  if (config.kv_num_blocks > 0) {
+    sizes.blocks = config.kv_num_blocks;
+    return sizes;
+  }
+  const int64_t budget = budget_bytes(config, mem_available);
+  const int64_t window_bytes = sizes.window_blocks * window_bytes_per_block;
+  if (budget - window_bytes < bytes_per_block) {
+    fail("the KV memory budget ({} bytes) cannot hold the sliding-window pool ({} blocks, {} bytes) and one "
+         "full-attention block ({} bytes); raise --kv-memory or lower --max-seqs",
+         budget, sizes.window_blocks, window_bytes, bytes_per_block);
+  }
+  sizes.blocks = blocks_from_budget(config, model, bytes_per_block, budget - window_bytes);
+  return sizes;
 }
 
 sched::KvExhaustedPolicy parse_kv_policy(const std::string& name) {

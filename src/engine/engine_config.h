@@ -28,6 +28,11 @@ struct EngineConfig {
   double kv_memory_fraction = 0.5;
   int64_t block_size = 16;  // positions per KV block
   kv::KvDtype kv_dtype = kv::KvDtype::F16;
+  // Models with sliding-window and full-attention layers (gemma3): keep the
+  // window layers' K/V in their own pool, sized by window_pool_blocks, so a
+  // sequence holds only its last window of them (see resolve_kv_pools).
+  // Off: one pool holds every layer for every position.
+  bool kv_window_pool = true;
 
   int64_t max_batch_tokens = 512;  // tokens per forward pass, all sequences together
   int32_t max_seqs = 32;           // sequences running at once
@@ -51,6 +56,26 @@ struct EngineConfig {
 // Error when the budget holds no block at all.
 int64_t resolve_kv_blocks(const EngineConfig& config, const model::ModelConfig& model, int64_t bytes_per_block,
                           int64_t mem_available);
+
+// The sliding-window pool's block count: every running sequence's window
+// plus the block it is writing, plus room for one step's prefill chunks:
+//   max_seqs * (ceil(window / block_size) + 2) + ceil(max_batch_tokens / block_size).
+// (A sequence writing c tokens holds at most ceil((window - 1 + c) / block_size)
+// + 1 window blocks, and the c of one step sum to max_batch_tokens at most.)
+int64_t window_pool_blocks(const EngineConfig& config, int64_t sliding_window);
+
+struct KvPoolSizes {
+  int64_t blocks = 0;         // full-attention pool (every layer with one pool)
+  int64_t window_blocks = 0;  // sliding-window pool; 0 = one pool
+};
+
+// Both pools' sizes. window_bytes_per_block == 0: one pool, as
+// resolve_kv_blocks. Else the window pool gets window_pool_blocks() and the
+// full-attention pool the rest of the budget (kv_num_blocks, when set, is
+// the full-attention pool alone). Throws Error when the budget cannot hold
+// the window pool and one more block.
+KvPoolSizes resolve_kv_pools(const EngineConfig& config, const model::ModelConfig& model, int64_t bytes_per_block,
+                             int64_t window_bytes_per_block, int64_t mem_available);
 
 // "preempt" | "queue" | "reject"; throws Error for anything else.
 sched::KvExhaustedPolicy parse_kv_policy(const std::string& name);

@@ -26,6 +26,36 @@ TEST(EngineConfigTest, KvBlocksFollowThePrecedence) {
   EXPECT_EQ(resolve_kv_blocks(c, m, 1000, 100000), 7);  // an exact count wins over both
 }
 
+// The window pool holds max_seqs windows (+2 blocks each) and one step's
+// chunks; the full-attention pool gets the rest of the byte budget.
+TEST(EngineConfigTest, WindowPoolIsSizedFirstAndTheRestGoesToTheFullPool) {
+  EngineConfig c;
+  c.block_size = 16;
+  c.max_seqs = 4;
+  c.max_batch_tokens = 100;
+  model::ModelConfig m = model_with_context(4096);
+  m.sliding_window = 512;
+  // 4 * (32 + 2) + ceil(100 / 16) = 136 + 7 = 143.
+  EXPECT_EQ(window_pool_blocks(c, 512), 143);
+  c.kv_memory_bytes = 143 * 500 + 30 * 100 + 99;
+  KvPoolSizes p = resolve_kv_pools(c, m, 100, 500, 0);
+  EXPECT_EQ(p.window_blocks, 143);
+  EXPECT_EQ(p.blocks, 30);
+  // No window bytes: one pool, as resolve_kv_blocks.
+  p = resolve_kv_pools(c, m, 100, 0, 0);
+  EXPECT_EQ(p.window_blocks, 0);
+  EXPECT_EQ(p.blocks, resolve_kv_blocks(c, m, 100, 0));
+  // An exact count sets the full-attention pool alone.
+  c.kv_num_blocks = 9;
+  p = resolve_kv_pools(c, m, 100, 500, 0);
+  EXPECT_EQ(p.blocks, 9);
+  EXPECT_EQ(p.window_blocks, 143);
+  // A budget that cannot hold the window pool and one more block is refused.
+  c.kv_num_blocks = 0;
+  c.kv_memory_bytes = 143 * 500 + 99;
+  EXPECT_THROW(resolve_kv_pools(c, m, 100, 500, 0), Error);
+}
+
 TEST(EngineConfigTest, KvBlocksAreCappedAtWhatSequencesCanUse) {
   EngineConfig c;
   c.block_size = 16;

@@ -75,13 +75,23 @@ EngineCore::EngineCore(const EngineConfig& config, Metrics& metrics)
   if (tokenizer::Tokenizer::present_in(model_->file())) tokenizer_ = tokenizer::Tokenizer::from_gguf(model_->file());
   namespace_ = make_cache_namespace(config_.model_path, mc, tokenizer(), config_.adapter_id, config_.kv_dtype);
 
-  const kv::KvGeometry geometry = model_->kv_geometry(config_.block_size, config_.kv_dtype);
-  const int64_t blocks =
-      resolve_kv_blocks(config_, mc, geometry.bytes_per_block(), mem_available_bytes().value_or(int64_t{1} << 30));
+  // Two pools when the model has both kinds of layers (see resolve_kv_pools).
+  const bool split = config_.kv_window_pool && model_->has_window_group();
+  const kv::KvGeometry geometry =
+      model_->kv_geometry(config_.block_size, config_.kv_dtype, split ? model::KvGroup::kFull : model::KvGroup::kAll);
+  const kv::KvGeometry window_geometry =
+      split ? model_->kv_geometry(config_.block_size, config_.kv_dtype, model::KvGroup::kWindow) : kv::KvGeometry{};
+  const KvPoolSizes sizes =
+      resolve_kv_pools(config_, mc, geometry.bytes_per_block(), split ? window_geometry.bytes_per_block() : 0,
+                       mem_available_bytes().value_or(int64_t{1} << 30));
+  const int64_t blocks = sizes.blocks;
   storage_ = std::make_unique<kv::PagedKvStorage>(geometry, blocks);
+  if (split) window_storage_ = std::make_unique<kv::PagedKvStorage>(window_geometry, sizes.window_blocks);
 
   sched::SchedulerConfig sc;
   sc.num_blocks = static_cast<int32_t>(blocks);
+  sc.num_window_blocks = static_cast<int32_t>(sizes.window_blocks);
+  sc.sliding_window = split ? mc.sliding_window : 0;
   sc.block_size = static_cast<int32_t>(config_.block_size);
   sc.max_batch_tokens = config_.max_batch_tokens;
   sc.max_seqs = config_.max_seqs;
@@ -183,6 +193,7 @@ bool EngineCore::step() {
 
 void EngineCore::run_batch(const sched::ScheduledBatch& batch, StepStats& stats) {
   for (const kv::BlockCopy& c : batch.copies) storage_->copy_block(c.src, c.dst);
+  for (const kv::BlockCopy& c : batch.window_copies) window_storage_->copy_block(c.src, c.dst);
   if (!batch.copies.empty()) metrics_.on_cow_copies(batch.copies.size());
 
   const size_t n = batch.seqs.size();
@@ -195,12 +206,14 @@ void EngineCore::run_batch(const sched::ScheduledBatch& batch, StepStats& stats)
     chunks[i].tokens = chunk_tokens_[i];
     chunks[i].start_pos = s.start_pos;
     chunks[i].block_table = s.seq->blocks.blocks();
+    chunks[i].window_table = s.seq->window_blocks.blocks();
+    chunks[i].window_first = s.seq->window_blocks.first_block();
     chunks[i].logits = s.samples ? model::LogitRows::kLast : model::LogitRows::kNone;
     (s.is_decode ? stats.decode_tokens : stats.prefill_tokens) += s.num_tokens;
   }
   stats.num_seqs = static_cast<int64_t>(n);
   try {
-    model_->forward(chunks, *storage_, logits_, pool_);
+    model_->forward(chunks, model::KvPools{storage_.get(), window_storage_.get()}, logits_, pool_);
   } catch (const std::exception& e) {
     const std::string message = fmt::format("forward pass failed: {}", e.what());
     for (auto& seq : scheduler_->fail_batch(batch, message, SteadyClock::now())) finish_sequence(*seq, SteadyClock::now());

@@ -81,8 +81,13 @@ class EngineCore {
   const tokenizer::Tokenizer* tokenizer() const { return tokenizer_ ? &*tokenizer_ : nullptr; }
   const RequestLimits& limits() const { return limits_; }
   const kv::CacheNamespace& cache_namespace() const { return namespace_; }
+  // The full-attention pool (every layer with one pool) and the
+  // sliding-window pool (0 blocks with one pool).
   int64_t num_kv_blocks() const { return storage_->num_blocks(); }
-  int64_t kv_bytes() const { return storage_->total_bytes(); }
+  int64_t num_window_kv_blocks() const { return window_storage_ ? window_storage_->num_blocks() : 0; }
+  int64_t kv_bytes() const { return storage_->total_bytes() + (window_storage_ ? window_storage_->total_bytes() : 0); }
+  // Scheduler gauges (block counts of both pools), for tests and tools.
+  sched::SchedulerStats scheduler_stats() const { return scheduler_->stats(); }
   int num_threads() const { return pool_.num_threads(); }
   int64_t steps() const { return num_steps_; }
 
@@ -98,7 +103,8 @@ class EngineCore {
   std::optional<tokenizer::Tokenizer> tokenizer_;
   kv::CacheNamespace namespace_;
   RequestLimits limits_;
-  std::unique_ptr<kv::PagedKvStorage> storage_;
+  std::unique_ptr<kv::PagedKvStorage> storage_;         // full-attention layers, or all
+  std::unique_ptr<kv::PagedKvStorage> window_storage_;  // sliding-window layers; null: one pool
   std::unique_ptr<sched::Scheduler> scheduler_;
   ThreadPool pool_;
   std::unordered_map<RequestId, RequestState> states_;

@@ -141,7 +141,7 @@ void attention_with(const KernelTable& kt, const AttentionShape& shape, const fl
 void paged_attention_with(const KernelTable& kt, const AttentionShape& shape, const float* q,
                           const int64_t* q_pos, int64_t num_tokens, const PagedKv& kv,
                           std::span<const int32_t> block_table, int64_t n_ctx, float* out,
-                          ThreadPool& pool);
+                          ThreadPool& pool, int64_t first_block = 0);
 
 // Per-ISA implementations, referenced by the tables in dispatch.cc.
 namespace scalar {

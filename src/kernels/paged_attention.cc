@@ -21,11 +21,13 @@ int64_t first_visible(const AttentionShape& s, int64_t p) {
   return s.window > 0 ? std::max<int64_t>(0, p - s.window + 1) : 0;
 }
 
-// Checks the block table once here so that the kernels can index it freely.
-void check_table(const PagedKv& kv, std::span<const int32_t> table, int64_t n_positions) {
+// Checks the block table (logical blocks [first_block, ...)) once here so
+// that the kernels can index it freely.
+void check_table(const PagedKv& kv, std::span<const int32_t> table, int64_t first_block, int64_t n_positions) {
   TM_CHECK(kv.k != nullptr && kv.v != nullptr && kv.block_size > 0 && kv.n_kv_dim > 0);
   TM_CHECK(kv.dtype == kv::KvDtype::F32 || kv.dtype == kv::KvDtype::F16 || kv::kv_dtype_quantized(kv.dtype));
-  const int64_t needed = (n_positions + kv.block_size - 1) / kv.block_size;
+  TM_CHECK(first_block >= 0);
+  const int64_t needed = std::max<int64_t>(0, (n_positions + kv.block_size - 1) / kv.block_size - first_block);
   TM_CHECK_MSG(static_cast<int64_t>(table.size()) >= needed, "paged kv: block table too short");
   for (int64_t b = 0; b < needed; ++b) {
     TM_CHECK_MSG(table[b] >= 0 && table[b] < kv.num_blocks, "paged kv: block id outside the pool");
@@ -150,14 +152,18 @@ void scalar::paged_attend_group(const PagedKv& kv, const int32_t* block_table, i
 void paged_attention_with(const KernelTable& kt, const AttentionShape& shape, const float* q,
                           const int64_t* q_pos, int64_t num_tokens, const PagedKv& kv,
                           std::span<const int32_t> block_table, int64_t n_ctx, float* out,
-                          ThreadPool& pool) {
+                          ThreadPool& pool, int64_t first_block) {
   TM_CHECK(shape.n_head > 0 && shape.n_kv_head > 0 && shape.head_dim > 0 && shape.window >= 0);
   TM_CHECK_MSG(shape.n_head % shape.n_kv_head == 0, "attention: n_head must be a multiple of n_kv_head");
   TM_CHECK_MSG(kv.n_kv_dim == shape.n_kv_head * shape.head_dim, "paged attention: n_kv_dim mismatch");
+  // Positions are rebased by the table's first held position: the kernels
+  // index table[j / block_size], and (j - base) / block_size == j / block_size - first_block.
+  const int64_t base = first_block * kv.block_size;
   for (int64_t t = 0; t < num_tokens; ++t) {
     TM_CHECK_MSG(q_pos[t] >= 0 && q_pos[t] < n_ctx, "attention: query position outside the cache");
+    TM_CHECK_MSG(first_visible(shape, q_pos[t]) >= base, "paged attention: the window starts before the table");
   }
-  check_table(kv, block_table, n_ctx);
+  check_table(kv, block_table, first_block, n_ctx);
   // The AVX2 kernel dequantizes into fixed stack buffers of this many floats.
   TM_CHECK_MSG(!kv::kv_dtype_quantized(kv.dtype) || shape.head_dim <= 8192, "paged attention: head_dim too large");
   if (num_tokens <= 0) return;
@@ -176,7 +182,7 @@ void paged_attention_with(const KernelTable& kt, const AttentionShape& shape, co
         const int64_t head = kv_head * group + (i % parts) * heads_per_part;
         const int64_t offset = (t * shape.n_head + head) * hd;
         kt.paged_attend_group(kv, block_table.data(), kv_head, q + offset, heads_per_part,
-                              first_visible(shape, q_pos[t]), q_pos[t] + 1, hd, shape.scale,
+                              first_visible(shape, q_pos[t]) - base, q_pos[t] + 1 - base, hd, shape.scale,
                               shape.softcap, out + offset);
       }
     }
@@ -185,18 +191,20 @@ void paged_attention_with(const KernelTable& kt, const AttentionShape& shape, co
 
 void paged_attention(const AttentionShape& shape, const float* q, const int64_t* q_pos,
                      int64_t num_tokens, const PagedKv& kv, std::span<const int32_t> block_table,
-                     int64_t n_ctx, float* out, ThreadPool& pool) {
+                     int64_t n_ctx, float* out, ThreadPool& pool, int64_t first_block) {
   paged_attention_with(active_kernels(), shape, q, q_pos, num_tokens, kv, block_table, n_ctx, out,
-                       pool);
+                       pool, first_block);
 }
 
 void paged_kv_write(const PagedKv& kv, std::span<const int32_t> block_table, int64_t start_pos,
-                    int64_t num_tokens, const float* k, const float* v) {
+                    int64_t num_tokens, const float* k, const float* v, int64_t first_block) {
   TM_CHECK(start_pos >= 0 && num_tokens >= 0);
-  check_table(kv, block_table, start_pos + num_tokens);
+  TM_CHECK_MSG(num_tokens == 0 || start_pos >= first_block * kv.block_size, "paged kv: write before the table");
+  check_table(kv, block_table, first_block, start_pos + num_tokens);
   const int64_t row_bytes = kv::kv_row_bytes(kv.dtype, kv.n_kv_dim);
+  const int64_t base = first_block * kv.block_size;
   for (int64_t t = 0; t < num_tokens; ++t) {
-    const int64_t row = row_of(kv, block_table.data(), start_pos + t);
+    const int64_t row = row_of(kv, block_table.data(), start_pos + t - base);
     store_row(kv, k + t * kv.n_kv_dim, kv.k + row * row_bytes);
     store_row(kv, v + t * kv.n_kv_dim, kv.v + row * row_bytes);
   }

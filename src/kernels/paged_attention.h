@@ -33,7 +33,10 @@ struct PagedKv {
 
 // q:   [num_tokens, n_head, head_dim]  queries of one sequence, at positions q_pos[t]
 // out: [num_tokens, n_head, head_dim]
-// block_table: the sequence's blocks; must cover positions [0, n_ctx).
+// block_table: the sequence's logical blocks [first_block, ...); must cover
+// positions [first_block * block_size, n_ctx). first_block > 0 is a
+// sliding-window table that released its older blocks: every query's window
+// must start at or after first_block * block_size.
 // Query t attends the keys at positions j <= q_pos[t] inside the window;
 // blocks wholly outside every query's window are never touched.
 // Preconditions (CHECK; the caller validates outside input): q_pos[t] in
@@ -42,15 +45,16 @@ struct PagedKv {
 // pairs; results do not depend on the thread count.
 void paged_attention(const AttentionShape& shape, const float* q, const int64_t* q_pos,
                      int64_t num_tokens, const PagedKv& kv, std::span<const int32_t> block_table,
-                     int64_t n_ctx, float* out, ThreadPool& pool);
+                     int64_t n_ctx, float* out, ThreadPool& pool, int64_t first_block = 0);
 
 // Stores K and V rows of positions [start_pos, start_pos + num_tokens) of a
 // sequence, converted to kv.dtype (F16: round to nearest even; Q8_0 and FP8:
 // per group of 32 an fp16 scale max|x| / 127 (/ 448), codes rounded to
 // nearest, FP8 ties to even).
-// k, v: [num_tokens, n_kv_dim]. Precondition (CHECK): block_table covers
-// start_pos + num_tokens positions with ids in [0, kv.num_blocks).
+// k, v: [num_tokens, n_kv_dim]. Precondition (CHECK): block_table holds
+// logical blocks [first_block, ...) covering positions
+// [start_pos, start_pos + num_tokens) with ids in [0, kv.num_blocks).
 void paged_kv_write(const PagedKv& kv, std::span<const int32_t> block_table, int64_t start_pos,
-                    int64_t num_tokens, const float* k, const float* v);
+                    int64_t num_tokens, const float* k, const float* v, int64_t first_block = 0);
 
 }  // namespace tokenmill::kernels

@@ -280,6 +280,46 @@ TEST(PagedAttention, WindowOfOneReturnsOwnValue) {
   }
 }
 
+// A sliding-window table that released its first blocks (first_block > 0)
+// gives bit-identical results to the full table, with every ISA; a window
+// starting before the held blocks aborts.
+TEST(PagedAttention, TableWithReleasedLeadingBlocksMatchesFullTable) {
+  ThreadPool pool(2);
+  AttentionShape s{4, 2, 8, 0.35f, 7, 0.0f};
+  const int64_t bs = 3;
+  Case c(s, 40, {30, 33, 39}, 21);  // windows start at 24: logical blocks 8.. are needed
+  for (KvDtype dtype : {KvDtype::F32, KvDtype::F16}) {
+    const Pool p = c.paged(dtype, bs, 5);
+    for (int64_t first : {int64_t{0}, int64_t{5}, int64_t{8}}) {
+      const std::vector<int32_t> tail(p.table.begin() + first, p.table.end());
+      for (const KernelTable* kt : tables()) {
+        std::vector<float> want(c.q.size()), got(c.q.size());
+        paged_attention_with(*kt, s, c.q.data(), c.q_pos.data(), c.num_tokens(), p.kv, p.table, c.n_ctx,
+                             want.data(), pool);
+        paged_attention_with(*kt, s, c.q.data(), c.q_pos.data(), c.num_tokens(), p.kv, tail, c.n_ctx, got.data(),
+                             pool, first);
+        EXPECT_EQ(got, want) << isa_name(kt->isa) << " first block " << first;
+      }
+    }
+    const std::vector<int32_t> too_short(p.table.begin() + 9, p.table.end());
+    std::vector<float> out(c.q.size());
+    EXPECT_DEATH(paged_attention(s, c.q.data(), c.q_pos.data(), c.num_tokens(), p.kv, too_short, c.n_ctx,
+                                 out.data(), pool, 9),
+                 "window starts before the table");
+  }
+  // Writing through an offset table lands in the same rows as the full table.
+  const Pool full = c.paged(KvDtype::F32, bs, 5);
+  Pool offset = c.paged(KvDtype::F32, bs, 5);
+  std::fill(offset.k.begin(), offset.k.end(), 0);
+  std::fill(offset.v.begin(), offset.v.end(), 0);
+  const std::vector<int32_t> tail(offset.table.begin() + 4, offset.table.end());
+  paged_kv_write(offset.kv, tail, 12, c.n_ctx - 12, c.k.data() + 12 * c.kv_dim(), c.v.data() + 12 * c.kv_dim(), 4);
+  for (int64_t pos = 12; pos < c.n_ctx; ++pos) {
+    const size_t row = static_cast<size_t>((full.table[pos / bs] * bs + pos % bs) * c.kv_dim() * 4);
+    EXPECT_EQ(std::memcmp(full.k.data() + row, offset.k.data() + row, static_cast<size_t>(c.kv_dim() * 4)), 0) << pos;
+  }
+}
+
 // paged_kv_write puts row p at table[p / bs] * bs + p % bs, rounding to
 // fp16 for F16 storage, and touches nothing else.
 TEST(PagedKvWrite, PlacesRowsThroughTheTable) {

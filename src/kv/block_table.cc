@@ -21,14 +21,14 @@ bool last_block_needs_copy(int64_t num_tokens, int32_t block_size, const std::ve
 
 int64_t BlockTable::blocks_needed(int64_t n, const BlockAllocator& allocator) const {
   if (n <= 0) return 0;
-  const int64_t slack = static_cast<int64_t>(blocks_.size()) * block_size_ - num_tokens_;
+  const int64_t slack = end_block() * block_size_ - num_tokens_;
   const int64_t beyond = std::max<int64_t>(0, n - slack);
   const int64_t cow = last_block_needs_copy(num_tokens_, block_size_, blocks_, allocator) ? 1 : 0;
   return (beyond + block_size_ - 1) / block_size_ + cow;
 }
 
 int64_t BlockTable::max_appendable(int64_t available, const BlockAllocator& allocator) const {
-  int64_t slack = static_cast<int64_t>(blocks_.size()) * block_size_ - num_tokens_;
+  int64_t slack = end_block() * block_size_ - num_tokens_;
   if (last_block_needs_copy(num_tokens_, block_size_, blocks_, allocator)) {
     if (available < 1) return 0;
     --available;
@@ -50,7 +50,7 @@ bool BlockTable::append_slots(int64_t n, BlockAllocator& allocator, std::vector<
     blocks_.back() = *dst;
   }
   const int64_t target = num_tokens_ + n;
-  while (static_cast<int64_t>(blocks_.size()) * block_size_ < target) {
+  while (end_block() * block_size_ < target) {
     const std::optional<BlockId> id = allocator.allocate();
     TM_CHECK(id.has_value());
     blocks_.push_back(*id);
@@ -59,10 +59,22 @@ bool BlockTable::append_slots(int64_t n, BlockAllocator& allocator, std::vector<
   return true;
 }
 
-void BlockTable::assign_prefix(std::span<const BlockId> blocks) {
-  TM_CHECK(blocks_.empty() && num_tokens_ == 0);
+void BlockTable::assign_prefix(std::span<const BlockId> blocks, int64_t first_block) {
+  TM_CHECK(blocks_.empty() && num_tokens_ == 0 && first_block >= 0);
   blocks_.assign(blocks.begin(), blocks.end());
-  num_tokens_ = static_cast<int64_t>(blocks_.size()) * block_size_;
+  first_block_ = first_block;
+  num_tokens_ = end_block() * block_size_;
+}
+
+int64_t BlockTable::drop_before(int64_t pos, BlockAllocator& allocator) {
+  TM_CHECK(pos <= num_tokens_);
+  // Logical block b ends at (b + 1) * block_size; it goes when that is <= pos.
+  const int64_t keep_from = std::max<int64_t>(first_block_, pos / block_size_);
+  const int64_t n = std::min<int64_t>(keep_from - first_block_, static_cast<int64_t>(blocks_.size()));
+  for (int64_t i = 0; i < n; ++i) allocator.release(blocks_[static_cast<size_t>(i)]);
+  blocks_.erase(blocks_.begin(), blocks_.begin() + n);
+  first_block_ += n;
+  return n;
 }
 
 BlockTable BlockTable::fork(BlockAllocator& allocator) const {
@@ -70,6 +82,7 @@ BlockTable BlockTable::fork(BlockAllocator& allocator) const {
   BlockTable copy(block_size_);
   copy.blocks_ = blocks_;
   copy.num_tokens_ = num_tokens_;
+  copy.first_block_ = first_block_;
   return copy;
 }
 
@@ -79,6 +92,7 @@ void BlockTable::free(BlockAllocator& allocator) {
   for (auto it = blocks_.rbegin(); it != blocks_.rend(); ++it) allocator.release(*it);
   blocks_.clear();
   num_tokens_ = 0;
+  first_block_ = 0;
 }
 
 }  // namespace tokenmill::kv

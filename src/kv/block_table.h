@@ -1,6 +1,12 @@
-// One sequence's block table: which KV blocks hold its positions, and how
-// many positions (slots) are reserved. Position p lives in block
-// blocks()[p / block_size] at slot p % block_size.
+// One sequence's block table for one KV layer group: which KV blocks hold
+// its positions, and how many positions (slots) are reserved. Position p
+// lives in logical block p / block_size, at slot p % block_size; the table
+// holds the logical blocks [first_block(), first_block() + blocks().size()),
+// so position p is in blocks()[p / block_size - first_block()].
+//
+// first_block() is 0 except in a sliding-window group: drop_before() releases
+// the blocks whose every position has left the window, so such a table holds
+// only the last ceil(window / block_size) + 1 blocks while decoding.
 //
 // Copy-on-write: blocks may be shared (fork() for parallel samples, prefix
 // cache hits). Only the last, partially filled block is ever written; when it
@@ -41,8 +47,11 @@ class BlockTable {
   explicit BlockTable(int32_t block_size);
 
   int32_t block_size() const { return block_size_; }
+  // The held blocks, logical blocks [first_block(), end_block()).
   const std::vector<BlockId>& blocks() const { return blocks_; }
-  int64_t num_tokens() const { return num_tokens_; }  // reserved slots
+  int64_t first_block() const { return first_block_; }
+  int64_t end_block() const { return first_block_ + static_cast<int64_t>(blocks_.size()); }
+  int64_t num_tokens() const { return num_tokens_; }  // reserved slots (dropped ones included)
   bool empty() const { return blocks_.empty(); }
 
   // Blocks that appending n slots would take from the allocator, counting
@@ -58,8 +67,15 @@ class BlockTable {
   bool append_slots(int64_t n, BlockAllocator& allocator, std::vector<BlockCopy>* copies);
 
   // Adopts full blocks whose references the caller already holds (prefix
-  // cache hits). Precondition: the table is empty.
-  void assign_prefix(std::span<const BlockId> blocks);
+  // cache hits) as logical blocks [first_block, first_block + blocks.size());
+  // positions below first_block * block_size count as reserved but not held
+  // (a sliding-window group). Precondition: the table is empty, first_block >= 0.
+  void assign_prefix(std::span<const BlockId> blocks, int64_t first_block = 0);
+
+  // Releases, oldest first, the held blocks whose every position is below
+  // `pos` (they left the sliding window). Returns how many were released.
+  // Precondition: pos <= num_tokens(). Cost: O(released).
+  int64_t drop_before(int64_t pos, BlockAllocator& allocator);
 
   // A second table sharing every block (each retained once more), for
   // parallel sampling. Explicitly named: it changes refcounts.
@@ -71,6 +87,7 @@ class BlockTable {
  private:
   int32_t block_size_ = 16;
   int64_t num_tokens_ = 0;
+  int64_t first_block_ = 0;  // logical index of blocks_[0]
   std::vector<BlockId> blocks_;
 };
 

@@ -122,5 +122,55 @@ TEST(BlockTable, AssignPrefixAdoptsFullBlocks) {
   EXPECT_EQ(a.num_free(), 4);
 }
 
+// A sliding-window table: drop_before releases whole blocks that left the
+// window, oldest first; appends continue at the logical end; fork keeps the
+// offset; assign_prefix can start past block 0.
+TEST(BlockTable, DropBeforeReleasesBlocksThatLeftTheWindow) {
+  BlockAllocator a(8);
+  BlockTable t(4);
+  std::vector<BlockCopy> copies;
+  ASSERT_TRUE(t.append_slots(10, a, &copies));  // blocks {0, 1, 2}, positions 0..9
+  EXPECT_EQ(t.drop_before(3, a), 0);             // block 0 still holds position 3
+  EXPECT_EQ(t.drop_before(4, a), 1);
+  EXPECT_EQ(t.first_block(), 1);
+  EXPECT_EQ(t.blocks(), (std::vector<BlockId>{1, 2}));
+  EXPECT_EQ(a.ref_count(0), 0);
+  EXPECT_EQ(t.num_tokens(), 10);
+  EXPECT_EQ(t.blocks_needed(2, a), 0);  // slots 10, 11 are in block 2
+  EXPECT_EQ(t.blocks_needed(3, a), 1);
+  EXPECT_EQ(t.max_appendable(0, a), 2);
+  ASSERT_TRUE(t.append_slots(3, a, &copies));  // position 12 opens logical block 3
+  EXPECT_EQ(t.blocks(), (std::vector<BlockId>{1, 2, 0}));
+  EXPECT_EQ(t.end_block(), 4);
+  BlockTable child = t.fork(a);
+  EXPECT_EQ(child.first_block(), 1);
+  EXPECT_EQ(child.num_tokens(), 13);
+  // The child writes position 13 into the shared last block: copy-on-write.
+  ASSERT_TRUE(child.append_slots(1, a, &copies));
+  ASSERT_EQ(copies.size(), 1u);
+  EXPECT_EQ(copies[0], (BlockCopy{0, 3}));
+  EXPECT_EQ(child.drop_before(13, a), 2);  // logical blocks 1 and 2 end at 8 and 12
+  EXPECT_EQ(child.blocks(), (std::vector<BlockId>{3}));
+  EXPECT_EQ(a.ref_count(1), 1);
+  EXPECT_EQ(a.ref_count(2), 1);
+  child.free(a);
+  EXPECT_EQ(child.first_block(), 0);
+  t.free(a);
+  EXPECT_EQ(a.num_free(), 8);
+
+  BlockTable hit(4);
+  const std::vector<BlockId> window{*a.allocate(), *a.allocate()};
+  hit.assign_prefix(window, 3);  // logical blocks 3, 4 of a 20-position prefix
+  EXPECT_EQ(hit.num_tokens(), 20);
+  ASSERT_TRUE(hit.append_slots(1, a, &copies));
+  EXPECT_EQ(hit.end_block(), 6);
+  // Dropping everything a window of 1 no longer needs leaves an empty table
+  // that still counts its positions.
+  EXPECT_EQ(hit.drop_before(20, a), 2);
+  EXPECT_EQ(hit.blocks().size(), 1u);
+  hit.free(a);
+  EXPECT_EQ(a.num_free(), 8);
+}
+
 }  // namespace
 }  // namespace tokenmill::kv

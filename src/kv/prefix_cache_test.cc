@@ -233,5 +233,89 @@ TEST(PrefixCache, PublishIsIncremental) {
   t.free(a);
 }
 
+// Two groups, window 5, blocks of 4: the first token after a hit of B
+// blocks (position 4B) attends positions [4B - 4, 4B], so the hit needs the
+// window block of logical block B - 1 besides the full blocks 0..B-1.
+struct TwoGroups {
+  BlockAllocator full{16};
+  BlockAllocator window{8};
+  PrefixCache cache{full, kBs, true, WindowGroup{&window, 5}};
+};
+
+// A sequence that computed `tokens` into both groups and published them.
+struct ComputedTwo {
+  BlockTable table{kBs};
+  BlockTable wtable{kBs};
+  std::vector<BlockHash> hashes;
+};
+ComputedTwo compute_two(TwoGroups& g, const std::vector<int32_t>& tokens) {
+  ComputedTwo c;
+  std::vector<BlockCopy> copies;
+  const int64_t n = static_cast<int64_t>(tokens.size());
+  EXPECT_TRUE(c.table.append_slots(n, g.full, &copies));
+  EXPECT_TRUE(c.wtable.append_slots(n, g.window, &copies));
+  g.cache.publish(1, tokens, c.table.blocks(), &c.hashes, c.wtable.blocks(), c.wtable.first_block());
+  return c;
+}
+
+TEST(PrefixCache, TwoGroupsHitNeedsTheWindowBlocksBeforeTheBoundary) {
+  TwoGroups g;
+  const auto tokens = iota_tokens(17);  // 4 full blocks + 1
+  ComputedTwo c = compute_two(g, tokens);
+  EXPECT_EQ(g.cache.stats().blocks_held, 4);
+  EXPECT_EQ(g.cache.stats().window_blocks_held, 4);
+  PrefixMatch m = g.cache.lookup(1, tokens);
+  EXPECT_EQ(m.num_tokens, 16);
+  EXPECT_EQ(m.window_first, 3);
+  EXPECT_EQ(m.window_blocks, (std::vector<BlockId>{c.wtable.blocks()[3]}));
+  const BlockId last_window = c.wtable.blocks()[3];
+  c.table.free(g.full);
+  c.wtable.free(g.window);  // tail first: logical block 3's window block is evicted first
+
+  std::vector<BlockId> taken;
+  for (int i = 0; i < 4; ++i) taken.push_back(*g.window.allocate());  // the free blocks
+  EXPECT_EQ(g.cache.stats().window_blocks_held, 4);
+  taken.push_back(*g.window.allocate());
+  EXPECT_EQ(taken.back(), last_window);
+  EXPECT_EQ(g.cache.stats().window_blocks_held, 3);
+  EXPECT_EQ(g.cache.stats().blocks_held, 4);  // the full-attention half stays
+  m = g.cache.lookup(1, tokens);
+  EXPECT_EQ(m.num_tokens, 12);  // boundary 12 needs logical block 2 (positions 8..11)
+  EXPECT_EQ(m.window_first, 2);
+  ASSERT_EQ(m.window_blocks.size(), 1u);
+  g.cache.acquire(m, 17);  // one reference per block of both groups
+  EXPECT_EQ(g.window.ref_count(m.window_blocks[0]), 1);
+  EXPECT_EQ(g.full.num_used(), 3);
+  for (BlockId b : m.blocks) g.full.release(b);
+  for (BlockId b : m.window_blocks) g.window.release(b);
+  for (BlockId b : taken) g.window.release(b);
+
+  // Recomputing the same prompt fills the entry's missing window block.
+  ComputedTwo again = compute_two(g, tokens);
+  EXPECT_EQ(g.cache.stats().blocks_held, 4);
+  EXPECT_EQ(g.cache.stats().window_blocks_held, 4);
+  EXPECT_EQ(g.cache.lookup(1, tokens).num_tokens, 16);
+  again.table.free(g.full);
+  again.wtable.free(g.window);
+}
+
+TEST(PrefixCache, TwoGroupsEvictingTheFullBlockUncachesItsWindowBlock) {
+  TwoGroups g;
+  const auto tokens = iota_tokens(9);  // 2 full blocks + 1
+  ComputedTwo c = compute_two(g, tokens);
+  c.table.free(g.full);
+  c.wtable.free(g.window);
+  EXPECT_EQ(g.window.num_evictable(), 2);
+  // Take all 16 full blocks: the two cached ones are evicted and their
+  // window halves go back to the free list.
+  std::vector<BlockId> taken;
+  for (int i = 0; i < 16; ++i) taken.push_back(*g.full.allocate());
+  EXPECT_EQ(g.cache.stats().blocks_held, 0);
+  EXPECT_EQ(g.window.num_evictable(), 0);
+  EXPECT_EQ(g.window.num_free(), 8);
+  EXPECT_EQ(g.cache.lookup(1, tokens).num_tokens, 0);
+  for (BlockId b : taken) g.full.release(b);
+}
+
 }  // namespace
 }  // namespace tokenmill::kv

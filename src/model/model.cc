@@ -32,13 +32,33 @@ Model::Model(gguf::GgufFile file)
     : file_(std::move(file)),
       config_(ModelConfig::from_gguf(file_)),
       weights_(ModelWeights::bind(file_, config_)),
-      scratch_(std::make_unique<Scratch>()) {}
+      scratch_(std::make_unique<Scratch>()) {
+  int64_t num_local = 0, num_global = 0;
+  for (int64_t i = 0; i < config_.n_layer; ++i) {
+    group_layer_.push_back(config_.layer_is_local[static_cast<size_t>(i)] ? num_local++ : num_global++);
+  }
+}
 
 Model::~Model() = default;
 
-kv::KvGeometry Model::kv_geometry(int64_t block_size, kv::KvDtype dtype) const {
+namespace {
+
+int64_t num_local_layers(const ModelConfig& c) {
+  return std::count(c.layer_is_local.begin(), c.layer_is_local.end(), true);
+}
+
+}  // namespace
+
+bool Model::has_window_group() const {
+  const int64_t local = num_local_layers(config_);
+  return config_.sliding_window > 0 && local > 0 && local < config_.n_layer;
+}
+
+kv::KvGeometry Model::kv_geometry(int64_t block_size, kv::KvDtype dtype, KvGroup group) const {
+  TM_CHECK(group == KvGroup::kAll || has_window_group());
   kv::KvGeometry g;
-  g.n_layer = config_.n_layer;
+  const int64_t local = num_local_layers(config_);
+  g.n_layer = group == KvGroup::kAll ? config_.n_layer : group == KvGroup::kWindow ? local : config_.n_layer - local;
   g.n_kv_dim = config_.n_kv_dim();
   g.block_size = block_size;
   g.dtype = dtype;
@@ -47,11 +67,35 @@ kv::KvGeometry Model::kv_geometry(int64_t block_size, kv::KvDtype dtype) const {
 
 namespace {
 
-void validate_step(const ModelConfig& c, std::span<const SequenceChunk> chunks, const kv::PagedKvStorage& kv) {
+void check_geometry(const kv::PagedKvStorage& kv, int64_t n_layer, int64_t n_kv_dim, const char* what) {
   const kv::KvGeometry& g = kv.geometry();
-  if (g.n_layer != c.n_layer || g.n_kv_dim != c.n_kv_dim())
-    fail("forward: the KV pool has {} layers of {} K/V dims, the model needs {} of {}", g.n_layer, g.n_kv_dim,
-         c.n_layer, c.n_kv_dim());
+  if (g.n_layer != n_layer || g.n_kv_dim != n_kv_dim)
+    fail("forward: the {}KV pool has {} layers of {} K/V dims, the model needs {} of {}", what, g.n_layer,
+         g.n_kv_dim, n_layer, n_kv_dim);
+}
+
+// A table holding logical blocks [first, first + table.size()) must reach
+// position end - 1 with ids inside the pool.
+void check_table(std::span<const int32_t> table, int64_t first, int64_t end, const kv::PagedKvStorage& kv) {
+  const int64_t bs = kv.block_size();
+  const int64_t needed = (end + bs - 1) / bs - first;
+  if (static_cast<int64_t>(table.size()) < needed)
+    fail("forward: positions [{}, {}) need {} blocks of {}, the block table has {}", first * bs, end, needed, bs,
+         table.size());
+  for (int64_t b = 0; b < needed; ++b) {
+    const int32_t id = table[static_cast<size_t>(b)];
+    if (id < 0 || id >= kv.num_blocks()) fail("forward: block id {} is outside the pool [0, {})", id, kv.num_blocks());
+  }
+}
+
+void validate_step(const ModelConfig& c, std::span<const SequenceChunk> chunks, const KvPools& kv,
+                   const kv::KvGeometry& full, const kv::KvGeometry& window) {
+  if (kv.full == nullptr) fail("forward: no KV pool");
+  check_geometry(*kv.full, full.n_layer, c.n_kv_dim(), kv.window != nullptr ? "full-attention " : "");
+  if (kv.window != nullptr) {
+    check_geometry(*kv.window, window.n_layer, c.n_kv_dim(), "sliding-window ");
+    if (kv.window->block_size() != kv.full->block_size()) fail("forward: the two KV pools differ in block size");
+  }
   for (const SequenceChunk& ch : chunks) {
     if (ch.tokens.empty()) fail("forward: empty chunk");
     if (ch.start_pos < 0) fail("forward: chunk starts at negative position {}", ch.start_pos);
@@ -59,14 +103,13 @@ void validate_step(const ModelConfig& c, std::span<const SequenceChunk> chunks, 
       if (t < 0 || t >= c.n_vocab) fail("token id {} is outside the vocabulary [0, {})", t, c.n_vocab);
     }
     const int64_t end = ch.start_pos + static_cast<int64_t>(ch.tokens.size());
-    const int64_t needed = (end + g.block_size - 1) / g.block_size;
-    if (static_cast<int64_t>(ch.block_table.size()) < needed)
-      fail("forward: positions [0, {}) need {} blocks of {}, the block table has {}", end, needed, g.block_size,
-           ch.block_table.size());
-    for (int64_t b = 0; b < needed; ++b) {
-      const int32_t id = ch.block_table[static_cast<size_t>(b)];
-      if (id < 0 || id >= kv.num_blocks()) fail("forward: block id {} is outside the pool [0, {})", id, kv.num_blocks());
-    }
+    check_table(ch.block_table, 0, end, *kv.full);
+    if (kv.window == nullptr) continue;
+    const int64_t first_visible = std::max<int64_t>(0, ch.start_pos - c.sliding_window + 1);
+    if (ch.window_first < 0 || ch.window_first * kv.window->block_size() > first_visible)
+      fail("forward: the window block table starts at block {}, position {} needs position {}", ch.window_first,
+           ch.start_pos, first_visible);
+    check_table(ch.window_table, ch.window_first, end, *kv.window);
   }
 }
 
@@ -92,10 +135,14 @@ void add_bias(float* y, const VectorView& b, int64_t rows) {
 
 }  // namespace
 
-void Model::forward(std::span<const SequenceChunk> chunks, kv::PagedKvStorage& kv, std::vector<float>& logits,
+void Model::forward(std::span<const SequenceChunk> chunks, const KvPools& kv, std::vector<float>& logits,
                     ThreadPool& pool) {
   const ModelConfig& c = config_;
-  validate_step(c, chunks, kv);
+  const bool split = kv.window != nullptr;
+  if (split && !has_window_group()) fail("forward: a second KV pool needs sliding-window and full-attention layers");
+  const int64_t bs = kv.full != nullptr ? kv.full->block_size() : 1;
+  validate_step(c, chunks, kv, kv_geometry(bs, kv::KvDtype::F16, split ? KvGroup::kFull : KvGroup::kAll),
+                split ? kv_geometry(bs, kv::KvDtype::F16, KvGroup::kWindow) : kv::KvGeometry{});
   Scratch& s = *scratch_;
 
   int64_t T = 0;
@@ -155,7 +202,7 @@ void Model::matmul(const kernels::WeightView& w, const float* x, int64_t num_tok
 }
 
 void Model::attention_block(int64_t layer, std::span<const SequenceChunk> chunks,
-                            std::span<const int64_t> positions, kv::PagedKvStorage& kv, ThreadPool& pool) {
+                            std::span<const int64_t> positions, const KvPools& kv, ThreadPool& pool) {
   const ModelConfig& c = config_;
   const LayerWeights& w = weights_.layers[static_cast<size_t>(layer)];
   Scratch& s = *scratch_;
@@ -196,14 +243,20 @@ void Model::attention_block(int64_t layer, std::span<const SequenceChunk> chunks
   shape.head_dim = hd;
   shape.scale = c.attn_scale;
   shape.window = local ? c.sliding_window : 0;
-  const kernels::PagedKv cache = layer_kv(kv, layer);
+  // Two pools: a local layer reads the window pool through the window table.
+  const bool in_window_pool = local && kv.window != nullptr;
+  const kernels::PagedKv cache = in_window_pool ? layer_kv(*kv.window, group_layer_[static_cast<size_t>(layer)])
+                                 : kv.window != nullptr ? layer_kv(*kv.full, group_layer_[static_cast<size_t>(layer)])
+                                                        : layer_kv(*kv.full, layer);
   int64_t t0 = 0;
   for (const SequenceChunk& ch : chunks) {
     const int64_t n = static_cast<int64_t>(ch.tokens.size());
-    kernels::paged_kv_write(cache, ch.block_table, ch.start_pos, n, s.k.data() + t0 * c.n_kv_dim(),
-                            s.v.data() + t0 * c.n_kv_dim());
-    kernels::paged_attention(shape, s.q.data() + t0 * c.n_q_dim(), positions.data() + t0, n, cache,
-                             ch.block_table, ch.start_pos + n, s.att.data() + t0 * c.n_q_dim(), pool);
+    const std::span<const int32_t> table = in_window_pool ? ch.window_table : ch.block_table;
+    const int64_t first = in_window_pool ? ch.window_first : 0;
+    kernels::paged_kv_write(cache, table, ch.start_pos, n, s.k.data() + t0 * c.n_kv_dim(),
+                            s.v.data() + t0 * c.n_kv_dim(), first);
+    kernels::paged_attention(shape, s.q.data() + t0 * c.n_q_dim(), positions.data() + t0, n, cache, table,
+                             ch.start_pos + n, s.att.data() + t0 * c.n_q_dim(), pool, first);
     t0 += n;
   }
 

@@ -7,6 +7,9 @@
 //
 // K and V live in a paged pool (kv::PagedKvStorage) shared by every
 // sequence; each chunk names its sequence's blocks through a block table.
+// A model with both sliding-window and full-attention layers (gemma3) may
+// keep them in two pools, one per layer group (KvPools): the window group's
+// tables then hold only the blocks still inside the window.
 #pragma once
 
 #include <cstdint>
@@ -39,6 +42,26 @@ struct SequenceChunk {
   // [i * block_size, (i + 1) * block_size). Covers [0, start_pos + tokens.size()).
   std::span<const int32_t> block_table;
   LogitRows logits = LogitRows::kLast;  // which of the chunk's tokens get a logits row
+  // Sliding-window layers when they have their own pool (KvPools::window):
+  // window_table[i] holds logical block window_first + i; the held blocks
+  // cover [window_first * block_size, start_pos + tokens.size()), where
+  // window_first * block_size <= max(0, start_pos - sliding_window + 1).
+  std::span<const int32_t> window_table;
+  int64_t window_first = 0;
+};
+
+// Which layers' K/V a pool holds.
+enum class KvGroup {
+  kAll,     // every layer (one pool)
+  kFull,    // the full-attention layers (two pools)
+  kWindow,  // the sliding-window layers (two pools)
+};
+
+// The pools a forward pass writes. window == nullptr: `full` holds every
+// layer (KvGroup::kAll); else `full` holds KvGroup::kFull, `window` KvGroup::kWindow.
+struct KvPools {
+  kv::PagedKvStorage* full = nullptr;
+  kv::PagedKvStorage* window = nullptr;
 };
 
 class Model {
@@ -52,8 +75,11 @@ class Model {
   const ModelWeights& weights() const { return weights_; }
 
   // The KV pool geometry this model needs (n_layer, n_kv_dim) for the given
-  // block size and element type.
-  kv::KvGeometry kv_geometry(int64_t block_size, kv::KvDtype dtype) const;
+  // block size and element type: every layer, or one group's layers.
+  kv::KvGeometry kv_geometry(int64_t block_size, kv::KvDtype dtype, KvGroup group = KvGroup::kAll) const;
+  // Whether two pools are possible: the model has sliding-window layers and
+  // at least one full-attention layer.
+  bool has_window_group() const;
 
   // Runs one step over a flat batch made of the chunks, in order, and writes
   // their logits to `logits` as rows [num_rows, n_vocab]: every token's row for
@@ -64,6 +90,11 @@ class Model {
   // (the caller's contract): positions [0, start_pos) of each sequence are
   // already written, and no two chunks write the same block.
   void forward(std::span<const SequenceChunk> chunks, kv::PagedKvStorage& kv, std::vector<float>& logits,
+               ThreadPool& pool) {
+    forward(chunks, KvPools{&kv, nullptr}, logits, pool);
+  }
+  // The same over one pool per layer group (window tables checked as above).
+  void forward(std::span<const SequenceChunk> chunks, const KvPools& kv, std::vector<float>& logits,
                ThreadPool& pool);
 
   // Routes every weight product of forward() through `hook` (null: none).
@@ -75,7 +106,7 @@ class Model {
 
   struct Scratch;
   void attention_block(int64_t layer, std::span<const SequenceChunk> chunks,
-                       std::span<const int64_t> positions, kv::PagedKvStorage& kv, ThreadPool& pool);
+                       std::span<const int64_t> positions, const KvPools& kv, ThreadPool& pool);
   void ffn_block(int64_t layer, ThreadPool& pool);
   // y = W x through the hook, if any, else kernels::matmul.
   void matmul(const kernels::WeightView& w, const float* x, int64_t num_tokens, float* y, ThreadPool& pool);
@@ -84,6 +115,8 @@ class Model {
   ModelConfig config_;
   ModelWeights weights_;
   std::unique_ptr<Scratch> scratch_;
+  // Layer i's index inside its group's pool (two pools), from layer_is_local.
+  std::vector<int64_t> group_layer_;
   MatmulHook* matmul_hook_ = nullptr;
 };
 

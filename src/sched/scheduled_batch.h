@@ -13,7 +13,8 @@ namespace tokenmill::sched {
 
 // One sequence's share of the step: compute tokens
 // [start_pos, start_pos + num_tokens) of seq's prompt + output, writing their
-// K/V at those positions through seq->blocks (already sized for them).
+// K/V at those positions through seq->blocks (already sized for them) and,
+// with two KV groups, seq->window_blocks.
 struct ScheduledSeq {
   Sequence* seq = nullptr;  // owned by the Scheduler; valid until commit()
   int64_t start_pos = 0;    // == seq->num_computed_tokens at schedule()
@@ -34,6 +35,8 @@ struct ScheduledBatch {
   // Copy-on-write block copies; apply all, in order
   // (PagedKvStorage::copy_block), before the forward pass.
   std::vector<kv::BlockCopy> copies;
+  // The same for the sliding-window group's pool (two KV groups only).
+  std::vector<kv::BlockCopy> window_copies;
   // Sequences that ended inside schedule() (cancelled, timed out, rejected
   // because the pool ran dry under the reject policy); their blocks are
   // already freed. The engine reports them and drops them.

@@ -28,6 +28,20 @@ void SchedulerConfig::validate() const {
   if (max_model_len < 0) fail("scheduler: max_model_len must be >= 0, got {}", max_model_len);
   if (max_waiting < 0) fail("scheduler: max_waiting must be >= 0, got {}", max_waiting);
   if (!(priority_aging_s >= 0.0)) fail("scheduler: priority_aging_s must be >= 0, got {}", priority_aging_s);
+  if ((num_window_blocks > 0) != (sliding_window > 0) || num_window_blocks < 0 || sliding_window < 0)
+    fail("scheduler: num_window_blocks ({}) and sliding_window ({}) must both be positive or both 0",
+         num_window_blocks, sliding_window);
+  if (num_window_blocks > 0 && num_window_blocks < window_blocks_per_seq())
+    fail("scheduler: the window pool ({} blocks) cannot hold one sequence's window and step ({} blocks)",
+         num_window_blocks, window_blocks_per_seq());
+}
+
+int64_t SchedulerConfig::max_step_tokens() const {
+  return prefill_chunk > 0 ? std::min(prefill_chunk, max_batch_tokens) : max_batch_tokens;
+}
+
+int64_t SchedulerConfig::window_blocks_per_seq() const {
+  return ceil_div(sliding_window - 1 + max_step_tokens(), block_size) + 1;
 }
 
 static const SchedulerConfig& validated(const SchedulerConfig& config) {
@@ -35,14 +49,21 @@ static const SchedulerConfig& validated(const SchedulerConfig& config) {
   return config;
 }
 
+static std::optional<kv::BlockAllocator> window_pool(const SchedulerConfig& config) {
+  if (config.num_window_blocks == 0) return std::nullopt;
+  return kv::BlockAllocator(config.num_window_blocks);
+}
+
 Scheduler::Scheduler(const SchedulerConfig& config)
     : config_(validated(config)),
       allocator_(config.num_blocks),
-      prefix_cache_(allocator_, config.block_size, config.enable_prefix_cache) {}
+      window_allocator_(window_pool(config)),
+      prefix_cache_(allocator_, config.block_size, config.enable_prefix_cache,
+                    kv::WindowGroup{window_allocator_ ? &*window_allocator_ : nullptr, config.sliding_window}) {}
 
 Scheduler::~Scheduler() {
-  for (auto& seq : running_) seq->blocks.free(allocator_);
-  for (auto& seq : waiting_) seq->blocks.free(allocator_);
+  for (auto& seq : running_) release_blocks(*seq);
+  for (auto& seq : waiting_) release_blocks(*seq);
 }
 
 std::unique_ptr<Sequence> Scheduler::add(std::unique_ptr<Sequence> seq, TimePoint now) {
@@ -60,6 +81,7 @@ std::unique_ptr<Sequence> Scheduler::add(std::unique_ptr<Sequence> seq, TimePoin
   }
   seq->admission_order = next_admission_order_++;
   seq->blocks = kv::BlockTable(config_.block_size);
+  seq->window_blocks = kv::BlockTable(config_.block_size);
   waiting_.push_back(std::move(seq));
   return nullptr;
 }
@@ -141,7 +163,7 @@ std::unique_ptr<Sequence> Scheduler::take_running(const Sequence* seq) {
 }
 
 void Scheduler::finish(Sequence& seq, FinishReason reason, TimePoint now) {
-  seq.blocks.free(allocator_);
+  release_blocks(seq);
   seq.block_hashes.clear();
   seq.status = SequenceStatus::kFinished;
   seq.finish_reason = reason;
@@ -156,7 +178,8 @@ void Scheduler::publish_computed(Sequence& seq) {
   const int64_t full = seq.num_computed_tokens / config_.block_size;
   if (full <= static_cast<int64_t>(seq.block_hashes.size())) return;
   const std::vector<int32_t> computed = seq.tokens(0, full * config_.block_size);
-  prefix_cache_.publish(seq.cache_namespace, computed, seq.blocks.blocks(), &seq.block_hashes);
+  prefix_cache_.publish(seq.cache_namespace, computed, seq.blocks.blocks(), &seq.block_hashes,
+                        seq.window_blocks.blocks(), seq.window_blocks.first_block());
 }
 
 std::vector<std::unique_ptr<Sequence>> Scheduler::commit(const ScheduledBatch& batch,
@@ -230,6 +253,18 @@ int64_t Scheduler::blocks_reserved_by_running() const {
   return n;
 }
 
+// What running sequences still need from the window pool for their next
+// step (ignoring what that step's drop releases).
+int64_t Scheduler::window_blocks_reserved_by_running() const {
+  if (!window_allocator_) return 0;
+  int64_t n = 0;
+  for (const auto& seq : running_) {
+    const int64_t unreserved = std::min(seq->num_tokens() - seq->window_blocks.num_tokens(), config_.max_step_tokens());
+    n += seq->window_blocks.blocks_needed(unreserved, *window_allocator_);
+  }
+  return n;
+}
+
 int64_t Scheduler::blocks_wanted_by_waiting() const {
   int64_t n = 0;
   for (const auto& seq : waiting_) n += ceil_div(seq->num_tokens(), config_.block_size);
@@ -245,6 +280,11 @@ SchedulerStats Scheduler::stats() const {
   s.kv_blocks_free = allocator_.num_free();
   s.kv_blocks_evictable = allocator_.num_evictable();
   s.kv_blocks_high_water = allocator_.high_water();
+  if (window_allocator_) {
+    s.kv_window_blocks_total = window_allocator_->num_blocks();
+    s.kv_window_blocks_used = window_allocator_->num_used();
+    s.kv_window_blocks_high_water = window_allocator_->high_water();
+  }
   s.num_preemptions = num_preemptions_;
   s.num_rejections = num_rejections_;
   s.num_timeouts = num_timeouts_;

@@ -66,6 +66,13 @@
 //   (first time, or after a preemption); hits become its first blocks and
 //   count as computed. Never covers the last token. Blocks are published as
 //   they fill (in commit).
+// * Two KV groups (num_window_blocks > 0): every sequence has a block table
+//   per group, and every append takes blocks from both pools (all or
+//   nothing; "the pool ran dry" means either pool). At the start of each
+//   step the window-group table releases the blocks wholly before
+//   num_computed_tokens - sliding_window + 1, so a decoding sequence holds at
+//   most ceil(sliding_window / block_size) + 1 window blocks. A prefix hit
+//   also needs the window blocks the next token attends (see prefix_cache.h).
 // * KV exhausted while a running sequence needs a block for its next token:
 //   - kPreempt: preempt the lowest-ranked (lowest class, newest) running
 //     sequence not yet scheduled this step (possibly the needy one itself):
@@ -110,9 +117,20 @@ struct SchedulerConfig {
   KvExhaustedPolicy on_kv_exhausted = KvExhaustedPolicy::kPreempt;
   double priority_aging_s = 0.0;   // seconds per class of aging; 0 = off
   bool enable_prefix_cache = true;
+  // Two KV groups (a model with sliding-window and full-attention layers):
+  // the window group's pool size, and the window (positions a query attends,
+  // itself included). Both 0: one group, num_blocks holds every layer.
+  int32_t num_window_blocks = 0;
+  int64_t sliding_window = 0;
 
   // Throws Error naming the first bad field.
   void validate() const;
+  // Most tokens one sequence writes in one step: the prefill chunk, bounded
+  // by the step budget.
+  int64_t max_step_tokens() const;
+  // Most window-group blocks one sequence holds: the window before its step
+  // plus the step's tokens, ceil((window - 1 + max_step_tokens) / block_size) + 1.
+  int64_t window_blocks_per_seq() const;
 };
 
 struct SchedulerStats {
@@ -123,6 +141,10 @@ struct SchedulerStats {
   int64_t kv_blocks_free = 0;       // free list
   int64_t kv_blocks_evictable = 0;  // cached, unreferenced (reclaimable)
   int64_t kv_blocks_high_water = 0;
+  // The sliding-window group's pool (two KV groups; else all 0).
+  int64_t kv_window_blocks_total = 0;
+  int64_t kv_window_blocks_used = 0;
+  int64_t kv_window_blocks_high_water = 0;
   int64_t num_preemptions = 0;
   int64_t num_rejections = 0;  // at add() and in schedule()
   int64_t num_timeouts = 0;
@@ -178,6 +200,10 @@ class Scheduler {
   SchedulerStats stats() const;
   const SchedulerConfig& config() const { return config_; }
   const kv::BlockAllocator& allocator() const { return allocator_; }
+  // The sliding-window group's allocator; nullptr with one KV group.
+  const kv::BlockAllocator* window_allocator() const {
+    return window_allocator_ ? &*window_allocator_ : nullptr;
+  }
   kv::PrefixCache& prefix_cache() { return prefix_cache_; }
   const kv::PrefixCache& prefix_cache() const { return prefix_cache_; }
 
@@ -208,11 +234,19 @@ class Scheduler {
   void finish(Sequence& seq, FinishReason reason, TimePoint now);
   int effective_priority(const Sequence& seq, TimePoint now) const;
   int64_t blocks_reserved_by_running() const;
+  int64_t window_blocks_reserved_by_running() const;
   int64_t blocks_wanted_by_waiting() const;
   void publish_computed(Sequence& seq);
+  // Both groups' tables of a sequence (scheduler_step.cc). append_slots is
+  // all or nothing across the groups; copies go to the batch.
+  void release_blocks(Sequence& seq);
+  void drop_out_of_window(Sequence& seq);
+  bool append_slots(Sequence& seq, int64_t n, ScheduledBatch& batch);
+  int64_t max_appendable(const Sequence& seq) const;
 
   SchedulerConfig config_;
   kv::BlockAllocator allocator_;
+  std::optional<kv::BlockAllocator> window_allocator_;  // two KV groups only
   kv::PrefixCache prefix_cache_;
   StopCheck stop_check_;
   std::vector<std::unique_ptr<Sequence>> running_;

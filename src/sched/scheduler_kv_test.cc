@@ -151,6 +151,8 @@ struct StressCase {
   KvExhaustedPolicy policy;
   bool prefix_cache;
   int64_t prefill_chunk;
+  int64_t window = 0;            // > 0: two KV groups with this sliding window
+  int32_t num_window_blocks = 0;
 };
 
 struct StressTotals {
@@ -170,6 +172,8 @@ void run_stress(const StressCase& p, uint32_t seed, StressTotals& totals) {
   c.on_kv_exhausted = p.policy;
   c.enable_prefix_cache = p.prefix_cache;
   c.priority_aging_s = 0.02;
+  c.sliding_window = p.window;
+  c.num_window_blocks = p.num_window_blocks;
   Driver d(c);
   std::mt19937 rng(seed);
   auto pick = [&](int lo, int hi) { return std::uniform_int_distribution<int>(lo, hi)(rng); };
@@ -206,6 +210,11 @@ void run_stress(const StressCase& p, uint32_t seed, StressTotals& totals) {
   EXPECT_EQ(d.sched.stats().num_running, 0);
   EXPECT_EQ(d.sched.allocator().num_used(), 0);
   EXPECT_EQ(d.sched.allocator().num_available(), c.num_blocks);
+  if (p.window > 0) {
+    for (const auto& s : d.finished) EXPECT_TRUE(s->window_blocks.empty());
+    EXPECT_EQ(d.sched.window_allocator()->num_used(), 0);
+    EXPECT_EQ(d.sched.window_allocator()->num_available(), c.num_window_blocks);
+  }
   totals.preemptions += d.sched.stats().num_preemptions;
   totals.hits += d.sched.stats().prefix_cache.hit_tokens;
 }
@@ -238,7 +247,14 @@ INSTANTIATE_TEST_SUITE_P(Policies, SchedulerStress,
                                            StressCase{KvExhaustedPolicy::kQueue, true, 5},
                                            StressCase{KvExhaustedPolicy::kQueue, false, 0},
                                            StressCase{KvExhaustedPolicy::kReject, true, 5},
-                                           StressCase{KvExhaustedPolicy::kReject, false, 0}));
+                                           StressCase{KvExhaustedPolicy::kReject, false, 0},
+                                           // Two KV groups; the window pools are tight so that they
+                                           // run dry too (the minimum for chunk 5 is 4 or 5 blocks).
+                                           StressCase{KvExhaustedPolicy::kPreempt, true, 5, 6, 10},
+                                           StressCase{KvExhaustedPolicy::kPreempt, false, 5, 9, 8},
+                                           StressCase{KvExhaustedPolicy::kPreempt, true, 0, 6, 14},
+                                           StressCase{KvExhaustedPolicy::kQueue, true, 5, 3, 9},
+                                           StressCase{KvExhaustedPolicy::kReject, true, 5, 6, 12}));
 
 }  // namespace
 }  // namespace tokenmill::sched

@@ -78,6 +78,7 @@ bool Scheduler::plan_step(ScheduledBatch& batch, TimePoint now) {
   step.budget = config_.max_batch_tokens;
   step.seq_slots = config_.max_seqs;
   std::sort(running_.begin(), running_.end(), rank_less);
+  for (auto& seq : running_) drop_out_of_window(*seq);
   schedule_decodes(step, batch);
   schedule_running_prefills(step, batch);
   if (step.stalled && config_.on_kv_exhausted == KvExhaustedPolicy::kReject) reject_unstarted(batch, now);
@@ -98,7 +99,7 @@ void Scheduler::schedule_decodes(StepState& step, ScheduledBatch& batch) {
       continue;
     }
     TM_CHECK(step.budget > 0 && step.seq_slots > 0);  // max_batch_tokens >= max_seqs >= running
-    bool got = seq.blocks.append_slots(1, allocator_, &batch.copies);
+    bool got = append_slots(seq, 1, batch);
     bool self_preempted = false;
     while (!got) {
       if (config_.on_kv_exhausted != KvExhaustedPolicy::kPreempt) {
@@ -112,7 +113,7 @@ void Scheduler::schedule_decodes(StepState& step, ScheduledBatch& batch) {
         self_preempted = true;
         break;
       }
-      got = seq.blocks.append_slots(1, allocator_, &batch.copies);
+      got = append_slots(seq, 1, batch);
     }
     if (self_preempted) continue;  // running_[i] is now the next sequence
     if (got) {
@@ -132,12 +133,12 @@ void Scheduler::schedule_running_prefills(StepState& step, ScheduledBatch& batch
     const int64_t left = remaining(seq);
     int64_t chunk = config_.prefill_chunk > 0 ? std::min(left, config_.prefill_chunk) : left;
     chunk = std::min(chunk, step.budget);
-    chunk = std::min(chunk, seq.blocks.max_appendable(allocator_.num_available(), allocator_));
+    chunk = std::min(chunk, max_appendable(seq));
     if (chunk <= 0) {
       step.stalled = true;
       continue;
     }
-    TM_CHECK(seq.blocks.append_slots(chunk, allocator_, &batch.copies));
+    TM_CHECK(append_slots(seq, chunk, batch));
     batch.seqs.push_back({&seq, seq.num_computed_tokens, chunk, chunk == left, false});
     step.budget -= chunk;
     --step.seq_slots;
@@ -181,14 +182,28 @@ bool Scheduler::try_admit(Sequence& seq, StepState& step, ScheduledBatch& batch,
   const int64_t revived = std::count_if(match.blocks.begin(), match.blocks.end(),
                                         [&](kv::BlockId id) { return allocator_.is_evictable(id); });
   if (new_blocks + revived + blocks_reserved_by_running() > allocator_.num_available()) return false;
+  if (window_allocator_) {
+    // The window group needs the blocks of the remaining prefill only up to
+    // what one sequence ever holds at once.
+    const int64_t held = static_cast<int64_t>(match.window_blocks.size());
+    const int64_t wanted =
+        std::min((seq.num_tokens() + bs - 1) / bs - match.window_first, config_.window_blocks_per_seq()) - held;
+    const int64_t revived_window = std::count_if(match.window_blocks.begin(), match.window_blocks.end(),
+                                                 [&](kv::BlockId id) { return window_allocator_->is_evictable(id); });
+    if (std::max<int64_t>(0, wanted) + revived_window + window_blocks_reserved_by_running() >
+        window_allocator_->num_available())
+      return false;
+  }
 
   prefix_cache_.acquire(match, seq.num_tokens());
   seq.blocks = kv::BlockTable(config_.block_size);
   seq.blocks.assign_prefix(match.blocks);
+  seq.window_blocks = kv::BlockTable(config_.block_size);
+  if (window_allocator_) seq.window_blocks.assign_prefix(match.window_blocks, match.window_first);
   seq.block_hashes = match.hashes;
   seq.num_computed_tokens = match.num_tokens;
   seq.num_cached_prompt_tokens = match.num_tokens;
-  TM_CHECK(seq.blocks.append_slots(chunk, allocator_, &batch.copies));
+  TM_CHECK(append_slots(seq, chunk, batch));
   seq.status = SequenceStatus::kRunning;
   if (!seq.first_scheduled) seq.first_scheduled = now;
   batch.seqs.push_back({&seq, match.num_tokens, chunk, chunk == left, false});
@@ -214,7 +229,7 @@ void Scheduler::reject_unstarted(ScheduledBatch& batch, TimePoint now) {
 
 void Scheduler::preempt(const Sequence* victim, ScheduledBatch& batch) {
   std::unique_ptr<Sequence> seq = take_running(victim);
-  seq->blocks.free(allocator_);
+  release_blocks(*seq);
   seq->block_hashes.clear();
   seq->num_computed_tokens = 0;
   seq->num_cached_prompt_tokens = 0;
@@ -223,6 +238,34 @@ void Scheduler::preempt(const Sequence* victim, ScheduledBatch& batch) {
   ++num_preemptions_;
   batch.preempted.push_back(seq.get());
   waiting_.push_back(std::move(seq));
+}
+
+void Scheduler::release_blocks(Sequence& seq) {
+  seq.blocks.free(allocator_);
+  if (window_allocator_) seq.window_blocks.free(*window_allocator_);
+}
+
+void Scheduler::drop_out_of_window(Sequence& seq) {
+  if (!window_allocator_) return;
+  // The next token, at num_computed_tokens, attends no position before this.
+  const int64_t first_needed = seq.num_computed_tokens - config_.sliding_window + 1;
+  if (first_needed > 0) seq.window_blocks.drop_before(first_needed, *window_allocator_);
+}
+
+bool Scheduler::append_slots(Sequence& seq, int64_t n, ScheduledBatch& batch) {
+  if (window_allocator_ && seq.window_blocks.blocks_needed(n, *window_allocator_) > window_allocator_->num_available())
+    return false;
+  if (!seq.blocks.append_slots(n, allocator_, &batch.copies)) return false;
+  if (window_allocator_) TM_CHECK(seq.window_blocks.append_slots(n, *window_allocator_, &batch.window_copies));
+  return true;
+}
+
+int64_t Scheduler::max_appendable(const Sequence& seq) const {
+  int64_t n = seq.blocks.max_appendable(allocator_.num_available(), allocator_);
+  if (window_allocator_) {
+    n = std::min(n, seq.window_blocks.max_appendable(window_allocator_->num_available(), *window_allocator_));
+  }
+  return n;
 }
 
 }  // namespace tokenmill::sched

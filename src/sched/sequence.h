@@ -55,7 +55,8 @@ struct Sequence {
   FinishReason finish_reason = FinishReason::kNone;
   RejectReason reject_reason = RejectReason::kNone;
   std::string error;  // human-readable reason for kRejected / kError
-  kv::BlockTable blocks;
+  kv::BlockTable blocks;         // full-attention layers (every layer with one KV group)
+  kv::BlockTable window_blocks;  // sliding-window layers with two KV groups; else unused
   int64_t num_computed_tokens = 0;       // tokens (prompt + output) with K/V cached
   int64_t num_cached_prompt_tokens = 0;  // of those, prefix-cache hits at the last admission
   int64_t num_preemptions = 0;

@@ -11,6 +11,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdint>
 #include <memory>
@@ -44,26 +45,38 @@ inline std::vector<int32_t> reference_generate(std::vector<int32_t> tokens, int6
   return out;
 }
 
+// With two KV groups (window > 0) it keeps a second slot array for the
+// window pool, writes every token to both, and reads the positions the
+// chunk's first query attends (from start_pos - window + 1 on) back through
+// the window table, the older ones through the full table.
 class FakeModel {
  public:
-  FakeModel(int32_t num_blocks, int32_t block_size)
-      : block_size_(block_size), slots_(static_cast<size_t>(num_blocks) * block_size, -1) {}
+  FakeModel(int32_t num_blocks, int32_t block_size, int32_t num_window_blocks = 0, int64_t window = 0)
+      : block_size_(block_size),
+        window_(window),
+        slots_(static_cast<size_t>(num_blocks) * block_size, -1),
+        window_slots_(static_cast<size_t>(num_window_blocks) * block_size, -1) {}
 
   // Applies copies, writes the step's tokens into their slots, and for each
-  // sampling entry predicts from the tokens read back through the table.
+  // sampling entry predicts from the tokens read back through the table(s).
   std::vector<std::optional<int32_t>> run(const ScheduledBatch& batch) {
-    for (const kv::BlockCopy& c : batch.copies) {
-      std::copy_n(slots_.begin() + c.src * block_size_, block_size_, slots_.begin() + c.dst * block_size_);
-    }
+    apply(batch.copies, slots_);
+    apply(batch.window_copies, window_slots_);
     for (const ScheduledSeq& s : batch.seqs) {
-      for (int64_t p = s.start_pos; p < s.start_pos + s.num_tokens; ++p) slot(*s.seq, p) = s.seq->token_at(p);
+      for (int64_t p = s.start_pos; p < s.start_pos + s.num_tokens; ++p) {
+        slot(*s.seq, p) = s.seq->token_at(p);
+        if (window_ > 0) window_slot(*s.seq, p) = s.seq->token_at(p);
+      }
     }
     std::vector<std::optional<int32_t>> sampled(batch.seqs.size());
     for (size_t i = 0; i < batch.seqs.size(); ++i) {
       const ScheduledSeq& s = batch.seqs[i];
       if (!s.samples) continue;
+      const int64_t window_start = window_ > 0 ? std::max<int64_t>(0, s.start_pos - window_ + 1) : INT64_MAX;
       std::vector<int32_t> seen;
-      for (int64_t p = 0; p < s.start_pos + s.num_tokens; ++p) seen.push_back(slot(*s.seq, p));
+      for (int64_t p = 0; p < s.start_pos + s.num_tokens; ++p) {
+        seen.push_back(p >= window_start ? window_slot(*s.seq, p) : slot(*s.seq, p));
+      }
       EXPECT_EQ(seen, s.seq->all_tokens()) << "KV contents of request " << s.seq->id;
       sampled[i] = next_token(seen);
     }
@@ -71,13 +84,27 @@ class FakeModel {
   }
 
  private:
+  void apply(const std::vector<kv::BlockCopy>& copies, std::vector<int32_t>& slots) const {
+    for (const kv::BlockCopy& c : copies) {
+      std::copy_n(slots.begin() + c.src * block_size_, block_size_, slots.begin() + c.dst * block_size_);
+    }
+  }
   int32_t& slot(const Sequence& seq, int64_t pos) {
     const kv::BlockId b = seq.blocks.blocks().at(static_cast<size_t>(pos / block_size_));
     return slots_[static_cast<size_t>(b) * block_size_ + pos % block_size_];
   }
+  // .at() fails loudly when the position is not held (dropped too early).
+  int32_t& window_slot(const Sequence& seq, int64_t pos) {
+    const int64_t i = pos / block_size_ - seq.window_blocks.first_block();
+    EXPECT_GE(i, 0) << "window position " << pos << " of request " << seq.id << " was dropped";
+    const kv::BlockId b = seq.window_blocks.blocks().at(static_cast<size_t>(std::max<int64_t>(0, i)));
+    return window_slots_[static_cast<size_t>(b) * block_size_ + pos % block_size_];
+  }
 
   int32_t block_size_;
+  int64_t window_;
   std::vector<int32_t> slots_;
+  std::vector<int32_t> window_slots_;
 };
 
 // One scheduled entry, copied out of a batch (the Sequence may be gone).
@@ -111,7 +138,9 @@ inline std::unique_ptr<Sequence> make_seq(uint64_t id, int64_t prompt_len, int64
 class Driver {
  public:
   explicit Driver(const SchedulerConfig& config)
-      : sched(config), model(config.num_blocks, config.block_size), now(TimePoint{} + std::chrono::seconds(1000)) {}
+      : sched(config),
+        model(config.num_blocks, config.block_size, config.num_window_blocks, config.sliding_window),
+        now(TimePoint{} + std::chrono::seconds(1000)) {}
 
   // add(); expects acceptance.
   void add(std::unique_ptr<Sequence> seq) {

@@ -1,0 +1,155 @@
+// The sliding-window KV pool end to end: a synthetic gemma3 (6 layers:
+// layers 0-4 use a window of 8 positions, layer 5 is global) served with and
+// without the separate window pool gives the same greedy tokens as an
+// engine-free reference, for prompts + generations many windows long, with
+// chunked prefill, preemption and prefix-cache hits; and the window pool's
+// use stays bounded while a sequence grows.
+#include <gtest/gtest.h>
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <filesystem>
+
+#include "engine/engine_core.h"
+#include "engine/test_util.h"
+
+namespace tokenmill::engine {
+namespace {
+
+using testing::greedy_request;
+using testing::random_prompt;
+
+constexpr int64_t kWindow = 8;  // the tiny preset's sliding window
+
+const std::string& gemma_model_path() {
+  static const std::string* path = [] {
+    const std::filesystem::path p = std::filesystem::temp_directory_path() /
+                                    ("tokenmill_window_test_" + std::to_string(::getpid()) + ".gguf");
+    model::SynthOptions o;
+    o.arch = model::SynthArch::kGemma3;
+    o.preset = "tiny";
+    o.overrides.n_layer = 6;
+    o.format = *model::parse_weight_format("F32");
+    o.seed = 11;
+    o.num_threads = 1;
+    model::write_synth_model(o, p.string());
+    auto* leaked = new std::string(p.string());
+    std::atexit([] {
+      std::error_code ec;
+      std::filesystem::remove(gemma_model_path(), ec);
+    });
+    return leaked;
+  }();
+  return *path;
+}
+
+EngineConfig gemma_config(bool window_pool, int64_t prefill_chunk, int64_t kv_blocks) {
+  EngineConfig c = testing::tiny_config();
+  c.model_path = gemma_model_path();
+  c.block_size = 4;
+  c.kv_num_blocks = kv_blocks;
+  c.max_seqs = 4;
+  c.max_batch_tokens = 64;
+  c.prefill_chunk = prefill_chunk;
+  c.kv_window_pool = window_pool;
+  return c;
+}
+
+struct RunResult {
+  std::vector<std::vector<int32_t>> tokens;
+  sched::SchedulerStats stats;
+};
+
+RunResult run_all(const EngineConfig& config, const std::vector<GenerateRequest>& requests) {
+  Metrics metrics;
+  EngineCore core(config, metrics);
+  std::vector<RequestHandle> handles;
+  RequestId id = 1;
+  for (const GenerateRequest& r : requests) {
+    auto stream = std::make_shared<RequestStream>(id++, nullptr);
+    core.add(stream, r, SteadyClock::now());
+    handles.emplace_back(stream);
+  }
+  while (core.has_work()) core.step();
+  RunResult run;
+  for (RequestHandle& h : handles) {
+    const GenerationResult r = h.wait();
+    EXPECT_EQ(r.final.reason, FinishReason::kLength) << r.final.error;
+    run.tokens.push_back(r.tokens);
+  }
+  run.stats = core.scheduler_stats();
+  return run;
+}
+
+TEST(EngineWindowTest, TheModelHasBothLayerKinds) {
+  const std::unique_ptr<model::Model> m = model::Model::load(gemma_model_path());
+  EXPECT_EQ(m->config().sliding_window, kWindow);
+  EXPECT_TRUE(m->has_window_group());
+  EXPECT_EQ(m->kv_geometry(4, kv::KvDtype::F16, model::KvGroup::kWindow).n_layer, 5);
+  EXPECT_EQ(m->kv_geometry(4, kv::KvDtype::F16, model::KvGroup::kFull).n_layer, 1);
+}
+
+// Three prompts of 30-45 tokens generating 50 each (10+ windows), two of
+// them sharing a 24-token prefix, each in a pool that fits all of them
+// (no preemption) or only about one and a half (preemption + recompute).
+TEST(EngineWindowTest, GreedyTokensMatchTheReferenceWithAndWithoutTheWindowPool) {
+  std::vector<GenerateRequest> requests;
+  for (uint64_t i = 0; i < 3; ++i) requests.push_back(greedy_request(random_prompt(40 + i, 30 + 7 * i), 50));
+  std::copy_n(requests[0].prompt.begin(), 24, requests[2].prompt.begin());
+  const std::unique_ptr<model::Model> m = model::Model::load(gemma_model_path());
+  std::vector<std::vector<int32_t>> want;
+  for (const GenerateRequest& r : requests) want.push_back(testing::reference_greedy(*m, r.prompt, r.max_tokens));
+
+  for (int64_t chunk : {int64_t{0}, int64_t{5}, int64_t{16}}) {
+    for (int64_t blocks : {int64_t{96}, int64_t{36}}) {
+      for (bool window_pool : {false, true}) {
+        SCOPED_TRACE(::testing::Message() << "chunk " << chunk << " blocks " << blocks << " window pool "
+                                          << window_pool);
+        const RunResult run = run_all(gemma_config(window_pool, chunk, blocks), requests);
+        for (size_t i = 0; i < requests.size(); ++i) EXPECT_EQ(run.tokens[i], want[i]) << "request " << i;
+        if (blocks == 36) {
+          EXPECT_GT(run.stats.num_preemptions, 0);
+        }
+        EXPECT_EQ(run.stats.kv_blocks_used, 0);
+        EXPECT_EQ(run.stats.kv_window_blocks_used, 0);
+        EXPECT_EQ(run.stats.kv_window_blocks_total > 0, window_pool);
+      }
+    }
+  }
+}
+
+// One sequence: a 20-token prompt and 150 generated tokens (21 windows).
+// After every decode step the window pool holds at most
+// ceil(window / block_size) + 1 = 3 blocks, while the full-attention pool
+// holds one block per 4 positions.
+TEST(EngineWindowTest, WindowPoolUseStaysBoundedWhileTheSequenceGrows) {
+  Metrics metrics;
+  EngineCore core(gemma_config(true, 8, 64), metrics);
+  auto stream = std::make_shared<RequestStream>(1, nullptr);
+  core.add(stream, greedy_request(random_prompt(7, 20), 150), SteadyClock::now());
+  RequestHandle handle(stream);
+  const int64_t bound = (kWindow + 3) / 4 + 1;
+  int decode_steps = 0;
+  int64_t max_window_used = 0, max_full_used = 0;
+  for (int step = 0; core.has_work(); ++step) {
+    core.step();
+    const sched::SchedulerStats s = core.scheduler_stats();
+    if (step >= 3 && core.has_work()) {  // the prompt took 3 chunks of <= 8
+      ASSERT_LE(s.kv_window_blocks_used, bound) << "step " << step;
+      max_window_used = std::max(max_window_used, s.kv_window_blocks_used);
+      ++decode_steps;
+    }
+    max_full_used = std::max(max_full_used, s.kv_blocks_used);
+  }
+  EXPECT_EQ(decode_steps, 148);  // steps 3..150; step 151 ends the sequence
+  EXPECT_EQ(max_full_used, 42);  // positions 0..167 after step 150 (step 151 frees them)
+  EXPECT_EQ(max_window_used, bound);
+  EXPECT_EQ(handle.wait().tokens.size(), 150u);
+  EXPECT_EQ(core.scheduler_stats().kv_window_blocks_used, 0);
+  EXPECT_LE(core.scheduler_stats().kv_window_blocks_high_water, (kWindow - 1 + 8 + 3) / 4 + 1);
+}
+
+}  // namespace
+}  // namespace tokenmill::engine

@@ -1,0 +1,118 @@
+// Scheduler with two KV groups (sliding-window layers in their own pool):
+// the window table stays bounded while a sequence grows to many windows,
+// generation matches the reference through chunked prefill, preemption and
+// prefix-cache hits, and both pools end free.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+
+#include "sched/scheduler.h"
+#include "sched/test_harness.h"
+#include "util/error.h"
+
+namespace tokenmill::sched {
+namespace {
+
+using sched_test::Driver;
+using sched_test::make_seq;
+using sched_test::reference_generate;
+
+constexpr int64_t kWindow = 8;
+constexpr int32_t kBs = 4;
+
+SchedulerConfig windowed(int32_t num_blocks, int32_t num_window_blocks, int64_t prefill_chunk) {
+  SchedulerConfig c;
+  c.num_blocks = num_blocks;
+  c.block_size = kBs;
+  c.max_batch_tokens = 16;
+  c.max_seqs = 4;
+  c.prefill_chunk = prefill_chunk;
+  c.sliding_window = kWindow;
+  c.num_window_blocks = num_window_blocks;
+  return c;
+}
+
+TEST(SchedulerWindow, ConfigNeedsBothFieldsAndRoomForOneSequence) {
+  SchedulerConfig c = windowed(64, 32, 4);
+  EXPECT_EQ(c.window_blocks_per_seq(), (kWindow - 1 + 4 + kBs - 1) / kBs + 1);  // 4
+  EXPECT_NO_THROW(c.validate());
+  c.num_window_blocks = 3;
+  EXPECT_THROW(c.validate(), Error);
+  c.num_window_blocks = 8;
+  c.sliding_window = 0;
+  EXPECT_THROW(c.validate(), Error);
+}
+
+// One sequence decodes 100 tokens past a 6-token prompt (over 13 windows):
+// while decoding its window table never holds more than
+// ceil(window / block_size) + 1 = 3 blocks, and the window pool's used count
+// says the same, while the full-attention table grows with the sequence.
+TEST(SchedulerWindow, DecodingHoldsAtMostTheWindowPlusOneBlock) {
+  Driver d(windowed(64, 16, 4));
+  d.add(make_seq(1, 6, 100));
+  const int64_t bound = (kWindow + kBs - 1) / kBs + 1;
+  int64_t max_held = 0;
+  while (d.sched.has_work()) {
+    d.step();
+    const Sequence* s = d.sched.find(1);
+    if (s == nullptr) break;
+    const kv::BlockAllocator& w = *d.sched.window_allocator();
+    if (!s->output.empty()) {  // decoding
+      ASSERT_LE(static_cast<int64_t>(s->window_blocks.blocks().size()), bound) << s->num_tokens();
+      ASSERT_LE(w.num_used(), bound);
+      max_held = std::max<int64_t>(max_held, w.num_used());
+    }
+    EXPECT_EQ(d.sched.allocator().num_used(), static_cast<int32_t>((s->num_computed_tokens + kBs - 1) / kBs))
+        << "the full-attention table keeps every position";
+    EXPECT_EQ(s->window_blocks.num_tokens(), s->blocks.num_tokens());
+  }
+  EXPECT_EQ(max_held, bound);  // the bound is reached, not just respected
+  const Sequence* done = d.finished_seq(1);
+  ASSERT_NE(done, nullptr);
+  EXPECT_EQ(done->output, reference_generate(done->prompt, 100));
+  EXPECT_EQ(d.sched.window_allocator()->num_used(), 0);
+  EXPECT_EQ(d.sched.stats().kv_window_blocks_total, 16);
+  EXPECT_LE(d.sched.stats().kv_window_blocks_high_water, (kWindow - 1 + 4 + kBs - 1) / kBs + 1);
+}
+
+// A full-attention pool that holds only two of three long sequences forces
+// preemptions; recomputes hit the prefix cache (which needs the window
+// blocks before the hit) and everything matches the reference.
+TEST(SchedulerWindow, PreemptionAndPrefixHitsKeepOutputsExact) {
+  Driver d(windowed(24, 24, 5));
+  d.add(make_seq(1, 11, 30, 1, /*first_token=*/100));
+  d.add(make_seq(2, 12, 30));
+  d.add(make_seq(3, 13, 30));
+  d.add(make_seq(4, 11, 20, 1, /*first_token=*/100));  // request 1's prompt
+  d.run_to_completion();
+  ASSERT_EQ(d.finished.size(), 4u);
+  for (const auto& s : d.finished) {
+    EXPECT_EQ(s->finish_reason, FinishReason::kLength);
+    EXPECT_EQ(s->output, reference_generate(s->prompt, s->max_tokens)) << s->id;
+  }
+  EXPECT_GT(d.sched.stats().num_preemptions, 0);
+  EXPECT_GT(d.sched.stats().prefix_cache.hit_tokens, 0);
+  EXPECT_EQ(d.sched.allocator().num_used(), 0);
+  EXPECT_EQ(d.sched.window_allocator()->num_used(), 0);
+}
+
+// A second request with the same long prompt hits the cached prefix: its
+// window table starts at the block holding the first position the next
+// token attends, not at block 0.
+TEST(SchedulerWindow, PrefixHitAdoptsOnlyTheWindowBlocks) {
+  Driver d(windowed(64, 32, 8));
+  d.add(make_seq(1, 30, 2, 1, /*first_token=*/100));
+  d.run_to_completion();
+  d.add(make_seq(2, 30, 2, 1, /*first_token=*/100));
+  d.step();
+  const Sequence* s = d.sched.find(2);
+  ASSERT_NE(s, nullptr);
+  EXPECT_EQ(s->num_cached_prompt_tokens, 28);  // 7 full blocks; the last token is computed
+  // Position 28 attends 21..28: logical blocks 5.. are held.
+  EXPECT_EQ(s->window_blocks.first_block(), 5);
+  d.run_to_completion();
+  EXPECT_EQ(d.finished_seq(2)->output, d.finished_seq(1)->output);
+}
+
+}  // namespace
+}  // namespace tokenmill::sched
