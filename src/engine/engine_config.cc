@@ -68,16 +68,25 @@ KvPoolSizes resolve_kv_pools(const EngineConfig& config, const model::ModelConfi
     sizes.blocks = resolve_kv_blocks(config, model, bytes_per_block, mem_available);
     return sizes;
   }
-  sizes.window_blocks = window_pool_blocks(config, model.sliding_window);
+  const int64_t ideal = window_pool_blocks(config, model.sliding_window);
   if (config.kv_num_blocks > 0) {
     sizes.blocks = config.kv_num_blocks;
+    sizes.window_blocks = ideal;
     return sizes;
   }
+  // Never more than the window layers' share of one pool (budget / bytes of
+  // a whole-model block), so neither group ends up with fewer blocks than
+  // one pool would give it; never less than one sequence's window and step.
   const int64_t budget = budget_bytes(config, mem_available);
+  const int64_t share = budget / (bytes_per_block + window_bytes_per_block);
+  const int64_t step = config.prefill_chunk > 0 ? std::min(config.prefill_chunk, config.max_batch_tokens)
+                                                : config.max_batch_tokens;
+  const int64_t minimum = ceil_div(model.sliding_window - 1 + step, config.block_size) + 1;
+  sizes.window_blocks = std::max(std::min(ideal, share), minimum);
   const int64_t window_bytes = sizes.window_blocks * window_bytes_per_block;
   if (budget - window_bytes < bytes_per_block) {
-    fail("the KV memory budget ({} bytes) cannot hold the sliding-window pool ({} blocks, {} bytes) and one "
-         "full-attention block ({} bytes); raise --kv-memory or lower --max-seqs",
+    fail("the KV memory budget ({} bytes) cannot hold one sequence's sliding-window blocks ({} blocks, {} bytes) "
+         "and one full-attention block ({} bytes); raise --kv-memory",
          budget, sizes.window_blocks, window_bytes, bytes_per_block);
   }
   sizes.blocks = blocks_from_budget(config, model, bytes_per_block, budget - window_bytes);

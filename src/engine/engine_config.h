@@ -70,10 +70,13 @@ struct KvPoolSizes {
 };
 
 // Both pools' sizes. window_bytes_per_block == 0: one pool, as
-// resolve_kv_blocks. Else the window pool gets window_pool_blocks() and the
-// full-attention pool the rest of the budget (kv_num_blocks, when set, is
-// the full-attention pool alone). Throws Error when the budget cannot hold
-// the window pool and one more block.
+// resolve_kv_blocks. Else the window pool gets window_pool_blocks(), but
+// at most budget / (bytes_per_block + window_bytes_per_block) (the blocks
+// one pool would have had: neither group gets fewer than with one pool) and
+// at least one sequence's window and step; the full-attention pool gets the
+// rest of the budget. kv_num_blocks, when set, is the full-attention pool
+// alone (the window pool then gets window_pool_blocks()). Throws Error when
+// the budget cannot hold the window pool and one more block.
 KvPoolSizes resolve_kv_pools(const EngineConfig& config, const model::ModelConfig& model, int64_t bytes_per_block,
                              int64_t window_bytes_per_block, int64_t mem_available);
 

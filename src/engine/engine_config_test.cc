@@ -27,7 +27,7 @@ TEST(EngineConfigTest, KvBlocksFollowThePrecedence) {
 }
 
 // The window pool holds max_seqs windows (+2 blocks each) and one step's
-// chunks; the full-attention pool gets the rest of the byte budget.
+// chunks when the budget allows; the full-attention pool gets the rest.
 TEST(EngineConfigTest, WindowPoolIsSizedFirstAndTheRestGoesToTheFullPool) {
   EngineConfig c;
   c.block_size = 16;
@@ -37,10 +37,10 @@ TEST(EngineConfigTest, WindowPoolIsSizedFirstAndTheRestGoesToTheFullPool) {
   m.sliding_window = 512;
   // 4 * (32 + 2) + ceil(100 / 16) = 136 + 7 = 143.
   EXPECT_EQ(window_pool_blocks(c, 512), 143);
-  c.kv_memory_bytes = 143 * 500 + 30 * 100 + 99;
+  c.kv_memory_bytes = 143 * 500 + 300 * 100 + 99;  // one pool of 600-byte blocks: 169
   KvPoolSizes p = resolve_kv_pools(c, m, 100, 500, 0);
   EXPECT_EQ(p.window_blocks, 143);
-  EXPECT_EQ(p.blocks, 30);
+  EXPECT_EQ(p.blocks, 300);
   // No window bytes: one pool, as resolve_kv_blocks.
   p = resolve_kv_pools(c, m, 100, 0, 0);
   EXPECT_EQ(p.window_blocks, 0);
@@ -50,9 +50,21 @@ TEST(EngineConfigTest, WindowPoolIsSizedFirstAndTheRestGoesToTheFullPool) {
   p = resolve_kv_pools(c, m, 100, 500, 0);
   EXPECT_EQ(p.blocks, 9);
   EXPECT_EQ(p.window_blocks, 143);
-  // A budget that cannot hold the window pool and one more block is refused.
+  // A small budget: the window pool gets at most what one pool of 600-byte
+  // blocks would have had, 60000 / 600 = 100 blocks; the rest, 10000 bytes,
+  // is 100 full-attention blocks.
   c.kv_num_blocks = 0;
-  c.kv_memory_bytes = 143 * 500 + 99;
+  c.kv_memory_bytes = 60000;
+  p = resolve_kv_pools(c, m, 100, 500, 0);
+  EXPECT_EQ(p.window_blocks, 100);
+  EXPECT_EQ(p.blocks, 100);
+  // Never below one sequence's window and step: ceil((511 + 100) / 16) + 1 = 40.
+  c.kv_memory_bytes = 40 * 500 + 3 * 100;
+  p = resolve_kv_pools(c, m, 100, 500, 0);
+  EXPECT_EQ(p.window_blocks, 40);
+  EXPECT_EQ(p.blocks, 3);
+  // A budget that cannot hold that and one more block is refused.
+  c.kv_memory_bytes = 40 * 500 + 99;
   EXPECT_THROW(resolve_kv_pools(c, m, 100, 500, 0), Error);
 }
 
