@@ -243,6 +243,8 @@ void EngineCore::update_gauges() {
   g.kv_blocks_free = s.kv_blocks_free;
   g.kv_blocks_evictable = s.kv_blocks_evictable;
   g.kv_blocks_high_water = s.kv_blocks_high_water;
+  g.kv_window_blocks_total = s.kv_window_blocks_total;
+  g.kv_window_blocks_used = s.kv_window_blocks_used;
   g.prefix_cache_blocks = s.prefix_cache.blocks_held;
   g.preemptions = static_cast<uint64_t>(s.num_preemptions);
   g.prefix_cache_lookups = static_cast<uint64_t>(s.prefix_cache.lookups);

@@ -80,6 +80,7 @@ RunResult run_all(const EngineConfig& config, const std::vector<GenerateRequest>
     run.tokens.push_back(r.tokens);
   }
   run.stats = core.scheduler_stats();
+  EXPECT_EQ(metrics.snapshot().kv_window_blocks_total, run.stats.kv_window_blocks_total);
   return run;
 }
 

@@ -117,6 +117,8 @@ void Metrics::set_scheduler_gauges(const SchedulerGauges& g) {
   s_.kv_blocks_free = g.kv_blocks_free;
   s_.kv_blocks_evictable = g.kv_blocks_evictable;
   s_.kv_blocks_high_water = g.kv_blocks_high_water;
+  s_.kv_window_blocks_total = g.kv_window_blocks_total;
+  s_.kv_window_blocks_used = g.kv_window_blocks_used;
   s_.prefix_cache_blocks = g.prefix_cache_blocks;
   s_.preemptions = g.preemptions;
   s_.prefix_cache_lookups = g.prefix_cache_lookups;

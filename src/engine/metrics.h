@@ -74,6 +74,8 @@ struct MetricsSnapshot {
   int64_t kv_blocks_free = 0;       // on the free list
   int64_t kv_blocks_evictable = 0;  // held only by the prefix cache
   int64_t kv_blocks_high_water = 0;
+  int64_t kv_window_blocks_total = 0;  // the sliding-window pool (0 with one pool)
+  int64_t kv_window_blocks_used = 0;
   int64_t prefix_cache_blocks = 0;  // blocks indexed (referenced or evictable)
   StepStats last_step;
 
@@ -95,6 +97,7 @@ struct SchedulerGauges {
   int64_t waiting = 0;
   int64_t kv_blocks_total = 0, kv_blocks_used = 0, kv_blocks_free = 0, kv_blocks_evictable = 0;
   int64_t kv_blocks_high_water = 0;
+  int64_t kv_window_blocks_total = 0, kv_window_blocks_used = 0;
   int64_t prefix_cache_blocks = 0;
   uint64_t preemptions = 0;
   uint64_t prefix_cache_lookups = 0, prefix_cache_hit_tokens = 0, prefix_cache_miss_tokens = 0;

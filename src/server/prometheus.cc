@@ -109,6 +109,10 @@ void write_gauges(PrometheusWriter& w, const engine::MetricsSnapshot& m) {
   w.gauge("tokenmill_kv_blocks_free", "KV blocks on the free list.", static_cast<double>(m.kv_blocks_free));
   w.gauge("tokenmill_kv_blocks_evictable", "KV blocks held only by the prefix cache.",
           static_cast<double>(m.kv_blocks_evictable));
+  w.gauge("tokenmill_kv_window_blocks_total", "Blocks of the sliding-window KV pool (0: one pool).",
+          static_cast<double>(m.kv_window_blocks_total));
+  w.gauge("tokenmill_kv_window_blocks_used", "Sliding-window KV blocks referenced by live sequences.",
+          static_cast<double>(m.kv_window_blocks_used));
   w.gauge("tokenmill_kv_blocks_high_water", "Most KV blocks ever used at once.",
           static_cast<double>(m.kv_blocks_high_water));
   const double looked = static_cast<double>(m.prefix_cache_hit_tokens + m.prefix_cache_miss_tokens);
