@@ -237,17 +237,11 @@ void Model::attention_block(int64_t layer, std::span<const SequenceChunk> chunks
 
   // Write each sequence's new K/V into its blocks, then attend over all its
   // positions so far (read back through the same block table).
-  kernels::AttentionShape shape;
-  shape.n_head = c.n_head;
-  shape.n_kv_head = c.n_kv_head;
-  shape.head_dim = hd;
-  shape.scale = c.attn_scale;
-  shape.window = local ? c.sliding_window : 0;
+  const kernels::AttentionShape shape{c.n_head, c.n_kv_head, hd, c.attn_scale, local ? c.sliding_window : 0, 0.0f};
   // Two pools: a local layer reads the window pool through the window table.
   const bool in_window_pool = local && kv.window != nullptr;
-  const kernels::PagedKv cache = in_window_pool ? layer_kv(*kv.window, group_layer_[static_cast<size_t>(layer)])
-                                 : kv.window != nullptr ? layer_kv(*kv.full, group_layer_[static_cast<size_t>(layer)])
-                                                        : layer_kv(*kv.full, layer);
+  const int64_t pool_layer = kv.window != nullptr ? group_layer_[static_cast<size_t>(layer)] : layer;
+  const kernels::PagedKv cache = layer_kv(in_window_pool ? *kv.window : *kv.full, pool_layer);
   int64_t t0 = 0;
   for (const SequenceChunk& ch : chunks) {
     const int64_t n = static_cast<int64_t>(ch.tokens.size());
