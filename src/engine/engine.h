@@ -35,8 +35,9 @@ namespace tokenmill::engine {
 
 class Engine {
  public:
-  // Loads the model and starts the engine thread. Throws Error for a bad
-  // config, model file or KV budget.
+  // Loads the model (with config.matmul_hook_factory's weight runtime, if
+  // any) and starts the engine thread. Throws Error for a bad config, model
+  // file, weight runtime or KV budget.
   explicit Engine(const EngineConfig& config);
   // stop(StopMode::kAbort) if still running.
   ~Engine();
@@ -74,6 +75,8 @@ class Engine {
   const EngineConfig& config() const { return core_->config(); }
   int64_t num_kv_blocks() const { return core_->num_kv_blocks(); }
   int64_t kv_bytes() const { return core_->kv_bytes(); }
+  int64_t kv_bytes_per_token() const { return core_->kv_bytes_per_token(); }
+  const model::MatmulHook* matmul_hook() const { return core_->matmul_hook(); }
   int num_threads() const { return core_->num_threads(); }
 
  private:

@@ -71,6 +71,10 @@ EngineCore::EngineCore(const EngineConfig& config, Metrics& metrics)
     : config_(config), metrics_(metrics), pool_(config.num_threads) {
   config_.validate();
   model_ = model::Model::load(config_.model_path);
+  if (config_.matmul_hook_factory) {
+    matmul_hook_ = config_.matmul_hook_factory(*model_);
+    model_->set_matmul_hook(matmul_hook_.get());
+  }
   const model::ModelConfig& mc = model_->config();
   if (tokenizer::Tokenizer::present_in(model_->file())) tokenizer_ = tokenizer::Tokenizer::from_gguf(model_->file());
   namespace_ = make_cache_namespace(config_.model_path, mc, tokenizer(), config_.adapter_id, config_.kv_dtype);
@@ -79,6 +83,7 @@ EngineCore::EngineCore(const EngineConfig& config, Metrics& metrics)
   const int64_t blocks =
       resolve_kv_blocks(config_, mc, geometry.bytes_per_block(), mem_available_bytes().value_or(int64_t{1} << 30));
   storage_ = std::make_unique<kv::PagedKvStorage>(geometry, blocks);
+  metrics_.set_kv_layout(kv::kv_dtype_name(config_.kv_dtype), geometry.bytes_per_token(), storage_->total_bytes());
 
   sched::SchedulerConfig sc;
   sc.num_blocks = static_cast<int32_t>(blocks);

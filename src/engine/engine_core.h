@@ -55,8 +55,10 @@ std::optional<Refusal> check_request(const GenerateRequest& request, const Reque
 
 class EngineCore {
  public:
-  // Loads the model and tokenizer, sizes and allocates the KV pool. Throws
-  // Error for a bad config or model file.
+  // Loads the model and tokenizer, installs the weight runtime's hook
+  // (config.matmul_hook_factory), sizes and allocates the KV pool and
+  // reports its layout to `metrics`. Throws Error for a bad config, model
+  // file or runtime.
   EngineCore(const EngineConfig& config, Metrics& metrics);
   ~EngineCore();
 
@@ -83,6 +85,10 @@ class EngineCore {
   const kv::CacheNamespace& cache_namespace() const { return namespace_; }
   int64_t num_kv_blocks() const { return storage_->num_blocks(); }
   int64_t kv_bytes() const { return storage_->total_bytes(); }
+  // K and V of one position, all layers, quantization scales included.
+  int64_t kv_bytes_per_token() const { return storage_->geometry().bytes_per_token(); }
+  // The weight runtime's hook (config().matmul_hook_factory), or null.
+  const model::MatmulHook* matmul_hook() const { return matmul_hook_.get(); }
   int num_threads() const { return pool_.num_threads(); }
   int64_t steps() const { return num_steps_; }
 
@@ -94,6 +100,7 @@ class EngineCore {
 
   EngineConfig config_;
   Metrics& metrics_;
+  std::unique_ptr<model::MatmulHook> matmul_hook_;  // declared before model_: outlives the model's use
   std::unique_ptr<model::Model> model_;
   std::optional<tokenizer::Tokenizer> tokenizer_;
   kv::CacheNamespace namespace_;

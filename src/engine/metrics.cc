@@ -108,6 +108,13 @@ void Metrics::on_cow_copies(uint64_t n) {
   s_.cow_copies += n;
 }
 
+void Metrics::set_kv_layout(std::string_view dtype, int64_t bytes_per_token, int64_t total_bytes) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  s_.kv_dtype = std::string(dtype);
+  s_.kv_bytes_per_token = bytes_per_token;
+  s_.kv_bytes_total = total_bytes;
+}
+
 void Metrics::set_scheduler_gauges(const SchedulerGauges& g) {
   std::lock_guard<std::mutex> lock(mutex_);
   s_.running = g.running;
