@@ -155,7 +155,8 @@ void EngineCore::add(std::vector<std::shared_ptr<RequestStream>> streams, const 
     const RequestId sample_id = streams[k]->id();
     GenerateRequest sample = request;
     sample.sampling.seed = request.sampling.seed + k;  // documented: sample k uses seed + k
-    states_.emplace(sample_id, RequestState(std::move(streams[k]), sample, limits_.n_vocab, tokenizer(), submitted));
+    states_.emplace(sample_id, RequestState(std::move(streams[k]), sample, limits_.n_vocab, tokenizer(), submitted,
+                                            static_cast<int>(k)));
     if (k == 0) continue;
     seq->fork_ids.push_back(sample_id);
     fork_parent_[sample_id] = id;

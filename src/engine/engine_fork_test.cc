@@ -7,6 +7,7 @@
 #include <set>
 
 #include "engine/engine.h"
+#include "engine/engine_core.h"
 #include "engine/test_util.h"
 
 namespace tokenmill::engine {
@@ -44,7 +45,9 @@ TEST_P(ForkTest, GreedySamplesEqualTheSingleContinuationAndPrefillOnce) {
   ASSERT_EQ(handles.size(), 3u);
   EXPECT_EQ(std::set<RequestId>({handles[0].id(), handles[1].id(), handles[2].id()}).size(), 3u);
   const std::vector<int32_t> expected = reference(prompt, 12);
+  int sample = 0;
   for (const GenerationResult& r : wait_all(handles)) {
+    EXPECT_EQ(r.final.sample_index, sample++);
     EXPECT_EQ(r.tokens, expected);
     EXPECT_EQ(r.final.reason, FinishReason::kLength);
     EXPECT_EQ(r.final.usage.prompt_tokens, 45);
@@ -52,6 +55,7 @@ TEST_P(ForkTest, GreedySamplesEqualTheSingleContinuationAndPrefillOnce) {
   }
   const MetricsSnapshot m = engine.metrics();
   EXPECT_EQ(m.prefill_tokens, 45u);  // the prompt ran once for the three samples
+  EXPECT_EQ(m.prompt_tokens, 45u);   // and counts once
   EXPECT_EQ(m.kv_blocks_used, 0);
 }
 
@@ -136,16 +140,28 @@ TEST(ForkPreemptionTest, PreemptedForksRecomputeIdentically) {
   EXPECT_EQ(engine.metrics().kv_blocks_used, 0);
 }
 
+// Driven step by step (EngineCore, no engine thread) so the cancels land
+// at a known point: after the fork and a few decode steps.
 TEST(ForkCancelTest, CancellingEverySampleFreesTheWholePool) {
-  Engine engine(tiny_config());
-  std::vector<RequestHandle> handles = engine.submit_samples(with_n(greedy_request(random_prompt(36, 50), 200), 4));
-  ASSERT_TRUE(handles[3].next().has_value());  // the forks exist and decode
-  for (RequestHandle& h : handles) h.cancel();
+  Metrics metrics;
+  EngineCore core(tiny_config(), metrics);
+  std::vector<std::shared_ptr<RequestStream>> streams;
+  std::vector<RequestHandle> handles;
+  for (RequestId id = 1; id <= 4; ++id) {
+    streams.push_back(std::make_shared<RequestStream>(id, nullptr));
+    handles.emplace_back(streams.back());
+  }
+  core.add(streams, with_n(greedy_request(random_prompt(36, 50), 200), 4), SteadyClock::now());
+  for (int i = 0; i < 5; ++i) core.step();  // 2 prefill chunks, then decodes of all four
+  EXPECT_GT(metrics.snapshot().running, 3);
+  EXPECT_GT(metrics.snapshot().kv_blocks_used, 4);
+  for (RequestId id = 1; id <= 4; ++id) core.cancel(id);
+  while (core.has_work()) core.step();
   for (const GenerationResult& r : wait_all(handles)) {
     EXPECT_EQ(r.final.reason, FinishReason::kCancelled);
-    EXPECT_LT(r.tokens.size(), 200u);
+    EXPECT_EQ(r.tokens.size(), 4u);
   }
-  const MetricsSnapshot m = engine.metrics();
+  const MetricsSnapshot m = metrics.snapshot();
   EXPECT_EQ(m.kv_blocks_used, 0);
   EXPECT_EQ(m.kv_blocks_free + m.kv_blocks_evictable, m.kv_blocks_total);
 }

@@ -105,6 +105,10 @@ struct FinalEvent {
   // Index of the engine step in which the request first ran (-1: never).
   // Deterministic, unlike timings: tests use it to check scheduling order.
   int64_t first_scheduled_step = -1;
+  // Which of the request's parallel samples this stream is (0 .. n-1). The
+  // samples share one prompt: usage.prompt_tokens is repeated on each, but
+  // metrics count it once (sample 0).
+  int sample_index = 0;
   // GenerateRequest::prompt_logprobs >= 0: the log-probability of prompt
   // tokens 1 .. n-1, each given the tokens before it, with its top
   // alternatives ([prompt.size() - 1]; token 0 has no prefix). Carried by

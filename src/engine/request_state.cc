@@ -42,7 +42,8 @@ RejectReason to_reject_reason(sched::RejectReason reason) {
 }
 
 RequestState::RequestState(std::shared_ptr<RequestStream> stream, const GenerateRequest& request, int32_t n_vocab,
-                           const tokenizer::Tokenizer* tokenizer, SteadyClock::time_point submitted)
+                           const tokenizer::Tokenizer* tokenizer, SteadyClock::time_point submitted,
+                           int sample_index)
     : stream_(std::move(stream)),
       want_logprobs_(request.logprobs || request.top_logprobs > 0),
       top_logprobs_(request.top_logprobs),
@@ -54,6 +55,7 @@ RequestState::RequestState(std::shared_ptr<RequestStream> stream, const Generate
       prompt_logprobs_(request.prompt_logprobs),
       discard_output_(request.max_tokens == 0),
       num_prompt_tokens_(static_cast<int64_t>(request.prompt.size())),
+      sample_index_(sample_index),
       submitted_(submitted) {
   // The output continues the prompt: its first word keeps its leading space.
   if (tokenizer_ != nullptr) detok_.emplace(*tokenizer_, /*skip_special=*/true, /*at_text_start=*/false);
@@ -159,6 +161,7 @@ FinalEvent RequestState::make_final(const sched::Sequence& seq, SteadyClock::tim
     prompt_lps_sent_ = true;
   }
   f.num_preemptions = seq.num_preemptions;
+  f.sample_index = sample_index_;
   f.first_scheduled_step = first_step_;
 
   Timings& t = f.timings;

@@ -34,8 +34,10 @@ class RequestState {
   // Precondition: request validated (its sampling params construct a
   // Sampler). tokenizer may be null: events then carry no text and only
   // max_tokens ends generation.
+  // sample_index: which of the request's parallel samples this is (the
+  // caller seeds request.sampling accordingly).
   RequestState(std::shared_ptr<RequestStream> stream, const GenerateRequest& request, int32_t n_vocab,
-               const tokenizer::Tokenizer* tokenizer, SteadyClock::time_point submitted);
+               const tokenizer::Tokenizer* tokenizer, SteadyClock::time_point submitted, int sample_index = 0);
 
   RequestStream& stream() { return *stream_; }
   SteadyClock::time_point submitted() const { return submitted_; }
@@ -93,6 +95,7 @@ class RequestState {
   std::vector<TokenLogprob> prompt_lps_;  // for prompt tokens 1.., until sent
   int64_t num_prompt_lps_ = 0;            // recorded so far (survives the hand-off)
   bool prompt_lps_sent_ = false;
+  int sample_index_ = 0;
   std::string sample_error_;
   SteadyClock::time_point submitted_;
   std::optional<SteadyClock::time_point> last_token_;
