@@ -42,11 +42,13 @@ struct RequestLimits {
   int64_t block_size = 0;
   int64_t max_batch_tokens = 0;
   int64_t prefill_chunk = 0;
+  int64_t max_seqs = 1;  // also bounds GenerateRequest::n
   bool has_tokenizer = false;
 };
 
 // nullopt when the request may be queued; else why it is refused at once
-// (kInvalid or kTooLong) and a message naming the problem.
+// (kInvalid, kPromptTooLong, kContextExceeded or kKvNeverFits) and a
+// message naming the problem.
 struct Refusal {
   RejectReason reason;
   std::string message;
@@ -62,11 +64,14 @@ class EngineCore {
   EngineCore(const EngineConfig& config, Metrics& metrics);
   ~EngineCore();
 
-  // Queues a request. One that check_request refuses, or that the scheduler
-  // rejects (overloaded), ends its stream at once.
-  void add(std::shared_ptr<RequestStream> stream, const GenerateRequest& request,
+  // Queues a request: one stream per sample (streams.size() == request.n;
+  // sample k seeded with sampling.seed + k). One that check_request refuses,
+  // or that the scheduler rejects, ends every stream at once.
+  void add(std::vector<std::shared_ptr<RequestStream>> streams, const GenerateRequest& request,
            SteadyClock::time_point submitted);
   // Ends the request at the next step (kCancelled); unknown ids are ignored.
+  // A sample not forked yet ends at once (sample 0 ends all; see
+  // Engine::submit_samples).
   void cancel(RequestId id);
   // Ends every request with `reason` (kCancelled at shutdown, kError after
   // an unexpected exception) and `message`.
@@ -94,8 +99,17 @@ class EngineCore {
 
  private:
   sched::FinishReason stop_check(const sched::Sequence& seq);
+  // Pushes the final event of `id`'s request, as `seq` ended (seq is the
+  // request's own sequence, or its parent for a sample not forked yet).
+  void finish_request(RequestId id, const sched::Sequence& seq, SteadyClock::time_point now);
+  // finish_request for the sequence and for each of its samples not forked yet.
   void finish_sequence(const sched::Sequence& seq, SteadyClock::time_point now);
   void run_batch(const sched::ScheduledBatch& batch, StepStats& stats);
+  std::vector<model::SequenceChunk> build_chunks(const sched::ScheduledBatch& batch, StepStats& stats);
+  std::vector<std::optional<int32_t>> sample_rows(const sched::ScheduledBatch& batch,
+                                                  std::span<const model::SequenceChunk> chunks, StepStats& stats);
+  void sample_forks(const sched::Sequence& seq, const RequestState& parent, std::span<const float> row, size_t entry,
+                    StepStats& stats);
   void update_gauges();
 
   EngineConfig config_;
@@ -109,9 +123,11 @@ class EngineCore {
   std::unique_ptr<sched::Scheduler> scheduler_;
   ThreadPool pool_;
   std::unordered_map<RequestId, RequestState> states_;
+  std::unordered_map<RequestId, RequestId> fork_parent_;  // samples not forked yet -> sample 0
   sample::SamplerScratch sampler_scratch_;
   std::vector<std::vector<int32_t>> chunk_tokens_;  // per batch entry, this step
-  std::vector<float> logits_;                       // [batch entries, n_vocab]
+  std::vector<float> logits_;                       // [logits rows, n_vocab]
+  std::vector<std::vector<int32_t>> fork_tokens_;   // per batch entry: first tokens of its forks
   SteadyClock::time_point commit_time_{};           // `now` of the commit in progress
   int64_t num_steps_ = 0;
 };

@@ -21,7 +21,7 @@ class Driver {
   RequestHandle add(const GenerateRequest& r) {
     auto stream = std::make_shared<RequestStream>(next_id_++, nullptr);
     metrics_.on_submit();
-    core_.add(stream, r, SteadyClock::now());
+    core_.add({stream}, r, SteadyClock::now());
     return RequestHandle(stream);
   }
   void run_to_end() {
@@ -171,7 +171,9 @@ TEST(EngineCoreTest, MetricsAddUp) {
   EXPECT_EQ(m.requests_submitted, 5u);
   EXPECT_EQ(m.requests_finished_total(), 5u);
   EXPECT_EQ(m.requests_finished[static_cast<size_t>(FinishReason::kLength)], 4u);
-  EXPECT_EQ(m.requests_finished[static_cast<size_t>(FinishReason::kTimeout)], 1u);
+  // Its deadline passed while it was queued: a rejection.
+  EXPECT_EQ(m.requests_finished[static_cast<size_t>(FinishReason::kRejected)], 1u);
+  EXPECT_EQ(m.requests_rejected[static_cast<size_t>(RejectReason::kDeadlineExpired)], 1u);
   EXPECT_EQ(completion, 3 + 4 + 5 + 6);
   EXPECT_EQ(m.generated_tokens, static_cast<uint64_t>(completion));
   EXPECT_EQ(m.prefill_tokens, static_cast<uint64_t>(prompt));  // no cache, no preemption
@@ -179,7 +181,7 @@ TEST(EngineCoreTest, MetricsAddUp) {
   EXPECT_EQ(m.decode_tokens, static_cast<uint64_t>(decodes));
   EXPECT_EQ(m.ttft_ms.count, static_cast<uint64_t>(with_tokens));
   EXPECT_EQ(m.tpot_ms.count, 4u);
-  EXPECT_EQ(m.e2e_ms.count, 5u);
+  EXPECT_EQ(m.e2e_ms.count, 4u);  // rejections record no latencies
   EXPECT_EQ(m.itl_ms.count, static_cast<uint64_t>(decodes));
   EXPECT_EQ(m.steps, static_cast<uint64_t>(d.core().steps()));
   EXPECT_EQ(m.step_ms.count, m.steps);
@@ -215,11 +217,19 @@ TEST(EngineCoreTest, CheckRequestNamesTheProblem) {
   // 20 + 14 = 34 tokens; 33 positions need 3 blocks of 16 > 2.
   std::optional<Refusal> r = check_request(greedy_request(std::vector<int32_t>(20, 1), 14), limits);
   ASSERT_TRUE(r);
-  EXPECT_EQ(r->reason, RejectReason::kTooLong);
+  EXPECT_EQ(r->reason, RejectReason::kKvNeverFits);
   // 21 prompt tokens exceed max_batch_tokens without chunking.
   r = check_request(greedy_request(std::vector<int32_t>(21, 1), 1), limits);
   ASSERT_TRUE(r);
+  EXPECT_EQ(r->reason, RejectReason::kPromptTooLong);
   EXPECT_NE(r->message.find("max_batch_tokens"), std::string::npos);
+  r = check_request(greedy_request(std::vector<int32_t>(64, 1), 1), limits);  // the prompt fills the context
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->reason, RejectReason::kPromptTooLong);
+  EXPECT_NE(r->message.find("leaves no room"), std::string::npos) << r->message;
+  r = check_request(greedy_request(std::vector<int32_t>(10, 1), 60), limits);  // 70 > 64
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->reason, RejectReason::kContextExceeded);
   GenerateRequest stops = greedy_request({1}, 1);
   stops.sampling.stop = {"x"};
   r = check_request(stops, limits);  // no tokenizer

@@ -77,8 +77,10 @@ void Metrics::on_finish(const FinalEvent& f) {
   std::lock_guard<std::mutex> lock(mutex_);
   ++s_.requests_finished[static_cast<size_t>(f.reason)];
   if (f.reason == FinishReason::kRejected) return;  // never ran: no latencies
-  s_.prompt_tokens += static_cast<uint64_t>(f.usage.prompt_tokens);
-  s_.cached_prompt_tokens += static_cast<uint64_t>(f.usage.cached_prompt_tokens);
+  if (f.sample_index == 0) {  // parallel samples share their prompt: count it once
+    s_.prompt_tokens += static_cast<uint64_t>(f.usage.prompt_tokens);
+    s_.cached_prompt_tokens += static_cast<uint64_t>(f.usage.cached_prompt_tokens);
+  }
   s_.e2e_ms.observe(f.timings.e2e_ms);
   if (f.usage.completion_tokens > 0) {
     s_.queue_ms.observe(f.timings.queue_ms);

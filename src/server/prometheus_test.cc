@@ -46,7 +46,7 @@ TEST(Prometheus, FullRender) {
   m.prefix_cache_hit_tokens = 30;
   m.prefix_cache_miss_tokens = 10;
   m.requests_finished[static_cast<size_t>(engine::FinishReason::kCancelled)] = 3;
-  m.requests_rejected[static_cast<size_t>(engine::RejectReason::kOverloaded)] = 2;
+  m.requests_rejected[static_cast<size_t>(engine::RejectReason::kQueueFull)] = 2;
   HttpStatsSnapshot http;
   http.responses[{"/v1/completions", 200}] = 5;
   http.responses[{"/v1/completions", 429}] = 2;
@@ -60,7 +60,7 @@ TEST(Prometheus, FullRender) {
   EXPECT_TRUE(has_line(t, "tokenmill_kv_cache_bytes 10027008")) << t;
   EXPECT_TRUE(has_line(t, "tokenmill_kv_cache_info{dtype=\"q8_0\"} 1")) << t;
   EXPECT_TRUE(has_line(t, "tokenmill_requests_finished_total{reason=\"cancelled\"} 3"));
-  EXPECT_TRUE(has_line(t, "tokenmill_requests_rejected_total{reason=\"overloaded\"} 2"));
+  EXPECT_TRUE(has_line(t, "tokenmill_requests_rejected_total{reason=\"queue_full\"} 2"));
   EXPECT_TRUE(has_line(t, "tokenmill_http_responses_total{endpoint=\"/v1/completions\",code=\"429\"} 2"));
   EXPECT_TRUE(has_line(t, "tokenmill_server_state{state=\"ready\"} 1"));
   EXPECT_TRUE(has_line(t, "# TYPE tokenmill_time_to_first_token_seconds histogram"));
