@@ -21,6 +21,7 @@
 
 #include "cli/cli_util.h"
 #include "cli/commands.h"
+#include "cli/engine_flags.h"
 #include "engine/engine.h"
 #include "engine/memory_budget.h"
 #include "util/clock.h"
@@ -48,42 +49,11 @@ struct BenchOptions {
   int64_t running = 4;
   int64_t decay_requests = 8;
   uint64_t seed = 1;
-  // Engine flags.
-  int threads = 0;
-  std::string kv_memory;
-  double kv_fraction = 0.5;
-  int64_t block_size = 16;
-  std::string kv_dtype = "f16";
-  int64_t max_batch_tokens = 512;
-  int32_t max_seqs = 32;
-  int64_t prefill_chunk = 256;
-  std::string kv_policy = "preempt";
-  bool no_prefix_cache = false;
-  bool no_window_pool = false;
-  std::string isolation = "shared";
-  double aging_s = 10.0;
+  EngineFlags engine;  // shared with `serve` (engine_flags.h)
 };
 
 engine::EngineConfig engine_config(const BenchOptions& o) {
-  engine::EngineConfig c;
-  c.model_path = o.model_path;
-  c.num_threads = o.threads;
-  if (!o.kv_memory.empty()) c.kv_memory_bytes = engine::parse_byte_size(o.kv_memory);
-  c.kv_memory_fraction = o.kv_fraction;
-  c.block_size = o.block_size;
-  const std::optional<kv::KvDtype> dtype = kv::kv_dtype_from_name(o.kv_dtype);
-  if (!dtype) fail("--kv-dtype '{}': use f16 or f32", o.kv_dtype);
-  c.kv_dtype = *dtype;
-  c.max_batch_tokens = o.max_batch_tokens;
-  c.max_seqs = o.max_seqs;
-  c.prefill_chunk = o.prefill_chunk;
-  c.kv_exhausted = engine::parse_kv_policy(o.kv_policy);
-  c.prefix_cache = !o.no_prefix_cache;
-  c.kv_window_pool = !o.no_window_pool;
-  c.prefix_isolation = engine::parse_prefix_isolation(o.isolation);
-  c.priority_aging_s = o.aging_s;
-  c.validate();
-  return c;
+  return cli::engine_config(o.model_path, o.engine);
 }
 
 class PromptSource {
@@ -132,15 +102,13 @@ void require_ok(const GenerationResult& r, const char* what) {
 
 void print_engine(const Engine& e, const BenchOptions& o) {
   const model::ModelConfig& c = e.model_config();
-  std::printf("model %s (%s, %lld layers, n_embd %lld, ctx %lld) | threads %d | KV %lld blocks (+ %lld window) x %lld = "
-              "%.1f MiB %s | max_seqs %d | max_batch_tokens %lld | prefill_chunk %lld | prefix cache %s\n",
+  std::printf("model %s (%s, %lld layers, n_embd %lld, ctx %lld) | threads %d | max_seqs %d | max_batch_tokens %lld | "
+              "prefill_chunk %lld | prefix cache %s\n%s\n",
               o.model_path.c_str(), c.arch_name.c_str(), static_cast<long long>(c.n_layer),
               static_cast<long long>(c.n_embd), static_cast<long long>(e.limits().max_model_len), e.num_threads(),
-              static_cast<long long>(e.num_kv_blocks()), static_cast<long long>(e.num_window_kv_blocks()),
-              static_cast<long long>(e.config().block_size),
-              static_cast<double>(e.kv_bytes()) / (1 << 20), o.kv_dtype.c_str(), e.config().max_seqs,
-              static_cast<long long>(e.config().max_batch_tokens), static_cast<long long>(e.config().prefill_chunk),
-              e.config().prefix_cache ? "on" : "off");
+              e.config().max_seqs, static_cast<long long>(e.config().max_batch_tokens),
+              static_cast<long long>(e.config().prefill_chunk), e.config().prefix_cache ? "on" : "off",
+              kv_summary(e).c_str());
 }
 
 void warm_up(Engine& e, PromptSource& prompts) {
@@ -242,7 +210,7 @@ struct PrefixRun {
 
 PrefixRun prefix_pass(const BenchOptions& o, bool cache) {
   BenchOptions oo = o;
-  oo.no_prefix_cache = !cache;
+  oo.engine.no_prefix_cache = !cache;
   Engine e(engine_config(oo));
   PromptSource prompts(o.seed, e.model_config().n_vocab);
   warm_up(e, prompts);
@@ -299,10 +267,12 @@ struct ChunkedRun {
 
 ChunkedRun chunked_pass(const BenchOptions& o, int64_t chunk) {
   BenchOptions oo = o;
-  oo.prefill_chunk = chunk;
+  oo.engine.prefill_chunk = chunk;
   // Unchunked, the whole prompt must fit one step next to the running decodes
   // (the scheduler runs decodes first), or it would wait for them to finish.
-  if (chunk == 0) oo.max_batch_tokens = std::max(o.max_batch_tokens, o.long_prompt_len + o.max_seqs);
+  if (chunk == 0) {
+    oo.engine.max_batch_tokens = std::max(o.engine.max_batch_tokens, o.long_prompt_len + o.engine.max_seqs);
+  }
   Engine e(engine_config(oo));
   PromptSource prompts(o.seed, e.model_config().n_vocab);
   warm_up(e, prompts);
@@ -339,7 +309,7 @@ void run_chunked(const BenchOptions& o) {
     Engine probe(engine_config(o));
     print_engine(probe, o);
   }
-  const int64_t chunk = o.prefill_chunk > 0 ? o.prefill_chunk : 256;
+  const int64_t chunk = o.engine.prefill_chunk > 0 ? o.engine.prefill_chunk : 256;
   std::printf("\n%lld running requests (prompt %lld) decoding while a %lld-token prompt arrives\n\n",
               static_cast<long long>(o.running), static_cast<long long>(o.prompt_len),
               static_cast<long long>(o.long_prompt_len));
@@ -418,20 +388,7 @@ void add_bench_engine_command(CLI::App& app) {
   cmd->add_option("--running", o->running, "chunked: requests decoding meanwhile")->capture_default_str();
   cmd->add_option("--decay-requests", o->decay_requests, "decay: consecutive requests")->capture_default_str();
   cmd->add_option("--seed", o->seed, "Seed of the random prompts")->capture_default_str();
-  cmd->add_option("-t,--threads", o->threads, "Threads (default: all cores)");
-  cmd->add_option("--kv-memory", o->kv_memory, "KV cache budget, e.g. 2G (default: --kv-fraction of free RAM)");
-  cmd->add_option("--kv-fraction", o->kv_fraction, "Fraction of MemAvailable for the KV cache")->capture_default_str();
-  cmd->add_option("--block-size", o->block_size, "KV block size in positions")->capture_default_str();
-  cmd->add_option("--kv-dtype", o->kv_dtype, "f16|f32")->capture_default_str();
-  cmd->add_option("--max-batch-tokens", o->max_batch_tokens, "Tokens per step")->capture_default_str();
-  cmd->add_option("--max-seqs", o->max_seqs, "Sequences running at once")->capture_default_str();
-  cmd->add_option("--prefill-chunk", o->prefill_chunk, "Prefill chunk; 0 = unchunked")->capture_default_str();
-  cmd->add_option("--kv-policy", o->kv_policy, "When KV runs out: preempt|queue|reject")->capture_default_str();
-  cmd->add_flag("--no-prefix-cache", o->no_prefix_cache, "Disable the prefix cache");
-  cmd->add_flag("--no-window-pool", o->no_window_pool,
-                "Keep sliding-window layers' K/V in the one pool for every position (gemma3)");
-  cmd->add_option("--prefix-isolation", o->isolation, "shared|tenant")->capture_default_str();
-  cmd->add_option("--priority-aging", o->aging_s, "Seconds per priority class of aging")->capture_default_str();
+  add_engine_flags(*cmd, o->engine, EngineFlagSet::kBench);
   cmd->callback([o] { run(*o); });
 }
 

@@ -27,6 +27,7 @@
 #include <vector>
 
 #include "cli/commands.h"
+#include "cli/engine_flags.h"
 #include "gguf/tensor_type.h"
 #include "kernels/dispatch.h"
 #include "kv/kv_dtype.h"
@@ -46,6 +47,7 @@ struct BenchModelOptions {
   int threads = 0;
   int reps = 5;
   std::string kv_dtype = "f16";
+  std::string runtime = "auto";
   int64_t bandwidth_mib = 1024;  // 0: skip the bandwidth measurement
 };
 
@@ -89,6 +91,21 @@ int64_t weight_bytes_per_token(const model::ModelWeights& w) {
     }
   }
   return total;
+}
+
+// weight_bytes_per_token with the matrices a runtime holds counted as it
+// holds them (packed FP8 is ~1.03 bytes per weight, not BF16's 2): the
+// hook's weight_bytes() covers every matrix the forward multiplies by.
+int64_t runtime_bytes_per_token(const model::ModelWeights& w, const quant::WeightRuntimeHook* hook) {
+  const int64_t total = weight_bytes_per_token(w);
+  if (hook == nullptr) return total;
+  int64_t matrices = w.output.data == nullptr ? 0 : w.output.rows * gguf::row_bytes(w.output.type, w.output.cols);
+  for (const model::LayerWeights& l : w.layers) {
+    for (const kernels::WeightView* m : {&l.wq, &l.wk, &l.wv, &l.wo, &l.w_gate, &l.w_up, &l.w_down}) {
+      matrices += m->data == nullptr ? 0 : m->rows * gguf::row_bytes(m->type, m->cols);
+    }
+  }
+  return total - matrices + hook->weight_bytes();
 }
 
 // The type most of the weight bytes are in, for the table ("Q4_0").
@@ -174,9 +191,9 @@ void bench_model(const BenchModelOptions& o) {
   if (o.n_prompt < 0 || o.n_gen < 0) fail("-p and -n must be >= 0");
   if (o.reps < 1) fail("-r must be >= 1, got {}", o.reps);
   if (o.bandwidth_mib < 0) fail("--bandwidth-mib must be >= 0");
-  const std::optional<kv::KvDtype> dtype = kv::kv_dtype_from_name(o.kv_dtype);
-  if (!dtype) fail("--kv-dtype '{}' is not one of: f16, f32", o.kv_dtype);
-  std::unique_ptr<model::Model> m = model::Model::load(o.model_path);
+  const kv::KvDtype dtype = parse_kv_dtype(o.kv_dtype);
+  const std::unique_ptr<RuntimeModel> loaded = load_runtime_model(o.model_path, o.runtime);
+  model::Model* m = &loaded->model();
   const int64_t ctx = std::max(o.n_prompt, o.n_gen);
   if (ctx > m->config().n_ctx_train) fail("-p/-n {} exceed the model's context of {}", ctx, m->config().n_ctx_train);
   ThreadPool pool(o.threads);
@@ -189,9 +206,11 @@ void bench_model(const BenchModelOptions& o) {
   std::string name = o.model_path.substr(o.model_path.find_last_of('/') + 1);
   const std::string type = main_type(m->file());
   const double gib = static_cast<double>(file_bytes) / (1 << 30);
-  std::printf("kernels: %s | threads: %d | kv cache: %s | repetitions: %d (+1 warm-up)\n",
-              std::string(kernels::isa_name(kernels::active_kernels().isa)).c_str(), pool.num_threads(),
-              o.kv_dtype.c_str(), o.reps);
+  std::printf("kernels: %s | weights runtime: %s | threads: %d | kv cache: %s, %lld bytes/token | repetitions: %d "
+              "(+1 warm-up)\n",
+              std::string(kernels::isa_name(kernels::active_kernels().isa)).c_str(), loaded->runtime_name().c_str(),
+              pool.num_threads(), std::string(kv::kv_dtype_name(dtype)).c_str(),
+              static_cast<long long>(m->kv_geometry(16, dtype).bytes_per_token()), o.reps);
   std::printf("| %-24s | %-7s | %12s | %9s | %7s | %6s | %18s | %9s | %9s |\n", "model", "type", "size", "params",
               "threads", "test", "t/s (mean ± sd)", "median", "cpu-norm");
   std::printf("|%s|%s|%s|%s|%s|%s|%s|%s|%s|\n", std::string(26, '-').c_str(), std::string(9, '-').c_str(),
@@ -201,15 +220,15 @@ void bench_model(const BenchModelOptions& o) {
   const double pb = static_cast<double>(params) * 1e-9;
   if (o.n_prompt > 0) {
     print_row(name, type, gib, pb, pool.num_threads(), "pp" + std::to_string(o.n_prompt),
-              run_test(*m, *dtype, o.n_prompt, 1, o.reps, pool));
+              run_test(*m, dtype, o.n_prompt, 1, o.reps, pool));
   }
   TestResult tg;
   if (o.n_gen > 0) {
-    tg = run_test(*m, *dtype, 1, o.n_gen, o.reps, pool);
+    tg = run_test(*m, dtype, 1, o.n_gen, o.reps, pool);
     print_row(name, type, gib, pb, pool.num_threads(), "tg" + std::to_string(o.n_gen), tg);
   }
   std::fflush(stdout);
-  const int64_t per_token = weight_bytes_per_token(m->weights());
+  const int64_t per_token = runtime_bytes_per_token(m->weights(), loaded->hook());
   std::printf("weights read per decoded token: %.1f MB\n", static_cast<double>(per_token) * 1e-6);
   if (o.bandwidth_mib > 0) {
     const double bw = read_bandwidth_gbs(o.bandwidth_mib << 20, pool, 5);
@@ -239,7 +258,8 @@ void add_bench_model_command(CLI::App& app) {
   cmd->add_option("-n,--n-gen", o->n_gen, "Generated tokens of the tg test (0: skip)")->capture_default_str();
   cmd->add_option("-t,--threads", o->threads, "Threads (default: all cores)");
   cmd->add_option("-r,--repetitions", o->reps, "Timed repetitions per test")->capture_default_str();
-  cmd->add_option("--kv-dtype", o->kv_dtype, "KV cache element type: f16|f32")->capture_default_str();
+  add_kv_dtype_option(*cmd, o->kv_dtype);
+  add_runtime_option(*cmd, o->runtime);
   cmd->add_option("--bandwidth-mib", o->bandwidth_mib, "Buffer of the bandwidth test in MiB (0: skip)")
       ->capture_default_str();
   cmd->callback([o] { bench_model(*o); });

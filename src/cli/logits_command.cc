@@ -9,6 +9,7 @@
 
 #include "cli/cli_util.h"
 #include "cli/commands.h"
+#include "cli/engine_flags.h"
 #include "kv/kv_dtype.h"
 #include "model/model.h"
 #include "model/single_sequence.h"
@@ -25,6 +26,7 @@ struct LogitsOptions {
   std::string out_path;
   int64_t batch = 128;
   std::string kv_dtype = "f32";  // exact by default: this command checks the maths
+  std::string runtime = "auto";
   int threads = 0;
 };
 
@@ -42,7 +44,9 @@ void write_npy_header(std::FILE* f, int64_t rows, int64_t cols) {
 }
 
 void run(const LogitsOptions& o) {
-  std::unique_ptr<model::Model> m = model::Model::load(o.model_path);
+  const kv::KvDtype kv_dtype = parse_kv_dtype(o.kv_dtype);
+  const std::unique_ptr<RuntimeModel> loaded = load_runtime_model(o.model_path, o.runtime);
+  model::Model* m = &loaded->model();
   const model::ModelConfig& c = m->config();
   std::vector<int32_t> tokens;
   if (o.prompt_ids.empty() == o.text_file.empty()) fail("give exactly one of --prompt-ids or -f FILE");
@@ -54,9 +58,7 @@ void run(const LogitsOptions& o) {
   }
   if (tokens.empty()) fail("no tokens to evaluate");
   if (o.batch < 1) fail("--batch must be >= 1");
-  const std::optional<kv::KvDtype> kv_dtype = kv::kv_dtype_from_name(o.kv_dtype);
-  if (!kv_dtype) fail("--kv-dtype '{}' is not one of: f16, f32", o.kv_dtype);
-  model::SingleSequence seq(*m, static_cast<int64_t>(tokens.size()), *kv_dtype);
+  model::SingleSequence seq(*m, static_cast<int64_t>(tokens.size()), kv_dtype);
 
   std::FILE* f = std::fopen((o.out_path + ".tmp").c_str(), "wb");
   if (!f) fail("cannot write '{}'", o.out_path);
@@ -89,7 +91,8 @@ void add_logits_command(CLI::App& app) {
   cmd->add_option("-o,--output", opts->out_path, "Output .npy path")->required();
   cmd->add_option("-b,--batch", opts->batch, "Tokens per forward step")->capture_default_str();
   cmd->add_option("-t,--threads", opts->threads, "Threads (default: all cores)");
-  cmd->add_option("--kv-dtype", opts->kv_dtype, "KV cache element type: f16|f32")->capture_default_str();
+  add_kv_dtype_option(*cmd, opts->kv_dtype);
+  add_runtime_option(*cmd, opts->runtime);
   cmd->callback([opts] { run(*opts); });
 }
 

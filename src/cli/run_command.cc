@@ -9,6 +9,7 @@
 
 #include "cli/cli_util.h"
 #include "cli/commands.h"
+#include "cli/engine_flags.h"
 #include "kv/kv_dtype.h"
 #include "model/model.h"
 #include "model/single_sequence.h"
@@ -36,6 +37,7 @@ struct RunOptions {
   int64_t ctx_size = 0;  // 0: prompt + n_predict, capped by the model's context
   int64_t batch = 512;
   std::string kv_dtype = "f16";
+  std::string runtime = "auto";
   int threads = 0;
   std::optional<uint64_t> seed;
   std::vector<std::string> logit_bias;
@@ -97,7 +99,9 @@ std::vector<int32_t> prompt_tokens(const RunOptions& o, const std::optional<toke
 
 void run(RunOptions o) {
   const SteadyClock::time_point start = SteadyClock::now();
-  std::unique_ptr<model::Model> m = model::Model::load(o.model_path);
+  const kv::KvDtype kv_dtype = parse_kv_dtype(o.kv_dtype);
+  const std::unique_ptr<RuntimeModel> loaded = load_runtime_model(o.model_path, o.runtime);
+  model::Model* m = &loaded->model();
   const model::ModelConfig& c = m->config();
   std::optional<tokenizer::Tokenizer> tok;
   if (tokenizer::Tokenizer::present_in(m->file())) tok = tokenizer::Tokenizer::from_gguf(m->file());
@@ -106,8 +110,6 @@ void run(RunOptions o) {
   if (tokens.empty()) fail("the prompt is empty");
   if (o.n_predict < 0) fail("-n must be >= 0, got {}", o.n_predict);
   if (o.batch < 1) fail("--batch must be >= 1, got {}", o.batch);
-  const std::optional<kv::KvDtype> kv_dtype = kv::kv_dtype_from_name(o.kv_dtype);
-  if (!kv_dtype) fail("--kv-dtype '{}' is not one of: f16, f32", o.kv_dtype);
   const int64_t needed = static_cast<int64_t>(tokens.size()) + o.n_predict;
   const int64_t ctx = o.ctx_size > 0 ? o.ctx_size : std::min(needed, c.n_ctx_train);
   if (static_cast<int64_t>(tokens.size()) > ctx)
@@ -121,7 +123,7 @@ void run(RunOptions o) {
   if (tok) detok.emplace(*tok);
 
   ThreadPool pool(o.threads);
-  model::SingleSequence seq(*m, ctx, *kv_dtype);
+  model::SingleSequence seq(*m, ctx, kv_dtype);
   std::vector<float> logits;
   Timings tm;
   tm.prompt_tokens = static_cast<int64_t>(tokens.size());
@@ -170,11 +172,12 @@ void run(RunOptions o) {
   const double decode_steps = static_cast<double>(std::max<int64_t>(tm.generated - 1, 0));
   std::fprintf(stderr,
                "prompt %lld tokens | prefill %.1f tok/s | TTFT %.1f ms | generated %lld tokens | "
-               "decode %.1f tok/s | threads %d | seed %llu | total %.2f s\n",
+               "decode %.1f tok/s | threads %d | runtime %s | KV %s | seed %llu | total %.2f s\n",
                static_cast<long long>(tm.prompt_tokens), tm.prompt_tokens / std::max(tm.prefill_s, 1e-9),
                tm.prefill_s * 1e3, static_cast<long long>(tm.generated),
-               decode_steps / std::max(tm.decode_s, 1e-9), pool.num_threads(),
-               static_cast<unsigned long long>(o.sampling.seed), seconds_since(start));
+               decode_steps / std::max(tm.decode_s, 1e-9), pool.num_threads(), loaded->runtime_name().c_str(),
+               std::string(kv::kv_dtype_name(kv_dtype)).c_str(), static_cast<unsigned long long>(o.sampling.seed),
+               seconds_since(start));
 }
 
 }  // namespace
@@ -194,7 +197,8 @@ void add_run_command(CLI::App& app) {
   cmd->add_option("-c,--ctx-size", opts->ctx_size, "Context size (default: prompt + n, capped)");
   cmd->add_option("-b,--batch", opts->batch, "Prefill chunk size in tokens")->capture_default_str();
   cmd->add_option("-t,--threads", opts->threads, "Threads (default: all cores)");
-  cmd->add_option("--kv-dtype", opts->kv_dtype, "KV cache element type: f16|f32")->capture_default_str();
+  add_kv_dtype_option(*cmd, opts->kv_dtype);
+  add_runtime_option(*cmd, opts->runtime);
   cmd->add_option("-s,--seed", opts->seed, "Sampling seed (default: random, printed)");
   auto& s = opts->sampling;
   s.temperature = 0.8f;

@@ -14,6 +14,7 @@
 #include <pthread.h>
 
 #include "cli/commands.h"
+#include "cli/engine_flags.h"
 #include "engine/engine.h"
 #include "engine/memory_budget.h"
 #include "server/http_server.h"
@@ -33,47 +34,8 @@ struct ServeOptions {
   int http_threads = 128;
   double shutdown_grace_s = 10.0;
   bool quiet = false;
-  // Engine flags (as `bench engine` spells them).
-  int threads = 0;
-  std::string kv_memory;
-  double kv_fraction = 0.5;
-  int64_t block_size = 16;
-  std::string kv_dtype = "f16";
-  int64_t max_batch_tokens = 512;
-  int32_t max_seqs = 32;
-  int64_t prefill_chunk = 256;
-  int64_t max_model_len = 0;
-  int64_t max_waiting = 0;
-  std::string kv_policy = "preempt";
-  bool no_prefix_cache = false;
-  bool no_window_pool = false;
-  std::string isolation = "shared";
-  double aging_s = 10.0;
+  EngineFlags engine;  // shared with `bench engine` (engine_flags.h)
 };
-
-engine::EngineConfig engine_config(const ServeOptions& o) {
-  engine::EngineConfig c;
-  c.model_path = o.model_path;
-  c.num_threads = o.threads;
-  if (!o.kv_memory.empty()) c.kv_memory_bytes = engine::parse_byte_size(o.kv_memory);
-  c.kv_memory_fraction = o.kv_fraction;
-  c.block_size = o.block_size;
-  const std::optional<kv::KvDtype> dtype = kv::kv_dtype_from_name(o.kv_dtype);
-  if (!dtype) fail("--kv-dtype '{}': use f16 or f32", o.kv_dtype);
-  c.kv_dtype = *dtype;
-  c.max_batch_tokens = o.max_batch_tokens;
-  c.max_seqs = o.max_seqs;
-  c.prefill_chunk = o.prefill_chunk;
-  c.max_model_len = o.max_model_len;
-  c.max_waiting = o.max_waiting;
-  c.kv_exhausted = engine::parse_kv_policy(o.kv_policy);
-  c.prefix_cache = !o.no_prefix_cache;
-  c.kv_window_pool = !o.no_window_pool;
-  c.prefix_isolation = engine::parse_prefix_isolation(o.isolation);
-  c.priority_aging_s = o.aging_s;
-  c.validate();
-  return c;
-}
 
 server::ServerOptions server_options(const ServeOptions& o) {
   server::ServerOptions s;
@@ -91,7 +53,7 @@ server::ServerOptions server_options(const ServeOptions& o) {
   if (o.http_threads < 4 || o.http_threads > 4096) fail("--http-threads must be in [4, 4096], got {}", o.http_threads);
   s.http_threads = o.http_threads;
   s.log_requests = !o.quiet;
-  s.max_waiting = o.max_waiting;
+  s.max_waiting = o.engine.max_waiting;
   return s;
 }
 
@@ -114,7 +76,7 @@ sigset_t block_stop_signals() {
 }
 
 void serve(const ServeOptions& o) {
-  const engine::EngineConfig config = engine_config(o);
+  const engine::EngineConfig config = engine_config(o.model_path, o.engine);
   const sigset_t signals = block_stop_signals();
   server::HttpServer http(server_options(o));
   const int port = http.bind();
@@ -123,10 +85,13 @@ void serve(const ServeOptions& o) {
   engine::Engine engine(config);
   http.attach_engine(engine, o.model_path);
   const server::ServingContext& ctx = http.context();
-  log_event(fmt::format(R"({{"event":"ready","model":"{}","threads":{},"kv_blocks":{},"kv_window_blocks":{},)"
+  log_event(fmt::format(R"({{"event":"ready","model":"{}","threads":{},"weights_runtime":"{}","kv_dtype":"{}",)"
+                        R"("kv_bytes_per_token":{},"kv_blocks":{},"kv_window_blocks":{},"kv_block_size":{},"kv_bytes":{},)"
                         R"("max_model_len":{},"chat_template":"{}"}})",
-                        ctx.model_names[0], engine.num_threads(), engine.num_kv_blocks(), engine.num_window_kv_blocks(),
-                        engine.limits().max_model_len,
+                        ctx.model_names[0], engine.num_threads(), runtime_name(engine.matmul_hook()),
+                        kv::kv_dtype_name(config.kv_dtype), engine.kv_bytes_per_token(), engine.num_kv_blocks(),
+                        engine.num_window_kv_blocks(),
+                        config.block_size, engine.kv_bytes(), engine.limits().max_model_len,
                         ctx.chat ? std::string(tokenizer::chat_template_name(ctx.chat->kind)) : "none"));
   int sig = 0;
   sigwait(&signals, &sig);
@@ -158,23 +123,7 @@ void add_serve_command(CLI::App& app) {
   cmd->add_option("--shutdown-grace", o->shutdown_grace_s, "Seconds in-flight requests get on SIGTERM")
       ->capture_default_str();
   cmd->add_flag("--quiet", o->quiet, "No per-request log lines");
-  cmd->add_option("-t,--threads", o->threads, "Compute threads (default: all cores)");
-  cmd->add_option("--kv-memory", o->kv_memory, "KV cache budget, e.g. 2G (default: --kv-fraction of free RAM)");
-  cmd->add_option("--kv-fraction", o->kv_fraction, "Fraction of MemAvailable for the KV cache")->capture_default_str();
-  cmd->add_option("--block-size", o->block_size, "KV block size in positions")->capture_default_str();
-  cmd->add_option("--kv-dtype", o->kv_dtype, "f16|f32")->capture_default_str();
-  cmd->add_option("--max-batch-tokens", o->max_batch_tokens, "Tokens per step")->capture_default_str();
-  cmd->add_option("--max-seqs", o->max_seqs, "Sequences running at once")->capture_default_str();
-  cmd->add_option("--prefill-chunk", o->prefill_chunk, "Prefill chunk; 0 = unchunked")->capture_default_str();
-  cmd->add_option("--max-model-len", o->max_model_len, "Prompt + max_tokens cap; 0 = the model's context")
-      ->capture_default_str();
-  cmd->add_option("--max-waiting", o->max_waiting, "Waiting-queue bound (429 beyond); 0 = none")->capture_default_str();
-  cmd->add_option("--kv-policy", o->kv_policy, "When KV runs out: preempt|queue|reject")->capture_default_str();
-  cmd->add_flag("--no-prefix-cache", o->no_prefix_cache, "Disable the prefix cache");
-  cmd->add_flag("--no-window-pool", o->no_window_pool,
-                "Keep sliding-window layers' K/V in the one pool for every position (gemma3)");
-  cmd->add_option("--prefix-isolation", o->isolation, "shared|tenant (tenant: X-Tenant header)")->capture_default_str();
-  cmd->add_option("--priority-aging", o->aging_s, "Seconds per priority class of aging")->capture_default_str();
+  add_engine_flags(*cmd, o->engine, EngineFlagSet::kServe);
   cmd->callback([opts] { serve(*opts); });
 }
 

@@ -1,5 +1,8 @@
 #include "engine/engine.h"
 
+#include <fmt/format.h>
+
+#include <algorithm>
 #include <chrono>
 
 namespace tokenmill::engine {
@@ -29,29 +32,47 @@ void Engine::reject(RequestStream& stream, RejectReason reason, std::string mess
   stream.push_final(std::move(f));
 }
 
-RequestHandle Engine::submit(GenerateRequest request) {
-  const SteadyClock::time_point now = SteadyClock::now();
+std::shared_ptr<RequestStream> Engine::new_stream() {
   const RequestId id = next_id_.fetch_add(1);
   std::weak_ptr<Inbox> weak = inbox_;
-  auto stream = std::make_shared<RequestStream>(id, [weak](RequestId rid) {
+  return std::make_shared<RequestStream>(id, [weak](RequestId rid) {
     if (std::shared_ptr<Inbox> inbox = weak.lock()) inbox->push_cancel(rid);
   });
+}
+
+RequestHandle Engine::submit(GenerateRequest request) {
+  if (request.n == 1) return submit_samples(std::move(request))[0];
+  std::shared_ptr<RequestStream> stream = new_stream();
   metrics_.on_submit();
-  if (std::optional<Refusal> refusal = check_request(request, core_->limits())) {
-    reject(*stream, refusal->reason, std::move(refusal->message));
-    return RequestHandle(stream);
+  reject(*stream, RejectReason::kInvalid, fmt::format("n = {}: submit() takes one sample; use submit_samples", request.n));
+  return RequestHandle(stream);
+}
+
+std::vector<RequestHandle> Engine::submit_samples(GenerateRequest request) {
+  const SteadyClock::time_point now = SteadyClock::now();
+  const size_t n = static_cast<size_t>(std::clamp(request.n, 1, kMaxSamples));
+  std::vector<std::shared_ptr<RequestStream>> streams;
+  std::vector<RequestHandle> handles;
+  for (size_t k = 0; k < n; ++k) {
+    streams.push_back(new_stream());
+    handles.emplace_back(streams.back());
+    metrics_.on_submit();
   }
-  {
+  std::optional<Refusal> refusal = check_request(request, core_->limits());
+  if (!refusal) {
     std::unique_lock<std::mutex> lock(inbox_->mutex);
     if (inbox_->stopping) {
-      lock.unlock();
-      reject(*stream, RejectReason::kOverloaded, "the engine is stopped");
-      return RequestHandle(stream);
+      refusal = Refusal{RejectReason::kShuttingDown, "the engine is shutting down and takes no new requests"};
+    } else {
+      inbox_->submissions.push_back({std::move(streams), std::move(request), now});
     }
-    inbox_->submissions.push_back({stream, std::move(request), now});
+  }
+  if (refusal) {
+    for (const std::shared_ptr<RequestStream>& s : streams) reject(*s, refusal->reason, refusal->message);
+    return handles;
   }
   inbox_->wake.notify_one();
-  return RequestHandle(stream);
+  return handles;
 }
 
 void Engine::cancel(RequestId id) { inbox_->push_cancel(id); }
@@ -131,7 +152,7 @@ void Engine::loop() {
       stopping = inbox_->stopping;
       mode = inbox_->stop_mode;
     }
-    for (Inbox::Submission& s : submissions) core_->add(std::move(s.stream), s.request, s.submitted);
+    for (Inbox::Submission& s : submissions) core_->add(std::move(s.streams), s.request, s.submitted);
     for (RequestId id : cancels) core_->cancel(id);
     if (stopping && mode == StopMode::kAbort) {
       core_->abort_all(sched::FinishReason::kCancelled, "the engine is shutting down");

@@ -35,8 +35,9 @@ namespace tokenmill::engine {
 
 class Engine {
  public:
-  // Loads the model and starts the engine thread. Throws Error for a bad
-  // config, model file or KV budget.
+  // Loads the model (with config.matmul_hook_factory's weight runtime, if
+  // any) and starts the engine thread. Throws Error for a bad config, model
+  // file, weight runtime or KV budget.
   explicit Engine(const EngineConfig& config);
   // stop(StopMode::kAbort) if still running.
   ~Engine();
@@ -45,9 +46,18 @@ class Engine {
 
   // Thread-safe; never blocks on the engine thread. Invalid requests and
   // those that can never fit end their stream before this returns
-  // (FinishReason::kRejected with RejectReason kInvalid / kTooLong); the
-  // overloaded check happens when the engine thread takes the request.
+  // (FinishReason::kRejected, see check_request); the queue and KV checks
+  // (kQueueFull, kKvExhausted) happen when the engine thread takes it.
+  // Precondition-free: request.n != 1 is refused (kInvalid) here; use
+  // submit_samples for parallel samples.
   RequestHandle submit(GenerateRequest request);
+  // Parallel samples: request.n handles, one per sample (sample k seeded
+  // with sampling.seed + k), sharing one prefill of the prompt and, after
+  // the fork, its KV blocks copy-on-write. Refusals end every handle's
+  // stream alike. Each handle cancels its own sample, except that before
+  // the prompt's prefill completes, cancelling sample 0 (which carries the
+  // prefill) ends them all.
+  std::vector<RequestHandle> submit_samples(GenerateRequest request);
   // Same as the handle's cancel(); unknown or finished ids are ignored.
   void cancel(RequestId id);
 
@@ -56,7 +66,7 @@ class Engine {
     kAbort,  // end every request now with kCancelled
   };
   // Stops the engine thread and joins it. Idempotent; later submits are
-  // rejected as overloaded ("the engine is stopped").
+  // rejected with kShuttingDown.
   void stop(StopMode mode = StopMode::kAbort);
 
   // Holds the step loop between steps (the current step completes first;
@@ -75,6 +85,8 @@ class Engine {
   int64_t num_kv_blocks() const { return core_->num_kv_blocks(); }
   int64_t num_window_kv_blocks() const { return core_->num_window_kv_blocks(); }
   int64_t kv_bytes() const { return core_->kv_bytes(); }
+  int64_t kv_bytes_per_token() const { return core_->kv_bytes_per_token(); }
+  const model::MatmulHook* matmul_hook() const { return core_->matmul_hook(); }
   int num_threads() const { return core_->num_threads(); }
 
  private:
@@ -85,7 +97,7 @@ class Engine {
     std::condition_variable wake;    // engine thread waits here
     std::condition_variable parked;  // pause() waits here
     struct Submission {
-      std::shared_ptr<RequestStream> stream;
+      std::vector<std::shared_ptr<RequestStream>> streams;  // one per sample
       GenerateRequest request;
       SteadyClock::time_point submitted;
     };
@@ -102,6 +114,7 @@ class Engine {
   void loop();
   void wait_for_work(std::unique_lock<std::mutex>& lock, bool backoff);
   void reject(RequestStream& stream, RejectReason reason, std::string message);
+  std::shared_ptr<RequestStream> new_stream();
 
   Metrics metrics_;
   std::unique_ptr<EngineCore> core_;

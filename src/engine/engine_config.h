@@ -3,13 +3,29 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
+#include <memory>
 #include <string>
 
 #include "kv/kv_dtype.h"
 #include "model/config.h"
+#include "model/matmul_hook.h"
 #include "sched/scheduler.h"
 
+namespace tokenmill::model {
+class Model;
+}  // namespace tokenmill::model
+
 namespace tokenmill::engine {
+
+// Chooses an alternative weight runtime for the freshly loaded model (e.g.
+// W8A8 or FP8, quant/weight_runtime.h). Called once, on the thread that
+// constructs the engine, before the engine thread starts; returns null for
+// the plain kernels. The engine owns the hook and installs it with
+// Model::set_matmul_hook, so it lives as long as the model is used. May
+// throw Error (a runtime the file cannot use), which fails the engine's
+// construction.
+using MatmulHookFactory = std::function<std::unique_ptr<model::MatmulHook>(const model::Model&)>;
 
 enum class PrefixIsolation {
   kShared,  // every tenant shares one prefix-cache domain
@@ -33,6 +49,7 @@ struct EngineConfig {
   // sequence holds only its last window of them (see resolve_kv_pools).
   // Off: one pool holds every layer for every position.
   bool kv_window_pool = true;
+  MatmulHookFactory matmul_hook_factory;  // empty: the plain kernels
 
   int64_t max_batch_tokens = 512;  // tokens per forward pass, all sequences together
   int32_t max_seqs = 32;           // sequences running at once

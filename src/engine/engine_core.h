@@ -42,11 +42,13 @@ struct RequestLimits {
   int64_t block_size = 0;
   int64_t max_batch_tokens = 0;
   int64_t prefill_chunk = 0;
+  int64_t max_seqs = 1;  // also bounds GenerateRequest::n
   bool has_tokenizer = false;
 };
 
 // nullopt when the request may be queued; else why it is refused at once
-// (kInvalid or kTooLong) and a message naming the problem.
+// (kInvalid, kPromptTooLong, kContextExceeded or kKvNeverFits) and a
+// message naming the problem.
 struct Refusal {
   RejectReason reason;
   std::string message;
@@ -55,16 +57,21 @@ std::optional<Refusal> check_request(const GenerateRequest& request, const Reque
 
 class EngineCore {
  public:
-  // Loads the model and tokenizer, sizes and allocates the KV pool. Throws
-  // Error for a bad config or model file.
+  // Loads the model and tokenizer, installs the weight runtime's hook
+  // (config.matmul_hook_factory), sizes and allocates the KV pool and
+  // reports its layout to `metrics`. Throws Error for a bad config, model
+  // file or runtime.
   EngineCore(const EngineConfig& config, Metrics& metrics);
   ~EngineCore();
 
-  // Queues a request. One that check_request refuses, or that the scheduler
-  // rejects (overloaded), ends its stream at once.
-  void add(std::shared_ptr<RequestStream> stream, const GenerateRequest& request,
+  // Queues a request: one stream per sample (streams.size() == request.n;
+  // sample k seeded with sampling.seed + k). One that check_request refuses,
+  // or that the scheduler rejects, ends every stream at once.
+  void add(std::vector<std::shared_ptr<RequestStream>> streams, const GenerateRequest& request,
            SteadyClock::time_point submitted);
   // Ends the request at the next step (kCancelled); unknown ids are ignored.
+  // A sample not forked yet ends at once (sample 0 ends all; see
+  // Engine::submit_samples).
   void cancel(RequestId id);
   // Ends every request with `reason` (kCancelled at shutdown, kError after
   // an unexpected exception) and `message`.
@@ -85,20 +92,39 @@ class EngineCore {
   // sliding-window pool (0 blocks with one pool).
   int64_t num_kv_blocks() const { return storage_->num_blocks(); }
   int64_t num_window_kv_blocks() const { return window_storage_ ? window_storage_->num_blocks() : 0; }
+  // Both pools' bytes.
   int64_t kv_bytes() const { return storage_->total_bytes() + (window_storage_ ? window_storage_->total_bytes() : 0); }
   // Scheduler gauges (block counts of both pools), for tests and tools.
   sched::SchedulerStats scheduler_stats() const { return scheduler_->stats(); }
+  // K and V of one position, all layers, quantization scales included.
+  // Both pools together (a window-pool position costs this only while it is
+  // in the window).
+  int64_t kv_bytes_per_token() const {
+    return storage_->geometry().bytes_per_token() + (window_storage_ ? window_storage_->geometry().bytes_per_token() : 0);
+  }
+  // The weight runtime's hook (config().matmul_hook_factory), or null.
+  const model::MatmulHook* matmul_hook() const { return matmul_hook_.get(); }
   int num_threads() const { return pool_.num_threads(); }
   int64_t steps() const { return num_steps_; }
 
  private:
   sched::FinishReason stop_check(const sched::Sequence& seq);
+  // Pushes the final event of `id`'s request, as `seq` ended (seq is the
+  // request's own sequence, or its parent for a sample not forked yet).
+  void finish_request(RequestId id, const sched::Sequence& seq, SteadyClock::time_point now);
+  // finish_request for the sequence and for each of its samples not forked yet.
   void finish_sequence(const sched::Sequence& seq, SteadyClock::time_point now);
   void run_batch(const sched::ScheduledBatch& batch, StepStats& stats);
+  std::vector<model::SequenceChunk> build_chunks(const sched::ScheduledBatch& batch, StepStats& stats);
+  std::vector<std::optional<int32_t>> sample_rows(const sched::ScheduledBatch& batch,
+                                                  std::span<const model::SequenceChunk> chunks, StepStats& stats);
+  void sample_forks(const sched::Sequence& seq, const RequestState& parent, std::span<const float> row, size_t entry,
+                    StepStats& stats);
   void update_gauges();
 
   EngineConfig config_;
   Metrics& metrics_;
+  std::unique_ptr<model::MatmulHook> matmul_hook_;  // declared before model_: outlives the model's use
   std::unique_ptr<model::Model> model_;
   std::optional<tokenizer::Tokenizer> tokenizer_;
   kv::CacheNamespace namespace_;
@@ -108,9 +134,11 @@ class EngineCore {
   std::unique_ptr<sched::Scheduler> scheduler_;
   ThreadPool pool_;
   std::unordered_map<RequestId, RequestState> states_;
+  std::unordered_map<RequestId, RequestId> fork_parent_;  // samples not forked yet -> sample 0
   sample::SamplerScratch sampler_scratch_;
   std::vector<std::vector<int32_t>> chunk_tokens_;  // per batch entry, this step
-  std::vector<float> logits_;                       // [batch entries, n_vocab]
+  std::vector<float> logits_;                       // [logits rows, n_vocab]
+  std::vector<std::vector<int32_t>> fork_tokens_;   // per batch entry: first tokens of its forks
   SteadyClock::time_point commit_time_{};           // `now` of the commit in progress
   int64_t num_steps_ = 0;
 };

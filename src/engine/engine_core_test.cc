@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include "engine/test_util.h"
+#include "util/error.h"
 
 namespace tokenmill::engine {
 namespace {
@@ -20,7 +21,7 @@ class Driver {
   RequestHandle add(const GenerateRequest& r) {
     auto stream = std::make_shared<RequestStream>(next_id_++, nullptr);
     metrics_.on_submit();
-    core_.add(stream, r, SteadyClock::now());
+    core_.add({stream}, r, SteadyClock::now());
     return RequestHandle(stream);
   }
   void run_to_end() {
@@ -170,7 +171,9 @@ TEST(EngineCoreTest, MetricsAddUp) {
   EXPECT_EQ(m.requests_submitted, 5u);
   EXPECT_EQ(m.requests_finished_total(), 5u);
   EXPECT_EQ(m.requests_finished[static_cast<size_t>(FinishReason::kLength)], 4u);
-  EXPECT_EQ(m.requests_finished[static_cast<size_t>(FinishReason::kTimeout)], 1u);
+  // Its deadline passed while it was queued: a rejection.
+  EXPECT_EQ(m.requests_finished[static_cast<size_t>(FinishReason::kRejected)], 1u);
+  EXPECT_EQ(m.requests_rejected[static_cast<size_t>(RejectReason::kDeadlineExpired)], 1u);
   EXPECT_EQ(completion, 3 + 4 + 5 + 6);
   EXPECT_EQ(m.generated_tokens, static_cast<uint64_t>(completion));
   EXPECT_EQ(m.prefill_tokens, static_cast<uint64_t>(prompt));  // no cache, no preemption
@@ -178,7 +181,7 @@ TEST(EngineCoreTest, MetricsAddUp) {
   EXPECT_EQ(m.decode_tokens, static_cast<uint64_t>(decodes));
   EXPECT_EQ(m.ttft_ms.count, static_cast<uint64_t>(with_tokens));
   EXPECT_EQ(m.tpot_ms.count, 4u);
-  EXPECT_EQ(m.e2e_ms.count, 5u);
+  EXPECT_EQ(m.e2e_ms.count, 4u);  // rejections record no latencies
   EXPECT_EQ(m.itl_ms.count, static_cast<uint64_t>(decodes));
   EXPECT_EQ(m.steps, static_cast<uint64_t>(d.core().steps()));
   EXPECT_EQ(m.step_ms.count, m.steps);
@@ -214,11 +217,19 @@ TEST(EngineCoreTest, CheckRequestNamesTheProblem) {
   // 20 + 14 = 34 tokens; 33 positions need 3 blocks of 16 > 2.
   std::optional<Refusal> r = check_request(greedy_request(std::vector<int32_t>(20, 1), 14), limits);
   ASSERT_TRUE(r);
-  EXPECT_EQ(r->reason, RejectReason::kTooLong);
+  EXPECT_EQ(r->reason, RejectReason::kKvNeverFits);
   // 21 prompt tokens exceed max_batch_tokens without chunking.
   r = check_request(greedy_request(std::vector<int32_t>(21, 1), 1), limits);
   ASSERT_TRUE(r);
+  EXPECT_EQ(r->reason, RejectReason::kPromptTooLong);
   EXPECT_NE(r->message.find("max_batch_tokens"), std::string::npos);
+  r = check_request(greedy_request(std::vector<int32_t>(64, 1), 1), limits);  // the prompt fills the context
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->reason, RejectReason::kPromptTooLong);
+  EXPECT_NE(r->message.find("leaves no room"), std::string::npos) << r->message;
+  r = check_request(greedy_request(std::vector<int32_t>(10, 1), 60), limits);  // 70 > 64
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->reason, RejectReason::kContextExceeded);
   GenerateRequest stops = greedy_request({1}, 1);
   stops.sampling.stop = {"x"};
   r = check_request(stops, limits);  // no tokenizer
@@ -227,6 +238,73 @@ TEST(EngineCoreTest, CheckRequestNamesTheProblem) {
   GenerateRequest top = greedy_request({1}, 1);
   top.top_logprobs = kMaxTopLogprobs + 1;
   EXPECT_EQ(check_request(top, limits)->reason, RejectReason::kInvalid);
+}
+
+// The engine reports its KV layout (start-up log, /metrics) and keys the
+// prefix cache on the dtype it really runs. tiny: 2 layers, 2 KV heads of
+// 16 = 32-wide rows: f16 64 bytes, q8_0 one 32-group = 2 + 32 bytes.
+TEST(EngineCoreTest, KvLayoutAndNamespaceFollowTheDtype) {
+  const struct {
+    kv::KvDtype dtype;
+    const char* name;
+    int64_t row_bytes;
+  } cases[] = {{kv::KvDtype::F32, "f32", 128}, {kv::KvDtype::F16, "f16", 64}, {kv::KvDtype::Q8_0, "q8_0", 34},
+               {kv::KvDtype::FP8_E4M3, "fp8_e4m3", 34}};
+  for (const auto& c : cases) {
+    EngineConfig config = tiny_config();
+    config.kv_dtype = c.dtype;
+    Driver d(config);
+    EXPECT_EQ(d.core().kv_bytes_per_token(), 2 * 2 * c.row_bytes) << c.name;
+    EXPECT_EQ(d.core().cache_namespace().kv_dtype, c.name);
+    const MetricsSnapshot m = d.metrics();
+    EXPECT_EQ(m.kv_dtype, c.name);
+    EXPECT_EQ(m.kv_bytes_per_token, 2 * 2 * c.row_bytes);
+    EXPECT_EQ(m.kv_bytes_total, d.core().kv_bytes());
+    EXPECT_GE(m.kv_bytes_total, 64 * 16 * m.kv_bytes_per_token);  // 64 blocks of 16 positions
+  }
+}
+
+// Writes zeros for every product and counts them: a generation that comes
+// out all id 0 (zero logits, ties to the lower id) proves the engine's
+// forward passes go through the factory's hook.
+class ZeroHook : public model::MatmulHook {
+ public:
+  explicit ZeroHook(int64_t* calls) : calls_(calls) {}
+  bool matmul(const kernels::WeightView& w, const float*, int64_t num_tokens, float* y, ThreadPool&) override {
+    std::fill(y, y + num_tokens * w.rows, 0.0f);
+    ++*calls_;
+    return true;
+  }
+
+ private:
+  int64_t* calls_;
+};
+
+TEST(EngineCoreTest, MatmulHookFactoryRoutesEveryProduct) {
+  int64_t calls = 0;
+  const model::Model* seen = nullptr;
+  EngineConfig config = tiny_config();
+  config.matmul_hook_factory = [&](const model::Model& m) -> std::unique_ptr<model::MatmulHook> {
+    seen = &m;
+    return std::make_unique<ZeroHook>(&calls);
+  };
+  Driver d(config);
+  EXPECT_EQ(seen, &d.core().model());
+  ASSERT_NE(d.core().matmul_hook(), nullptr);
+  RequestHandle h = d.add(greedy_request(random_prompt(5, 9), 4));
+  d.run_to_end();
+  EXPECT_EQ(h.wait().tokens, std::vector<int32_t>(4, 0));
+  // 7 products per layer and the classifier, per forward pass (4 passes:
+  // prefill, then 3 decodes).
+  EXPECT_EQ(calls, 4 * (2 * 7 + 1));
+
+  config.matmul_hook_factory = [](const model::Model&) -> std::unique_ptr<model::MatmulHook> {
+    fail("the w8a8 runtime needs Q8_0 weight matrices");
+  };
+  EXPECT_THROW(Driver bad(config), Error);
+  config.matmul_hook_factory = [](const model::Model&) { return std::unique_ptr<model::MatmulHook>(); };
+  Driver dense(config);
+  EXPECT_EQ(dense.core().matmul_hook(), nullptr);
 }
 
 }  // namespace

@@ -144,11 +144,14 @@ TEST(EngineTest, RequestsThatCanNeverFitAreRejectedAtSubmit) {
   };
   FinalEvent f = rejected(greedy_request(random_prompt(1, 200), 100));  // > context 256
   EXPECT_EQ(f.reason, FinishReason::kRejected);
-  EXPECT_EQ(f.reject, RejectReason::kTooLong);
+  EXPECT_EQ(f.reject, RejectReason::kContextExceeded);
   EXPECT_NE(f.error.find("context"), std::string::npos) << f.error;
   f = rejected(greedy_request(random_prompt(1, 100), 60));  // 159 positions > 128 in the pool
-  EXPECT_EQ(f.reject, RejectReason::kTooLong);
+  EXPECT_EQ(f.reject, RejectReason::kKvNeverFits);
   EXPECT_NE(f.error.find("KV blocks"), std::string::npos) << f.error;
+  f = rejected(greedy_request(random_prompt(1, 256), 1));  // the prompt alone fills the context
+  EXPECT_EQ(f.reject, RejectReason::kPromptTooLong);
+  EXPECT_NE(f.error.find("leaves no room"), std::string::npos) << f.error;
   f = rejected(greedy_request({1, 600}, 5));
   EXPECT_EQ(f.reject, RejectReason::kInvalid);
   EXPECT_NE(f.error.find("600"), std::string::npos) << f.error;
@@ -162,10 +165,12 @@ TEST(EngineTest, RequestsThatCanNeverFitAreRejectedAtSubmit) {
   EXPECT_EQ(rejected(greedy_request({1}, 0)).reject, RejectReason::kInvalid);
 
   const MetricsSnapshot m = engine.metrics();
-  EXPECT_EQ(m.requests_submitted, 7u);
-  EXPECT_EQ(m.requests_rejected[static_cast<size_t>(RejectReason::kTooLong)], 2u);
+  EXPECT_EQ(m.requests_submitted, 8u);
+  EXPECT_EQ(m.requests_rejected[static_cast<size_t>(RejectReason::kPromptTooLong)], 1u);
+  EXPECT_EQ(m.requests_rejected[static_cast<size_t>(RejectReason::kContextExceeded)], 1u);
+  EXPECT_EQ(m.requests_rejected[static_cast<size_t>(RejectReason::kKvNeverFits)], 1u);
   EXPECT_EQ(m.requests_rejected[static_cast<size_t>(RejectReason::kInvalid)], 5u);
-  EXPECT_EQ(m.requests_finished[static_cast<size_t>(FinishReason::kRejected)], 7u);
+  EXPECT_EQ(m.requests_finished[static_cast<size_t>(FinishReason::kRejected)], 8u);
 }
 
 TEST(EngineTest, BadConfigsAreErrors) {
@@ -193,17 +198,39 @@ TEST(EngineTest, OverloadBeyondTheWaitingBound) {
   for (RequestHandle& h : handles) reasons.push_back(h.wait().final.reason);
   EXPECT_EQ(reasons, (std::vector<FinishReason>{FinishReason::kLength, FinishReason::kLength,
                                                 FinishReason::kRejected, FinishReason::kRejected}));
-  EXPECT_EQ(engine.metrics().requests_rejected[static_cast<size_t>(RejectReason::kOverloaded)], 2u);
+  EXPECT_EQ(engine.metrics().requests_rejected[static_cast<size_t>(RejectReason::kQueueFull)], 2u);
 }
 
-TEST(EngineTest, DeadlineEndsTheRequestWithTimeout) {
+TEST(EngineTest, RejectPolicyRefusesWhatTheFreeBlocksCannotHold) {
+  EngineConfig config = tiny_config();
+  config.kv_num_blocks = 4;  // 64 positions
+  config.kv_exhausted = sched::KvExhaustedPolicy::kReject;
+  Engine engine(config);
+  engine.pause();
+  // Each prompt needs 3 blocks: the second finds only 1 unclaimed.
+  RequestHandle a = engine.submit(greedy_request(random_prompt(11, 40), 4));
+  RequestHandle b = engine.submit(greedy_request(random_prompt(12, 40), 4));
+  engine.resume();
+  EXPECT_EQ(a.wait().final.reason, FinishReason::kLength);
+  const FinalEvent f = b.wait().final;
+  EXPECT_EQ(f.reason, FinishReason::kRejected);
+  EXPECT_EQ(f.reject, RejectReason::kKvExhausted);
+  EXPECT_TRUE(is_transient(f.reject));
+  EXPECT_NE(f.error.find("KV cache is exhausted"), std::string::npos) << f.error;
+  EXPECT_EQ(engine.metrics().requests_rejected[static_cast<size_t>(RejectReason::kKvExhausted)], 1u);
+}
+
+TEST(EngineTest, DeadlineThatPassesInTheQueueIsARejection) {
   Engine engine(tiny_config());
   GenerateRequest r = greedy_request(random_prompt(3, 20), 50);
   r.timeout = std::chrono::milliseconds(0);  // expired by the time it is scheduled
   const GenerationResult result = engine.submit(r).wait();
-  EXPECT_EQ(result.final.reason, FinishReason::kTimeout);
+  EXPECT_EQ(result.final.reason, FinishReason::kRejected);
+  EXPECT_EQ(result.final.reject, RejectReason::kDeadlineExpired);
+  EXPECT_NE(result.final.error.find("queued"), std::string::npos) << result.final.error;
   EXPECT_EQ(result.final.usage.completion_tokens, 0);
   EXPECT_EQ(engine.metrics().kv_blocks_used, 0);
+  EXPECT_EQ(engine.metrics().requests_rejected[static_cast<size_t>(RejectReason::kDeadlineExpired)], 1u);
 }
 
 TEST(EngineTest, StopAbortsInFlightRequestsAndRejectsLaterOnes) {
@@ -216,7 +243,8 @@ TEST(EngineTest, StopAbortsInFlightRequestsAndRejectsLaterOnes) {
   EXPECT_NE(f.error.find("shutting down"), std::string::npos);
   const FinalEvent late = engine.submit(greedy_request({1, 2}, 3)).wait().final;
   EXPECT_EQ(late.reason, FinishReason::kRejected);
-  EXPECT_EQ(late.reject, RejectReason::kOverloaded);
+  EXPECT_EQ(late.reject, RejectReason::kShuttingDown);
+  EXPECT_EQ(engine.metrics().requests_rejected[static_cast<size_t>(RejectReason::kShuttingDown)], 1u);
 }
 
 TEST(EngineTest, DrainFinishesSubmittedRequests) {

@@ -3,7 +3,9 @@
 // without the separate window pool gives the same greedy tokens as an
 // engine-free reference, for prompts + generations many windows long, with
 // chunked prefill, preemption and prefix-cache hits; and the window pool's
-// use stays bounded while a sequence grows.
+// use stays bounded while a sequence grows. Parallel samples (n > 1) fork
+// both pools' block tables: greedy samples equal the single continuation,
+// seeded ones are reproducible, and cancelling every sample frees both pools.
 #include <gtest/gtest.h>
 
 #include <unistd.h>
@@ -11,6 +13,7 @@
 #include <algorithm>
 #include <cstdlib>
 #include <filesystem>
+#include <set>
 
 #include "engine/engine_core.h"
 #include "engine/test_util.h"
@@ -60,6 +63,7 @@ EngineConfig gemma_config(bool window_pool, int64_t prefill_chunk, int64_t kv_bl
 struct RunResult {
   std::vector<std::vector<int32_t>> tokens;
   sched::SchedulerStats stats;
+  uint64_t cow_copies = 0;
 };
 
 RunResult run_all(const EngineConfig& config, const std::vector<GenerateRequest>& requests) {
@@ -69,7 +73,7 @@ RunResult run_all(const EngineConfig& config, const std::vector<GenerateRequest>
   RequestId id = 1;
   for (const GenerateRequest& r : requests) {
     auto stream = std::make_shared<RequestStream>(id++, nullptr);
-    core.add(stream, r, SteadyClock::now());
+    core.add({stream}, r, SteadyClock::now());
     handles.emplace_back(stream);
   }
   while (core.has_work()) core.step();
@@ -129,7 +133,7 @@ TEST(EngineWindowTest, WindowPoolUseStaysBoundedWhileTheSequenceGrows) {
   Metrics metrics;
   EngineCore core(gemma_config(true, 8, 64), metrics);
   auto stream = std::make_shared<RequestStream>(1, nullptr);
-  core.add(stream, greedy_request(random_prompt(7, 20), 150), SteadyClock::now());
+  core.add({stream}, greedy_request(random_prompt(7, 20), 150), SteadyClock::now());
   RequestHandle handle(stream);
   const int64_t bound = (kWindow + 3) / 4 + 1;
   int decode_steps = 0;
@@ -150,6 +154,123 @@ TEST(EngineWindowTest, WindowPoolUseStaysBoundedWhileTheSequenceGrows) {
   EXPECT_EQ(handle.wait().tokens.size(), 150u);
   EXPECT_EQ(core.scheduler_stats().kv_window_blocks_used, 0);
   EXPECT_LE(core.scheduler_stats().kv_window_blocks_high_water, (kWindow - 1 + 8 + 3) / 4 + 1);
+}
+
+// Runs `request` as request.n samples on a fresh core (preceded by `others`,
+// each one sample), step by step. Returns every sample's tokens, then the
+// others', and the core's final gauges.
+RunResult run_samples(const EngineConfig& config, const GenerateRequest& request,
+                      const std::vector<GenerateRequest>& others = {}) {
+  Metrics metrics;
+  EngineCore core(config, metrics);
+  std::vector<std::shared_ptr<RequestStream>> streams;
+  std::vector<RequestHandle> handles;
+  RequestId id = 1;
+  for (int k = 0; k < request.n; ++k) {
+    streams.push_back(std::make_shared<RequestStream>(id++, nullptr));
+    handles.emplace_back(streams.back());
+  }
+  core.add(streams, request, SteadyClock::now());
+  for (const GenerateRequest& r : others) {
+    auto stream = std::make_shared<RequestStream>(id++, nullptr);
+    core.add({stream}, r, SteadyClock::now());
+    handles.emplace_back(stream);
+  }
+  while (core.has_work()) core.step();
+  RunResult run;
+  for (RequestHandle& h : handles) {
+    const GenerationResult r = h.wait();
+    EXPECT_EQ(r.final.reason, FinishReason::kLength) << r.final.error;
+    run.tokens.push_back(r.tokens);
+  }
+  run.stats = core.scheduler_stats();
+  run.cow_copies = metrics.snapshot().cow_copies;
+  return run;
+}
+
+GenerateRequest with_n(GenerateRequest r, int n) {
+  r.n = n;
+  return r;
+}
+
+// A 30-token prompt (7 full blocks of 4 + 2 positions) in chunks of 5, then
+// 40 tokens (5 windows) for each of 3 samples. The forks share the
+// half-filled block 7 in both pools; the first decode copies it for two of
+// the three in each pool (4 copies with the window pool, 2 without). With a
+// 44-block pool and a competing request the forks are preempted and
+// recomputed (both tables freed and rebuilt) and still give the reference.
+TEST(EngineWindowForkTest, GreedySamplesEqualTheSingleContinuation) {
+  const std::vector<int32_t> prompt = random_prompt(50, 30);
+  const std::vector<int32_t> other_prompt = random_prompt(51, 30);
+  const std::unique_ptr<model::Model> m = model::Model::load(gemma_model_path());
+  const std::vector<int32_t> want = testing::reference_greedy(*m, prompt, 40);
+  const std::vector<int32_t> other_want = testing::reference_greedy(*m, other_prompt, 40);
+  for (bool window_pool : {true, false}) {
+    SCOPED_TRACE(::testing::Message() << "window pool " << window_pool);
+    const RunResult one = run_samples(gemma_config(window_pool, 5, 96), greedy_request(prompt, 40));
+    ASSERT_EQ(one.tokens.size(), 1u);
+    EXPECT_EQ(one.tokens[0], want);
+    const RunResult three = run_samples(gemma_config(window_pool, 5, 96), with_n(greedy_request(prompt, 40), 3));
+    ASSERT_EQ(three.tokens.size(), 3u);
+    for (const std::vector<int32_t>& t : three.tokens) EXPECT_EQ(t, one.tokens[0]);
+    EXPECT_EQ(three.cow_copies, window_pool ? 4u : 2u);
+    EXPECT_EQ(three.stats.kv_blocks_used, 0);
+    EXPECT_EQ(three.stats.kv_window_blocks_used, 0);
+    EXPECT_EQ(three.stats.kv_window_blocks_total > 0, window_pool);
+
+    const RunResult tight = run_samples(gemma_config(window_pool, 5, 44), with_n(greedy_request(prompt, 40), 3),
+                                        {greedy_request(other_prompt, 40)});
+    ASSERT_EQ(tight.tokens.size(), 4u);
+    for (size_t k = 0; k < 3; ++k) EXPECT_EQ(tight.tokens[k], want) << "sample " << k;
+    EXPECT_EQ(tight.tokens[3], other_want);
+    EXPECT_GT(tight.stats.num_preemptions, 0);
+    EXPECT_EQ(tight.stats.kv_blocks_used, 0);
+    EXPECT_EQ(tight.stats.kv_window_blocks_used, 0);
+  }
+}
+
+// Temperature 1.5 with a seed: fresh cores give the same three samples,
+// and the samples differ from each other.
+TEST(EngineWindowForkTest, SeededSamplesAreReproducible) {
+  GenerateRequest r = with_n(greedy_request(random_prompt(52, 22), 24), 3);
+  r.sampling.temperature = 1.5f;
+  r.sampling.seed = 99;
+  const RunResult a = run_samples(gemma_config(true, 8, 96), r);
+  const RunResult b = run_samples(gemma_config(true, 8, 96), r);
+  ASSERT_EQ(a.tokens.size(), 3u);
+  EXPECT_EQ(a.tokens, b.tokens);
+  EXPECT_EQ(std::set<std::vector<int32_t>>(a.tokens.begin(), a.tokens.end()).size(), 3u);
+  EXPECT_EQ(a.stats.kv_window_blocks_used, 0);
+}
+
+// Four samples cancelled after the fork and several decode steps (past the
+// first window drop): both pools end with no block in use.
+TEST(EngineWindowForkTest, CancellingEverySampleFreesBothPools) {
+  Metrics metrics;
+  EngineCore core(gemma_config(true, 8, 96), metrics);
+  std::vector<std::shared_ptr<RequestStream>> streams;
+  std::vector<RequestHandle> handles;
+  for (RequestId id = 1; id <= 4; ++id) {
+    streams.push_back(std::make_shared<RequestStream>(id, nullptr));
+    handles.emplace_back(streams.back());
+  }
+  core.add(streams, with_n(greedy_request(random_prompt(53, 18), 60), 4), SteadyClock::now());
+  for (int i = 0; i < 12; ++i) core.step();  // 3 prefill chunks, then decodes of all four
+  const sched::SchedulerStats mid = core.scheduler_stats();
+  EXPECT_EQ(mid.num_running, 4);
+  EXPECT_GT(mid.kv_window_blocks_used, 4);
+  EXPECT_LE(mid.kv_window_blocks_used, 4 * ((kWindow + 3) / 4 + 1));
+  for (RequestId id = 1; id <= 4; ++id) core.cancel(id);
+  while (core.has_work()) core.step();
+  for (RequestHandle& h : handles) {
+    const GenerationResult r = h.wait();
+    EXPECT_EQ(r.final.reason, FinishReason::kCancelled);
+    EXPECT_EQ(r.tokens.size(), 10u);
+  }
+  const sched::SchedulerStats end = core.scheduler_stats();
+  EXPECT_EQ(end.kv_blocks_used, 0);
+  EXPECT_EQ(end.kv_window_blocks_used, 0);
+  EXPECT_EQ(metrics.snapshot().kv_window_blocks_used, 0);
 }
 
 }  // namespace

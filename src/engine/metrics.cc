@@ -77,8 +77,10 @@ void Metrics::on_finish(const FinalEvent& f) {
   std::lock_guard<std::mutex> lock(mutex_);
   ++s_.requests_finished[static_cast<size_t>(f.reason)];
   if (f.reason == FinishReason::kRejected) return;  // never ran: no latencies
-  s_.prompt_tokens += static_cast<uint64_t>(f.usage.prompt_tokens);
-  s_.cached_prompt_tokens += static_cast<uint64_t>(f.usage.cached_prompt_tokens);
+  if (f.sample_index == 0) {  // parallel samples share their prompt: count it once
+    s_.prompt_tokens += static_cast<uint64_t>(f.usage.prompt_tokens);
+    s_.cached_prompt_tokens += static_cast<uint64_t>(f.usage.cached_prompt_tokens);
+  }
   s_.e2e_ms.observe(f.timings.e2e_ms);
   if (f.usage.completion_tokens > 0) {
     s_.queue_ms.observe(f.timings.queue_ms);
@@ -106,6 +108,13 @@ void Metrics::on_step(const StepStats& step) {
 void Metrics::on_cow_copies(uint64_t n) {
   std::lock_guard<std::mutex> lock(mutex_);
   s_.cow_copies += n;
+}
+
+void Metrics::set_kv_layout(std::string_view dtype, int64_t bytes_per_token, int64_t total_bytes) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  s_.kv_dtype = std::string(dtype);
+  s_.kv_bytes_per_token = bytes_per_token;
+  s_.kv_bytes_total = total_bytes;
 }
 
 void Metrics::set_scheduler_gauges(const SchedulerGauges& g) {

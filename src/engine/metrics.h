@@ -10,6 +10,8 @@
 #include <cstdint>
 #include <mutex>
 #include <span>
+#include <string>
+#include <string_view>
 #include <vector>
 
 #include "engine/output_stream.h"
@@ -79,6 +81,11 @@ struct MetricsSnapshot {
   int64_t prefix_cache_blocks = 0;  // blocks indexed (referenced or evictable)
   StepStats last_step;
 
+  // KV cache layout, fixed when the engine starts (empty / 0 before).
+  std::string kv_dtype;            // "f16", "q8_0", ... (kv::kv_dtype_name)
+  int64_t kv_bytes_per_token = 0;  // K and V of one position, all layers, scales included
+  int64_t kv_bytes_total = 0;      // the whole pool
+
   Histogram queue_ms;
   Histogram ttft_ms;
   Histogram tpot_ms;
@@ -116,6 +123,8 @@ class Metrics {
   void on_step(const StepStats& step);
   void on_cow_copies(uint64_t n);
   void set_scheduler_gauges(const SchedulerGauges& g);
+  // Called once by the engine when it has allocated the KV pool.
+  void set_kv_layout(std::string_view dtype, int64_t bytes_per_token, int64_t total_bytes);
 
   MetricsSnapshot snapshot() const;
 

@@ -30,7 +30,7 @@ TEST(MetricsTest, CountersAndGaugesAddUp) {
   m.on_submit();
   m.on_submit();
   m.on_submit();
-  m.on_reject(RejectReason::kTooLong);
+  m.on_reject(RejectReason::kKvNeverFits);
   FinalEvent rejected;
   rejected.reason = FinishReason::kRejected;
   m.on_finish(rejected);
@@ -56,7 +56,7 @@ TEST(MetricsTest, CountersAndGaugesAddUp) {
   const MetricsSnapshot s = m.snapshot();
   EXPECT_EQ(s.requests_submitted, 3u);
   EXPECT_EQ(s.requests_rejected_total(), 1u);
-  EXPECT_EQ(s.requests_rejected[static_cast<size_t>(RejectReason::kTooLong)], 1u);
+  EXPECT_EQ(s.requests_rejected[static_cast<size_t>(RejectReason::kKvNeverFits)], 1u);
   EXPECT_EQ(s.requests_finished_total(), 2u);
   EXPECT_EQ(s.requests_finished[static_cast<size_t>(FinishReason::kLength)], 1u);
   EXPECT_EQ(s.prompt_tokens, 10u);

@@ -19,11 +19,21 @@ std::string_view finish_reason_name(FinishReason reason) {
 std::string_view reject_reason_name(RejectReason reason) {
   switch (reason) {
     case RejectReason::kNone: return "none";
-    case RejectReason::kTooLong: return "rejected_too_long";
-    case RejectReason::kOverloaded: return "overloaded";
     case RejectReason::kInvalid: return "invalid";
+    case RejectReason::kPromptTooLong: return "prompt_too_long";
+    case RejectReason::kContextExceeded: return "context_exceeded";
+    case RejectReason::kKvNeverFits: return "kv_never_fits";
+    case RejectReason::kQueueFull: return "queue_full";
+    case RejectReason::kKvExhausted: return "kv_exhausted";
+    case RejectReason::kDeadlineExpired: return "deadline_expired";
+    case RejectReason::kShuttingDown: return "shutting_down";
   }
   return "unknown";
+}
+
+bool is_transient(RejectReason reason) {
+  return reason == RejectReason::kQueueFull || reason == RejectReason::kKvExhausted ||
+         reason == RejectReason::kDeadlineExpired || reason == RejectReason::kShuttingDown;
 }
 
 RequestStream::RequestStream(RequestId id, std::function<void(RequestId)> on_cancel)
@@ -104,10 +114,12 @@ GenerationResult RequestHandle::wait() {
       continue;
     }
     if (e->is_final()) {
+      if (!e->final->prompt_logprobs.empty()) result.prompt_logprobs = std::move(e->final->prompt_logprobs);
       result.text += e->final->text;
       result.final = std::move(*e->final);
       return result;
     }
+    if (!e->token->prompt_logprobs.empty()) result.prompt_logprobs = std::move(e->token->prompt_logprobs);
     result.tokens.push_back(e->token->token);
     result.text += e->token->text;
     if (e->token->logprob) result.logprobs.push_back(std::move(*e->token->logprob));

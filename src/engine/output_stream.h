@@ -36,14 +36,26 @@ enum class FinishReason {
 inline constexpr int kNumFinishReasons = 6;
 std::string_view finish_reason_name(FinishReason reason);  // "stop", "length", ...
 
+// Why a request was refused. kInvalid .. kKvNeverFits can never succeed as
+// sent (HTTP 400); the rest are transient overload (429 / 503, retry later).
 enum class RejectReason {
   kNone,
-  kTooLong,     // prompt + max_tokens can never fit the context or the KV cache
-  kOverloaded,  // the queue is full under the reject policy
-  kInvalid,     // bad parameters (empty prompt, token ids out of range, sampling)
+  kInvalid,          // bad parameters (empty prompt, token ids out of range, sampling)
+  kPromptTooLong,    // the prompt alone fills the context (or an unchunked step)
+  kContextExceeded,  // prompt + max_tokens exceeds the model context
+  kKvNeverFits,      // prompt + max_tokens needs more KV blocks than the whole pool
+  kQueueFull,        // the waiting queue is at max_waiting
+  kKvExhausted,      // no KV blocks free now under the reject policy
+  kDeadlineExpired,  // the request's deadline passed while it was still queued
+  kShuttingDown,     // the engine is stopping or stopped
 };
-inline constexpr int kNumRejectReasons = 4;
-std::string_view reject_reason_name(RejectReason reason);  // "rejected_too_long", ...
+inline constexpr int kNumRejectReasons = 9;
+// "none", "invalid", "prompt_too_long", "context_exceeded", "kv_never_fits",
+// "queue_full", "kv_exhausted", "deadline_expired", "shutting_down": the
+// `reason` label of tokenmill_requests_rejected_total.
+std::string_view reject_reason_name(RejectReason reason);
+// True for the reasons that may succeed when retried later.
+bool is_transient(RejectReason reason);
 
 // Log-probabilities of a generated token under the model's plain softmax
 // (temperature 1, no filters), as the OpenAI API reports them.
@@ -58,6 +70,9 @@ struct TokenEvent {
   // begin a stop string is held back until it is decided (so it can be "").
   std::string text;
   std::optional<TokenLogprob> logprob;  // when the request asked for logprobs
+  // Only on the stream's first event (this, or the final event when no
+  // token is streamed): see FinalEvent::prompt_logprobs.
+  std::vector<TokenLogprob> prompt_logprobs;
 };
 
 struct Usage {
@@ -90,6 +105,16 @@ struct FinalEvent {
   // Index of the engine step in which the request first ran (-1: never).
   // Deterministic, unlike timings: tests use it to check scheduling order.
   int64_t first_scheduled_step = -1;
+  // Which of the request's parallel samples this stream is (0 .. n-1). The
+  // samples share one prompt: usage.prompt_tokens is repeated on each, but
+  // metrics count it once (sample 0).
+  int sample_index = 0;
+  // GenerateRequest::prompt_logprobs >= 0: the log-probability of prompt
+  // tokens 1 .. n-1, each given the tokens before it, with its top
+  // alternatives ([prompt.size() - 1]; token 0 has no prefix). Carried by
+  // the stream's first event: the first TokenEvent, or this final event when
+  // the request streams no token (max_tokens 0, or EOS first).
+  std::vector<TokenLogprob> prompt_logprobs;
 };
 
 struct StreamEvent {
@@ -142,6 +167,7 @@ struct GenerationResult {
   std::vector<int32_t> tokens;
   std::string text;  // every TokenEvent::text, then FinalEvent::text
   std::vector<TokenLogprob> logprobs;  // one per token when asked for
+  std::vector<TokenLogprob> prompt_logprobs;  // see FinalEvent::prompt_logprobs
   FinalEvent final;
 };
 

@@ -1,5 +1,7 @@
 #include "engine/output_stream.h"
 
+#include <set>
+
 #include <gtest/gtest.h>
 
 #include <atomic>
@@ -83,9 +85,21 @@ TEST(OutputStreamTest, CancelCallsBackOnceAndNotAfterTheEnd) {
 TEST(OutputStreamTest, ReasonNames) {
   EXPECT_EQ(finish_reason_name(FinishReason::kStop), "stop");
   EXPECT_EQ(finish_reason_name(FinishReason::kTimeout), "timeout");
-  EXPECT_EQ(reject_reason_name(RejectReason::kTooLong), "rejected_too_long");
-  EXPECT_EQ(reject_reason_name(RejectReason::kOverloaded), "overloaded");
   EXPECT_EQ(reject_reason_name(RejectReason::kInvalid), "invalid");
+  EXPECT_EQ(reject_reason_name(RejectReason::kPromptTooLong), "prompt_too_long");
+  EXPECT_EQ(reject_reason_name(RejectReason::kContextExceeded), "context_exceeded");
+  EXPECT_EQ(reject_reason_name(RejectReason::kKvNeverFits), "kv_never_fits");
+  EXPECT_EQ(reject_reason_name(RejectReason::kQueueFull), "queue_full");
+  EXPECT_EQ(reject_reason_name(RejectReason::kKvExhausted), "kv_exhausted");
+  EXPECT_EQ(reject_reason_name(RejectReason::kDeadlineExpired), "deadline_expired");
+  EXPECT_EQ(reject_reason_name(RejectReason::kShuttingDown), "shutting_down");
+  // Every reason has its own label.
+  std::set<std::string_view> names;
+  for (int i = 0; i < kNumRejectReasons; ++i) names.insert(reject_reason_name(static_cast<RejectReason>(i)));
+  EXPECT_EQ(names.size(), static_cast<size_t>(kNumRejectReasons));
+  EXPECT_EQ(names.count("unknown"), 0u);
+  EXPECT_TRUE(is_transient(RejectReason::kQueueFull));
+  EXPECT_FALSE(is_transient(RejectReason::kKvNeverFits));
 }
 
 }  // namespace

@@ -17,23 +17,38 @@ namespace tokenmill::engine {
 // first and preempted last; aging (EngineConfig) lifts long waiters.
 enum class Priority { kHigh = 0, kNormal = 1, kLow = 2 };
 
+// Most parallel samples per request (GenerateRequest::n).
+inline constexpr int kMaxSamples = 64;
+
 // Most top-logprobs a request may ask for (OpenAI allows 20).
 inline constexpr int kMaxTopLogprobs = 20;
 
 struct GenerateRequest {
   std::vector<int32_t> prompt;  // token ids, BOS included if the model wants one
   sample::SamplingParams sampling;
-  int64_t max_tokens = 128;  // completion tokens at most (>= 1)
+  // Completion tokens at most: >= 1, or 0 together with prompt_logprobs
+  // (score the prompt, generate nothing; finishes with kLength).
+  int64_t max_tokens = 128;
   Priority priority = Priority::kNormal;
   std::string tenant;  // isolation domain of the prefix cache (EngineConfig::prefix_isolation)
   // The request ends with FinishReason::kTimeout when it has not finished
   // this long after submit (queueing included).
   std::optional<std::chrono::milliseconds> timeout;
-  // Parallel samples of one prompt. Only 1 is supported for now: the
-  // scheduler does not fork sequences yet (n > 1 is rejected as invalid).
+  // Parallel samples of one prompt, in [1, min(kMaxSamples, max_seqs)]
+  // (Engine::submit_samples; submit() takes n == 1 only). The prompt is
+  // prefilled once, then the scheduler forks the sequence into n that share
+  // its KV blocks copy-on-write. Sample k samples with seed sampling.seed + k
+  // (so results are reproducible); each has its own stop checks and stream.
   int n = 1;
   bool logprobs = false;  // report the chosen token's log-probability
   int top_logprobs = 0;   // and this many alternatives, in [0, kMaxTopLogprobs]
+  // >= 0: also report every prompt token's log-probability given the tokens
+  // before it, with this many alternatives (FinalEvent::prompt_logprobs);
+  // in [-1, kMaxTopLogprobs], -1 = off. Prefill then computes a logits row
+  // for every prompt position (LogitRows::kAll: n_vocab floats each), and
+  // the request skips the prefix-cache lookup, since a hit would leave
+  // positions uncomputed.
+  int prompt_logprobs = -1;
 };
 
 }  // namespace tokenmill::engine

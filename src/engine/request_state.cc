@@ -30,15 +30,20 @@ FinishReason to_finish_reason(sched::FinishReason reason) {
 RejectReason to_reject_reason(sched::RejectReason reason) {
   switch (reason) {
     case sched::RejectReason::kNone: return RejectReason::kNone;
-    case sched::RejectReason::kTooLong: return RejectReason::kTooLong;
-    case sched::RejectReason::kOverloaded: return RejectReason::kOverloaded;
     case sched::RejectReason::kInvalid: return RejectReason::kInvalid;
+    case sched::RejectReason::kPromptTooLong: return RejectReason::kPromptTooLong;
+    case sched::RejectReason::kContextExceeded: return RejectReason::kContextExceeded;
+    case sched::RejectReason::kKvNeverFits: return RejectReason::kKvNeverFits;
+    case sched::RejectReason::kQueueFull: return RejectReason::kQueueFull;
+    case sched::RejectReason::kKvExhausted: return RejectReason::kKvExhausted;
+    case sched::RejectReason::kDeadlineExpired: return RejectReason::kDeadlineExpired;
   }
   return RejectReason::kInvalid;
 }
 
 RequestState::RequestState(std::shared_ptr<RequestStream> stream, const GenerateRequest& request, int32_t n_vocab,
-                           const tokenizer::Tokenizer* tokenizer, SteadyClock::time_point submitted)
+                           const tokenizer::Tokenizer* tokenizer, SteadyClock::time_point submitted,
+                           int sample_index)
     : stream_(std::move(stream)),
       want_logprobs_(request.logprobs || request.top_logprobs > 0),
       top_logprobs_(request.top_logprobs),
@@ -47,6 +52,10 @@ RequestState::RequestState(std::shared_ptr<RequestStream> stream, const Generate
       tokenizer_(tokenizer),
       stops_(request.sampling.stop),
       history_(request.prompt),
+      prompt_logprobs_(request.prompt_logprobs),
+      discard_output_(request.max_tokens == 0),
+      num_prompt_tokens_(static_cast<int64_t>(request.prompt.size())),
+      sample_index_(sample_index),
       submitted_(submitted) {
   // The output continues the prompt: its first word keeps its leading space.
   if (tokenizer_ != nullptr) detok_.emplace(*tokenizer_, /*skip_special=*/true, /*at_text_start=*/false);
@@ -56,6 +65,30 @@ void RequestState::note_scheduled(const sched::Sequence& seq, int64_t step) {
   if (first_step_ >= 0) return;
   first_step_ = step;
   cached_prompt_tokens_ = std::min(seq.num_cached_prompt_tokens, seq.num_prompt_tokens());
+}
+
+bool RequestState::wants_prompt_logits(int64_t start_pos, int64_t num_tokens) const {
+  const int64_t next_missing = num_prompt_lps_;  // the row position still needed
+  return prompt_logprobs_ >= 0 && next_missing < num_prompt_tokens_ - 1 && start_pos <= next_missing &&
+         next_missing < start_pos + num_tokens;
+}
+
+void RequestState::record_prompt_logprob(const sched::Sequence& seq, int64_t pos, std::span<const float> logits) {
+  const int64_t target = pos + 1;  // the token this row predicts
+  if (prompt_logprobs_ < 0 || target >= num_prompt_tokens_ || target != num_prompt_lps_ + 1) return;
+  const int32_t id = seq.prompt[static_cast<size_t>(target)];
+  TokenLogprob lp;
+  lp.logprob = static_cast<float>(static_cast<double>(logits[static_cast<size_t>(id)]) - sample::log_sum_exp(logits));
+  if (prompt_logprobs_ > 0) lp.top = sample::top_logprobs(logits, prompt_logprobs_);
+  prompt_lps_.push_back(std::move(lp));
+  ++num_prompt_lps_;
+}
+
+void RequestState::inherit_prefill(const RequestState& parent) {
+  prompt_lps_ = parent.prompt_lps_;
+  num_prompt_lps_ = parent.num_prompt_lps_;
+  first_step_ = parent.first_step_;
+  cached_prompt_tokens_ = parent.cached_prompt_tokens_;
 }
 
 int32_t RequestState::sample(std::span<const float> logits, sample::SamplerScratch& scratch) {
@@ -80,6 +113,7 @@ int32_t RequestState::sample(std::span<const float> logits, sample::SamplerScrat
 sched::FinishReason RequestState::on_token(const sched::Sequence& seq, SteadyClock::time_point now,
                                            Metrics& metrics) {
   if (!sample_error_.empty()) return sched::FinishReason::kError;
+  if (discard_output_) return sched::FinishReason::kLength;  // max_tokens 0: scored the prompt only
   const int32_t id = seq.output.back();
   history_.push_back(id);
   if (last_token_) metrics.on_token_gap(ms_between(*last_token_, now));
@@ -89,6 +123,10 @@ sched::FinishReason RequestState::on_token(const sched::Sequence& seq, SteadyClo
   }
   TokenEvent event;
   event.token = id;
+  if (prompt_logprobs_ >= 0 && !prompt_lps_sent_) {
+    event.prompt_logprobs = std::move(prompt_lps_);
+    prompt_lps_sent_ = true;
+  }
   event.logprob = std::move(pending_logprob_);
   pending_logprob_.reset();
   bool stopped = false;
@@ -117,8 +155,13 @@ FinalEvent RequestState::make_final(const sched::Sequence& seq, SteadyClock::tim
   if (f.reason != FinishReason::kRejected) f.text = release_held_text();
   f.usage.prompt_tokens = seq.num_prompt_tokens();
   f.usage.cached_prompt_tokens = cached_prompt_tokens_;
-  f.usage.completion_tokens = seq.num_output_tokens();
+  f.usage.completion_tokens = discard_output_ ? 0 : seq.num_output_tokens();
+  if (prompt_logprobs_ >= 0 && !prompt_lps_sent_) {
+    f.prompt_logprobs = std::move(prompt_lps_);
+    prompt_lps_sent_ = true;
+  }
   f.num_preemptions = seq.num_preemptions;
+  f.sample_index = sample_index_;
   f.first_scheduled_step = first_step_;
 
   Timings& t = f.timings;

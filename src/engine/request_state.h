@@ -34,8 +34,10 @@ class RequestState {
   // Precondition: request validated (its sampling params construct a
   // Sampler). tokenizer may be null: events then carry no text and only
   // max_tokens ends generation.
+  // sample_index: which of the request's parallel samples this is (the
+  // caller seeds request.sampling accordingly).
   RequestState(std::shared_ptr<RequestStream> stream, const GenerateRequest& request, int32_t n_vocab,
-               const tokenizer::Tokenizer* tokenizer, SteadyClock::time_point submitted);
+               const tokenizer::Tokenizer* tokenizer, SteadyClock::time_point submitted, int sample_index = 0);
 
   RequestStream& stream() { return *stream_; }
   SteadyClock::time_point submitted() const { return submitted_; }
@@ -43,6 +45,20 @@ class RequestState {
   // Called when the sequence appears in a step's batch; the first call
   // records the step index and the prompt tokens the prefix cache served.
   void note_scheduled(const sched::Sequence& seq, int64_t step);
+
+  // True when a chunk of this request's prefill at [start_pos, start_pos +
+  // num_tokens) must return every row (LogitRows::kAll): prompt
+  // log-probabilities are asked for and some of its positions still lack one.
+  bool wants_prompt_logits(int64_t start_pos, int64_t num_tokens) const;
+  // Records the log-probability of prompt token pos + 1 from the logits row
+  // of position pos (and its top alternatives). Positions already recorded
+  // (a recompute after preemption) and those past the prompt are ignored.
+  void record_prompt_logprob(const sched::Sequence& seq, int64_t pos,
+                             std::span<const float> logits);  // [n_vocab]
+
+  // A parallel sample forked from `parent` (sample 0) at the end of their
+  // shared prefill: takes its prompt log-probabilities and prefill records.
+  void inherit_prefill(const RequestState& parent);
 
   // Picks the next token from the sequence's logits row and, when asked,
   // computes its log-probabilities. A sampler failure (every token banned)
@@ -73,6 +89,13 @@ class RequestState {
   sample::StopStringMatcher stops_;
   std::vector<int32_t> history_;  // prompt + sampled tokens, for penalties
   std::optional<TokenLogprob> pending_logprob_;
+  int prompt_logprobs_ = -1;            // GenerateRequest::prompt_logprobs
+  bool discard_output_ = false;         // max_tokens 0: the one sampled token is not output
+  int64_t num_prompt_tokens_ = 0;
+  std::vector<TokenLogprob> prompt_lps_;  // for prompt tokens 1.., until sent
+  int64_t num_prompt_lps_ = 0;            // recorded so far (survives the hand-off)
+  bool prompt_lps_sent_ = false;
+  int sample_index_ = 0;
   std::string sample_error_;
   SteadyClock::time_point submitted_;
   std::optional<SteadyClock::time_point> last_token_;

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <vector>
 
 #include "kernels/ops.h"
 #include "kernels/paged_attention.h"
@@ -225,15 +226,20 @@ void Model::attention_block(int64_t layer, std::span<const SequenceChunk> chunks
   const float base = local ? c.rope_base_local : c.rope_base;
   const float freq_scale = local ? c.rope_freq_scale_local : c.rope_freq_scale;
   const float* factors = weights_.rope_freqs.data;
-  for (int64_t i = 0; i < T; ++i) {
-    const int64_t pos = positions[static_cast<size_t>(i)];
-    for (int64_t h = 0; h < c.n_head; ++h)
-      kernels::rope(s.q.data() + (i * c.n_head + h) * hd, hd, c.rope_dims, pos, base, freq_scale, factors,
-                    c.rope_neox);
-    for (int64_t h = 0; h < c.n_kv_head; ++h)
-      kernels::rope(s.k.data() + (i * c.n_kv_head + h) * hd, hd, c.rope_dims, pos, base, freq_scale,
-                    factors, c.rope_neox);
-  }
+  // Angles once per token, shared by its heads; tokens split over the pool.
+  pool.parallel_for(T, [&](int, int64_t first, int64_t last) {
+    std::vector<double> cos_t(static_cast<size_t>(c.rope_dims / 2)), sin_t(cos_t.size());
+    for (int64_t i = first; i < last; ++i) {
+      kernels::rope_angles(c.rope_dims, positions[static_cast<size_t>(i)], base, freq_scale, factors, cos_t.data(),
+                           sin_t.data());
+      for (int64_t h = 0; h < c.n_head; ++h)
+        kernels::rope_apply(s.q.data() + (i * c.n_head + h) * hd, c.rope_dims, cos_t.data(), sin_t.data(),
+                            c.rope_neox);
+      for (int64_t h = 0; h < c.n_kv_head; ++h)
+        kernels::rope_apply(s.k.data() + (i * c.n_kv_head + h) * hd, c.rope_dims, cos_t.data(), sin_t.data(),
+                            c.rope_neox);
+    }
+  });
 
   // Write each sequence's new K/V into its blocks, then attend over all its
   // positions so far (read back through the same block table).

@@ -40,9 +40,11 @@ int64_t SchedulerConfig::max_step_tokens() const {
   return prefill_chunk > 0 ? std::min(prefill_chunk, max_batch_tokens) : max_batch_tokens;
 }
 
-int64_t SchedulerConfig::window_blocks_per_seq() const {
-  return ceil_div(sliding_window - 1 + max_step_tokens(), block_size) + 1;
+int64_t SchedulerConfig::window_blocks_per_step(int64_t step_tokens) const {
+  return ceil_div(sliding_window - 1 + step_tokens, block_size) + 1;
 }
+
+int64_t SchedulerConfig::window_blocks_per_seq() const { return window_blocks_per_step(max_step_tokens()); }
 
 static const SchedulerConfig& validated(const SchedulerConfig& config) {
   config.validate();
@@ -98,37 +100,58 @@ std::optional<Scheduler::Rejection> Scheduler::admission_error(const Sequence& s
   if (find(seq.id) != nullptr) {
     return Rejection{RejectReason::kInvalid, fmt::format("request id {} is already scheduled", seq.id)};
   }
+  if (seq.num_samples() > config_.max_seqs) {
+    return Rejection{RejectReason::kInvalid, fmt::format("{} parallel samples exceed max_seqs ({})", seq.num_samples(),
+                                                         config_.max_seqs)};
+  }
   const int64_t total = prompt_len + seq.max_tokens;
+  if (config_.max_model_len > 0 && prompt_len >= config_.max_model_len) {
+    return Rejection{RejectReason::kPromptTooLong,
+                     fmt::format("the prompt ({} tokens) leaves no room in the model context of {} tokens",
+                                 prompt_len, config_.max_model_len)};
+  }
   if (config_.max_model_len > 0 && total > config_.max_model_len) {
-    return Rejection{RejectReason::kTooLong,
+    return Rejection{RejectReason::kContextExceeded,
                      fmt::format("prompt ({} tokens) + max_tokens ({}) = {} exceeds the model context of {} tokens",
                                  prompt_len, seq.max_tokens, total, config_.max_model_len)};
   }
   // The last sampled token is never run through the model, so the K/V of
   // total - 1 positions must fit.
   const int64_t bs = config_.block_size;
-  const int64_t blocks = ceil_div(total - 1, bs);
+  // Forks share the prompt's full blocks and own the rest.
+  const int64_t shared = prompt_len / bs;
+  const int64_t blocks = shared + seq.num_samples() * (ceil_div(total - 1, bs) - shared);
   if (blocks > config_.num_blocks) {
-    return Rejection{RejectReason::kTooLong,
+    return Rejection{RejectReason::kKvNeverFits,
                      fmt::format("prompt ({} tokens) + max_tokens ({}) needs {} KV blocks, but the whole cache has "
                                  "{} blocks ({} tokens)",
                                  prompt_len, seq.max_tokens, blocks, config_.num_blocks, config_.num_blocks * bs)};
   }
+  if (window_allocator_ && seq.num_samples() > 1) {
+    // Every sample decodes at once, each holding up to a decode step's window.
+    const int64_t per_sample = std::min(ceil_div(total - 1, bs), config_.window_blocks_per_step(1));
+    const int64_t window = std::max(seq.num_samples() * per_sample, config_.window_blocks_per_seq());
+    if (window > config_.num_window_blocks) {
+      return Rejection{RejectReason::kKvNeverFits,
+                       fmt::format("{} parallel samples need {} sliding-window KV blocks, but the window pool has {}",
+                                   seq.num_samples(), window, config_.num_window_blocks)};
+    }
+  }
   if (config_.prefill_chunk == 0 && prompt_len > config_.max_batch_tokens) {
-    return Rejection{RejectReason::kTooLong,
+    return Rejection{RejectReason::kPromptTooLong,
                      fmt::format("prompt ({} tokens) exceeds max_batch_tokens ({}) and chunked prefill is off",
                                  prompt_len, config_.max_batch_tokens)};
   }
   if (config_.max_waiting > 0 && num_waiting() >= config_.max_waiting) {
-    return Rejection{RejectReason::kOverloaded,
-                     fmt::format("overloaded: the waiting queue is full ({} requests)", num_waiting())};
+    return Rejection{RejectReason::kQueueFull,
+                     fmt::format("the waiting queue is full ({} requests)", num_waiting())};
   }
   if (config_.on_kv_exhausted == KvExhaustedPolicy::kReject) {
     const int64_t need = ceil_div(prompt_len, bs);
     const int64_t free = allocator_.num_available() - blocks_reserved_by_running() - blocks_wanted_by_waiting();
     if (need > free) {
-      return Rejection{RejectReason::kOverloaded,
-                       fmt::format("overloaded: the prompt needs {} KV blocks, {} are available", need,
+      return Rejection{RejectReason::kKvExhausted,
+                       fmt::format("the KV cache is exhausted: the prompt needs {} blocks, {} are free", need,
                                    std::max<int64_t>(0, free))};
     }
   }
@@ -184,7 +207,8 @@ void Scheduler::publish_computed(Sequence& seq) {
 
 std::vector<std::unique_ptr<Sequence>> Scheduler::commit(const ScheduledBatch& batch,
                                                          std::span<const std::optional<int32_t>> sampled,
-                                                         TimePoint now) {
+                                                         TimePoint now,
+                                                         std::span<const std::vector<int32_t>> fork_tokens) {
   TM_CHECK(sampled.size() == batch.seqs.size());
   TM_CHECK_MSG(batch_outstanding_ || batch.seqs.empty(), "commit() without a matching schedule()");
   batch_outstanding_ = false;
@@ -198,6 +222,10 @@ std::vector<std::unique_ptr<Sequence>> Scheduler::commit(const ScheduledBatch& b
     TM_CHECK(seq.num_computed_tokens <= seq.blocks.num_tokens());
     publish_computed(seq);
     if (!s.samples) continue;
+    if (!seq.fork_ids.empty()) {
+      TM_CHECK_MSG(i < fork_tokens.size(), "a sequence with fork_ids sampled without fork tokens");
+      make_forks(seq, fork_tokens[i], now, done);
+    }
     seq.output.push_back(*sampled[i]);
     if (!seq.first_token) seq.first_token = now;
     FinishReason reason = stop_check_ ? stop_check_(seq) : FinishReason::kNone;
@@ -208,6 +236,49 @@ std::vector<std::unique_ptr<Sequence>> Scheduler::commit(const ScheduledBatch& b
     done.push_back(std::move(owned));
   }
   return done;
+}
+
+// Creates one sequence per fork id of `parent`, whose step has just
+// computed its last known token: a copy sharing every block (retained once
+// more), with its own first token. Forks that finish at once (a stop, or
+// max_tokens 1) go to `done` with their blocks released.
+void Scheduler::make_forks(Sequence& parent, std::span<const int32_t> first_tokens, TimePoint now,
+                           std::vector<std::unique_ptr<Sequence>>& done) {
+  TM_CHECK(first_tokens.size() == parent.fork_ids.size() && parent.output.empty());
+  const std::vector<uint64_t> ids = std::move(parent.fork_ids);
+  parent.fork_ids.clear();
+  for (size_t k = 0; k < ids.size(); ++k) {
+    // The copy's block ids are replaced at once: it holds no references of
+    // its own until fork() retains every block once more, in both groups
+    // (the window table keeps its first held block).
+    auto child = std::make_unique<Sequence>(parent);
+    child->blocks = parent.blocks.fork(allocator_);
+    if (window_allocator_) child->window_blocks = parent.window_blocks.fork(*window_allocator_);
+    child->id = ids[k];
+    child->output.push_back(first_tokens[k]);
+    child->first_token = now;
+    FinishReason reason = stop_check_ ? stop_check_(*child) : FinishReason::kNone;
+    if (reason == FinishReason::kNone && child->num_output_tokens() >= child->max_tokens) reason = FinishReason::kLength;
+    if (reason == FinishReason::kNone) {
+      running_.push_back(std::move(child));
+      continue;
+    }
+    finish(*child, reason, now);
+    done.push_back(std::move(child));
+  }
+}
+
+bool Scheduler::drop_fork(uint64_t parent, uint64_t fork_id) {
+  for (auto* list : {&running_, &waiting_}) {
+    for (auto& seq : *list) {
+      if (seq->id != parent) continue;
+      const auto it = std::find(seq->fork_ids.begin(), seq->fork_ids.end(), fork_id);
+      if (it == seq->fork_ids.end()) return false;
+      seq->fork_ids.erase(it);
+      return true;
+    }
+  }
+  return false;
 }
 
 std::vector<std::unique_ptr<Sequence>> Scheduler::fail_batch(const ScheduledBatch& batch,

@@ -33,16 +33,20 @@
 //
 // POLICY
 // * Admission (add): a sequence whose prompt + max_tokens can never fit
-//   (more blocks than the whole pool, or longer than max_model_len), or
+//   (more blocks than the whole pool, counting every parallel sample's own
+//   blocks; with a window pool, n > 1 samples each decoding with a full
+//   window's blocks must fit it too; or longer than max_model_len), or
 //   whose prompt exceeds max_batch_tokens when chunked prefill is off, is
-//   rejected at once (kTooLong), as are an empty prompt or max_tokens < 1
-//   (kInvalid) and arrivals beyond max_waiting (kOverloaded). Under the
-//   kReject policy a sequence is also rejected (kOverloaded) when the blocks
+//   rejected at once (kPromptTooLong / kContextExceeded / kKvNeverFits), as
+//   are an empty prompt or max_tokens < 1 (kInvalid) and arrivals beyond
+//   max_waiting (kQueueFull). Under the kReject policy a sequence is also
+//   rejected (kKvExhausted) when the blocks
 //   of its prompt are not available right now (free + evictable, minus what
 //   waiting prompts and unfinished prefills already need; prefix hits are
 //   not counted, so this errs on the side of rejecting).
 // * Each step, first: pending cancels and expired deadlines end (kCancelled,
-//   kTimeout), freeing their blocks.
+//   kTimeout; a deadline that passes before the sequence ever ran is a
+//   rejection, kDeadlineExpired), freeing their blocks.
 // * Decode first: every running sequence whose prefill is done gets its one
 //   token, in rank order, before any prefill; long prompts never stall
 //   token streams. max_batch_tokens >= max_seqs (checked) so decodes always
@@ -65,7 +69,7 @@
 // * Prefix cache: looked up whenever a sequence is admitted from the queue
 //   (first time, or after a preemption); hits become its first blocks and
 //   count as computed. Never covers the last token. Blocks are published as
-//   they fill (in commit).
+//   they fill (in commit). Sequences with skip_prefix_lookup take no hits.
 // * Two KV groups (num_window_blocks > 0): every sequence has a block table
 //   per group, and every append takes blocks from both pools (all or
 //   nothing; "the pool ran dry" means either pool). At the start of each
@@ -73,6 +77,12 @@
 //   num_computed_tokens - sliding_window + 1, so a decoding sequence holds at
 //   most ceil(sliding_window / block_size) + 1 window blocks. A prefix hit
 //   also needs the window blocks the next token attends (see prefix_cache.h).
+// * Parallel samples: a sequence with fork_ids is admitted only when
+//   num_samples() sequence slots are free (max_seqs), and forks in the commit
+//   that completes its prefill; the forks rank like it and are preempted,
+//   cancelled and finished independently from then on. A fork shares both
+//   groups' blocks (copy-on-write; the window table keeps its first held
+//   block) and owns its own references in each pool.
 // * KV exhausted while a running sequence needs a block for its next token:
 //   - kPreempt: preempt the lowest-ranked (lowest class, newest) running
 //     sequence not yet scheduled this step (possibly the needy one itself):
@@ -82,7 +92,7 @@
 //   - kQueue: the sequence skips this step and no new prefill is admitted
 //     until blocks free up.
 //   - kReject: as kQueue, and every waiting sequence that has not started
-//     yet is rejected (kOverloaded) to shed load.
+//     yet is rejected (kKvExhausted) to shed load.
 //   Unfinished prefills never preempt: their chunk shrinks to what fits.
 //   Under every policy, if nothing at all could run in a step while
 //   sequences are running (all stalled), the lowest-ranked running
@@ -128,8 +138,11 @@ struct SchedulerConfig {
   // Most tokens one sequence writes in one step: the prefill chunk, bounded
   // by the step budget.
   int64_t max_step_tokens() const;
-  // Most window-group blocks one sequence holds: the window before its step
-  // plus the step's tokens, ceil((window - 1 + max_step_tokens) / block_size) + 1.
+  // Most window-group blocks one sequence holds in a step of step_tokens:
+  // the window before its step plus the step's tokens,
+  // ceil((window - 1 + step_tokens) / block_size) + 1.
+  int64_t window_blocks_per_step(int64_t step_tokens) const;
+  // The same for the longest step (max_step_tokens).
   int64_t window_blocks_per_seq() const;
 };
 
@@ -183,10 +196,21 @@ class Scheduler {
 
   // Applies a step's results. sampled: [batch.seqs.size()]; sampled[i] holds
   // the token sampled for batch.seqs[i] iff batch.seqs[i].samples.
+  // fork_tokens: empty, or [batch.seqs.size()] where entry i holds one first
+  // token per fork id of batch.seqs[i].seq when that entry samples and the
+  // sequence has fork_ids (sampled from the same logits row): those forks
+  // are created here, before the entry's own token is appended, sharing its
+  // blocks (refcounts up; the partly filled last block is copied on the
+  // first write), each with its token as its first output.
   // Returns the sequences that finished (kStop / kLength), blocks freed.
   std::vector<std::unique_ptr<Sequence>> commit(const ScheduledBatch& batch,
                                                 std::span<const std::optional<int32_t>> sampled,
-                                                TimePoint now);
+                                                TimePoint now,
+                                                std::span<const std::vector<int32_t>> fork_tokens = {});
+  // Drops a fork that was not made yet (a sample cancelled before its
+  // prompt's prefill completed). False when `parent` is unknown or has no
+  // such pending fork.
+  bool drop_fork(uint64_t parent, uint64_t fork_id);
   // The forward pass failed: every sequence of the batch ends with kError.
   std::vector<std::unique_ptr<Sequence>> fail_batch(const ScheduledBatch& batch, const std::string& message,
                                                     TimePoint now);
@@ -243,6 +267,9 @@ class Scheduler {
   void drop_out_of_window(Sequence& seq);
   bool append_slots(Sequence& seq, int64_t n, ScheduledBatch& batch);
   int64_t max_appendable(const Sequence& seq) const;
+  int64_t running_slots() const;  // running sequences plus their pending forks
+  void make_forks(Sequence& parent, std::span<const int32_t> first_tokens, TimePoint now,
+                  std::vector<std::unique_ptr<Sequence>>& done);
 
   SchedulerConfig config_;
   kv::BlockAllocator allocator_;

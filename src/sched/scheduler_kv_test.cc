@@ -1,9 +1,12 @@
 // Scheduler under KV pressure: each on_kv_exhausted policy in a hand-worked
-// scenario, and a randomized stress run (arrivals, priorities, shared
-// prefixes, cancels, deadlines) per policy that checks every generated token
-// against the reference, and that the pool ends fully free.
+// scenario, forks of parallel samples, and a randomized stress run
+// (arrivals, priorities, shared prefixes, parallel-sample forks, cancels,
+// deadlines) per policy, with one KV pool or two (sliding-window group),
+// that checks every generated token against the reference, every block's
+// refcount in both pools after every step, and that the pools end fully free.
 #include <gtest/gtest.h>
 
+#include <map>
 #include <random>
 
 #include "sched/scheduler.h"
@@ -131,20 +134,83 @@ TEST(SchedulerKv, RejectSheds) {
   d.add(make_seq(3, 4, 1));  // 1 block: the last one not claimed by queued prompts
   auto rejected = d.sched.add(make_seq(4, 1, 1), d.now);
   ASSERT_NE(rejected, nullptr);
-  EXPECT_EQ(rejected->reject_reason, RejectReason::kOverloaded);
-  EXPECT_NE(rejected->error.find("overloaded"), std::string::npos);
+  EXPECT_EQ(rejected->reject_reason, RejectReason::kKvExhausted);
+  EXPECT_NE(rejected->error.find("KV cache is exhausted"), std::string::npos) << rejected->error;
   EXPECT_EQ(d.step(), (std::vector<Entry>{{1, 0, 8, true, false}, {2, 0, 8, true, false}}));
   // 1 takes the last block, 2 stalls: 3 (never started) is rejected.
   EXPECT_EQ(d.step(), (std::vector<Entry>{{1, 8, 1, true, true}}));
   const Sequence* s3 = d.finished_seq(3);
   ASSERT_NE(s3, nullptr);
   EXPECT_EQ(s3->finish_reason, FinishReason::kRejected);
-  EXPECT_EQ(s3->reject_reason, RejectReason::kOverloaded);
+  EXPECT_EQ(s3->reject_reason, RejectReason::kKvExhausted);
   d.run_to_completion();
   EXPECT_EQ(d.finished_seq(2)->finish_reason, FinishReason::kLength);
   EXPECT_EQ(d.sched.stats().num_rejections, 2);
   EXPECT_EQ(d.sched.stats().num_preemptions, 0);
   expect_all_reference(d);
+}
+
+// A 6-token prompt (one full block of 4 and a half-filled one) forked into
+// 3 samples: the prefill runs once, the forks share both blocks, and the
+// first decode step copies the shared half-filled block for two of them
+// (the third writes it in place).
+TEST(SchedulerKv, ForksShareThePromptBlocksCopyOnWrite) {
+  SchedulerConfig c = small_pool(16, KvExhaustedPolicy::kPreempt, /*max_seqs=*/4);
+  Driver d(c);
+  auto s = make_seq(1, 6, 4);
+  s->fork_ids = {2, 3};
+  d.add(std::move(s));
+  EXPECT_EQ(d.step(), (std::vector<Entry>{{1, 0, 6, true, false}}));
+  EXPECT_EQ(d.sched.num_running(), 3);
+  const Sequence* parent = d.sched.find(1);
+  ASSERT_NE(parent, nullptr);
+  for (uint64_t id : {2u, 3u}) {
+    const Sequence* f = d.sched.find(id);
+    ASSERT_NE(f, nullptr);
+    EXPECT_EQ(f->blocks.blocks(), parent->blocks.blocks());
+    EXPECT_EQ(f->num_computed_tokens, 6);
+    EXPECT_EQ(f->output.size(), 1u);
+    EXPECT_NE(f->output[0], parent->output[0]);
+  }
+  for (kv::BlockId b : parent->blocks.blocks()) EXPECT_EQ(d.sched.allocator().ref_count(b), 3);
+  EXPECT_EQ(d.sched.allocator().num_used(), 2);
+  ScheduledBatch batch = d.sched.schedule(d.now);
+  EXPECT_EQ(batch.seqs.size(), 3u);
+  EXPECT_EQ(batch.copies.size(), 2u);  // the half-filled block, for two of the three
+  EXPECT_EQ(d.sched.allocator().num_used(), 4);
+  const auto sampled = d.model.run(batch);
+  for (auto& f : d.sched.commit(batch, sampled, d.now)) d.finished.push_back(std::move(f));
+  d.sched.cancel(3);
+  d.run_to_completion();
+  ASSERT_EQ(d.finished.size(), 3u);
+  EXPECT_EQ(d.finished_seq(3)->finish_reason, FinishReason::kCancelled);
+  for (uint64_t id : {1u, 2u}) EXPECT_EQ(d.finished_seq(id)->finish_reason, FinishReason::kLength);
+  for (const auto& f : d.finished) d.expect_reference(*f);
+  EXPECT_EQ(d.sched.allocator().num_used(), 0);
+}
+
+TEST(SchedulerKv, ForksNeedSlotsAndBlocksForEverySample) {
+  Driver d(small_pool(16, KvExhaustedPolicy::kPreempt, /*max_seqs=*/2));
+  auto s = make_seq(1, 6, 4);
+  s->fork_ids = {2, 3};  // 3 samples > max_seqs
+  auto r = d.sched.add(std::move(s), d.now);
+  ASSERT_NE(r, nullptr);
+  EXPECT_EQ(r->reject_reason, RejectReason::kInvalid);
+  // 8 + 30 tokens: 2 shared prompt blocks + 2 x (10 - 2) > 16 blocks.
+  auto big = make_seq(4, 8, 30);
+  big->fork_ids = {5};
+  r = d.sched.add(std::move(big), d.now);
+  ASSERT_NE(r, nullptr);
+  EXPECT_EQ(r->reject_reason, RejectReason::kKvNeverFits);
+  // A pending fork can be dropped before the prefill completes.
+  auto two = make_seq(6, 6, 2);
+  two->fork_ids = {7};
+  d.add(std::move(two));
+  EXPECT_TRUE(d.sched.drop_fork(6, 7));
+  EXPECT_FALSE(d.sched.drop_fork(6, 7));
+  d.run_to_completion();
+  EXPECT_EQ(d.finished.size(), 1u);
+  EXPECT_EQ(d.sched.allocator().num_used(), 0);
 }
 
 struct StressCase {
@@ -156,8 +222,30 @@ struct StressCase {
 };
 
 struct StressTotals {
-  int64_t preemptions = 0, hits = 0, added = 0, ended = 0;
+  int64_t preemptions = 0, hits = 0, added = 0, ended = 0, forks = 0;
 };
+
+// Every block's refcount is exactly its number of appearances in the
+// tables of the sequences the scheduler holds (forks share blocks; the
+// prefix cache holds no references of its own), and the ledger adds up; in
+// both pools with two KV groups (window tables counted in the window pool).
+void expect_exact_refcounts(const kv::BlockAllocator& a, const Driver& d, uint64_t max_id, bool window) {
+  std::vector<int32_t> refs(static_cast<size_t>(a.num_blocks()), 0);
+  for (uint64_t id = 1; id < max_id; ++id) {
+    if (const Sequence* s = d.sched.find(id)) {
+      for (kv::BlockId b : (window ? s->window_blocks : s->blocks).blocks()) ++refs[static_cast<size_t>(b)];
+    }
+  }
+  for (kv::BlockId b = 0; b < a.num_blocks(); ++b) {
+    ASSERT_EQ(a.ref_count(b), refs[static_cast<size_t>(b)]) << (window ? "window block " : "block ") << b;
+  }
+  EXPECT_EQ(a.num_free() + a.num_evictable() + a.num_used(), a.num_blocks());
+}
+
+void expect_exact_refcounts(const Driver& d, uint64_t max_id) {
+  expect_exact_refcounts(d.sched.allocator(), d, max_id, false);
+  if (const kv::BlockAllocator* w = d.sched.window_allocator()) expect_exact_refcounts(*w, d, max_id, true);
+}
 
 // One seeded run: ~200 arrivals over 400 steps (random prompt lengths,
 // half sharing a 12-token prefix, 10% with deadlines), random cancels, then
@@ -179,6 +267,7 @@ void run_stress(const StressCase& p, uint32_t seed, StressTotals& totals) {
   auto pick = [&](int lo, int hi) { return std::uniform_int_distribution<int>(lo, hi)(rng); };
   const std::vector<int32_t> shared_prefix = make_seq(999, 12, 1)->prompt;
   uint64_t next_id = 1;
+  std::map<uint64_t, uint64_t> fork_parent;  // fork id -> its parent
   for (int step = 0; step < 400 || d.sched.has_work(); ++step) {
     ASSERT_LT(step, 5000) << "no progress";
     if (step < 400 && pick(0, 1) == 0) {
@@ -188,20 +277,34 @@ void run_stress(const StressCase& p, uint32_t seed, StressTotals& totals) {
         std::copy_n(shared_prefix.begin(), n, s->prompt.begin());
       }
       if (pick(0, 9) == 0) s->deadline = d.now + std::chrono::milliseconds(pick(1, 30));
-      ++totals.added;
+      if (pick(0, 3) == 0) {  // parallel samples: 2 or 3 forks of one prefill
+        const uint64_t parent = s->id;
+        for (int k = pick(1, 2); k > 0; --k) {
+          fork_parent[next_id] = parent;
+          s->fork_ids.push_back(next_id++);
+        }
+      }
+      totals.added += s->num_samples();
       if (auto r = d.sched.add(std::move(s), d.now)) {
         EXPECT_EQ(r->finish_reason, FinishReason::kRejected);
-        ++totals.ended;
+        totals.ended += r->num_samples();  // its forks were never made
       }
     }
-    if (pick(0, 30) == 0 && next_id > 1) d.sched.cancel(static_cast<uint64_t>(pick(1, static_cast<int>(next_id - 1))));
+    if (pick(0, 30) == 0 && next_id > 1) {
+      const uint64_t id = static_cast<uint64_t>(pick(1, static_cast<int>(next_id - 1)));
+      // A fork not made yet is dropped from its parent instead.
+      if (!d.sched.cancel(id) && fork_parent.count(id) && d.sched.drop_fork(fork_parent[id], id)) ++totals.ended;
+    }
     d.step();
+    expect_exact_refcounts(d, next_id);
     if (::testing::Test::HasFailure()) return;
   }
   totals.ended += static_cast<int64_t>(d.finished.size());
   for (const auto& s : d.finished) {
+    totals.ended += static_cast<int64_t>(s->fork_ids.size());  // ended before its prefill completed
+    totals.forks += d.is_fork(s->id) ? 1 : 0;
     // Whatever the ending, every generated token is the reference's.
-    EXPECT_EQ(s->output, reference_generate(s->prompt, s->num_output_tokens())) << "request " << s->id;
+    d.expect_reference(*s);
     if (s->finish_reason == FinishReason::kLength) {
       EXPECT_EQ(s->num_output_tokens(), s->max_tokens);
     }
@@ -230,6 +333,7 @@ TEST_P(SchedulerStress, RandomTrafficMatchesReferenceAndLeaksNothing) {
     if (HasFailure()) return;
   }
   EXPECT_EQ(totals.ended, totals.added);
+  EXPECT_GT(totals.forks, 0) << "no fork ran";
   if (p.policy == KvExhaustedPolicy::kPreempt) {
     EXPECT_GT(totals.preemptions, 0) << "the pool was never short";
   }

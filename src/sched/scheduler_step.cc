@@ -63,8 +63,14 @@ void Scheduler::expire_deadlines(ScheduledBatch& batch, TimePoint now) {
         ++it;
         continue;
       }
-      seq.error = "the request's deadline passed";
-      finish(seq, FinishReason::kTimeout, now);
+      if (seq.first_scheduled) {
+        seq.error = "the request's deadline passed";
+        finish(seq, FinishReason::kTimeout, now);
+      } else {  // never ran: the engine was too busy, a rejection
+        seq.reject_reason = RejectReason::kDeadlineExpired;
+        seq.error = "the request's deadline passed while it was queued";
+        finish(seq, FinishReason::kRejected, now);
+      }
       batch.finished.push_back(std::move(*it));
       it = list->erase(it);
     }
@@ -156,7 +162,9 @@ void Scheduler::admit_waiting(StepState& step, ScheduledBatch& batch, TimePoint 
     return a.second->admission_order < b.second->admission_order;
   });
   for (const auto& [prio, seq] : order) {
-    if (step.budget == 0 || step.seq_slots == 0 || num_running() >= config_.max_seqs) return;
+    // A sequence with forks needs a slot for each of its samples, and so do
+    // running ones whose forks are not made yet.
+    if (step.budget == 0 || step.seq_slots == 0 || running_slots() + seq->num_samples() > config_.max_seqs) return;
     if (!try_admit(*seq, step, batch, now)) return;  // the head waits; nobody overtakes it
     const auto it = std::find_if(waiting_.begin(), waiting_.end(), [&](const auto& p) { return p.get() == seq; });
     running_.push_back(std::move(*it));
@@ -169,7 +177,8 @@ void Scheduler::admit_waiting(StepState& step, ScheduledBatch& batch, TimePoint 
 // the step. Looks up the prefix cache; no side effects when it returns false.
 bool Scheduler::try_admit(Sequence& seq, StepState& step, ScheduledBatch& batch, TimePoint now) {
   const std::vector<int32_t> tokens = seq.all_tokens();
-  const kv::PrefixMatch match = prefix_cache_.lookup(seq.cache_namespace, tokens);
+  const kv::PrefixMatch match =
+      seq.skip_prefix_lookup ? kv::PrefixMatch{} : prefix_cache_.lookup(seq.cache_namespace, tokens);
   const int64_t left = seq.num_tokens() - match.num_tokens;
   int64_t chunk = config_.prefill_chunk > 0 ? std::min(left, config_.prefill_chunk) : left;
   chunk = std::min(chunk, step.budget);
@@ -212,6 +221,12 @@ bool Scheduler::try_admit(Sequence& seq, StepState& step, ScheduledBatch& batch,
   return true;
 }
 
+int64_t Scheduler::running_slots() const {
+  int64_t n = 0;
+  for (const auto& seq : running_) n += seq->num_samples();
+  return n;
+}
+
 void Scheduler::reject_unstarted(ScheduledBatch& batch, TimePoint now) {
   for (auto it = waiting_.begin(); it != waiting_.end();) {
     Sequence& seq = **it;
@@ -219,8 +234,8 @@ void Scheduler::reject_unstarted(ScheduledBatch& batch, TimePoint now) {
       ++it;
       continue;
     }
-    seq.reject_reason = RejectReason::kOverloaded;
-    seq.error = "overloaded: the KV cache ran out of blocks";
+    seq.reject_reason = RejectReason::kKvExhausted;
+    seq.error = "the KV cache ran out of blocks while the request was queued";
     finish(seq, FinishReason::kRejected, now);
     batch.finished.push_back(std::move(*it));
     it = waiting_.erase(it);

@@ -214,7 +214,7 @@ TEST(Scheduler, AddRejectsWhatCanNeverRun) {
   ASSERT_NE(too_long, nullptr);
   EXPECT_EQ(too_long->status, SequenceStatus::kFinished);
   EXPECT_EQ(too_long->finish_reason, FinishReason::kRejected);
-  EXPECT_EQ(too_long->reject_reason, RejectReason::kTooLong);
+  EXPECT_EQ(too_long->reject_reason, RejectReason::kKvNeverFits);
   EXPECT_NE(too_long->error.find("needs 5 KV blocks"), std::string::npos) << too_long->error;
   EXPECT_EQ(s.add(make_seq(3, 0, 4), now)->reject_reason, RejectReason::kInvalid);
   EXPECT_EQ(s.add(make_seq(4, 2, 0), now)->reject_reason, RejectReason::kInvalid);
@@ -223,7 +223,8 @@ TEST(Scheduler, AddRejectsWhatCanNeverRun) {
   EXPECT_EQ(s.add(make_seq(6, 2, 2), now), nullptr);
   EXPECT_EQ(s.add(make_seq(7, 2, 2), now), nullptr);
   auto full = s.add(make_seq(8, 2, 2), now);
-  EXPECT_EQ(full->reject_reason, RejectReason::kOverloaded);
+  EXPECT_EQ(full->reject_reason, RejectReason::kQueueFull);
+  EXPECT_NE(full->error.find("waiting queue is full"), std::string::npos) << full->error;
   EXPECT_EQ(s.stats().num_rejections, 6);
   EXPECT_EQ(s.num_waiting(), 3);
 }
@@ -234,12 +235,17 @@ TEST(Scheduler, AddRejectsBeyondModelContextAndUnchunkedBudget) {
   Scheduler s(c);
   auto r = s.add(make_seq(1, 10, 11), TimePoint{});
   ASSERT_NE(r, nullptr);
-  EXPECT_EQ(r->reject_reason, RejectReason::kTooLong);
+  EXPECT_EQ(r->reject_reason, RejectReason::kContextExceeded);
   EXPECT_NE(r->error.find("model context of 20"), std::string::npos) << r->error;
   EXPECT_EQ(s.add(make_seq(2, 10, 10), TimePoint{}), nullptr);
   r = s.add(make_seq(3, 17, 1), TimePoint{});
   ASSERT_NE(r, nullptr);
+  EXPECT_EQ(r->reject_reason, RejectReason::kPromptTooLong);
   EXPECT_NE(r->error.find("max_batch_tokens"), std::string::npos) << r->error;
+  r = s.add(make_seq(4, 20, 1), TimePoint{});  // the prompt alone fills the context
+  ASSERT_NE(r, nullptr);
+  EXPECT_EQ(r->reject_reason, RejectReason::kPromptTooLong);
+  EXPECT_NE(r->error.find("leaves no room"), std::string::npos) << r->error;
 }
 
 TEST(Scheduler, InvalidConfigThrows) {
@@ -260,15 +266,17 @@ TEST(Scheduler, DeadlinesExpireWaitingAndRunningSequences) {
   EXPECT_EQ(d.step(), (std::vector<Entry>{{1, 0, 4, true, false}}));
   EXPECT_EQ(d.step(), (std::vector<Entry>{{1, 4, 1, true, true}}));
   EXPECT_EQ(d.step(), (std::vector<Entry>{{1, 5, 1, true, true}}));  // 2 expires (queued)
-  ASSERT_NE(d.finished_seq(2), nullptr);
-  EXPECT_EQ(d.finished_seq(2)->finish_reason, FinishReason::kTimeout);
+  ASSERT_NE(d.finished_seq(2), nullptr);  // never ran: rejected, not timed out
+  EXPECT_EQ(d.finished_seq(2)->finish_reason, FinishReason::kRejected);
+  EXPECT_EQ(d.finished_seq(2)->reject_reason, RejectReason::kDeadlineExpired);
   EXPECT_EQ(d.step(), (std::vector<Entry>{}));  // 1 expires (running)
   const Sequence* s1 = d.finished_seq(1);
   ASSERT_NE(s1, nullptr);
   EXPECT_EQ(s1->finish_reason, FinishReason::kTimeout);
   EXPECT_EQ(s1->output, reference_generate(s1->prompt, 3));
   EXPECT_EQ(d.sched.allocator().num_used(), 0);
-  EXPECT_EQ(d.sched.stats().num_timeouts, 2);
+  EXPECT_EQ(d.sched.stats().num_timeouts, 1);
+  EXPECT_EQ(d.sched.stats().num_rejections, 1);
 }
 
 TEST(Scheduler, CancelFreesBlocksAtTheNextSchedule) {
@@ -332,7 +340,9 @@ TEST(Scheduler, FailBatchAndFinishAllReleaseEverything) {
 
 TEST(Scheduler, NamesOfReasons) {
   EXPECT_EQ(finish_reason_name(FinishReason::kTimeout), "timeout");
-  EXPECT_EQ(reject_reason_name(RejectReason::kOverloaded), "overloaded");
+  EXPECT_EQ(reject_reason_name(RejectReason::kQueueFull), "queue_full");
+  EXPECT_EQ(reject_reason_name(RejectReason::kKvNeverFits), "kv_never_fits");
+  EXPECT_EQ(reject_reason_name(RejectReason::kDeadlineExpired), "deadline_expired");
 }
 
 }  // namespace

@@ -1,7 +1,9 @@
 // Scheduler with two KV groups (sliding-window layers in their own pool):
 // the window table stays bounded while a sequence grows to many windows,
 // generation matches the reference through chunked prefill, preemption and
-// prefix-cache hits, and both pools end free.
+// prefix-cache hits, and both pools end free; parallel-sample forks share
+// both groups' blocks copy-on-write and admission counts every sample's
+// window.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -112,6 +114,83 @@ TEST(SchedulerWindow, PrefixHitAdoptsOnlyTheWindowBlocks) {
   EXPECT_EQ(s->window_blocks.first_block(), 5);
   d.run_to_completion();
   EXPECT_EQ(d.finished_seq(2)->output, d.finished_seq(1)->output);
+}
+
+// A 14-token prompt in chunks of 4, forked into 3 samples. The last chunk
+// (positions 12-13) ran after the window table dropped logical block 0, so
+// the forks share window blocks 1-3 (first_block 1, each referenced 3
+// times) and full blocks 0-3. The first decode writes the shared,
+// half-filled block 3 of both groups: two copies in each pool (the third
+// sample writes in place). A fork cancelled later and the others finishing
+// leave both pools empty, and every token is the reference's.
+TEST(SchedulerWindow, ForksShareBothGroupsCopyOnWrite) {
+  Driver d(windowed(64, 32, 4));
+  auto s = make_seq(1, 14, 20);
+  s->fork_ids = {2, 3};
+  d.add(std::move(s));
+  for (int i = 0; i < 4; ++i) d.step();
+  ASSERT_EQ(d.sched.num_running(), 3);
+  const Sequence* parent = d.sched.find(1);
+  ASSERT_NE(parent, nullptr);
+  EXPECT_EQ(parent->window_blocks.first_block(), 1);
+  EXPECT_EQ(parent->window_blocks.blocks().size(), 3u);
+  const kv::BlockAllocator& w = *d.sched.window_allocator();
+  for (uint64_t id : {2u, 3u}) {
+    const Sequence* f = d.sched.find(id);
+    ASSERT_NE(f, nullptr);
+    EXPECT_EQ(f->window_blocks.blocks(), parent->window_blocks.blocks());
+    EXPECT_EQ(f->window_blocks.first_block(), 1);
+    EXPECT_EQ(f->window_blocks.num_tokens(), 14);
+    EXPECT_EQ(f->blocks.blocks(), parent->blocks.blocks());
+  }
+  for (kv::BlockId b : parent->window_blocks.blocks()) EXPECT_EQ(w.ref_count(b), 3);
+  for (kv::BlockId b : parent->blocks.blocks()) EXPECT_EQ(d.sched.allocator().ref_count(b), 3);
+  EXPECT_EQ(w.num_used(), 3);
+
+  ScheduledBatch batch = d.sched.schedule(d.now);
+  EXPECT_EQ(batch.seqs.size(), 3u);
+  EXPECT_EQ(batch.copies.size(), 2u);
+  EXPECT_EQ(batch.window_copies.size(), 2u);
+  EXPECT_EQ(w.num_used(), 5);
+  const auto sampled = d.model.run(batch);
+  for (auto& f : d.sched.commit(batch, sampled, d.now)) d.finished.push_back(std::move(f));
+  for (int i = 0; i < 6; ++i) d.step();
+  d.sched.cancel(2);
+  d.run_to_completion();
+  ASSERT_EQ(d.finished.size(), 3u);
+  EXPECT_EQ(d.finished_seq(2)->finish_reason, FinishReason::kCancelled);
+  for (uint64_t id : {1u, 3u}) EXPECT_EQ(d.finished_seq(id)->finish_reason, FinishReason::kLength);
+  for (const auto& f : d.finished) d.expect_reference(*f);
+  EXPECT_EQ(d.sched.allocator().num_used(), 0);
+  EXPECT_EQ(w.num_used(), 0);
+}
+
+// An 8-block window pool: one sequence needs at most 4 (a chunk of 4 after
+// a window of 8), a decoding one 3. Three samples decoding at once need 9
+// and can never run together; two (6) can, and so can three short ones
+// (1 block each).
+TEST(SchedulerWindow, ParallelSamplesMustFitTheWindowPoolTogether) {
+  Driver d(windowed(64, 8, 4));
+  auto three = make_seq(1, 10, 20);
+  three->fork_ids = {2, 3};
+  std::unique_ptr<Sequence> r = d.sched.add(std::move(three), d.now);
+  ASSERT_NE(r, nullptr);
+  EXPECT_EQ(r->reject_reason, RejectReason::kKvNeverFits);
+  EXPECT_NE(r->error.find("window"), std::string::npos) << r->error;
+  auto two = make_seq(4, 10, 20);
+  two->fork_ids = {5};
+  d.add(std::move(two));
+  auto short_three = make_seq(6, 2, 3);
+  short_three->fork_ids = {7, 8};
+  d.add(std::move(short_three));
+  d.run_to_completion();
+  EXPECT_EQ(d.finished.size(), 5u);
+  for (const auto& f : d.finished) {
+    EXPECT_EQ(f->finish_reason, FinishReason::kLength);
+    d.expect_reference(*f);
+  }
+  EXPECT_EQ(d.sched.window_allocator()->num_used(), 0);
+  EXPECT_EQ(d.sched.allocator().num_used(), 0);
 }
 
 }  // namespace

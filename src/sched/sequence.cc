@@ -20,9 +20,13 @@ std::string_view finish_reason_name(FinishReason reason) {
 std::string_view reject_reason_name(RejectReason reason) {
   switch (reason) {
     case RejectReason::kNone: return "none";
-    case RejectReason::kTooLong: return "too_long";
-    case RejectReason::kOverloaded: return "overloaded";
     case RejectReason::kInvalid: return "invalid";
+    case RejectReason::kPromptTooLong: return "prompt_too_long";
+    case RejectReason::kContextExceeded: return "context_exceeded";
+    case RejectReason::kKvNeverFits: return "kv_never_fits";
+    case RejectReason::kQueueFull: return "queue_full";
+    case RejectReason::kKvExhausted: return "kv_exhausted";
+    case RejectReason::kDeadlineExpired: return "deadline_expired";
   }
   return "unknown";
 }

@@ -30,9 +30,20 @@ enum class SequenceStatus { kWaiting, kRunning, kPreempted, kFinished };
 enum class FinishReason { kNone, kStop, kLength, kCancelled, kTimeout, kRejected, kError };
 std::string_view finish_reason_name(FinishReason reason);  // "none", "stop", "length", ...
 
-// Why add() refused a sequence (FinishReason::kRejected).
-enum class RejectReason { kNone, kTooLong, kOverloaded, kInvalid };
-std::string_view reject_reason_name(RejectReason reason);  // "none", "too_long", ...
+// Why a sequence was refused (FinishReason::kRejected): at add(), or later
+// while it still waited (kKvExhausted, kDeadlineExpired). The first four
+// can never succeed as sent; the rest are transient overload.
+enum class RejectReason {
+  kNone,
+  kInvalid,          // empty prompt, max_tokens < 1, bad priority, duplicate id
+  kPromptTooLong,    // the prompt alone exceeds the context, or an unchunked step
+  kContextExceeded,  // prompt + max_tokens exceeds the model context
+  kKvNeverFits,      // prompt + max_tokens needs more KV blocks than the whole pool
+  kQueueFull,        // max_waiting requests already wait
+  kKvExhausted,      // kReject policy: no KV blocks for it now
+  kDeadlineExpired,  // its deadline passed before it was ever scheduled
+};
+std::string_view reject_reason_name(RejectReason reason);  // "none", "invalid", "queue_full", ...
 
 struct Sequence {
   // ---- set by the caller before Scheduler::add ----
@@ -48,6 +59,15 @@ struct Sequence {
   TimePoint arrival{};                 // when the request reached the server
   std::optional<TimePoint> deadline;   // finishes with kTimeout once passed
   sample::SamplingParams sampling;     // carried for the engine; unused here
+  // Never take prefix-cache hits at admission: every position must be
+  // computed (prompt log-probabilities need their logits). Still publishes.
+  bool skip_prefix_lookup = false;
+  // Parallel samples (n > 1): the ids of the sequences to fork from this one
+  // once its prefill completes, in Scheduler::commit (see fork_tokens there).
+  // Each fork shares every block (copy-on-write); the list is cleared by the
+  // fork. Until then this one sequence stands for all of them: admission
+  // reserves num_samples() sequence slots.
+  std::vector<uint64_t> fork_ids;
 
   // ---- maintained by the Scheduler ----
   std::vector<int32_t> output;
@@ -74,6 +94,7 @@ struct Sequence {
   int64_t num_prompt_tokens() const { return static_cast<int64_t>(prompt.size()); }
   int64_t num_output_tokens() const { return static_cast<int64_t>(output.size()); }
   int64_t num_tokens() const { return num_prompt_tokens() + num_output_tokens(); }
+  int64_t num_samples() const { return 1 + static_cast<int64_t>(fork_ids.size()); }
   // Token at position i of prompt + output. Precondition: 0 <= i < num_tokens().
   int32_t token_at(int64_t i) const;
   // Tokens [start, start + n) of prompt + output (a copy). [n]

@@ -34,6 +34,10 @@ inline int32_t next_token(std::span<const int32_t> tokens) {
   return static_cast<int32_t>(h % 999) + 1;
 }
 
+// The first token of fork k (k >= 1) of a sequence whose own first token is
+// `first`: a different value, so that forks diverge from their first write.
+inline int32_t fork_token(int32_t first, size_t k) { return static_cast<int32_t>((first + 97 * k) % 999) + 1; }
+
 // What an ideal engine produces: n tokens continuing `prompt`.
 inline std::vector<int32_t> reference_generate(std::vector<int32_t> tokens, int64_t n) {
   std::vector<int32_t> out;
@@ -161,7 +165,18 @@ class Driver {
     for (const ScheduledSeq& s : batch.seqs) ran.push_back({s.seq->id, s.start_pos, s.num_tokens, s.samples, s.is_decode});
     if (!batch.empty()) {
       const auto sampled = model.run(batch);
-      for (auto& f : sched.commit(batch, sampled, now)) finished.push_back(std::move(f));
+      // Forks: each gets its own first token (fork_token), as the engine
+      // samples each from the same row with its own seed.
+      std::vector<std::vector<int32_t>> forks(batch.seqs.size());
+      for (size_t i = 0; i < batch.seqs.size(); ++i) {
+        const Sequence& s = *batch.seqs[i].seq;
+        if (!batch.seqs[i].samples) continue;
+        for (size_t k = 0; k < s.fork_ids.size(); ++k) {
+          forks[i].push_back(fork_token(*sampled[i], k + 1));
+          forked.push_back(s.fork_ids[k]);
+        }
+      }
+      for (auto& f : sched.commit(batch, sampled, now, forks)) finished.push_back(std::move(f));
     }
     now += dt;
     ++steps;
@@ -178,6 +193,21 @@ class Driver {
     return n;
   }
 
+  bool is_fork(uint64_t id) const { return std::find(forked.begin(), forked.end(), id) != forked.end(); }
+
+  // A finished sequence's output is the reference's continuation; a fork's
+  // after its own first token.
+  void expect_reference(const Sequence& s) const {
+    if (!is_fork(s.id) || s.output.empty()) {
+      EXPECT_EQ(s.output, reference_generate(s.prompt, s.num_output_tokens())) << "request " << s.id;
+      return;
+    }
+    std::vector<int32_t> head = s.prompt;
+    head.push_back(s.output[0]);
+    const std::vector<int32_t> tail(s.output.begin() + 1, s.output.end());
+    EXPECT_EQ(tail, reference_generate(head, s.num_output_tokens() - 1)) << "fork " << s.id;
+  }
+
   const Sequence* finished_seq(uint64_t id) const {
     for (const auto& f : finished) {
       if (f->id == id) return f.get();
@@ -189,6 +219,7 @@ class Driver {
   FakeModel model;
   TimePoint now;
   std::vector<std::unique_ptr<Sequence>> finished;
+  std::vector<uint64_t> forked;  // ids of the sequences made by forks
   int64_t num_preempted = 0;
   int steps = 0;
 };

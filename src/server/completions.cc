@@ -22,15 +22,20 @@ using nlohmann::json;
 
 constexpr int64_t kDefaultCompletionTokens = 16;  // OpenAI's default for /v1/completions
 
-// The most tokens a sequence can ever hold: the context, or the KV pool
-// when that is smaller (the last sampled token needs no KV slot).
-int64_t capacity(const engine::Engine& e) {
+// The most tokens each of n samples of a prompt can ever hold: the context,
+// or its share of the KV pool when that is smaller (the samples share the
+// prompt's full blocks; the last sampled token needs no KV slot).
+int64_t capacity(const engine::Engine& e, int64_t prompt_len, int n) {
   const engine::RequestLimits& l = e.limits();
-  return std::min(l.max_model_len, l.num_blocks * l.block_size + 1);
+  const int64_t shared = std::min(prompt_len / l.block_size, l.num_blocks);
+  const int64_t per_sample = (l.num_blocks - shared) / std::max(n, 1);
+  return std::min(l.max_model_len, (shared + per_sample) * l.block_size + 1);
 }
 
-engine::GenerateRequest base_request(const SamplingRequest& c, const std::string& tenant, int64_t max_tokens) {
+engine::GenerateRequest base_request(const SamplingRequest& c, const std::string& tenant, int64_t max_tokens,
+                                     int prompt_logprobs) {
   engine::GenerateRequest r;
+  r.prompt_logprobs = prompt_logprobs;
   r.sampling = c.sampling;
   if (!c.seed_given) r.sampling.seed = random_seed();
   r.max_tokens = max_tokens;
@@ -87,13 +92,19 @@ struct Job {
   std::vector<std::vector<int32_t>> prompts;
   std::vector<std::string> echo_texts;  // completions with echo
   int64_t max_tokens = 0;               // 0: echo only, nothing to generate
+  int prompt_logprobs = -1;             // echo with logprobs: score the prompt (engine prompt_logprobs)
+
+  // Whether the engine runs at all: echo without logprobs and max_tokens 0
+  // needs nothing from it.
+  bool needs_engine() const { return max_tokens > 0 || prompt_logprobs >= 0; }
 };
 
 void respond_stream(ServingContext& ctx, engine::Engine* engine, Job& job, httplib::Response& res) {
   std::unique_ptr<Generation> gen;
-  if (job.max_tokens > 0) {
-    gen = std::make_unique<Generation>(*engine, job.prompts, base_request(job.common, job.tenant, job.max_tokens),
-                                       job.common.n, ctx.stats, ctx.first_event_wait);
+  if (job.needs_engine()) {
+    gen = std::make_unique<Generation>(*engine, job.prompts,
+                                       base_request(job.common, job.tenant, job.max_tokens, job.prompt_logprobs),
+                                       job.common.n, ctx.stats);
     gen->wait_first_events(std::chrono::steady_clock::now() + ctx.first_event_wait);
   }
   StreamSpec spec;
@@ -103,6 +114,7 @@ void respond_stream(ServingContext& ctx, engine::Engine* engine, Job& job, httpl
   spec.logprobs = job.common.logprobs;
   spec.n = job.common.n;
   spec.echo_texts = job.echo_texts;
+  if (job.prompt_logprobs >= 0) spec.echo_prompts = job.prompts;
   for (const auto& p : job.prompts) spec.prompt_tokens.push_back(static_cast<int64_t>(p.size()));
   spec.keep_alive = ctx.keep_alive;
   auto session = std::make_shared<StreamSession>(std::move(gen), std::move(spec), piece_fn(ctx.tokenizer), ctx.stats);
@@ -119,15 +131,21 @@ json choice_logprobs(ServingContext& ctx, const Job& job, size_t i, const engine
   if (!job.common.logprobs) return nullptr;
   const size_t p = i / static_cast<size_t>(job.common.n);
   if (job.kind == ApiKind::kChat) return chat_logprobs_json(r.tokens, r.logprobs, piece_fn(ctx.tokenizer));
+  if (job.prompt_logprobs >= 0) {  // echo: the prompt's tokens first (text_offset over token strings)
+    json all = prompt_logprobs_json(job.prompts[p], r.prompt_logprobs, piece_fn(ctx.tokenizer));
+    const int64_t offset0 = pieces_size(job.prompts[p], piece_fn(ctx.tokenizer));
+    append_logprobs_json(all, completion_logprobs_json(r.tokens, r.logprobs, offset0, piece_fn(ctx.tokenizer)));
+    return all;
+  }
   const int64_t offset0 = p < job.echo_texts.size() ? static_cast<int64_t>(job.echo_texts[p].size()) : 0;
   return completion_logprobs_json(r.tokens, r.logprobs, offset0, piece_fn(ctx.tokenizer));
 }
 
 void respond_whole(ServingContext& ctx, engine::Engine* engine, Job& job, httplib::Response& res) {
   std::vector<engine::GenerationResult> results;
-  if (job.max_tokens > 0) {
-    Generation gen(*engine, job.prompts, base_request(job.common, job.tenant, job.max_tokens), job.common.n,
-                   ctx.stats, ctx.first_event_wait);
+  if (job.needs_engine()) {
+    Generation gen(*engine, job.prompts, base_request(job.common, job.tenant, job.max_tokens, job.prompt_logprobs),
+                   job.common.n, ctx.stats);
     results = gen.wait_all();
   } else {
     results.resize(job.prompts.size() * static_cast<size_t>(job.common.n));
@@ -158,10 +176,17 @@ void respond_whole(ServingContext& ctx, engine::Engine* engine, Job& job, httpli
 
 void run_job(ServingContext& ctx, engine::Engine* engine, Job& job, httplib::Response& res) {
   fill_record(current_record(), job.meta, job.tenant, job.common.stream);
-  if (job.common.stream) {
-    respond_stream(ctx, engine, job, res);
-  } else {
-    respond_whole(ctx, engine, job, res);
+  try {
+    if (job.common.stream) {
+      respond_stream(ctx, engine, job, res);
+    } else {
+      respond_whole(ctx, engine, job, res);
+    }
+  } catch (const ApiError& e) {
+    // A chat prompt comes from its messages: name that field.
+    if (job.kind != ApiKind::kChat || e.param() != "prompt") throw;
+    ApiError renamed(e.status(), e.what(), e.type(), std::string("messages"), e.code());
+    throw renamed.with_retry_after(e.retry_after_s());
   }
 }
 
@@ -174,9 +199,9 @@ void handle_completions(ServingContext& ctx, const httplib::Request& req, httpli
   job.kind = ApiKind::kCompletion;
   job.meta = {new_response_id("cmpl-"), std::time(nullptr), ctx.check_model(r.common.model)};
   job.tenant = tenant_of(req);
-  if (r.echo && r.common.logprobs)
-    bad_request("echo", "'echo' together with 'logprobs' needs prompt log-probabilities, which this server does not "
-                        "compute yet");
+  // echo with logprobs reports the prompt's tokens too (what perplexity and
+  // lm-eval-harness' loglikelihood use); max_tokens 0 then only scores.
+  if (r.echo && r.common.logprobs) job.prompt_logprobs = r.common.top_logprobs;
   for (PromptInput& p : r.prompts) {
     if (p.is_text) p.tokens = ctx.require_tokenizer("prompt").encode(p.text, /*add_special=*/true, false);
     if (r.echo) {
@@ -208,7 +233,8 @@ void handle_chat_completions(ServingContext& ctx, const httplib::Request& req, h
   } catch (const Error& e) {
     bad_request("messages", "{}", e.what());
   }
-  const int64_t room = capacity(engine) - static_cast<int64_t>(prompt.size());
+  const int64_t room =
+      capacity(engine, static_cast<int64_t>(prompt.size()), r.common.n) - static_cast<int64_t>(prompt.size());
   job.max_tokens = r.common.max_tokens.value_or(std::max<int64_t>(room, 1));
   job.prompts.push_back(std::move(prompt));
   job.common = std::move(r.common);

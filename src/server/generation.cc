@@ -5,33 +5,16 @@
 namespace tokenmill::server {
 
 Generation::Generation(engine::Engine& engine, const std::vector<std::vector<int32_t>>& prompts,
-                       const engine::GenerateRequest& base, int n, HttpStats& stats,
-                       std::chrono::milliseconds share_wait)
+                       const engine::GenerateRequest& base, int n, HttpStats& stats)
     : n_(std::max(n, 1)), stats_(stats) {
   stats_.add_in_flight(1);
-  const size_t per = static_cast<size_t>(n_);
-  handles_.resize(prompts.size() * per);
-  pending_.resize(handles_.size());
-  auto submit = [&](size_t p, int k) {
+  for (const std::vector<int32_t>& prompt : prompts) {
     engine::GenerateRequest r = base;
-    r.prompt = prompts[p];
-    r.n = 1;
-    r.sampling.seed = base.sampling.seed + static_cast<uint64_t>(k);
-    handles_[p * per + static_cast<size_t>(k)] = engine.submit(std::move(r));
-  };
-  for (size_t p = 0; p < prompts.size(); ++p) submit(p, 0);
-  if (n_ == 1) return;
-  // The other samples follow once the first has prefilled its prompt (its
-  // first event), so that they find the prompt's full blocks in the prefix
-  // cache instead of computing them again.
-  const auto deadline = std::chrono::steady_clock::now() + share_wait;
-  for (size_t p = 0; p < prompts.size(); ++p) {
-    const auto left =
-        std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
-    if (left.count() > 0) pending_[p * per] = handles_[p * per].next(left);
+    r.prompt = prompt;
+    r.n = n_;
+    for (engine::RequestHandle& h : engine.submit_samples(std::move(r))) handles_.push_back(std::move(h));
   }
-  for (size_t p = 0; p < prompts.size(); ++p)
-    for (int k = 1; k < n_; ++k) submit(p, k);
+  pending_.resize(handles_.size());
 }
 
 Generation::~Generation() {
@@ -70,6 +53,7 @@ void merge(engine::GenerationResult& into, engine::GenerationResult&& rest) {
   into.tokens.insert(into.tokens.end(), rest.tokens.begin(), rest.tokens.end());
   into.text += rest.text;
   into.logprobs.insert(into.logprobs.end(), rest.logprobs.begin(), rest.logprobs.end());
+  if (!rest.prompt_logprobs.empty()) into.prompt_logprobs = std::move(rest.prompt_logprobs);
   into.final = std::move(rest.final);
 }
 
@@ -82,9 +66,11 @@ std::vector<engine::GenerationResult> Generation::wait_all() {
     // Replay the event wait_first_events may have taken, then the rest.
     std::optional<engine::StreamEvent> first = take_pending(i);
     if (first && first->final) {
+      r.prompt_logprobs = std::move(first->final->prompt_logprobs);
       r.final = std::move(*first->final);
     } else {
       if (first) {
+        r.prompt_logprobs = std::move(first->token->prompt_logprobs);
         r.tokens.push_back(first->token->token);
         r.text += first->token->text;
         if (first->token->logprob) r.logprobs.push_back(*first->token->logprob);
@@ -99,28 +85,42 @@ std::vector<engine::GenerationResult> Generation::wait_all() {
   return results;
 }
 
-ApiError rejection_error(const engine::FinalEvent& f) {
+ApiError rejection_error(const engine::FinalEvent& f, const std::string& prompt_param) {
+  using engine::RejectReason;
   switch (f.reject) {
-    case engine::RejectReason::kTooLong:
+    case RejectReason::kPromptTooLong:
+      return ApiError(400, f.error, "invalid_request_error", prompt_param, "context_length_exceeded");
+    case RejectReason::kContextExceeded:
       return ApiError(400, f.error, "invalid_request_error", "max_tokens", "context_length_exceeded");
-    case engine::RejectReason::kOverloaded:
-      if (f.error.find("stopped") != std::string::npos)
-        return ApiError(503, "the server is shutting down", "service_unavailable", std::nullopt, "shutting_down")
-            .with_retry_after(5);
-      return ApiError(429, "the server is overloaded: " + f.error + "; retry later", "rate_limit_error", std::nullopt,
-                      "overloaded")
+    case RejectReason::kKvNeverFits:
+      return ApiError(400, f.error + "; lower max_tokens or shorten the prompt", "invalid_request_error",
+                      "max_tokens", "kv_cache_too_small");
+    case RejectReason::kQueueFull:
+      return ApiError(429, "the server is overloaded: " + f.error + "; retry later", "rate_limit_error",
+                      std::nullopt, "queue_full")
           .with_retry_after(1);
-    case engine::RejectReason::kInvalid:
-    case engine::RejectReason::kNone:
+    case RejectReason::kKvExhausted:
+      return ApiError(429, "the server is overloaded: " + f.error + "; retry later", "rate_limit_error",
+                      std::nullopt, "kv_cache_exhausted")
+          .with_retry_after(1);
+    case RejectReason::kDeadlineExpired:
+      return ApiError(503, "the server is overloaded: " + f.error + "; retry later", "service_unavailable",
+                      std::nullopt, "deadline_expired")
+          .with_retry_after(1);
+    case RejectReason::kShuttingDown:
+      return ApiError(503, "the server is shutting down", "service_unavailable", std::nullopt, "shutting_down")
+          .with_retry_after(5);
+    case RejectReason::kInvalid:
+    case RejectReason::kNone:
       break;
   }
   return ApiError(400, f.error, "invalid_request_error");
 }
 
-std::optional<ApiError> failure_error(const engine::FinalEvent& f) {
+std::optional<ApiError> failure_error(const engine::FinalEvent& f, const std::string& prompt_param) {
   switch (f.reason) {
     case engine::FinishReason::kRejected:
-      return rejection_error(f);
+      return rejection_error(f, prompt_param);
     case engine::FinishReason::kError:
       return ApiError(500, "generation failed: " + f.error, "server_error");
     case engine::FinishReason::kCancelled:

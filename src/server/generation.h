@@ -1,8 +1,8 @@
 // One API request's engine requests: every prompt times n parallel samples
-// (choice index = prompt_index * n + sample). The engine does not fork
-// sequences yet (GenerateRequest::n must be 1), so the n samples of a prompt
-// are n requests: sample 0 first, the others once it has prefilled, so that
-// they reuse the prompt's full KV blocks through the prefix cache.
+// (choice index = prompt_index * n + sample). Each prompt is one engine
+// request with n samples (Engine::submit_samples): its prompt is prefilled
+// once and the scheduler forks it into n sequences sharing the prompt's KV
+// blocks copy-on-write.
 //
 // Also maps how a request ended to its HTTP answer (rejections -> 400/429/
 // 503 ApiErrors).
@@ -24,14 +24,12 @@ namespace tokenmill::server {
 
 class Generation {
  public:
-  // Submits prompts.size() * n requests built from `base` (its prompt is
-  // replaced). Sample k of a prompt uses seed base.sampling.seed + k so that
-  // parallel samples differ but stay reproducible. With n > 1, blocks up to
-  // `share_wait` for the first samples' prefills before submitting the rest
-  // (without the prefix cache they simply compute the prompt again).
+  // Submits one request per prompt built from `base` (its prompt and n are
+  // replaced), each with n samples. Sample k of a prompt uses seed
+  // base.sampling.seed + k (the engine's rule) so that parallel samples
+  // differ but stay reproducible.
   Generation(engine::Engine& engine, const std::vector<std::vector<int32_t>>& prompts,
-             const engine::GenerateRequest& base, int n, HttpStats& stats,
-             std::chrono::milliseconds share_wait = std::chrono::seconds(2));
+             const engine::GenerateRequest& base, int n, HttpStats& stats);
   // Cancels every request that has not finished (a client that left, an
   // error on another choice).
   ~Generation();
@@ -63,14 +61,17 @@ class Generation {
   HttpStats& stats_;
 };
 
-// The ApiError for a request the engine refused (FinishReason::kRejected):
-// invalid -> 400; too long -> 400 context_length_exceeded; overloaded ->
-// 429 with Retry-After (503 once the engine is stopping).
-ApiError rejection_error(const engine::FinalEvent& final);
+// The ApiError for a request the engine refused (FinishReason::kRejected),
+// one per RejectReason (docs/api.md, Errors): invalid -> 400; prompt too
+// long / context exceeded -> 400 context_length_exceeded (param
+// `prompt_param` / "max_tokens"); KV pool too small -> 400
+// kv_cache_too_small; queue full / KV exhausted -> 429 with Retry-After;
+// deadline expired in the queue / shutting down -> 503 with Retry-After.
+ApiError rejection_error(const engine::FinalEvent& final, const std::string& prompt_param = "prompt");
 
 // For a final event that is not a normal end: rejected (see above), error
 // -> 500, cancelled by a shutdown -> 503. nullopt for stop / length /
 // timeout (a timeout is reported as the finish reason "timeout").
-std::optional<ApiError> failure_error(const engine::FinalEvent& final);
+std::optional<ApiError> failure_error(const engine::FinalEvent& final, const std::string& prompt_param = "prompt");
 
 }  // namespace tokenmill::server

@@ -86,6 +86,41 @@ json completion_logprobs_json(const std::vector<int32_t>& tokens, const std::vec
   return {{"tokens", toks}, {"token_logprobs", lps}, {"top_logprobs", tops}, {"text_offset", offsets}};
 }
 
+json prompt_logprobs_json(const std::vector<int32_t>& prompt, const std::vector<engine::TokenLogprob>& logprobs,
+                          const TokenPieceFn& piece) {
+  json toks = json::array(), lps = json::array(), tops = json::array(), offsets = json::array();
+  int64_t offset = 0;
+  for (size_t i = 0; i < prompt.size(); ++i) {
+    const std::string p = piece(prompt[i]);
+    toks.push_back(token_display(p));
+    offsets.push_back(offset);
+    offset += static_cast<int64_t>(p.size());
+    if (i == 0 || i - 1 >= logprobs.size()) {  // the first token has no prefix to predict it from
+      lps.push_back(nullptr);
+      tops.push_back(nullptr);
+      continue;
+    }
+    const engine::TokenLogprob& lp = logprobs[i - 1];
+    lps.push_back(finite_logprob(lp.logprob));
+    json top = json::object();
+    for (const auto& [id, v] : lp.top) top[token_display(piece(id))] = finite_logprob(v);
+    top.emplace(token_display(p), finite_logprob(lp.logprob));
+    tops.push_back(std::move(top));
+  }
+  return {{"tokens", toks}, {"token_logprobs", lps}, {"top_logprobs", tops}, {"text_offset", offsets}};
+}
+
+int64_t pieces_size(const std::vector<int32_t>& tokens, const TokenPieceFn& piece) {
+  int64_t n = 0;
+  for (int32_t t : tokens) n += static_cast<int64_t>(piece(t).size());
+  return n;
+}
+
+void append_logprobs_json(json& into, const json& more) {
+  for (const char* key : {"tokens", "token_logprobs", "top_logprobs", "text_offset"})
+    for (const json& v : more.at(key)) into[key].push_back(v);
+}
+
 json chat_logprobs_json(const std::vector<int32_t>& tokens, const std::vector<engine::TokenLogprob>& logprobs,
                         const TokenPieceFn& piece) {
   json content = json::array();

@@ -55,6 +55,21 @@ nlohmann::json completion_logprobs_json(const std::vector<int32_t>& tokens,
                                         const std::vector<engine::TokenLogprob>& logprobs, int64_t offset0,
                                         const TokenPieceFn& piece);
 
+// Echoed prompt tokens in the legacy shape (echo with logprobs): the first
+// token's logprob and top_logprobs are null (nothing predicts it), token i's
+// come from prompt_logprobs[i - 1] (engine FinalEvent::prompt_logprobs).
+// text_offset counts the bytes of the listed token strings from 0, so
+// text_offset[i] == bytes of tokens[0..i) joined; the generated tokens that
+// follow continue from pieces_size(prompt) (pass it as their offset0).
+nlohmann::json prompt_logprobs_json(const std::vector<int32_t>& prompt,
+                                    const std::vector<engine::TokenLogprob>& prompt_logprobs,
+                                    const TokenPieceFn& piece);
+// Total bytes of the tokens' pieces.
+int64_t pieces_size(const std::vector<int32_t>& tokens, const TokenPieceFn& piece);
+// Appends every array of `more` to the matching array of `into` (both in
+// the legacy completions shape).
+void append_logprobs_json(nlohmann::json& into, const nlohmann::json& more);
+
 // Chat logprobs: {"content": [{"token", "logprob", "bytes", "top_logprobs":
 // [{"token", "logprob", "bytes"}]}], "refusal": null}.
 nlohmann::json chat_logprobs_json(const std::vector<int32_t>& tokens, const std::vector<engine::TokenLogprob>& logprobs,

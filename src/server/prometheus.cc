@@ -101,6 +101,15 @@ void write_tokens(PrometheusWriter& w, const engine::MetricsSnapshot& m) {
             static_cast<double>(m.prefix_cache_evictions));
 }
 
+// Fixed at engine start; 0 and no info sample while the model loads.
+void write_kv_layout(PrometheusWriter& w, const engine::MetricsSnapshot& m) {
+  w.gauge("tokenmill_kv_bytes_per_token", "KV cache bytes per token: K and V of all layers, scales included.",
+          static_cast<double>(m.kv_bytes_per_token));
+  w.gauge("tokenmill_kv_cache_bytes", "Bytes of the KV cache pool.", static_cast<double>(m.kv_bytes_total));
+  w.family("tokenmill_kv_cache_info", "gauge", "1, labelled with the KV cache element type.");
+  if (!m.kv_dtype.empty()) w.sample("tokenmill_kv_cache_info", prometheus_label("dtype", m.kv_dtype), 1.0);
+}
+
 void write_gauges(PrometheusWriter& w, const engine::MetricsSnapshot& m) {
   w.gauge("tokenmill_requests_running", "Sequences in the running batch.", static_cast<double>(m.running));
   w.gauge("tokenmill_requests_waiting", "Sequences waiting for admission.", static_cast<double>(m.waiting));
@@ -115,6 +124,7 @@ void write_gauges(PrometheusWriter& w, const engine::MetricsSnapshot& m) {
           static_cast<double>(m.kv_window_blocks_used));
   w.gauge("tokenmill_kv_blocks_high_water", "Most KV blocks ever used at once.",
           static_cast<double>(m.kv_blocks_high_water));
+  write_kv_layout(w, m);
   const double looked = static_cast<double>(m.prefix_cache_hit_tokens + m.prefix_cache_miss_tokens);
   w.gauge("tokenmill_prefix_cache_hit_ratio", "Prompt tokens hit / looked up in the prefix cache (0 before any).",
           looked > 0 ? static_cast<double>(m.prefix_cache_hit_tokens) / looked : 0.0);

@@ -40,10 +40,13 @@ TEST(Prometheus, FullRender) {
   m.waiting = 1;
   m.kv_blocks_used = 7;
   m.kv_blocks_total = 64;
+  m.kv_dtype = "q8_0";
+  m.kv_bytes_per_token = 9792;
+  m.kv_bytes_total = 64 * 16 * 9792;
   m.prefix_cache_hit_tokens = 30;
   m.prefix_cache_miss_tokens = 10;
   m.requests_finished[static_cast<size_t>(engine::FinishReason::kCancelled)] = 3;
-  m.requests_rejected[static_cast<size_t>(engine::RejectReason::kOverloaded)] = 2;
+  m.requests_rejected[static_cast<size_t>(engine::RejectReason::kQueueFull)] = 2;
   HttpStatsSnapshot http;
   http.responses[{"/v1/completions", 200}] = 5;
   http.responses[{"/v1/completions", 429}] = 2;
@@ -53,8 +56,11 @@ TEST(Prometheus, FullRender) {
   EXPECT_TRUE(has_line(t, "tokenmill_kv_blocks_used 7"));
   EXPECT_TRUE(has_line(t, "tokenmill_kv_blocks_total 64"));
   EXPECT_TRUE(has_line(t, "tokenmill_prefix_cache_hit_ratio 0.75"));
+  EXPECT_TRUE(has_line(t, "tokenmill_kv_bytes_per_token 9792")) << t;
+  EXPECT_TRUE(has_line(t, "tokenmill_kv_cache_bytes 10027008")) << t;
+  EXPECT_TRUE(has_line(t, "tokenmill_kv_cache_info{dtype=\"q8_0\"} 1")) << t;
   EXPECT_TRUE(has_line(t, "tokenmill_requests_finished_total{reason=\"cancelled\"} 3"));
-  EXPECT_TRUE(has_line(t, "tokenmill_requests_rejected_total{reason=\"overloaded\"} 2"));
+  EXPECT_TRUE(has_line(t, "tokenmill_requests_rejected_total{reason=\"queue_full\"} 2"));
   EXPECT_TRUE(has_line(t, "tokenmill_http_responses_total{endpoint=\"/v1/completions\",code=\"429\"} 2"));
   EXPECT_TRUE(has_line(t, "tokenmill_server_state{state=\"ready\"} 1"));
   EXPECT_TRUE(has_line(t, "# TYPE tokenmill_time_to_first_token_seconds histogram"));
@@ -64,6 +70,13 @@ TEST(Prometheus, FullRender) {
   size_t pos = 0, count = 0;
   while ((pos = t.find("# TYPE tokenmill_requests_finished_total ", pos)) != std::string::npos) ++count, ++pos;
   EXPECT_EQ(count, 1u);
+}
+
+TEST(Prometheus, KvLayoutBeforeTheEngineStarts) {
+  const std::string t = render_metrics(engine::MetricsSnapshot{}, HttpStatsSnapshot{}, "loading", ProcessMemory{});
+  EXPECT_TRUE(has_line(t, "tokenmill_kv_bytes_per_token 0")) << t;
+  EXPECT_TRUE(has_line(t, "# TYPE tokenmill_kv_cache_info gauge")) << t;
+  EXPECT_EQ(t.find("tokenmill_kv_cache_info{"), std::string::npos) << t;
 }
 
 TEST(Prometheus, ProcessStatus) {

@@ -42,7 +42,7 @@ bool StreamSession::write_preamble(httplib::DataSink& sink) {
       if (!write(sink, sse_event(chat_chunk(spec_.meta, static_cast<int>(i), delta, nullptr, std::nullopt,
                                             spec_.include_usage))))
         return false;
-    } else if (p < spec_.echo_texts.size() && !spec_.echo_texts[p].empty()) {
+    } else if (p < spec_.echo_texts.size() && !spec_.echo_texts[p].empty() && spec_.echo_prompts.empty()) {
       if (!write(sink, sse_event(chunk(i, spec_.echo_texts[p], nullptr, std::nullopt)))) return false;
     }
   }
@@ -80,7 +80,23 @@ bool StreamSession::on_final(httplib::DataSink& sink, size_t i, const engine::Fi
   return write(sink, sse_event(last));
 }
 
+// The echo chunk of a choice whose prompt is scored: its text and the
+// prompt tokens' logprobs, sent once the first event brought them.
+bool StreamSession::write_scored_echo(httplib::DataSink& sink, size_t i, const engine::StreamEvent& e) {
+  Choice& c = choices_[i];
+  c.echoed = true;
+  if (e.final && (e.final->reason == engine::FinishReason::kRejected || e.final->reason == engine::FinishReason::kError))
+    return true;  // on_final reports the failure
+  const size_t p = i / static_cast<size_t>(spec_.n);
+  const std::vector<engine::TokenLogprob>& lps = e.token ? e.token->prompt_logprobs : e.final->prompt_logprobs;
+  const json logprobs = prompt_logprobs_json(spec_.echo_prompts[p], lps, piece_);
+  c.offset = pieces_size(spec_.echo_prompts[p], piece_);
+  return write(sink, sse_event(chunk(i, p < spec_.echo_texts.size() ? spec_.echo_texts[p] : "", logprobs,
+                                     std::nullopt)));
+}
+
 bool StreamSession::on_event(httplib::DataSink& sink, size_t i, engine::StreamEvent& e) {
+  if (!spec_.echo_prompts.empty() && !choices_[i].echoed && !write_scored_echo(sink, i, e)) return false;
   if (e.token) return on_token(sink, i, *e.token);
   return on_final(sink, i, *e.final);
 }

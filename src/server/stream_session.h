@@ -34,6 +34,9 @@ struct StreamSpec {
   int n = 1;                             // choices per prompt
   std::vector<std::string> echo_texts;   // per prompt (completions with echo), else empty
   std::vector<int64_t> prompt_tokens;    // per prompt
+  // Echo with logprobs: the prompts' tokens. Each choice's echo chunk then
+  // waits for its first event, which carries the prompt log-probabilities.
+  std::vector<std::vector<int32_t>> echo_prompts;
   std::chrono::milliseconds keep_alive{500};
 };
 
@@ -49,6 +52,7 @@ class StreamSession {
  private:
   struct Choice {
     bool done = false;
+    bool echoed = false;  // the echo chunk went out (echo_prompts only)
     int64_t offset = 0;  // bytes of text before the next token (completion logprobs)
     engine::FinalEvent final;
   };
@@ -56,6 +60,7 @@ class StreamSession {
   bool write(httplib::DataSink& sink, const std::string& data);
   bool write_preamble(httplib::DataSink& sink);
   bool on_event(httplib::DataSink& sink, size_t i, engine::StreamEvent& e);
+  bool write_scored_echo(httplib::DataSink& sink, size_t i, const engine::StreamEvent& e);
   bool on_token(httplib::DataSink& sink, size_t i, const engine::TokenEvent& t);
   bool on_final(httplib::DataSink& sink, size_t i, const engine::FinalEvent& f);
   nlohmann::json chunk(size_t i, const std::string& text, const nlohmann::json& logprobs,

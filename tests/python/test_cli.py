@@ -79,3 +79,31 @@ def test_convert_rejects_a_wrong_size_checkpoint(tokenmill_bin, tmp_path):
     fails_with(tokenmill_bin, ["convert", "--from", "llama2c", str(bad), "-o", str(tmp_path / "o.gguf")],
                "bad.bin")
     assert not os.path.exists(tmp_path / "o.gguf")
+
+
+def test_runtime_and_kv_dtype_flags(tokenmill_bin, tiny, tmp_path):
+    """--runtime and --kv-dtype on the single-sequence commands: every KV
+    type runs, a runtime the file cannot use and unknown names are clear
+    errors."""
+    f32 = str(tmp_path / "f32.gguf")
+    run_tokenmill(tokenmill_bin, "synth", "--arch", "llama", "--preset", "tiny", "--type", "F32", "-o", f32)
+    base = ["-p", "hi", "-n", "4", "--temp", "0"]
+    for dtype in ("f32", "f16", "q8_0", "fp8_e4m3"):
+        proc = run_tokenmill(tokenmill_bin, "run", "-m", f32, *base, "--kv-dtype", dtype)
+        assert f"runtime dense | KV {dtype} |" in proc.stderr, proc.stderr
+    # The Q8_0 model runs W8A8 when asked (its file does not ask by itself).
+    proc = run_tokenmill(tokenmill_bin, "run", "-m", tiny, *base, "--runtime", "w8a8")
+    assert "runtime w8a8 |" in proc.stderr, proc.stderr
+    fails_with(tokenmill_bin, ["run", "-m", f32, *base, "--runtime", "w8a8"],
+               "f32.gguf: the w8a8 runtime needs Q8_0 weight matrices and this model has none")
+    fails_with(tokenmill_bin, ["run", "-m", f32, *base, "--runtime", "fp8_e4m3"], "the fp8_e4m3 runtime needs")
+    fails_with(tokenmill_bin, ["run", "-m", f32, *base, "--runtime", "int4"],
+               "--runtime 'int4': use auto, dense, w8a8 or fp8_e4m3")
+    fails_with(tokenmill_bin, ["run", "-m", f32, *base, "--kv-dtype", "q4_0"],
+               "--kv-dtype 'q4_0' is not one of: f32|f16|q8_0|fp8_e4m3")
+    fails_with(tokenmill_bin, ["logits", "-m", f32, "--prompt-ids", "1,2", "-o", str(tmp_path / "l.npy"),
+                               "--kv-dtype", "bf16"], "--kv-dtype 'bf16' is not one of")
+    fails_with(tokenmill_bin, ["bench", "model", "-m", f32, "--runtime", "w8a8"], "needs Q8_0 weight matrices")
+    fails_with(tokenmill_bin, ["bench", "engine", "-m", f32, "--kv-dtype", "f8"], "--kv-dtype 'f8' is not one of")
+    help_text = run_tokenmill(tokenmill_bin, "serve", "--help").stdout
+    assert "f32|f16|q8_0|fp8_e4m3" in help_text and "--runtime" in help_text

@@ -154,17 +154,45 @@ def test_n_and_prompt_lists(client):
         assert "".join(c.choices[0].text for c in streamed if c.choices[0].index == i) == texts[0]
 
 
-def test_parallel_samples_reuse_the_prompt_blocks(server, client):
-    # 100 prompt tokens = 6 full 16-token blocks (96 tokens) that samples 1
-    # and 2 find in the prefix cache once sample 0 has computed them.
+def test_parallel_samples_fork_one_prefill(server, client):
+    # The prompt is prefilled once and forked: its blocks are shared, not
+    # recomputed nor looked up again.
     prompt = [(i * 37 + 11) % 500 + 3 for i in range(100)]
     before = server.metrics()
     r = client.completions.create(model="tiny", prompt=prompt, n=3, max_tokens=4, temperature=1.0, seed=9)
     assert len(r.choices) == 3 and r.usage.prompt_tokens == 100
     m = server.metrics()
     cached = "tokenmill_cached_prompt_tokens_total"
-    assert m[cached] - before[cached] == 2 * 96
-    assert m["tokenmill_prefill_tokens_total"] - before["tokenmill_prefill_tokens_total"] == 100 + 2 * 4
+    assert m[cached] - before[cached] == 0
+    assert m["tokenmill_prefill_tokens_total"] - before["tokenmill_prefill_tokens_total"] == 100
+    # Streaming chat: every chunk names its choice; greedy samples agree.
+    chunks = list(client.chat.completions.create(model="tiny", messages=[{"role": "user", "content": "hi"}], n=3,
+                                                 max_tokens=5, temperature=0, stream=True,
+                                                 extra_body={"ignore_eos": True}))
+    texts = ["".join(c.choices[0].delta.content or "" for c in chunks if c.choices and c.choices[0].index == i)
+             for i in range(3)]
+    assert texts[0] == texts[1] == texts[2]
+    finishes = [c.choices[0].index for c in chunks if c.choices and c.choices[0].finish_reason]
+    assert sorted(finishes) == [0, 1, 2]
+
+
+def test_parallel_samples_without_prefix_cache(tokenmill_bin, tiny):
+    with Server(tokenmill_bin, tiny, "-t", "1", "--no-prefix-cache") as s:
+        client = s.client()
+        prompt = [(i * 41 + 7) % 500 + 3 for i in range(60)]
+        before = s.metrics()
+        kw = dict(model="tiny", prompt=prompt, max_tokens=6, extra_body={"ignore_eos": True})
+        greedy = client.completions.create(n=3, temperature=0, **kw)
+        one = client.completions.create(temperature=0, **kw)
+        assert [c.text for c in greedy.choices] == [one.choices[0].text] * 3
+        assert greedy.usage.prompt_tokens == 60 and greedy.usage.completion_tokens == 18
+        m = s.metrics()
+        assert m["tokenmill_prefill_tokens_total"] - before["tokenmill_prefill_tokens_total"] == 60 + 60
+        sampled = client.completions.create(n=3, temperature=1.2, seed=11, **kw)
+        again = client.completions.create(n=3, temperature=1.2, seed=11, **kw)
+        assert [c.text for c in sampled.choices] == [c.text for c in again.choices]
+        assert len({c.text for c in sampled.choices}) > 1
+        assert s.metrics()["tokenmill_kv_blocks_used"] == 0
 
 
 def test_errors_raise_the_right_types(client):
@@ -180,9 +208,11 @@ def test_errors_raise_the_right_types(client):
     with pytest.raises(openai.BadRequestError) as e:
         client.completions.create(model="tiny", prompt=PROMPT, max_tokens=100000)
     assert e.value.body["code"] == "context_length_exceeded" and "256" in e.value.body["message"]
+    assert e.value.body["param"] == "max_tokens"
     with pytest.raises(openai.BadRequestError) as e:  # the prompt alone is longer than the context
         client.completions.create(model="tiny", prompt=[5] * 300, max_tokens=1)
     assert e.value.body["code"] == "context_length_exceeded" and "300 tokens" in e.value.body["message"]
+    assert e.value.body["param"] == "prompt"
     with pytest.raises(openai.BadRequestError) as e:
         client.completions.create(model="tiny", prompt=[1, 99999])
     assert "outside the vocabulary" in e.value.body["message"]
@@ -197,6 +227,28 @@ def test_errors_raise_the_right_types(client):
     with pytest.raises(openai.NotFoundError) as e:
         client.completions.create(model="gpt-4", prompt=PROMPT)
     assert e.value.body["code"] == "model_not_found"
+
+
+def test_rejection_reasons(tokenmill_bin, tiny):
+    # A KV pool smaller than the context: some requests can never fit it.
+    # (Queue-full is provoked on Gemma, test_server_gemma.py, whose requests
+    # run long enough to hold the queue deterministically.)
+    with Server(tokenmill_bin, tiny, "--chat-template", "chatml", "-t", "1", "--kv-memory", "16K") as s:
+        pool_tokens = s.http.get("/health").json()["kv_blocks_total"] * 16
+        assert pool_tokens < 200  # the context is 256
+        r = s.http.post("/v1/completions", json={"prompt": PROMPT, "max_tokens": 220})
+        assert r.status_code == 400, r.text
+        err = r.json()["error"]
+        assert err["code"] == "kv_cache_too_small" and err["param"] == "max_tokens"
+        assert "KV blocks" in err["message"]
+        with pytest.raises(openai.BadRequestError) as e:  # chat names its messages as the prompt
+            s.client().chat.completions.create(model="tiny", messages=[{"role": "user", "content": "x " * 300}],
+                                               max_tokens=1)
+        assert e.value.body["code"] == "context_length_exceeded"
+        m = s.metrics()
+        assert m['tokenmill_requests_rejected_total{reason="kv_never_fits"}'] == 1
+        assert m['tokenmill_requests_rejected_total{reason="prompt_too_long"}'] == 1
+        assert m['tokenmill_requests_rejected_total{reason="queue_full"}'] == 0
 
 
 def test_raw_http_errors(server):
@@ -249,9 +301,11 @@ def test_echo(client):
     plain = client.completions.create(model="tiny", prompt=PROMPT, max_tokens=5, temperature=0)
     echoed = client.completions.create(model="tiny", prompt=PROMPT, echo=True, max_tokens=5, temperature=0)
     assert echoed.choices[0].text == PROMPT + plain.choices[0].text
-    with pytest.raises(openai.BadRequestError) as e:
-        client.completions.create(model="tiny", prompt=PROMPT, echo=True, logprobs=1, max_tokens=0)
-    assert e.value.body["param"] == "echo"
+    # With logprobs the prompt is scored (test_server_ppl.py checks the values).
+    scored = client.completions.create(model="tiny", prompt=PROMPT, echo=True, logprobs=1, max_tokens=0)
+    lp = scored.choices[0].logprobs
+    assert scored.choices[0].text == PROMPT and len(lp.tokens) == scored.usage.prompt_tokens
+    assert lp.token_logprobs[0] is None and all(v <= 0 for v in lp.token_logprobs[1:])
 
 
 def test_priority_and_tenant_extensions(server, client):
@@ -328,7 +382,8 @@ def test_metrics_and_request_log(server, client):
                  "tokenmill_kv_blocks_total", "tokenmill_kv_blocks_high_water", "tokenmill_prefix_cache_hit_ratio",
                  "tokenmill_requests_waiting", "tokenmill_preemptions_total", "tokenmill_prompt_tokens_total",
                  "tokenmill_generation_tokens_total", "tokenmill_cached_prompt_tokens_total",
-                 'tokenmill_requests_rejected_total{reason="overloaded"}'):
+                 'tokenmill_requests_rejected_total{reason="queue_full"}',
+                 'tokenmill_requests_rejected_total{reason="kv_never_fits"}'):
         assert name in m, name
     # One structured log line per request, with its status.
     def completions_with(status):

@@ -133,13 +133,15 @@ def test_full_queue_answers_429(tokenmill_bin, gemma_path):
             s.client().completions.create(model="gemma-3-270m-q4_k_m", prompt="Hi", max_tokens=2)
         raw = s.http.post("/v1/completions", json={"prompt": "Hi", "max_tokens": 2})
         assert raw.status_code == 429 and raw.headers["retry-after"] == "1"
-        assert raw.json()["error"]["code"] == "overloaded"
+        err = raw.json()["error"]
+        assert err["code"] == "queue_full" and err["type"] == "rate_limit_error"
+        assert "waiting queue is full" in err["message"]
         conn.sock.close()  # A leaves, so B runs
         conn.close()
         t.join(timeout=60)
         assert waiter["r"].status_code == 200
         m = s.metrics()
-        assert m['tokenmill_requests_rejected_total{reason="overloaded"}'] == 2
+        assert m['tokenmill_requests_rejected_total{reason="queue_full"}'] == 2
         assert m['tokenmill_http_responses_total{endpoint="/v1/completions",code="429"}'] == 2
 
 

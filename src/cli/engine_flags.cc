@@ -1,0 +1,112 @@
+#include "cli/engine_flags.h"
+
+#include <fmt/format.h>
+
+#include <optional>
+
+#include "engine/memory_budget.h"
+#include "util/error.h"
+
+namespace tokenmill::cli {
+
+void add_kv_dtype_option(CLI::App& cmd, std::string& dtype) {
+  cmd.add_option("--kv-dtype", dtype, "KV cache element type: " + kv::kv_dtype_choices())->capture_default_str();
+}
+
+void add_runtime_option(CLI::App& cmd, std::string& runtime) {
+  cmd.add_option("--runtime", runtime,
+                 "Weight runtime: auto (the file's tokenmill.weights.runtime)|dense|w8a8|fp8_e4m3")
+      ->capture_default_str();
+}
+
+kv::KvDtype parse_kv_dtype(const std::string& name) {
+  const std::optional<kv::KvDtype> dtype = kv::kv_dtype_from_name(name);
+  if (!dtype) fail("--kv-dtype '{}' is not one of: {}", name, kv::kv_dtype_choices());
+  return *dtype;
+}
+
+RuntimeModel::RuntimeModel(std::unique_ptr<model::Model> model, std::unique_ptr<quant::WeightRuntimeHook> hook)
+    : model_(std::move(model)), hook_(std::move(hook)) {
+  model_->set_matmul_hook(hook_.get());
+}
+
+RuntimeModel::~RuntimeModel() { model_->set_matmul_hook(nullptr); }
+
+std::string RuntimeModel::runtime_name() const { return cli::runtime_name(hook_.get()); }
+
+std::unique_ptr<RuntimeModel> load_runtime_model(const std::string& path, const std::string& runtime) {
+  std::unique_ptr<model::Model> m = model::Model::load(path);
+  std::unique_ptr<quant::WeightRuntimeHook> hook = quant::make_weight_runtime(*m, runtime);
+  return std::make_unique<RuntimeModel>(std::move(m), std::move(hook));
+}
+
+std::string runtime_name(const model::MatmulHook* hook) {
+  const auto* runtime = dynamic_cast<const quant::WeightRuntimeHook*>(hook);
+  return runtime ? std::string(quant::runtime_name(runtime->runtime())) : "dense";
+}
+
+void add_engine_flags(CLI::App& cmd, EngineFlags& f, EngineFlagSet set) {
+  cmd.add_option("-t,--threads", f.threads, "Compute threads (default: all cores)");
+  cmd.add_option("--kv-memory", f.kv_memory, "KV cache budget, e.g. 2G (default: --kv-fraction of free RAM)");
+  cmd.add_option("--kv-fraction", f.kv_fraction, "Fraction of MemAvailable for the KV cache")->capture_default_str();
+  cmd.add_option("--block-size", f.block_size, "KV block size in positions")->capture_default_str();
+  add_kv_dtype_option(cmd, f.kv_dtype);
+  add_runtime_option(cmd, f.runtime);
+  cmd.add_option("--max-batch-tokens", f.max_batch_tokens, "Tokens per step")->capture_default_str();
+  cmd.add_option("--max-seqs", f.max_seqs, "Sequences running at once")->capture_default_str();
+  cmd.add_option("--prefill-chunk", f.prefill_chunk, "Prefill chunk; 0 = unchunked")->capture_default_str();
+  if (set == EngineFlagSet::kServe) {
+    cmd.add_option("--max-model-len", f.max_model_len, "Prompt + max_tokens cap; 0 = the model's context")
+        ->capture_default_str();
+    cmd.add_option("--max-waiting", f.max_waiting, "Waiting-queue bound (429 beyond); 0 = none")->capture_default_str();
+  }
+  cmd.add_option("--kv-policy", f.kv_policy, "When KV runs out: preempt|queue|reject")->capture_default_str();
+  cmd.add_flag("--no-prefix-cache", f.no_prefix_cache, "Disable the prefix cache");
+  cmd.add_flag("--no-window-pool", f.no_window_pool,
+               "Keep sliding-window layers' K/V in the one pool for every position (gemma3)");
+  cmd.add_option("--prefix-isolation", f.isolation,
+                 set == EngineFlagSet::kServe ? "shared|tenant (tenant: X-Tenant header)" : "shared|tenant")
+      ->capture_default_str();
+  cmd.add_option("--priority-aging", f.aging_s, "Seconds per priority class of aging")->capture_default_str();
+}
+
+engine::EngineConfig engine_config(const std::string& model_path, const EngineFlags& f) {
+  engine::EngineConfig c;
+  c.model_path = model_path;
+  c.num_threads = f.threads;
+  if (!f.kv_memory.empty()) c.kv_memory_bytes = engine::parse_byte_size(f.kv_memory);
+  c.kv_memory_fraction = f.kv_fraction;
+  c.block_size = f.block_size;
+  c.kv_dtype = parse_kv_dtype(f.kv_dtype);
+  // Checked before the (possibly long) model load; the file-dependent part
+  // (does it hold matrices this runtime can run?) is checked after it.
+  if (f.runtime != "auto" && !quant::runtime_from_name(f.runtime))
+    fail("--runtime '{}': use auto, dense, w8a8 or fp8_e4m3", f.runtime);
+  const std::string runtime = f.runtime;
+  c.matmul_hook_factory = [runtime](const model::Model& m) -> std::unique_ptr<model::MatmulHook> {
+    return quant::make_weight_runtime(m, runtime);
+  };
+  c.max_batch_tokens = f.max_batch_tokens;
+  c.max_seqs = f.max_seqs;
+  c.prefill_chunk = f.prefill_chunk;
+  c.max_model_len = f.max_model_len;
+  c.max_waiting = f.max_waiting;
+  c.kv_exhausted = engine::parse_kv_policy(f.kv_policy);
+  c.prefix_cache = !f.no_prefix_cache;
+  c.kv_window_pool = !f.no_window_pool;
+  c.prefix_isolation = engine::parse_prefix_isolation(f.isolation);
+  c.priority_aging_s = f.aging_s;
+  c.validate();
+  return c;
+}
+
+std::string kv_summary(const engine::Engine& e) {
+  const std::string window =
+      e.num_window_kv_blocks() > 0 ? fmt::format(" + {} window", e.num_window_kv_blocks()) : std::string();
+  return fmt::format("KV {}: {} bytes/token, {}{} blocks x {} = {} bytes ({:.1f} MiB); weights runtime {}",
+                     kv::kv_dtype_name(e.config().kv_dtype), e.kv_bytes_per_token(), e.num_kv_blocks(), window,
+                     e.config().block_size, e.kv_bytes(), static_cast<double>(e.kv_bytes()) / (1 << 20),
+                     runtime_name(e.matmul_hook()));
+}
+
+}  // namespace tokenmill::cli
