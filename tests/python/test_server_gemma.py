@@ -1,6 +1,7 @@
 """`tokenmill serve` on the real Gemma 3 270M (PyPI package): chat through
 the model's own turn format, agreement with `tokenmill run`, streaming with
-logprobs, and the behaviours that need a model slow enough to catch in the
+logprobs, parallel samples (n > 1 forks both KV pools: the full-attention
+one and the sliding-window one), and the behaviours that need a model slow enough to catch in the
 act: a client that disconnects mid-stream is cancelled and its KV blocks
 freed (read from /metrics), a full queue answers 429 with Retry-After, and
 SIGTERM drains or aborts in-flight streams and exits 0."""
@@ -97,6 +98,19 @@ def test_streamed_chat_logprobs(gemma_server):
         assert e.logprob == pytest.approx(e.top_logprobs[0].logprob, abs=1e-4)  # greedy = argmax
 
 
+def test_parallel_greedy_samples_equal_one_and_free_both_pools(gemma_server):
+    client = gemma_server.client()
+    body = dict(model="gemma", prompt="The capital of France is", max_tokens=12, temperature=0)
+    one = client.completions.create(**body).choices[0].text
+    three = client.completions.create(n=3, **body)
+    assert [c.index for c in three.choices] == [0, 1, 2]
+    assert [c.text for c in three.choices] == [one] * 3
+    m = gemma_server.wait_metric(lambda m: m["tokenmill_requests_running"] == 0, timeout=10)
+    assert m["tokenmill_kv_window_blocks_total"] > 0  # the separate window pool is on
+    assert m["tokenmill_kv_blocks_used"] == 0
+    assert m["tokenmill_kv_window_blocks_used"] == 0
+
+
 def test_disconnect_cancels_and_frees_kv(gemma_server):
     before = gemma_server.metrics()
     conn, resp = open_stream(gemma_server, {"prompt": "Once upon a time", "max_tokens": 2000, "stream": True,
@@ -110,6 +124,7 @@ def test_disconnect_cancels_and_frees_kv(gemma_server):
     m = gemma_server.wait_metric(lambda m: m[cancelled] == before[cancelled] + 1, timeout=10)
     assert m["tokenmill_requests_running"] == 0
     assert m["tokenmill_kv_blocks_used"] == 0
+    assert m["tokenmill_kv_window_blocks_used"] == 0
     assert m["tokenmill_http_client_disconnects_total"] == before["tokenmill_http_client_disconnects_total"] + 1
     # Far fewer than 2000 tokens were generated for it.
     assert m["tokenmill_generation_tokens_total"] - before["tokenmill_generation_tokens_total"] < 200
