@@ -73,7 +73,7 @@ struct KernelTable {
                         const QuantizedActsOut& out) = nullptr;
   // Integer dot products for decode, preferred over fused_rows where
   // q16_supports(type): y[t * w.rows + r] = W[r] . dequant(a[t]) for rows
-  // [row_begin, row_end) and t < num_tokens (<= kMaxFusedTokens). Null where
+  // [row_begin, row_end) and t < num_tokens (<= kMaxQ16RowTokens). Null where
   // this ISA has none.
   bool (*q16_supports)(gguf::TensorType type) = nullptr;
   void (*q16_rows)(const WeightView& w, int64_t row_begin, int64_t row_end, const QuantizedActs& a,
@@ -117,6 +117,12 @@ inline constexpr int64_t kMaxPagedGroup = 8;
 
 // The most tokens a fused decode kernel handles in one call.
 inline constexpr int64_t kMaxFusedTokens = 4;
+// Calls of up to this many tokens with q16 kernels use q16_rows (rows
+// decoded once per 4 tokens, read from memory once) instead of the int16
+// packed GEMM, whose per-call repacking of every row is not repaid by so
+// few tokens (batched decode of 16 sequences on TinyLlama Q4_0: see
+// docs/benchmarks.md).
+inline constexpr int64_t kMaxQ16RowTokens = 16;
 
 // The scalar table (always available; the ops in it are the *_ref functions).
 const KernelTable& scalar_kernels();

@@ -4,19 +4,22 @@
 // vec_dot_*_avx2.cc).
 //
 // Paths:
-//  - integer decode (num_tokens <= kMaxFusedTokens, quantized types the ISA
+//  - integer decode (num_tokens <= kMaxQ16RowTokens, quantized types the ISA
 //    has q16 kernels for): x is quantized once per call, by the calling
 //    thread, to int16 blocks (quantize_act.h); each row is then one pass
 //    of integer dot products over its bytes (vec_dot.h).
 //  - fused float decode (F32/F16/BF16, or types without q16 kernels): rows
 //    dequantized and dotted in registers, never stored.
-//  - panels (prefill and batched decode): a thread dequantizes a panel of
-//    rows once into a 64-byte aligned FP32 scratch that stays in L2, then
-//    runs the register-tiled FP32 micro-kernel (gemm_f32) over blocks of
-//    tokens sized for L2. Dequantization is paid once per row per call.
-//    (Measured on this AVX2 machine: an int16-activation micro-kernel runs
-//    at the FP32 kernel's speed, and 8-bit activations are too coarse for
-//    Gemma 3, see quantize_act.h, so prefill stays FP32.)
+//  - int16 packed panels (quantized types with q16 kernels, calls of more
+//    than kMaxQ16RowTokens tokens: prefill): a thread widens a panel of rows
+//    to int16 once, packs it (gemm.h) and runs the 16-row x 3-token integer
+//    micro-kernel over the call's int16 activations; same numerics as the
+//    integer decode path.
+//  - FP32 panels (float types, and types without q16 kernels): a thread
+//    dequantizes a panel of rows once into a 64-byte aligned FP32 scratch
+//    that stays in L2 (packed from kPackedMinTokens tokens), then runs the
+//    register-tiled FP32 micro-kernel over blocks of tokens sized for L2.
+//    Dequantization is paid once per row per call.
 //
 // Work split: the rows of every matrix of the call are cut into units (row
 // chunks or panels); each thread streams through its own contiguous share
@@ -84,10 +87,9 @@ struct Task {
 };
 
 Path choose_path(const KernelTable& kt, gguf::TensorType type, int64_t num_tokens) {
-  if (num_tokens <= kMaxFusedTokens) {
-    if (kt.q16_supports != nullptr && kt.q16_supports(type)) return Path::kQ16;
-    if (kt.fused_supports != nullptr && kt.fused_supports(type)) return Path::kFused;
-  }
+  const bool q16 = kt.q16_supports != nullptr && kt.q16_supports(type);
+  if (q16 && num_tokens <= kMaxQ16RowTokens) return Path::kQ16;
+  if (num_tokens <= kMaxFusedTokens && kt.fused_supports != nullptr && kt.fused_supports(type)) return Path::kFused;
   if (num_tokens >= kQ16PackedMinTokens && kt.gemm_q16_packed != nullptr && kt.q16_supports != nullptr &&
       kt.q16_supports(type)) {
     return Path::kQ16Packed;

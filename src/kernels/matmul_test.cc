@@ -60,7 +60,7 @@ std::vector<int64_t> col_counts(TensorType type) {
 // decode (q16_rows) or the int16 packed prefill kernel.
 bool uses_q16(const KernelTable& kt, TensorType type, int64_t num_tokens) {
   if (kt.q16_supports == nullptr || !kt.q16_supports(type)) return false;
-  return num_tokens <= kMaxFusedTokens || (kt.gemm_q16_packed != nullptr && num_tokens >= kQ16PackedMinTokens);
+  return num_tokens <= kMaxQ16RowTokens || (kt.gemm_q16_packed != nullptr && num_tokens >= kQ16PackedMinTokens);
 }
 
 // Float accumulation bound (matmul_test_util.h: rounding_bound): the AVX2
@@ -95,7 +95,7 @@ TEST(Matmul, EveryTypeMatchesReference) {
       for (int64_t cols : col_counts(type)) {
         const int64_t rows = 37;  // not a multiple of the 4-row tiles or of 16-row units
         Weights w(type, rows, cols, 7 + static_cast<uint32_t>(cols));
-        for (int64_t nt : {1, 2, 3, 4, 5, 7, 17, 64, 100}) {
+        for (int64_t nt : {1, 2, 3, 4, 5, 7, 13, 16, 17, 64, 100}) {
           const int off = static_cast<int>(nt % 8);  // misaligned x and y
           std::vector<float> xs(static_cast<size_t>(nt * cols + 8));
           const auto xv = gaussian(nt * cols, 99);
