@@ -28,23 +28,12 @@ inline __m256i bcast_pair(const int16_t* p) {
 }
 
 // In place: r[i] becomes column i of the 8 x 8 block of 32-bit elements whose
-// rows were r[0..7] (pure data movement; float shuffles on integer bits).
+// rows were r[0..7] (pure data movement: the float transpose on integer bits).
 inline void transpose8_epi32(__m256i r[8]) {
   __m256 v[8];
   for (int i = 0; i < 8; ++i) v[i] = _mm256_castsi256_ps(r[i]);
-  const __m256 t0 = _mm256_unpacklo_ps(v[0], v[1]), t1 = _mm256_unpackhi_ps(v[0], v[1]);
-  const __m256 t2 = _mm256_unpacklo_ps(v[2], v[3]), t3 = _mm256_unpackhi_ps(v[2], v[3]);
-  const __m256 t4 = _mm256_unpacklo_ps(v[4], v[5]), t5 = _mm256_unpackhi_ps(v[4], v[5]);
-  const __m256 t6 = _mm256_unpacklo_ps(v[6], v[7]), t7 = _mm256_unpackhi_ps(v[6], v[7]);
-  const __m256 s0 = _mm256_shuffle_ps(t0, t2, 0x44), s1 = _mm256_shuffle_ps(t0, t2, 0xEE);
-  const __m256 s2 = _mm256_shuffle_ps(t1, t3, 0x44), s3 = _mm256_shuffle_ps(t1, t3, 0xEE);
-  const __m256 s4 = _mm256_shuffle_ps(t4, t6, 0x44), s5 = _mm256_shuffle_ps(t4, t6, 0xEE);
-  const __m256 s6 = _mm256_shuffle_ps(t5, t7, 0x44), s7 = _mm256_shuffle_ps(t5, t7, 0xEE);
-  const __m256 c[8] = {_mm256_permute2f128_ps(s0, s4, 0x20), _mm256_permute2f128_ps(s1, s5, 0x20),
-                       _mm256_permute2f128_ps(s2, s6, 0x20), _mm256_permute2f128_ps(s3, s7, 0x20),
-                       _mm256_permute2f128_ps(s0, s4, 0x31), _mm256_permute2f128_ps(s1, s5, 0x31),
-                       _mm256_permute2f128_ps(s2, s6, 0x31), _mm256_permute2f128_ps(s3, s7, 0x31)};
-  for (int i = 0; i < 8; ++i) r[i] = _mm256_castps_si256(c[i]);
+  transpose8(v);
+  for (int i = 0; i < 8; ++i) r[i] = _mm256_castps_si256(v[i]);
 }
 
 // Where the micro-kernel reads: the group's weights for the chunk, its
