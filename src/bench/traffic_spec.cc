@@ -13,7 +13,6 @@
 namespace tokenmill::bench {
 namespace {
 
-constexpr double kInf = std::numeric_limits<double>::infinity();
 constexpr int64_t kMaxTokens = 1 << 24;
 
 std::string read_file(const std::string& path, const std::string& what) {
