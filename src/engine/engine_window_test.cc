@@ -66,16 +66,18 @@ struct RunResult {
   uint64_t cow_copies = 0;
 };
 
-RunResult run_all(const EngineConfig& config, const std::vector<GenerateRequest>& requests) {
-  Metrics metrics;
-  EngineCore core(config, metrics);
-  std::vector<RequestHandle> handles;
-  RequestId id = 1;
+// Adds each request as one sample, with ids from `id` on.
+void add_singles(EngineCore& core, const std::vector<GenerateRequest>& requests, RequestId& id,
+                 std::vector<RequestHandle>& handles) {
   for (const GenerateRequest& r : requests) {
     auto stream = std::make_shared<RequestStream>(id++, nullptr);
     core.add({stream}, r, SteadyClock::now());
     handles.emplace_back(stream);
   }
+}
+
+// Steps the core until idle; every request must end by length.
+RunResult run_to_end(EngineCore& core, Metrics& metrics, std::vector<RequestHandle>& handles) {
   while (core.has_work()) core.step();
   RunResult run;
   for (RequestHandle& h : handles) {
@@ -84,6 +86,17 @@ RunResult run_all(const EngineConfig& config, const std::vector<GenerateRequest>
     run.tokens.push_back(r.tokens);
   }
   run.stats = core.scheduler_stats();
+  run.cow_copies = metrics.snapshot().cow_copies;
+  return run;
+}
+
+RunResult run_all(const EngineConfig& config, const std::vector<GenerateRequest>& requests) {
+  Metrics metrics;
+  EngineCore core(config, metrics);
+  std::vector<RequestHandle> handles;
+  RequestId id = 1;
+  add_singles(core, requests, id, handles);
+  RunResult run = run_to_end(core, metrics, handles);
   EXPECT_EQ(metrics.snapshot().kv_window_blocks_total, run.stats.kv_window_blocks_total);
   return run;
 }
@@ -171,21 +184,8 @@ RunResult run_samples(const EngineConfig& config, const GenerateRequest& request
     handles.emplace_back(streams.back());
   }
   core.add(streams, request, SteadyClock::now());
-  for (const GenerateRequest& r : others) {
-    auto stream = std::make_shared<RequestStream>(id++, nullptr);
-    core.add({stream}, r, SteadyClock::now());
-    handles.emplace_back(stream);
-  }
-  while (core.has_work()) core.step();
-  RunResult run;
-  for (RequestHandle& h : handles) {
-    const GenerationResult r = h.wait();
-    EXPECT_EQ(r.final.reason, FinishReason::kLength) << r.final.error;
-    run.tokens.push_back(r.tokens);
-  }
-  run.stats = core.scheduler_stats();
-  run.cow_copies = metrics.snapshot().cow_copies;
-  return run;
+  add_singles(core, others, id, handles);
+  return run_to_end(core, metrics, handles);
 }
 
 GenerateRequest with_n(GenerateRequest r, int n) {
