@@ -1,19 +1,69 @@
 #include "util/thread_pool.h"
 
 #include <algorithm>
+#include <chrono>
+#include <cstdlib>
+#include <string>
+
+#include "util/error.h"
 
 namespace tokenmill {
+namespace {
 
-ThreadPool::ThreadPool(int num_threads) {
+inline void cpu_relax() {
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_ia32_pause();
+#elif defined(__aarch64__)
+  asm volatile("yield");
+#endif
+}
+
+// Polls done() until it holds or spin_us have passed; returns its last value.
+// After the first kPausePolls polls it yields between polls, so that a pool
+// with more threads than free cores hands the core to the thread it waits
+// for instead of spinning out its time slice.
+template <class Done>
+bool spin_until(const Done& done, int64_t spin_us) {
+  constexpr int kPausePolls = 256;
+  if (done()) return true;
+  if (spin_us <= 0) return false;
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::microseconds(spin_us);
+  for (int i = 1;; ++i) {
+    if (i < kPausePolls) {
+      cpu_relax();
+    } else {
+      std::this_thread::yield();
+    }
+    if (done()) return true;
+    if (i % 64 == 0 && std::chrono::steady_clock::now() >= deadline) return done();
+  }
+}
+
+}  // namespace
+
+int64_t default_spin_us() {
+  const char* env = std::getenv("TOKENMILL_SPIN_US");
+  if (env == nullptr || *env == '\0') return ThreadPool::kDefaultSpinUs;
+  char* end = nullptr;
+  const long long v = std::strtoll(env, &end, 10);
+  if (*end != '\0' || v < 0 || v > 1000000) {
+    throw Error("TOKENMILL_SPIN_US must be a whole number of microseconds in [0, 1000000] (got '" +
+                std::string(env) + "')");
+  }
+  return v;
+}
+
+ThreadPool::ThreadPool(int num_threads, int64_t spin_us) {
   if (num_threads <= 0) num_threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   num_threads_ = num_threads;
+  spin_us_ = spin_us < 0 ? default_spin_us() : spin_us;
   for (int i = 1; i < num_threads_; ++i) workers_.emplace_back([this, i] { worker_loop(i); });
 }
 
 ThreadPool::~ThreadPool() {
   {
     std::lock_guard<std::mutex> lock(mutex_);
-    stop_ = true;
+    stop_.store(true, std::memory_order_release);
   }
   wake_.notify_all();
   for (auto& t : workers_) t.join();
@@ -32,33 +82,47 @@ void ThreadPool::parallel_for(int64_t n, const std::function<void(int, int64_t, 
     fn(0, 0, n);
     return;
   }
+  job_ = &fn;
+  job_n_ = n;
+  pending_.store(num_threads_ - 1, std::memory_order_relaxed);
+  bool wake = false;
   {
+    // Under the mutex, so a worker that is about to sleep either sees the
+    // new generation or is counted in sleeping_workers_ (no lost wake-up).
     std::lock_guard<std::mutex> lock(mutex_);
-    job_ = &fn;
-    job_n_ = n;
-    pending_ = num_threads_ - 1;
-    ++generation_;
+    generation_.fetch_add(1, std::memory_order_release);
+    wake = sleeping_workers_ > 0;
   }
-  wake_.notify_all();
+  if (wake) wake_.notify_all();
   run_share(0);
-  std::unique_lock<std::mutex> lock(mutex_);
-  done_.wait(lock, [this] { return pending_ == 0; });
+  const auto all_done = [this] { return pending_.load(std::memory_order_acquire) == 0; };
+  if (!spin_until(all_done, spin_us_)) {
+    std::unique_lock<std::mutex> lock(mutex_);
+    caller_sleeping_ = true;
+    done_.wait(lock, all_done);
+    caller_sleeping_ = false;
+  }
   job_ = nullptr;
 }
 
 void ThreadPool::worker_loop(int index) {
   uint64_t seen = 0;
+  const auto has_work = [&] {
+    return stop_.load(std::memory_order_acquire) || generation_.load(std::memory_order_acquire) != seen;
+  };
   for (;;) {
-    {
+    if (!spin_until(has_work, spin_us_)) {
       std::unique_lock<std::mutex> lock(mutex_);
-      wake_.wait(lock, [&] { return stop_ || generation_ != seen; });
-      if (stop_) return;
-      seen = generation_;
+      ++sleeping_workers_;
+      wake_.wait(lock, has_work);
+      --sleeping_workers_;
     }
+    if (stop_.load(std::memory_order_acquire)) return;
+    seen = generation_.load(std::memory_order_acquire);
     run_share(index);
-    {
+    if (pending_.fetch_sub(1, std::memory_order_acq_rel) == 1) {
       std::lock_guard<std::mutex> lock(mutex_);
-      if (--pending_ == 0) done_.notify_one();
+      if (caller_sleeping_) done_.notify_one();
     }
   }
 }

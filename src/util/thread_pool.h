@@ -2,8 +2,16 @@
 // thread takes part in every loop, so a pool of N threads starts N-1 workers.
 //
 // Thread-safety: one caller at a time (the engine thread). parallel_for blocks
-// until every chunk has run. Cost per call: one wake-up of the workers and
-// one join, a few microseconds; keep loops coarse (per matrix, not per row).
+// until every chunk has run.
+//
+// Waiting: between loops the workers, and the caller at the end of a loop,
+// spin for a short while (spin_us, default kDefaultSpinUs or the
+// TOKENMILL_SPIN_US environment variable) before they sleep on a condition
+// variable. A decode step is a few hundred loops a few microseconds apart;
+// sleeping and waking through the kernel after every one cost about a tenth
+// of a decode step on the 2-core machine (docs/benchmarks.md). The spin is
+// bounded so that an idle engine, or a machine with more runnable threads
+// than cores, loses at most spin_us of CPU per loop.
 #pragma once
 
 #include <atomic>
@@ -18,13 +26,17 @@ namespace tokenmill {
 
 class ThreadPool {
  public:
-  // num_threads <= 0 means one thread per online CPU.
-  explicit ThreadPool(int num_threads = 0);
+  static constexpr int64_t kDefaultSpinUs = 200;
+
+  // num_threads <= 0 means one thread per online CPU. spin_us < 0 means the
+  // default (TOKENMILL_SPIN_US if set, else kDefaultSpinUs); 0 never spins.
+  explicit ThreadPool(int num_threads = 0, int64_t spin_us = -1);
   ~ThreadPool();
   ThreadPool(const ThreadPool&) = delete;
   ThreadPool& operator=(const ThreadPool&) = delete;
 
   int num_threads() const { return num_threads_; }
+  int64_t spin_us() const { return spin_us_; }
 
   // Calls fn(thread_index, begin, end) over [0, n) split into num_threads
   // contiguous ranges of near-equal size (empty ranges are skipped).
@@ -35,15 +47,23 @@ class ThreadPool {
   void run_share(int index);
 
   int num_threads_ = 1;
+  int64_t spin_us_ = 0;
   std::vector<std::thread> workers_;
   std::mutex mutex_;
   std::condition_variable wake_;
   std::condition_variable done_;
-  uint64_t generation_ = 0;
-  int pending_ = 0;
-  bool stop_ = false;
+  std::atomic<uint64_t> generation_{0};
+  std::atomic<int> pending_{0};
+  std::atomic<bool> stop_{false};
+  int sleeping_workers_ = 0;     // guarded by mutex_
+  bool caller_sleeping_ = false;  // guarded by mutex_
   int64_t job_n_ = 0;
   const std::function<void(int, int64_t, int64_t)>* job_ = nullptr;
 };
+
+// The spin time a pool gets by default: TOKENMILL_SPIN_US when it is set
+// (a whole number of microseconds, 0..1000000), else kDefaultSpinUs. Throws
+// tokenmill::Error for any other value.
+int64_t default_spin_us();
 
 }  // namespace tokenmill

@@ -2,8 +2,14 @@
 
 #include <gtest/gtest.h>
 
+#include <stdlib.h>
+
 #include <atomic>
+#include <chrono>
+#include <thread>
 #include <vector>
+
+#include "util/error.h"
 
 namespace tokenmill {
 namespace {
@@ -28,6 +34,47 @@ TEST(ThreadPool, ManyConsecutiveLoops) {
     pool.parallel_for(10, [&](int, int64_t b, int64_t e) { sum += e - b; });
   }
   EXPECT_EQ(sum.load(), 20000);
+}
+
+// Both ways of waiting: never spinning (every hand-over goes through the
+// condition variables) and spinning longer than any loop takes.
+TEST(ThreadPool, SleepingAndSpinningPoolsRunEveryLoop) {
+  for (int64_t spin_us : {0, 1000000}) {
+    ThreadPool pool(3, spin_us);
+    EXPECT_EQ(pool.spin_us(), spin_us);
+    std::atomic<int64_t> sum{0};
+    for (int rep = 0; rep < 3000; ++rep) {
+      pool.parallel_for(3, [&](int, int64_t b, int64_t e) { sum += e - b; });
+    }
+    EXPECT_EQ(sum.load(), 9000) << "spin_us=" << spin_us;
+  }
+}
+
+// Workers that outlast the spin make the caller sleep, and workers that
+// find no work within the spin go to sleep; both must still be woken.
+TEST(ThreadPool, WakesAfterTheSpinRunsOut) {
+  ThreadPool pool(2, 50);
+  std::atomic<int> runs{0};
+  for (int rep = 0; rep < 5; ++rep) {
+    pool.parallel_for(2, [&](int index, int64_t, int64_t) {
+      if (index == 1) std::this_thread::sleep_for(std::chrono::milliseconds(2));
+      runs++;
+    });
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));  // workers fall asleep
+  }
+  EXPECT_EQ(runs.load(), 10);
+}
+
+TEST(ThreadPool, SpinTimeFromTheEnvironment) {
+  ::setenv("TOKENMILL_SPIN_US", "7", 1);
+  EXPECT_EQ(default_spin_us(), 7);
+  EXPECT_EQ(ThreadPool(2).spin_us(), 7);
+  for (const char* bad : {"-1", "abc", "5us", "2000000"}) {
+    ::setenv("TOKENMILL_SPIN_US", bad, 1);
+    EXPECT_THROW(default_spin_us(), Error) << bad;
+  }
+  ::unsetenv("TOKENMILL_SPIN_US");
+  EXPECT_EQ(default_spin_us(), ThreadPool::kDefaultSpinUs);
 }
 
 }  // namespace
