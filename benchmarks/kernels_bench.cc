@@ -68,7 +68,9 @@ double process_cpu_seconds() {
 // The kernel table of the run, for A/B runs: the active one (path 0), the
 // same without the integer decode path (1: float fused decode), without the
 // FP32 packed prefill kernel (2: row-major FP32 panels below the int16
-// threshold), or without the int16 packed prefill kernel (3: FP32 prefill).
+// threshold), without the int16 packed prefill kernel (3: FP32 prefill),
+// with the int16 packed kernel for every token count (4: packed) or with
+// the row kernel up to its maximum (5: rows), to place q16_row_max_tokens.
 const KernelTable& table_for_path(int64_t path) {
   static const KernelTable float_only = [] {
     KernelTable t = active_kernels();
@@ -87,8 +89,20 @@ const KernelTable& table_for_path(int64_t path) {
     t.gemm_q16_packed = nullptr;
     return t;
   }();
+  static const KernelTable packed = [] {
+    KernelTable t = active_kernels();
+    t.q16_row_max_tokens = 0;
+    return t;
+  }();
+  static const KernelTable rows = [] {
+    KernelTable t = active_kernels();
+    t.q16_row_max_tokens = kMaxQ16RowTokens;
+    return t;
+  }();
   switch (path) {
     case 1: return float_only;
+    case 4: return packed;
+    case 5: return rows;
     case 2: return unpacked;
     case 3: return float_prefill;
     default: return active_kernels();
@@ -120,7 +134,7 @@ void BM_Matmul(benchmark::State& state) {
   const double cpu = (process_cpu_seconds() - cpu0) / threads;
   const double bytes = static_cast<double>(ws[0].bytes.size()) * static_cast<double>(state.iterations());
   const double flops = 2.0 * static_cast<double>(rows * cols * tokens) * static_cast<double>(state.iterations());
-  const char* path_names[] = {"", " float", " unpacked", " f32-prefill"};
+  const char* path_names[] = {"", " float", " unpacked", " f32-prefill", " packed", " rows"};
   state.SetLabel(std::string(gguf::tensor_type_name(type)) + path_names[state.range(5)]);
   state.SetBytesProcessed(static_cast<int64_t>(bytes));
   state.counters["FLOP/s"] = benchmark::Counter(flops, benchmark::Counter::kIsRate);
@@ -153,6 +167,14 @@ void gemm_args(benchmark::internal::Benchmark* b) {
     for (int64_t path : {0, 2, 3}) {
       b->Args({id(TensorType::Q4_0), 2048, 2048, tokens, 1, path, 8});
       b->Args({id(TensorType::Q4_0), 2048, 5632, tokens, 1, path, 4});
+    }
+  }
+  // Where batched decode should switch from q16_rows to the packed kernel
+  // (KernelTable::q16_row_max_tokens): both, on TinyLlama's FFN down shape
+  // (run once per ISA, TOKENMILL_ISA=avx2 / avx512).
+  for (TensorType t : {TensorType::Q4_0, TensorType::Q4_K}) {
+    for (int64_t tokens : {2, 4, 6, 8, 12, 16}) {
+      for (int64_t path : {4, 5}) b->Args({id(t), 2048, 5632, tokens, 1, path, 4});
     }
   }
   // Prefill shapes of TinyLlama (512 tokens): attention output, FFN up, FFN down.

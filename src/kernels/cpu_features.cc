@@ -12,6 +12,10 @@ CpuFeatures detect() {
   // (XGETBV), which a raw cpuid bit would not.
   f.avx2 = __builtin_cpu_supports("avx2") != 0;
   f.fma = __builtin_cpu_supports("fma") != 0;
+  // As for AVX2, these checks include the OS enabling ZMM and mask state.
+  f.avx512f = __builtin_cpu_supports("avx512f") != 0;
+  f.avx512bw = __builtin_cpu_supports("avx512bw") != 0;
+  f.avx512vnni = __builtin_cpu_supports("avx512vnni") != 0;
   // Not every compiler knows "f16c" in __builtin_cpu_supports (clang 14 does
   // not), so read CPUID leaf 1, ECX bit 29 directly. F16C uses VEX encoding,
   // so it is only usable where AVX is, which the avx2 check above covers.

@@ -8,10 +8,18 @@ struct CpuFeatures {
   bool avx2 = false;  // includes the OS saving YMM state (checked by the runtime)
   bool fma = false;
   bool f16c = false;
+  // AVX-512 Foundation, Byte/Word and VNNI, each including the OS saving
+  // ZMM and mask state.
+  bool avx512f = false;
+  bool avx512bw = false;
+  bool avx512vnni = false;
 
   // Whether the *_avx2.cc kernels may run: they are compiled with
   // -mavx2 -mfma -mf16c and use all three.
   bool supports_avx2_kernels() const { return avx2 && fma && f16c; }
+  // Whether the *_avx512.cc kernels may run (the AVX-512 table keeps the
+  // AVX2 kernels it does not replace).
+  bool supports_avx512_kernels() const { return supports_avx2_kernels() && avx512f && avx512bw && avx512vnni; }
 };
 
 // The features of this CPU. Thread-safe; cpuid runs once.

@@ -10,10 +10,14 @@
 // there with AVX encoding, and the linker may pick that copy for callers on
 // CPUs without AVX. Their code runs only through kernels_for(Isa::kAvx2),
 // which exists only when cpu_features() says the CPU has AVX2, FMA and F16C.
+// The same holds for *_avx512.cc files (also -mavx512f -mavx512bw
+// -mavx512vnni) and kernels_for(Isa::kAvx512): the AVX2 table with the
+// kernels that have a 512-bit version replaced.
 #pragma once
 
 #include <cstdint>
 #include <string_view>
+#include <vector>
 
 #include "gguf/tensor_type.h"
 #include "kernels/attention.h"
@@ -25,7 +29,7 @@
 
 namespace tokenmill::kernels {
 
-enum class Isa { kScalar, kAvx2 };
+enum class Isa { kScalar, kAvx2, kAvx512 };
 
 std::string_view isa_name(Isa isa);
 
@@ -90,6 +94,12 @@ struct KernelTable {
   void (*gemm_q16_packed)(const int16_t* packed_q, const float* packed_scale, const float* packed_bias,
                           bool halves, int bias, int64_t num_rows, int64_t cols, const QuantizedActs& a,
                           int64_t num_tokens, float* y, int64_t y_stride) = nullptr;
+  // Calls of up to this many tokens (<= kMaxQ16RowTokens) use q16_rows (rows
+  // decoded once per 4 tokens, read from memory once); longer ones the packed
+  // GEMM, whose per-call repacking of every row must be repaid by the
+  // tokens. Where that happens depends on the micro-kernel's speed: measured
+  // per ISA with kernels_bench (GemmSwitch) on TinyLlama Q4_0 shapes.
+  int64_t q16_row_max_tokens = 0;
 
   // --- attention building block ---
   // One (token, head) pair: out = softmax_j(score(q, k_j)) . v_j over keys
@@ -117,19 +127,18 @@ inline constexpr int64_t kMaxPagedGroup = 8;
 
 // The most tokens a fused decode kernel handles in one call.
 inline constexpr int64_t kMaxFusedTokens = 4;
-// Calls of up to this many tokens with q16 kernels use q16_rows (rows
-// decoded once per 4 tokens, read from memory once) instead of the int16
-// packed GEMM, whose per-call repacking of every row is not repaid by so
-// few tokens (batched decode of 16 sequences on TinyLlama Q4_0: see
-// docs/benchmarks.md).
+// The most tokens q16_rows takes in one call (KernelTable::q16_row_max_tokens
+// picks the switch to the packed GEMM at or below it).
 inline constexpr int64_t kMaxQ16RowTokens = 16;
 
 // The scalar table (always available; the ops in it are the *_ref functions).
 const KernelTable& scalar_kernels();
 // The table for `isa`, or null when this CPU cannot run it.
 const KernelTable* kernels_for(Isa isa);
+// Every table this CPU can run, scalar first (for tests comparing them).
+std::vector<const KernelTable*> available_kernels();
 // Picks the ISA from a TOKENMILL_ISA value: null, "" or "auto" mean the best
-// the CPU supports; "scalar" and "avx2" force one. Throws tokenmill::Error for
+// the CPU supports; "scalar", "avx2" and "avx512" force one. Throws tokenmill::Error for
 // an unknown name or an ISA this CPU lacks (never runs AVX2 without it).
 Isa choose_isa(const char* request, const CpuFeatures& cpu);
 // The table every public kernel uses, chosen on first call from the

@@ -10,6 +10,8 @@ namespace tokenmill::kernels {
 namespace {
 
 CpuFeatures with_avx2() { return CpuFeatures{true, true, true}; }
+CpuFeatures with_avx512() { return CpuFeatures{true, true, true, true, true, true}; }
+CpuFeatures without_vnni() { return CpuFeatures{true, true, true, true, true, false}; }
 CpuFeatures without_f16c() { return CpuFeatures{true, true, false}; }
 CpuFeatures bare() { return CpuFeatures{}; }
 
@@ -19,6 +21,8 @@ TEST(Dispatch, AutoPicksTheBestSupported) {
   EXPECT_EQ(choose_isa("auto", with_avx2()), Isa::kAvx2);
   EXPECT_EQ(choose_isa(nullptr, bare()), Isa::kScalar);
   EXPECT_EQ(choose_isa("auto", without_f16c()), Isa::kScalar);  // AVX2 kernels need all three
+  EXPECT_EQ(choose_isa(nullptr, with_avx512()), Isa::kAvx512);
+  EXPECT_EQ(choose_isa("auto", without_vnni()), Isa::kAvx2);
 }
 
 TEST(Dispatch, ForcedChoices) {
@@ -27,6 +31,9 @@ TEST(Dispatch, ForcedChoices) {
   EXPECT_THROW(choose_isa("avx2", bare()), Error);  // never run AVX2 without it
   EXPECT_THROW(choose_isa("avx2", without_f16c()), Error);
   EXPECT_THROW(choose_isa("avx512", with_avx2()), Error);
+  EXPECT_THROW(choose_isa("avx512", without_vnni()), Error);
+  EXPECT_EQ(choose_isa("avx512", with_avx512()), Isa::kAvx512);
+  EXPECT_EQ(choose_isa("avx2", with_avx512()), Isa::kAvx2);
   EXPECT_THROW(choose_isa("SCALAR ", with_avx2()), Error);
 }
 
@@ -45,6 +52,16 @@ TEST(Dispatch, TablesAreCompleteAndMatchTheCpu) {
     EXPECT_TRUE(a->fused_supports(gguf::TensorType::Q8_0));
     EXPECT_FALSE(a->fused_supports(gguf::TensorType::Q2_K));
   }
+  const KernelTable* z = kernels_for(Isa::kAvx512);
+  EXPECT_EQ(z != nullptr, cpu_features().supports_avx512_kernels());
+  if (z != nullptr) {
+    EXPECT_EQ(z->isa, Isa::kAvx512);
+    EXPECT_TRUE(z->gemm_q16_packed != nullptr && z->q16_rows != nullptr && z->attend_head != nullptr);
+  }
+  const auto all = available_kernels();
+  ASSERT_FALSE(all.empty());
+  EXPECT_EQ(all.front(), &scalar_kernels());
+  EXPECT_EQ(all.size(), 1u + (a != nullptr) + (z != nullptr));
 }
 
 // The active table is what TOKENMILL_ISA and the CPU select (ctest runs this
@@ -55,6 +72,7 @@ TEST(Dispatch, ActiveTableFollowsEnvironment) {
   EXPECT_EQ(&active_kernels(), kernels_for(want));
   EXPECT_EQ(isa_name(Isa::kScalar), "scalar");
   EXPECT_EQ(isa_name(Isa::kAvx2), "avx2");
+  EXPECT_EQ(isa_name(Isa::kAvx512), "avx512");
 }
 
 }  // namespace

@@ -33,10 +33,6 @@ inline constexpr int64_t kPackRows = 16;
 // GFLOP/s on 2048 x 5632, equal at 96, packed ahead from 128).
 inline constexpr int64_t kPackedMinTokens = 96;
 inline constexpr int64_t kPackChunk = 256;
-// matmul uses the int16 packed kernel (below) for quantized weights from
-// this many tokens up (Q4_0 2048 x 2048, per core: 62 against 65 GFLOP/s
-// for the FP32 row-major panels at 8 tokens, 93 against 83 at 16).
-inline constexpr int64_t kQ16PackedMinTokens = 12;
 // Rows a pack call takes at once (one 8 x 8 transpose height).
 inline constexpr int64_t kPackStep = 8;
 
@@ -91,4 +87,15 @@ void gemm_q16_packed(const int16_t* packed_q, const float* packed_scale, const f
                      int64_t y_stride);
 
 }  // namespace avx2
+
+namespace avx512 {
+
+// gemm_q16_packed with 512-bit vectors and vpdpwssd (gemm_q16_avx512.cc):
+// same panel layout, same contract, results equal to the AVX2 kernel's bit
+// for bit.
+void gemm_q16_packed(const int16_t* packed_q, const float* packed_scale, const float* packed_bias, bool halves,
+                     int bias, int64_t num_rows, int64_t cols, const QuantizedActs& a, int64_t num_tokens, float* y,
+                     int64_t y_stride);
+
+}  // namespace avx512
 }  // namespace tokenmill::kernels

@@ -4,7 +4,8 @@
 // sums are exact and its float steps are few and fixed, so a scalar
 // emulation of those steps is an exact reference: results must match bit
 // for bit over row counts around the 16-row groups, column counts across
-// the 256-column chunks, every q16 type and 1..7, 12 and 64 tokens.
+// the 256-column chunks, every q16 type and 1..7, 12, 13 and 64 tokens, for
+// the AVX2 and the AVX-512 kernel.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -89,8 +90,10 @@ float emulate(const Decoded& dec, int64_t r, int64_t cols, const Q16Layout& layo
   return acc;
 }
 
-TEST(GemmQ16, MatchesEmulationBitForBit) {
-  if (!cpu_features().supports_avx2_kernels()) GTEST_SKIP() << "no AVX2";
+using GemmQ16Fn = void (*)(const int16_t*, const float*, const float*, bool, int, int64_t, int64_t,
+                           const QuantizedActs&, int64_t, float*, int64_t);
+
+void check_against_emulation(GemmQ16Fn gemm, const char* isa) {
   for (TensorType type : kTypes) {
     const bool k_quant = gguf::tensor_type_info(type).block_size == 256;
     const Q16Layout layout = avx2::q16_layout(type);
@@ -106,16 +109,15 @@ TEST(GemmQ16, MatchesEmulationBitForBit) {
           avx2::pack_q16_rows(dec.q.data() + i * cols, dec.scale.data() + i * cols / 16, dec.bias.data() + i * cols / 16,
                               n, cols, i, padded, pq, ps.data(), pb.data());
         }
-        for (int64_t nt : {1, 2, 3, 4, 7, 12, 64}) {
+        for (int64_t nt : {1, 2, 3, 4, 5, 6, 7, 12, 13, 64}) {
           const auto x = testing::gaussian(nt * cols, static_cast<uint32_t>(nt + cols));
           const testing::Acts acts(x.data(), nt, cols);
           const int64_t ys = rows + 5;
           std::vector<float> y(static_cast<size_t>(nt * ys), -1.0f);
-          avx2::gemm_q16_packed(pq, ps.data(), pb.data(), layout.halves, layout.bias, rows, cols, acts.buffer.view(), nt,
-                                y.data(), ys);
+          gemm(pq, ps.data(), pb.data(), layout.halves, layout.bias, rows, cols, acts.buffer.view(), nt, y.data(), ys);
           for (int64_t t = 0; t < nt; ++t) {
             for (int64_t r = 0; r < ys; ++r) {
-              const std::string what = std::string(gguf::tensor_type_name(type)) + " rows " + std::to_string(rows) +
+              const std::string what = std::string(isa) + " " + std::string(gguf::tensor_type_name(type)) + " rows " + std::to_string(rows) +
                                        " cols " + std::to_string(cols) + " tokens " + std::to_string(nt) + " r " +
                                        std::to_string(r) + " t " + std::to_string(t);
               const float want = r < rows ? emulate(dec, r, cols, layout, acts.buffer.view(), t) : -1.0f;
@@ -127,6 +129,18 @@ TEST(GemmQ16, MatchesEmulationBitForBit) {
       }
     }
   }
+}
+
+TEST(GemmQ16, MatchesEmulationBitForBit) {
+  if (!cpu_features().supports_avx2_kernels()) GTEST_SKIP() << "no AVX2";
+  check_against_emulation(avx2::gemm_q16_packed, "avx2");
+}
+
+// The 512-bit kernel keeps the AVX2 kernel's float steps, so it must give
+// the same bits (6 tokens per tile: the token counts cover 1..7 and tails).
+TEST(GemmQ16, Avx512MatchesEmulationBitForBit) {
+  if (!cpu_features().supports_avx512_kernels()) GTEST_SKIP() << "no AVX-512 F/BW/VNNI on this CPU";
+  check_against_emulation(avx512::gemm_q16_packed, "avx512");
 }
 
 }  // namespace

@@ -4,14 +4,14 @@
 // vec_dot_*_avx2.cc).
 //
 // Paths:
-//  - integer decode (num_tokens <= kMaxQ16RowTokens, quantized types the ISA
+//  - integer decode (num_tokens <= q16_row_max_tokens, quantized types the ISA
 //    has q16 kernels for): x is quantized once per call, by the calling
 //    thread, to int16 blocks (quantize_act.h); each row is then one pass
 //    of integer dot products over its bytes (vec_dot.h).
 //  - fused float decode (F32/F16/BF16, or types without q16 kernels): rows
 //    dequantized and dotted in registers, never stored.
 //  - int16 packed panels (quantized types with q16 kernels, calls of more
-//    than kMaxQ16RowTokens tokens: prefill): a thread widens a panel of rows
+//    than q16_row_max_tokens tokens: prefill, batched decode): a thread widens a panel of rows
 //    to int16 once, packs it (gemm.h) and runs the 16-row x 3-token integer
 //    micro-kernel over the call's int16 activations; same numerics as the
 //    integer decode path.
@@ -88,12 +88,9 @@ struct Task {
 
 Path choose_path(const KernelTable& kt, gguf::TensorType type, int64_t num_tokens) {
   const bool q16 = kt.q16_supports != nullptr && kt.q16_supports(type);
-  if (q16 && num_tokens <= kMaxQ16RowTokens) return Path::kQ16;
+  if (q16 && num_tokens <= kt.q16_row_max_tokens) return Path::kQ16;
+  if (q16 && kt.gemm_q16_packed != nullptr) return Path::kQ16Packed;
   if (num_tokens <= kMaxFusedTokens && kt.fused_supports != nullptr && kt.fused_supports(type)) return Path::kFused;
-  if (num_tokens >= kQ16PackedMinTokens && kt.gemm_q16_packed != nullptr && kt.q16_supports != nullptr &&
-      kt.q16_supports(type)) {
-    return Path::kQ16Packed;
-  }
   if (num_tokens >= kPackedMinTokens && kt.gemm_packed != nullptr) return Path::kPacked;
   return Path::kPanels;
 }

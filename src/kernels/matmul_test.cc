@@ -30,11 +30,7 @@ using testing::gaussian;
 using testing::rounding_bound;
 using testing::Weights;
 
-std::vector<const KernelTable*> tables() {
-  std::vector<const KernelTable*> t = {&scalar_kernels()};
-  if (const KernelTable* avx2 = kernels_for(Isa::kAvx2)) t.push_back(avx2);
-  return t;
-}
+std::vector<const KernelTable*> tables() { return available_kernels(); }
 
 std::vector<TensorType> weight_types() {
   std::vector<TensorType> types;
@@ -60,7 +56,7 @@ std::vector<int64_t> col_counts(TensorType type) {
 // decode (q16_rows) or the int16 packed prefill kernel.
 bool uses_q16(const KernelTable& kt, TensorType type, int64_t num_tokens) {
   if (kt.q16_supports == nullptr || !kt.q16_supports(type)) return false;
-  return num_tokens <= kMaxQ16RowTokens || (kt.gemm_q16_packed != nullptr && num_tokens >= kQ16PackedMinTokens);
+  return num_tokens <= kt.q16_row_max_tokens || kt.gemm_q16_packed != nullptr;
 }
 
 // Float accumulation bound (matmul_test_util.h: rounding_bound): the AVX2

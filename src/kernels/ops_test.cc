@@ -15,11 +15,7 @@
 namespace tokenmill::kernels {
 namespace {
 
-std::vector<const KernelTable*> tables() {
-  std::vector<const KernelTable*> t = {&scalar_kernels()};
-  if (const KernelTable* avx2 = kernels_for(Isa::kAvx2)) t.push_back(avx2);
-  return t;
-}
+std::vector<const KernelTable*> tables() { return available_kernels(); }
 
 std::vector<int64_t> sizes() {
   std::vector<int64_t> s;

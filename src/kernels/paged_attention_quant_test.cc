@@ -26,11 +26,7 @@ using kv::KvDtype;
 
 const char* name(KvDtype dtype) { return dtype == KvDtype::Q8_0 ? "q8_0" : "fp8_e4m3"; }
 
-std::vector<const KernelTable*> tables() {
-  std::vector<const KernelTable*> t = {&scalar_kernels()};
-  if (const KernelTable* avx2 = kernels_for(Isa::kAvx2)) t.push_back(avx2);
-  return t;
-}
+std::vector<const KernelTable*> tables() { return available_kernels(); }
 
 // What quantized storage keeps of a row of n values: per group an fp16
 // scale amax / qmax, codes rounded to nearest (int8) or to E4M3.

@@ -25,11 +25,7 @@ namespace {
 
 using kv::KvDtype;
 
-std::vector<const KernelTable*> tables() {
-  std::vector<const KernelTable*> t = {&scalar_kernels()};
-  if (const KernelTable* avx2 = kernels_for(Isa::kAvx2)) t.push_back(avx2);
-  return t;
-}
+std::vector<const KernelTable*> tables() { return available_kernels(); }
 
 std::vector<float> gaussian(int64_t n, uint32_t seed) {
   std::mt19937 rng(seed);
