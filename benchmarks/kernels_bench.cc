@@ -91,12 +91,12 @@ const KernelTable& table_for_path(int64_t path) {
   }();
   static const KernelTable packed = [] {
     KernelTable t = active_kernels();
-    t.q16_row_max_tokens = 0;
+    t.q16_row_max_tokens = t.q16_row_max_tokens_direct = 0;
     return t;
   }();
   static const KernelTable rows = [] {
     KernelTable t = active_kernels();
-    t.q16_row_max_tokens = kMaxQ16RowTokens;
+    t.q16_row_max_tokens = t.q16_row_max_tokens_direct = kMaxQ16RowTokens;
     return t;
   }();
   switch (path) {

@@ -52,10 +52,14 @@ KernelTable make_avx2_table() {
   t.q16_layout = avx2::q16_layout;
   t.q16_decode_row = avx2::q16_decode_row;
   t.pack_q16_rows = avx2::pack_q16_rows;
+  t.pack_q16_blocks_supports = avx2::pack_q16_blocks_supports;
+  t.pack_q16_blocks = avx2::pack_q16_blocks;
   t.gemm_q16_packed = avx2::gemm_q16_packed;
-  // kernels_bench GemmSwitch, 2048 x 5632, per core: at 16 tokens the row
-  // kernel and the packed one are even (Q4_0 98 / 98 GFLOP/s, Q4_K 98 / 95).
+  // kernels_bench GemmSwitch, 2048 x 5632, per core, packed against row
+  // kernel: Q4_K 95 / 98 GFLOP/s at 16 tokens; Q4_0 (packed straight from
+  // its blocks) 89 / 101 at 8, 110 / 101 at 12.
   t.q16_row_max_tokens = 16;
+  t.q16_row_max_tokens_direct = 10;
   t.attend_head = avx2::attend_head;
   t.paged_attend_group = avx2::paged_attend_group;
   return t;
@@ -68,9 +72,10 @@ KernelTable make_avx512_table() {
   t.isa = Isa::kAvx512;
   t.gemm_q16_packed = avx512::gemm_q16_packed;
   // The faster micro-kernel repays the per-call packing sooner: packed
-  // against row kernel, Q4_0 80 / 97 GFLOP/s at 8 tokens, 112 / 99 at 12
-  // (Q4_K 80 / 104 and 102 / 90).
+  // against row kernel, Q4_K 80 / 104 GFLOP/s at 8 tokens, 102 / 90 at 12;
+  // Q4_0 (packed straight from its blocks) 101 / 98 at 6, 118 / 105 at 8.
   t.q16_row_max_tokens = 10;
+  t.q16_row_max_tokens_direct = 6;
   return t;
 }
 

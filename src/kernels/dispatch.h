@@ -91,6 +91,12 @@ struct KernelTable {
   void (*pack_q16_rows)(const int16_t* q, const float* scale16, const float* bias16, int64_t num_src,
                         int64_t cols, int64_t row0, int64_t panel_rows, int16_t* packed_q, float* packed_scale,
                         float* packed_bias) = nullptr;
+  // pack_q16_rows straight from the weight blocks (gemm.h) for the types
+  // pack_q16_blocks_supports accepts; both null where this ISA has none.
+  bool (*pack_q16_blocks_supports)(gguf::TensorType type) = nullptr;
+  bool (*pack_q16_blocks)(gguf::TensorType type, const uint8_t* rows, int64_t row_bytes, int64_t num_src,
+                          int64_t cols, int64_t row0, int64_t panel_rows, int16_t* packed_q, float* packed_scale,
+                          float* packed_bias) = nullptr;
   void (*gemm_q16_packed)(const int16_t* packed_q, const float* packed_scale, const float* packed_bias,
                           bool halves, int bias, int64_t num_rows, int64_t cols, const QuantizedActs& a,
                           int64_t num_tokens, float* y, int64_t y_stride) = nullptr;
@@ -98,8 +104,10 @@ struct KernelTable {
   // decoded once per 4 tokens, read from memory once); longer ones the packed
   // GEMM, whose per-call repacking of every row must be repaid by the
   // tokens. Where that happens depends on the micro-kernel's speed: measured
-  // per ISA with kernels_bench (GemmSwitch) on TinyLlama Q4_0 shapes.
+  // per ISA with kernels_bench (GemmSwitch) on TinyLlama shapes; types
+  // packed straight from their blocks (pack_q16_blocks) switch sooner.
   int64_t q16_row_max_tokens = 0;
+  int64_t q16_row_max_tokens_direct = 0;
 
   // --- attention building block ---
   // One (token, head) pair: out = softmax_j(score(q, k_j)) . v_j over keys

@@ -22,6 +22,7 @@
 
 #include <cstdint>
 
+#include "gguf/tensor_type.h"
 #include "kernels/quantize_act.h"
 
 namespace tokenmill::kernels {
@@ -78,6 +79,15 @@ void gemm_packed(const float* packed, int64_t num_rows, int64_t cols, const floa
 // [num_src, cols / 16]; rows past num_src become zeros.
 void pack_q16_rows(const int16_t* q, const float* scale16, const float* bias16, int64_t num_src, int64_t cols,
                    int64_t row0, int64_t panel_rows, int16_t* packed_q, float* packed_scale, float* packed_bias);
+
+// pack_q16_rows straight from the blocks of num_src (<= kPackStep) rows at
+// `rows`, row_bytes apart, of a type with q16 kernels: the same panel
+// contents as q16_decode_row then pack_q16_rows, in one pass
+// (pack_q4_0_avx2.cc). Returns false, writing nothing, for a type it has no
+// direct packer for.
+bool pack_q16_blocks_supports(gguf::TensorType type);
+bool pack_q16_blocks(gguf::TensorType type, const uint8_t* rows, int64_t row_bytes, int64_t num_src, int64_t cols,
+                     int64_t row0, int64_t panel_rows, int16_t* packed_q, float* packed_scale, float* packed_bias);
 
 // y[t * y_stride + r] = panel row r . dequant(a[t]) for r < num_rows,
 // t < num_tokens; `halves` / `bias` as q16_layout (vec_dot.h) of the type.

@@ -9,7 +9,9 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <algorithm>
 #include <cstdlib>
+#include <cstring>
 #include <string>
 #include <vector>
 
@@ -127,6 +129,45 @@ void check_against_emulation(GemmQ16Fn gemm, const char* isa) {
         }
         std::free(pq);
       }
+    }
+  }
+}
+
+// A panel packed straight from the blocks equals the two-step decode +
+// pack_q16_rows panel, byte for byte (int16 values, scales, biases, the
+// zero rows of a partial group), over partial pack steps, several 256-column
+// chunks, and blocks whose scale is +0 or -0.
+TEST(GemmQ16, DirectPackEqualsDecodeThenPack) {
+  if (!cpu_features().supports_avx2_kernels()) GTEST_SKIP() << "no AVX2";
+  EXPECT_FALSE(avx2::pack_q16_blocks(TensorType::Q4_K, nullptr, 0, 0, 256, 0, 16, nullptr, nullptr, nullptr));
+  for (int64_t rows : {1, 7, 8, 16, 17, 37}) {
+    for (int64_t cols : {32, 96, 288, 640}) {
+      testing::Weights w(TensorType::Q4_0, rows, cols, static_cast<uint32_t>(rows * 11 + cols));
+      const int64_t rb = gguf::row_bytes(TensorType::Q4_0, cols);
+      w.bytes[0] = w.bytes[1] = 0;                          // row 0, block 0: d = +0
+      w.bytes[static_cast<size_t>((rows - 1) * rb + 1)] = 0x80;  // last row, block 0: d = -0
+      w.bytes[static_cast<size_t>((rows - 1) * rb)] = 0;
+      const Decoded dec(w.view);
+      const int64_t padded = (rows + kPackRows - 1) / kPackRows * kPackRows;
+      const size_t nq = static_cast<size_t>(padded * cols), nf = static_cast<size_t>(padded * cols / 16);
+      auto* q_two = static_cast<int16_t*>(std::aligned_alloc(64, nq * 2));
+      auto* q_one = static_cast<int16_t*>(std::aligned_alloc(64, nq * 2));
+      std::fill(q_two, q_two + nq, int16_t{-7});
+      std::fill(q_one, q_one + nq, int16_t{-7});
+      std::vector<float> s_two(nf, -3.0f), b_two(nf, -3.0f), s_one(nf, -3.0f), b_one(nf, -3.0f);
+      for (int64_t i = 0; i < padded; i += kPackStep) {
+        const int64_t n = std::max<int64_t>(0, std::min(kPackStep, rows - i));
+        avx2::pack_q16_rows(dec.q.data() + i * cols, dec.scale.data() + i * cols / 16, dec.bias.data() + i * cols / 16, n,
+                            cols, i, padded, q_two, s_two.data(), b_two.data());
+        ASSERT_TRUE(avx2::pack_q16_blocks(TensorType::Q4_0, w.bytes.data() + i * rb, rb, n, cols, i, padded, q_one,
+                                          s_one.data(), b_one.data()));
+      }
+      const std::string what = "rows " + std::to_string(rows) + " cols " + std::to_string(cols);
+      EXPECT_EQ(std::memcmp(q_two, q_one, nq * 2), 0) << what;
+      EXPECT_EQ(std::memcmp(s_two.data(), s_one.data(), nf * 4), 0) << what;
+      EXPECT_EQ(std::memcmp(b_two.data(), b_one.data(), nf * 4), 0) << what;
+      std::free(q_two);
+      std::free(q_one);
     }
   }
 }

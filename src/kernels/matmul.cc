@@ -88,7 +88,8 @@ struct Task {
 
 Path choose_path(const KernelTable& kt, gguf::TensorType type, int64_t num_tokens) {
   const bool q16 = kt.q16_supports != nullptr && kt.q16_supports(type);
-  if (q16 && num_tokens <= kt.q16_row_max_tokens) return Path::kQ16;
+  const bool direct = kt.pack_q16_blocks_supports != nullptr && kt.pack_q16_blocks_supports(type);
+  if (q16 && num_tokens <= (direct ? kt.q16_row_max_tokens_direct : kt.q16_row_max_tokens)) return Path::kQ16;
   if (q16 && kt.gemm_q16_packed != nullptr) return Path::kQ16Packed;
   if (num_tokens <= kMaxFusedTokens && kt.fused_supports != nullptr && kt.fused_supports(type)) return Path::kFused;
   if (num_tokens >= kPackedMinTokens && kt.gemm_packed != nullptr) return Path::kPacked;
@@ -158,6 +159,10 @@ void run_q16_packed_panel(const KernelTable& kt, const WeightView& w, int64_t r0
   const auto* bytes = static_cast<const uint8_t*>(w.data);
   for (int64_t i = 0; i < padded; i += kPackStep) {
     const int64_t n = std::clamp<int64_t>(num_rows - i, 0, kPackStep);
+    if (kt.pack_q16_blocks_supports != nullptr && kt.pack_q16_blocks_supports(w.type) &&
+        kt.pack_q16_blocks(w.type, bytes + (r0 + i) * bytes_per_row, bytes_per_row, n, cols, i, padded, pq, ps, pb)) {
+      continue;
+    }
     for (int64_t j = 0; j < n; ++j) {
       kt.q16_decode_row(w.type, bytes + (r0 + i + j) * bytes_per_row, cols, tq + j * cols, ts + j * halves, tb + j * halves);
     }

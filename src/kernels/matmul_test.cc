@@ -8,6 +8,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <random>
@@ -56,7 +57,7 @@ std::vector<int64_t> col_counts(TensorType type) {
 // decode (q16_rows) or the int16 packed prefill kernel.
 bool uses_q16(const KernelTable& kt, TensorType type, int64_t num_tokens) {
   if (kt.q16_supports == nullptr || !kt.q16_supports(type)) return false;
-  return num_tokens <= kt.q16_row_max_tokens || kt.gemm_q16_packed != nullptr;
+  return num_tokens <= std::max(kt.q16_row_max_tokens, kt.q16_row_max_tokens_direct) || kt.gemm_q16_packed != nullptr;
 }
 
 // Float accumulation bound (matmul_test_util.h: rounding_bound): the AVX2
