@@ -109,6 +109,13 @@ struct KernelTable {
   int64_t q16_row_max_tokens = 0;
   int64_t q16_row_max_tokens_direct = 0;
 
+  // Products with weights interleaved at load (interleave.h): rows
+  // [row_begin, row_end) (multiples of kInterleaveRows, or rows) for any
+  // number of tokens of quantized activations; y[t * w.rows + r]. Null where
+  // this ISA has none; then matmul ignores WeightView::interleaved.
+  void (*gemm_interleaved)(const WeightView& w, int64_t row_begin, int64_t row_end, const QuantizedActs& a,
+                           int64_t num_tokens, float* y) = nullptr;
+
   // --- attention building block ---
   // One (token, head) pair: out = softmax_j(score(q, k_j)) . v_j over keys
   // j in [j_begin, j_end), where score = scale * q.k_j, soft-capped if

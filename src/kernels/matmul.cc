@@ -15,6 +15,10 @@
 //    to int16 once, packs it (gemm.h) and runs the 16-row x 3-token integer
 //    micro-kernel over the call's int16 activations; same numerics as the
 //    integer decode path.
+//  - interleaved (weights with an interleaved copy made at load,
+//    interleave.h, and a table with a kernel for it): every token count;
+//    16 rows at a time, no per-call packing, same numerics as the int16
+//    packed panels.
 //  - FP32 panels (float types, and types without q16 kernels): a thread
 //    dequantizes a panel of rows once into a 64-byte aligned FP32 scratch
 //    that stays in L2 (packed from kPackedMinTokens tokens), then runs the
@@ -35,6 +39,7 @@
 
 #include "kernels/dispatch.h"
 #include "kernels/gemm.h"
+#include "kernels/interleave.h"
 #include "kernels/matmul.h"
 #include "util/check.h"
 
@@ -75,7 +80,7 @@ float* thread_scratch(int slot, int64_t num_floats) {
   return static_cast<float*>(thread_scratch_bytes(slot, num_floats * static_cast<int64_t>(sizeof(float))));
 }
 
-enum class Path { kQ16, kFused, kPanels, kPacked, kQ16Packed };
+enum class Path { kQ16, kFused, kPanels, kPacked, kQ16Packed, kInterleaved };
 
 // One matrix of a call: its path and how its rows are cut into units.
 struct Task {
@@ -86,7 +91,9 @@ struct Task {
   int64_t num_units = 0;
 };
 
-Path choose_path(const KernelTable& kt, gguf::TensorType type, int64_t num_tokens) {
+Path choose_path(const KernelTable& kt, const WeightView& w, int64_t num_tokens) {
+  if (w.interleaved != nullptr && kt.gemm_interleaved != nullptr) return Path::kInterleaved;
+  const gguf::TensorType type = w.type;
   const bool q16 = kt.q16_supports != nullptr && kt.q16_supports(type);
   const bool direct = kt.pack_q16_blocks_supports != nullptr && kt.pack_q16_blocks_supports(type);
   if (q16 && num_tokens <= (direct ? kt.q16_row_max_tokens_direct : kt.q16_row_max_tokens)) return Path::kQ16;
@@ -210,6 +217,7 @@ void run_unit(const KernelTable& kt, const Task& task, int64_t unit, const float
     case Path::kPanels: return run_panel(kt, w, r0, r1 - r0, x, num_tokens, task.y);
     case Path::kPacked: return run_packed_panel(kt, w, r0, r1 - r0, x, num_tokens, task.y);
     case Path::kQ16Packed: return run_q16_packed_panel(kt, w, r0, r1 - r0, acts, num_tokens, task.y);
+    case Path::kInterleaved: return kt.gemm_interleaved(w, r0, r1, acts, num_tokens, task.y);
   }
 }
 
@@ -289,7 +297,7 @@ void run_tasks(const KernelTable& kt, const Task* tasks, int num_tasks, const fl
                int64_t cols, ThreadPool& pool) {
   QuantizedActs acts;
   for (int i = 0; i < num_tasks; ++i) {
-    if (tasks[i].path == Path::kQ16 || tasks[i].path == Path::kQ16Packed) {
+    if (tasks[i].path == Path::kQ16 || tasks[i].path == Path::kQ16Packed || tasks[i].path == Path::kInterleaved) {
       acts = quantize_for_call(kt, x, num_tokens, cols, pool);
       break;
     }
@@ -322,11 +330,15 @@ Task make_task(const KernelTable& kt, const WeightView& w, int64_t num_tokens, f
   Task task;
   task.w = &w;
   task.y = y;
-  task.path = choose_path(kt, w.type, num_tokens);
+  task.path = choose_path(kt, w, num_tokens);
   switch (task.path) {
     case Path::kPanels: task.unit_rows = panel_rows_for(w.rows, w.cols, num_threads); break;
     case Path::kPacked:
     case Path::kQ16Packed: task.unit_rows = packed_panel_rows(w.rows, num_threads); break;
+    case Path::kInterleaved:
+      task.unit_rows = num_tokens <= kMaxFusedTokens ? round_up(decode_unit_rows(w.rows, num_threads), kInterleaveRows)
+                                                     : packed_panel_rows(w.rows, num_threads);
+      break;
     default: task.unit_rows = decode_unit_rows(w.rows, num_threads);
   }
   task.num_units = ceil_div(w.rows, task.unit_rows);

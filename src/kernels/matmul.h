@@ -17,6 +17,10 @@ struct WeightView {
   const void* data = nullptr;
   int64_t rows = 0;  // n_out
   int64_t cols = 0;  // n_in
+  // Optional copy of the same weights in a row-interleaved layout made at
+  // load time (interleave.h), used instead of `data` by kernel tables that
+  // have a kernel for it; null: none.
+  const void* interleaved = nullptr;
 };
 
 // y[t, r] = sum_c W[r, c] * x[t, c]  for t < num_tokens.

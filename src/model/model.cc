@@ -2,8 +2,12 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
+#include <string_view>
 #include <vector>
 
+#include "kernels/dispatch.h"
+#include "kernels/interleave.h"
 #include "kernels/ops.h"
 #include "kernels/paged_attention.h"
 #include "util/check.h"
@@ -38,6 +42,45 @@ Model::Model(gguf::GgufFile file)
   for (int64_t i = 0; i < config_.n_layer; ++i) {
     group_layer_.push_back(config_.layer_is_local[static_cast<size_t>(i)] ? num_local++ : num_global++);
   }
+  interleave_weights();
+}
+
+void Model::FreeDeleter::operator()(uint8_t* p) const { std::free(p); }
+
+namespace {
+
+// TOKENMILL_REPACK: unset, "" or "1" repack where it pays, "0" never.
+bool repack_enabled() {
+  const char* env = std::getenv("TOKENMILL_REPACK");
+  const std::string_view v = env == nullptr ? "" : env;
+  if (v.empty() || v == "1") return true;
+  if (v == "0") return false;
+  fail("TOKENMILL_REPACK must be 0 or 1 (got '{}')", v);
+}
+
+}  // namespace
+
+void Model::interleave_weights() {
+  const kernels::KernelTable& kt = kernels::active_kernels();
+  if (kt.gemm_interleaved == nullptr || !repack_enabled()) return;
+  const auto one = [&](kernels::WeightView& w) {
+    if (!kernels::interleave_supported(w.type) || w.rows == 0) return;
+    const int64_t bytes = kernels::interleaved_bytes(w);
+    auto* buf = static_cast<uint8_t*>(std::aligned_alloc(64, static_cast<size_t>((bytes + 63) / 64 * 64)));
+    if (buf == nullptr) fail("out of memory repacking {} bytes of weights", bytes);
+    interleaved_.emplace_back(buf);
+    kernels::interleave_weights(w, buf);
+    w.interleaved = buf;
+    // The layer matrices are only read through the copy from now on (hooks
+    // and other tables still can: the pages come back from the page cache).
+    if (w.data != weights_.tok_embd.data) {
+      release_mapped_pages(w.data, static_cast<size_t>(gguf::row_bytes(w.type, w.cols) * w.rows));
+    }
+  };
+  for (LayerWeights& l : weights_.layers) {
+    for (kernels::WeightView* w : {&l.wq, &l.wk, &l.wv, &l.wo, &l.w_gate, &l.w_up, &l.w_down}) one(*w);
+  }
+  one(weights_.output);
 }
 
 Model::~Model() = default;

@@ -111,9 +111,19 @@ class Model {
   // y = W x through the hook, if any, else kernels::matmul.
   void matmul(const kernels::WeightView& w, const float* x, int64_t num_tokens, float* y, ThreadPool& pool);
 
+  // Gives the layer matrices (and the output matrix) an interleaved copy
+  // (kernels/interleave.h) when the active kernel table multiplies that
+  // layout and TOKENMILL_REPACK is not 0.
+  void interleave_weights();
+
+  struct FreeDeleter {
+    void operator()(uint8_t* p) const;
+  };
+
   gguf::GgufFile file_;
   ModelConfig config_;
   ModelWeights weights_;
+  std::vector<std::unique_ptr<uint8_t[], FreeDeleter>> interleaved_;
   std::unique_ptr<Scratch> scratch_;
   // Layer i's index inside its group's pool (two pools), from layer_is_local.
   std::vector<int64_t> group_layer_;

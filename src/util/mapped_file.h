@@ -34,4 +34,10 @@ class MappedFile {
   std::string path_;
 };
 
+// Tells the kernel that the whole pages inside [data, data + bytes) of a
+// read-only file map will not be needed soon: they leave the process's
+// resident set (they stay in the page cache and come back on the next
+// read). Advisory; errors are ignored.
+void release_mapped_pages(const void* data, size_t bytes);
+
 }  // namespace tokenmill
