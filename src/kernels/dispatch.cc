@@ -68,9 +68,16 @@ KernelTable make_avx2_table() {
 
 void gemm_interleaved_avx512(const WeightView& w, int64_t row_begin, int64_t row_end, const QuantizedActs& a,
                              int64_t num_tokens, float* y) {
-  TM_CHECK(w.type == gguf::TensorType::Q4_0 && w.interleaved != nullptr);
-  avx512::gemm_q4_0x16(static_cast<const uint8_t*>(w.interleaved), w.rows, w.cols, row_begin, row_end, a, num_tokens,
-                       y, w.rows);
+  TM_CHECK(w.interleaved != nullptr);
+  const auto* packed = static_cast<const uint8_t*>(w.interleaved);
+  switch (w.type) {
+    case gguf::TensorType::Q4_0:
+      return avx512::gemm_q4_0x16(packed, w.rows, w.cols, row_begin, row_end, a, num_tokens, y, w.rows);
+    case gguf::TensorType::Q4_K:
+      return avx512::gemm_q4_kx16(packed, w.rows, w.cols, row_begin, row_end, a, num_tokens, y, w.rows);
+    default:
+      TM_CHECK_MSG(false, "gemm_interleaved: no interleaved layout for this type");
+  }
 }
 
 // The AVX2 table with the 512-bit int16 GEMM micro-kernel (bit-identical

@@ -111,8 +111,11 @@ void gemm_q16_packed(const int16_t* packed_q, const float* packed_scale, const f
 // (interleave.h) times the quantized activations of num_tokens tokens:
 // y[t * y_stride + r]. row_begin is a multiple of 16, row_end one too or
 // `rows`. Results equal gemm_q16_packed's on the same Q4_0 rows, bit for bit
-// (gemm_q4_0x16_avx512.cc).
+// (gemm_interleaved_avx512.cc).
 void gemm_q4_0x16(const uint8_t* packed, int64_t rows, int64_t cols, int64_t row_begin, int64_t row_end,
+                  const QuantizedActs& a, int64_t num_tokens, float* y, int64_t y_stride);
+// The same for Q4_K in the Q4_K x 16 layout.
+void gemm_q4_kx16(const uint8_t* packed, int64_t rows, int64_t cols, int64_t row_begin, int64_t row_end,
                   const QuantizedActs& a, int64_t num_tokens, float* y, int64_t y_stride);
 
 }  // namespace avx512

@@ -17,6 +17,17 @@
 //   bytes [256, 288): the 16 rows' fp16 scales d.
 // The same bytes as the 16 Q4_0 rows (18 bytes per row and block), only
 // reordered.
+//
+// Q4_K x 16 layout (cols a multiple of 256): groups of 16 rows as above,
+// the 256-column super-block s of group g at (g * (cols / 256) + s) * 2368:
+//   bytes [512 k + 32 p, + 32) for k = 0..3, p = 0..15: byte 2 i + e is
+//     byte 32 k + 2 p + e of row i's quants (low nibble: column 2 p + e of
+//     sub-block 2 k; high: of sub-block 2 k + 1);
+//   [2048, 2080): the rows' fp16 d; [2080, 2112): their fp16 dmin;
+//   [2112 + 16 j, + 16): the rows' 6-bit scale of sub-block j (one byte
+//     each); [2240 + 16 j, + 16): their 6-bit minimum of sub-block j.
+// 64 bytes per 16 rows and super-block more than Q4_K (2.8 %): the packed
+// 6-bit scales are stored unpacked.
 #pragma once
 
 #include <cstdint>
@@ -27,6 +38,8 @@ namespace tokenmill::kernels {
 
 inline constexpr int64_t kInterleaveRows = 16;
 inline constexpr int64_t kQ4_0x16BlockBytes = 288;
+inline constexpr int64_t kQ4_Kx16BlockBytes = 2368;
+inline constexpr int64_t kQ4_Kx16Scales = 2048;  // offset of the d, dmin, scales, minimums
 
 // Whether interleave_weights handles this type.
 bool interleave_supported(gguf::TensorType type);

@@ -151,7 +151,8 @@ TEST(Matmul, ThreadCountDoesNotChangeResults) {
 // product without the copy exactly.
 TEST(Matmul, InterleavedWeightsAreUsedOnlyWhereSupported) {
   ThreadPool one(1), two(2);
-  Weights w(TensorType::Q4_0, 203, 512, 9);
+  for (TensorType type : {TensorType::Q4_0, TensorType::Q4_K}) {
+  Weights w(type, 203, 512, 9);
   std::vector<uint8_t> storage(static_cast<size_t>(interleaved_bytes(w.view)) + 64);
   auto* packed = reinterpret_cast<uint8_t*>((reinterpret_cast<uintptr_t>(storage.data()) + 63) / 64 * 64);
   interleave_weights(w.view, packed);
@@ -165,15 +166,19 @@ TEST(Matmul, InterleavedWeightsAreUsedOnlyWhereSupported) {
       matmul_with(*kt, iw, x.data(), nt, y1.data(), one);
       matmul_with(*kt, iw, x.data(), nt, y2.data(), two);
       matmul_ref(w.view, x.data(), nt, ref.data());
-      const std::string what = std::string(isa_name(kt->isa)) + " tokens=" + std::to_string(nt);
+      const std::string what = std::string(isa_name(kt->isa)) + " " + std::string(gguf::tensor_type_name(type)) +
+                               " tokens=" + std::to_string(nt);
       ASSERT_EQ(0, std::memcmp(y1.data(), y2.data(), y1.size() * sizeof(float))) << what;
       if (kt->gemm_interleaved == nullptr || nt > kMaxQ16RowTokens) {
         ASSERT_EQ(0, std::memcmp(plain.data(), y1.data(), y1.size() * sizeof(float))) << what;
       }
+      // Within the int16 activations' rounding (bounded precisely in
+      // IntegerDecodePathIsCloseToExactProduct); a wrong layout is off by O(1).
       for (size_t i = 0; i < ref.size(); ++i) {
-        ASSERT_NEAR(y1[i], ref[i], 1e-3 * (1.0 + std::fabs(ref[i]))) << what << " at " << i;
+        ASSERT_NEAR(y1[i], ref[i], 1e-2 * (1.0 + std::fabs(ref[i]))) << what << " at " << i;
       }
     }
+  }
   }
 }
 

@@ -1,5 +1,5 @@
-// Model weights repacked at load (kernels/interleave.h): on a tiny synthetic
-// Q4_0 llama, a model loaded with the interleaved copies gives the logits of
+// Model weights repacked at load (kernels/interleave.h): on tiny synthetic
+// Q4_0 and Q4_K_M llamas, a model loaded with the interleaved copies gives the logits of
 // one loaded without them (TOKENMILL_REPACK=0) within the integer decode
 // path's float reordering, chunked prefill and token-by-token decode alike;
 // the WeightViews keep pointing into the file; bad TOKENMILL_REPACK values
@@ -26,13 +26,18 @@ namespace {
 
 class Q4File {
  public:
-  Q4File() {
+  explicit Q4File(const std::string& format = "Q4_0") {
     SynthOptions o;
     o.preset = "tiny";
-    o.format = *parse_weight_format("Q4_0");
+    o.format = *parse_weight_format(format);
+    // Rows of 256 columns, so that the K-quant tensors stay Q4_K (narrower
+    // rows fall back to a legacy type).
+    o.overrides.n_embd = 256;
+    o.overrides.n_ff = 512;
     o.seed = 11;
     o.num_threads = 2;
-    path_ = std::filesystem::temp_directory_path() / ("tm_interleaved_" + std::to_string(getpid()) + ".gguf");
+    path_ = std::filesystem::temp_directory_path() /
+            ("tm_interleaved_" + format + "_" + std::to_string(getpid()) + ".gguf");
     write_synth_model(o, path_.string());
   }
   ~Q4File() { std::filesystem::remove(path_); }
@@ -66,8 +71,10 @@ std::vector<float> logits_of(Model& m, ThreadPool& pool) {
   return all;
 }
 
-TEST(InterleavedWeights, SameLogitsWithAndWithoutTheCopy) {
-  const Q4File file;
+class InterleavedWeights : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(InterleavedWeights, SameLogitsWithAndWithoutTheCopy) {
+  const Q4File file(GetParam());
   ThreadPool pool(2);
   auto plain = load_with_repack(file.path(), "0");
   auto packed = load_with_repack(file.path(), "1");
@@ -76,7 +83,7 @@ TEST(InterleavedWeights, SameLogitsWithAndWithoutTheCopy) {
   EXPECT_EQ(l0.wq.data, packed->file().tensor("blk.0.attn_q.weight").data) << "the view still points into the file";
   const bool supported = kernels::active_kernels().gemm_interleaved != nullptr;
   EXPECT_EQ(l0.wq.interleaved != nullptr, supported);
-  EXPECT_EQ(l0.w_down.interleaved != nullptr, supported);
+  EXPECT_EQ(l0.w_gate.interleaved != nullptr, supported);
   if (!supported) GTEST_SKIP() << "the active kernel table has no interleaved kernel (needs AVX-512 F/BW/VNNI)";
   const std::vector<float> a = logits_of(*plain, pool), b = logits_of(*packed, pool);
   ASSERT_EQ(a.size(), b.size());
@@ -96,7 +103,9 @@ TEST(InterleavedWeights, SameLogitsWithAndWithoutTheCopy) {
   for (int64_t i = 0; i < 12 * vocab; ++i) ASSERT_EQ(a[static_cast<size_t>(i)], b[static_cast<size_t>(i)]) << i;
 }
 
-TEST(InterleavedWeights, BadRepackSettingIsRejected) {
+INSTANTIATE_TEST_SUITE_P(Formats, InterleavedWeights, ::testing::Values("Q4_0", "Q4_K_M"));
+
+TEST(InterleavedWeightsSetting, BadRepackSettingIsRejected) {
   const Q4File file;
   EXPECT_THROW(load_with_repack(file.path(), "yes"), Error);
   ::unsetenv("TOKENMILL_REPACK");

@@ -1,0 +1,252 @@
+// AVX-512 (F, BW, VNNI) products of weights interleaved at load
+// (interleave.h: Q4_0 x 16, Q4_K x 16) with int16 activations
+// (quantize_act.h): decode, batched decode and prefill, with no per-call
+// packing. For each 4 columns of the 16 rows of a group (Q4_0; Q4_K: 2
+// columns of two sub-blocks), one 32-byte load widened to int16 gives two
+// column pairs (mask: low nibbles, shift: high ones), and each token adds
+// them with two vpdpwssd against its broadcast activation pairs. 16 rows x
+// up to 6 tokens of accumulators, one lane per row: no horizontal sums.
+//
+// Numerics: per 32-column block the integer sums are exact; then, as in the
+// int16 packed GEMM (gemm_q16_avx2.cc), acc += float(sum) * (scale *
+// d_act) and acc += bias * s32_act, block after block, with the scale and
+// bias computed as the row decoders compute them (Q4_0: d and -8 d; Q4_K:
+// sc * d and m * (0 - dmin)). So the results equal that kernel's bit for bit
+// (and its scalar emulation in the tests).
+#include <immintrin.h>
+#include <string.h>
+
+#include "kernels/gemm.h"
+#include "kernels/interleave.h"
+
+namespace tokenmill::kernels::avx512 {
+namespace {
+
+constexpr int kTokens = 6;
+
+// The all-lanes conversions through their zero-masking forms: the same
+// instructions, without the _mm512_undefined_ps that GCC 12 reports as
+// "may be used uninitialized".
+inline __m512 to_float(__m512i v) { return _mm512_maskz_cvtepi32_ps(static_cast<__mmask16>(0xFFFF), v); }
+inline __m512 fp16_to_float(__m256i v) { return _mm512_maskz_cvtph_ps(static_cast<__mmask16>(0xFFFF), v); }
+
+inline __m512i bcast_pair(const int16_t* p) {
+  int32_t v;
+  memcpy(&v, p, 4);
+  return _mm512_set1_epi32(v);
+}
+
+inline __m256i load256(const uint8_t* p) { return _mm256_load_si256(reinterpret_cast<const __m256i*>(p)); }
+
+// 16 unsigned bytes (one per row) as floats.
+inline __m512 bytes_to_float(const uint8_t* p) {
+  return to_float(_mm512_maskz_cvtepu8_epi32(static_cast<__mmask16>(0xFFFF), _mm_load_si128(reinterpret_cast<const __m128i*>(p))));
+}
+
+struct Args {
+  const uint8_t* w;  // the group's first unit (Q4_0: block, Q4_K: super-block) of the chunk
+  int64_t num_units;
+  const int16_t* q;  // token t: q + t * q_stride, at the chunk's first column
+  int64_t q_stride;
+  const float* d;    // token t, 32-column block b of the chunk: d[t * act_blocks + b]
+  const float* s32;
+  int64_t act_blocks;
+  float* y;          // token t: y + t * y_stride, at the group's first row
+  int64_t y_stride;
+  int64_t valid;     // rows of the group that exist (16 but for the last group)
+};
+
+// Independent integer accumulators per token and block: vpdpwssd has a
+// latency of several cycles, so one chain per token leaves the multiply
+// pipes idle when there are few tokens (decode: one). Integer sums are
+// exact, so the split does not change the results.
+template <int T>
+constexpr int kChains = T == 1 ? 4 : T == 2 ? 2 : 1;
+
+// acc[t] += float(sum of the chains) * (scale * d_act) + bias * s32_act.
+template <int T, int C>
+inline void flush(const Args& m, int64_t blk, __m512i (&sums)[T][C], __m512 scale, __m512 bias, __m512 (&acc)[T]) {
+#pragma GCC unroll 6
+  for (int t = 0; t < T; ++t) {
+    __m512i total = sums[t][0];
+#pragma GCC unroll 4
+    for (int c = 1; c < C; ++c) total = _mm512_add_epi32(total, sums[t][c]);
+    const __m512 dt = _mm512_set1_ps(m.d[t * m.act_blocks + blk]);
+    acc[t] = _mm512_fmadd_ps(to_float(total), _mm512_mul_ps(scale, dt), acc[t]);
+    acc[t] = _mm512_fmadd_ps(bias, _mm512_set1_ps(m.s32[t * m.act_blocks + blk]), acc[t]);
+  }
+}
+
+// Column pairs `first_pair` + 0..15 of two blocks (a: low nibbles, b: high
+// ones) from 16 consecutive 32-byte segments at seg; activations of block a
+// at qa, of block b at qb (pair p at + 2 p).
+template <int T, int C>
+inline void nibble_pairs(const uint8_t* seg, int n, const Args& m, int64_t qa, int64_t qb, __m512i (&sa)[T][C],
+                         __m512i (&sb)[T][C]) {
+  const __m512i low4 = _mm512_set1_epi16(15);
+#pragma GCC unroll 16
+  for (int p = 0; p < n; ++p) {
+    const __m512i v = _mm512_cvtepu8_epi16(load256(seg + 32 * p));
+    const __m512i lo = _mm512_and_si512(v, low4);
+    const __m512i hi = _mm512_srli_epi16(v, 4);
+#pragma GCC unroll 6
+    for (int t = 0; t < T; ++t) {
+      const int16_t* qt = m.q + t * m.q_stride;
+      __m512i& a = sa[t][p % C];
+      __m512i& b = sb[t][p % C];
+      a = _mm512_dpwssd_epi32(a, lo, bcast_pair(qt + qa + 2 * p));
+      b = _mm512_dpwssd_epi32(b, hi, bcast_pair(qt + qb + 2 * p));
+    }
+  }
+}
+
+template <int T, int C>
+inline void clear(__m512i (&sums)[T][C]) {
+#pragma GCC unroll 6
+  for (int t = 0; t < T; ++t) {
+#pragma GCC unroll 4
+    for (int c = 0; c < C; ++c) sums[t][c] = _mm512_setzero_si512();
+  }
+}
+
+// Q4_0 x 16, one 32-column block per unit: segment p holds pairs p (low
+// nibbles) and p + 8 (high), both of the same block, so the two halves of
+// the block's sum are kept apart only to give the chains more parallelism.
+template <int T>
+inline void q4_0_unit(const Args& m, int64_t u, __m512 (&acc)[T]) {
+  constexpr int C = kChains<T>;
+  const uint8_t* bp = m.w + u * kQ4_0x16BlockBytes;
+  __m512i sa[T][C], sb[T][C];
+  clear(sa);
+  clear(sb);
+  nibble_pairs<T, C>(bp, 8, m, 32 * u, 32 * u + 16, sa, sb);
+#pragma GCC unroll 6
+  for (int t = 0; t < T; ++t) {
+#pragma GCC unroll 4
+    for (int c = 0; c < C; ++c) sa[t][c] = _mm512_add_epi32(sa[t][c], sb[t][c]);
+  }
+  const __m512 scale = fp16_to_float(load256(bp + 256));
+  flush<T, C>(m, u, sa, scale, _mm512_mul_ps(scale, _mm512_set1_ps(-8.0f)), acc);
+}
+
+// Q4_K x 16, one 256-column super-block per unit: for each pair k of
+// sub-blocks, segment p holds pair p of sub-block 2 k (low nibbles) and of
+// 2 k + 1 (high); the sub-blocks are flushed in order with their scales.
+template <int T>
+inline void q4_k_unit(const Args& m, int64_t u, __m512 (&acc)[T]) {
+  constexpr int C = kChains<T>;
+  const uint8_t* bp = m.w + u * kQ4_Kx16BlockBytes;
+  const __m512 d = fp16_to_float(load256(bp + kQ4_Kx16Scales));
+  const __m512 neg_dmin = _mm512_sub_ps(_mm512_setzero_ps(), fp16_to_float(load256(bp + kQ4_Kx16Scales + 32)));
+  const uint8_t* sc = bp + kQ4_Kx16Scales + 64;
+  const uint8_t* mn = sc + 128;
+  for (int k = 0; k < 4; ++k) {
+    __m512i sa[T][C], sb[T][C];
+    clear(sa);
+    clear(sb);
+    nibble_pairs<T, C>(bp + 512 * k, 16, m, 256 * u + 64 * k, 256 * u + 64 * k + 32, sa, sb);
+    const int64_t blk = 8 * u + 2 * k;
+    flush<T, C>(m, blk, sa, _mm512_mul_ps(bytes_to_float(sc + 16 * (2 * k)), d),
+                _mm512_mul_ps(bytes_to_float(mn + 16 * (2 * k)), neg_dmin), acc);
+    flush<T, C>(m, blk + 1, sb, _mm512_mul_ps(bytes_to_float(sc + 16 * (2 * k + 1)), d),
+                _mm512_mul_ps(bytes_to_float(mn + 16 * (2 * k + 1)), neg_dmin), acc);
+  }
+}
+
+template <int T, bool kQ4K, bool kFirst, bool kPartial>
+void micro(const Args& m) {
+  const __mmask16 mask = static_cast<__mmask16>((1u << m.valid) - 1u);
+  __m512 acc[T];
+#pragma GCC unroll 6
+  for (int t = 0; t < T; ++t) {
+    float* yt = m.y + t * m.y_stride;
+    if constexpr (kFirst) {
+      acc[t] = _mm512_setzero_ps();
+    } else if constexpr (kPartial) {
+      acc[t] = _mm512_maskz_loadu_ps(mask, yt);
+    } else {
+      acc[t] = _mm512_loadu_ps(yt);
+    }
+  }
+  for (int64_t u = 0; u < m.num_units; ++u) {
+    if constexpr (kQ4K) {
+      q4_k_unit<T>(m, u, acc);
+    } else {
+      q4_0_unit<T>(m, u, acc);
+    }
+  }
+#pragma GCC unroll 6
+  for (int t = 0; t < T; ++t) {
+    float* yt = m.y + t * m.y_stride;
+    if constexpr (kPartial) {
+      _mm512_mask_storeu_ps(yt, mask, acc[t]);
+    } else {
+      _mm512_storeu_ps(yt, acc[t]);
+    }
+  }
+}
+
+using MicroFn = void (*)(const Args&);
+
+template <bool kQ4K, bool kFirst, bool kPartial>
+constexpr MicroFn kByTokens[kTokens] = {micro<1, kQ4K, kFirst, kPartial>, micro<2, kQ4K, kFirst, kPartial>,
+                                        micro<3, kQ4K, kFirst, kPartial>, micro<4, kQ4K, kFirst, kPartial>,
+                                        micro<5, kQ4K, kFirst, kPartial>, micro<6, kQ4K, kFirst, kPartial>};
+
+template <bool kQ4K>
+MicroFn micro_for(int64_t tokens, bool first, bool partial) {
+  if (first) return partial ? kByTokens<kQ4K, true, true>[tokens - 1] : kByTokens<kQ4K, true, false>[tokens - 1];
+  return partial ? kByTokens<kQ4K, false, true>[tokens - 1] : kByTokens<kQ4K, false, false>[tokens - 1];
+}
+
+template <bool kQ4K>
+void gemm(const uint8_t* packed, int64_t rows, int64_t cols, int64_t row_begin, int64_t row_end, const QuantizedActs& a,
+          int64_t num_tokens, float* y, int64_t y_stride) {
+  constexpr int64_t kUnitCols = kQ4K ? 256 : 32;
+  constexpr int64_t kUnitBytes = kQ4K ? kQ4_Kx16BlockBytes : kQ4_0x16BlockBytes;
+  const int64_t units = cols / kUnitCols;
+  const int64_t act_blocks = cols / 32;
+  const int64_t group_bytes = units * kUnitBytes;
+  const int64_t g0 = row_begin / kInterleaveRows;
+  const int64_t g1 = (row_end + kInterleaveRows - 1) / kInterleaveRows;
+  // Column chunks of 256 keep a group's weights in L1 while several token
+  // tiles pass over them; one tile (decode) reads each group once, front to
+  // back.
+  const int64_t chunk = num_tokens <= kTokens ? units : kPackChunk / kUnitCols;
+  for (int64_t c0 = 0; c0 < units; c0 += chunk) {
+    const int64_t nu = units - c0 < chunk ? units - c0 : chunk;
+    const int64_t col0 = c0 * kUnitCols;
+    for (int64_t g = g0; g < g1; ++g) {
+      const int64_t r0 = g * kInterleaveRows;
+      const int64_t valid = rows - r0 < kInterleaveRows ? rows - r0 : kInterleaveRows;
+      for (int64_t t0 = 0; t0 < num_tokens; t0 += kTokens) {
+        const int64_t nt = num_tokens - t0 < kTokens ? num_tokens - t0 : kTokens;
+        const Args m{packed + g * group_bytes + c0 * kUnitBytes,
+                     nu,
+                     a.qs + t0 * cols + col0,
+                     cols,
+                     a.d + t0 * act_blocks + col0 / 32,
+                     a.s32 + t0 * act_blocks + col0 / 32,
+                     act_blocks,
+                     y + t0 * y_stride + r0,
+                     y_stride,
+                     valid};
+        micro_for<kQ4K>(nt, c0 == 0, valid < kInterleaveRows)(m);
+      }
+    }
+  }
+}
+
+}  // namespace
+
+void gemm_q4_0x16(const uint8_t* packed, int64_t rows, int64_t cols, int64_t row_begin, int64_t row_end,
+                  const QuantizedActs& a, int64_t num_tokens, float* y, int64_t y_stride) {
+  gemm<false>(packed, rows, cols, row_begin, row_end, a, num_tokens, y, y_stride);
+}
+
+void gemm_q4_kx16(const uint8_t* packed, int64_t rows, int64_t cols, int64_t row_begin, int64_t row_end,
+                  const QuantizedActs& a, int64_t num_tokens, float* y, int64_t y_stride) {
+  gemm<true>(packed, rows, cols, row_begin, row_end, a, num_tokens, y, y_stride);
+}
+
+}  // namespace tokenmill::kernels::avx512
