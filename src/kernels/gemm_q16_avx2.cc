@@ -14,6 +14,7 @@
 #include <string.h>
 
 #include "kernels/gemm.h"
+#include "kernels/gemm_q16_tiles.h"
 #include "kernels/math_avx2.h"
 
 namespace tokenmill::kernels::avx2 {
@@ -36,25 +37,7 @@ inline void transpose8_epi32(__m256i r[8]) {
   for (int i = 0; i < 8; ++i) r[i] = _mm256_castps_si256(v[i]);
 }
 
-// Where the micro-kernel reads: the group's weights for the chunk, its
-// per-half scales and biases ([half][panel rows], at the chunk's first half
-// and the group's first row), and token 0's activations at the chunk.
-struct MicroArgs {
-  const int16_t* w;
-  const float* scale;
-  const float* bias;
-  int64_t panel_rows;
-  int64_t num_blocks;
-  const int16_t* q;  // token t: q + t * q_stride
-  int64_t q_stride;
-  const float* d;    // token t, block b: d[t * act_blocks + b]
-  const float* s32;
-  const float* s16;  // token t, half h: s16[t * 2 * act_blocks + h]
-  int64_t act_blocks;
-  float* y;
-  int64_t y_stride;
-  int64_t valid;
-};
+using MicroArgs = Q16MicroArgs;
 
 // acc[t][v] += cvt(sums[t][v]) * scale[h][8 v ..] * d_t (then clears sums).
 template <int T>
@@ -192,32 +175,10 @@ void pack_q16_rows(const int16_t* q, const float* scale16, const float* bias16, 
 void gemm_q16_packed(const int16_t* packed_q, const float* packed_scale, const float* packed_bias, bool halves,
                      int bias, int64_t num_rows, int64_t cols, const QuantizedActs& a, int64_t num_tokens, float* y,
                      int64_t y_stride) {
-  const int64_t panel_rows = (num_rows + kPackRows - 1) / kPackRows * kPackRows;
-  const int64_t act_blocks = cols / 32;
-  for (int64_t k0 = 0; k0 < cols; k0 += kPackChunk) {
-    const int64_t kn = cols - k0 < kPackChunk ? cols - k0 : kPackChunk;
-    for (int64_t g = 0; g * kPackRows < num_rows; ++g) {
-      const int64_t valid = num_rows - g * kPackRows < kPackRows ? num_rows - g * kPackRows : kPackRows;
-      for (int64_t t0 = 0; t0 < num_tokens; t0 += kTokens) {
-        const int64_t nt = num_tokens - t0 < kTokens ? num_tokens - t0 : kTokens;
-        const MicroArgs m{packed_q + k0 * panel_rows + g * kn * kPackRows,
-                          packed_scale + (k0 / 16) * panel_rows + g * kPackRows,
-                          packed_bias + (k0 / 16) * panel_rows + g * kPackRows,
-                          panel_rows,
-                          kn / 32,
-                          a.qs + t0 * cols + k0,
-                          cols,
-                          a.d + t0 * act_blocks + k0 / 32,
-                          a.s32 + t0 * act_blocks + k0 / 32,
-                          a.s16 + t0 * 2 * act_blocks + k0 / 16,
-                          act_blocks,
-                          y + t0 * y_stride + g * kPackRows,
-                          y_stride,
-                          valid};
-        micro_for(halves, bias, nt, k0 == 0, valid < kPackRows)(m);
-      }
-    }
-  }
+  for_each_q16_tile<kTokens>(packed_q, packed_scale, packed_bias, num_rows, cols, a, num_tokens, y, y_stride,
+                             [&](const MicroArgs& m, int64_t nt, bool first, bool partial) {
+                               micro_for(halves, bias, nt, first, partial)(m);
+                             });
 }
 
 }  // namespace tokenmill::kernels::avx2

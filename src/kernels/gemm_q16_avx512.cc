@@ -16,6 +16,7 @@
 #include <string.h>
 
 #include "kernels/gemm.h"
+#include "kernels/gemm_q16_tiles.h"
 
 namespace tokenmill::kernels::avx512 {
 namespace {
@@ -32,22 +33,7 @@ inline __m512i bcast_pair(const int16_t* p) {
   return _mm512_set1_epi32(v);
 }
 
-struct MicroArgs {
-  const int16_t* w;
-  const float* scale;
-  const float* bias;
-  int64_t panel_rows;
-  int64_t num_blocks;
-  const int16_t* q;
-  int64_t q_stride;
-  const float* d;
-  const float* s32;
-  const float* s16;
-  int64_t act_blocks;
-  float* y;
-  int64_t y_stride;
-  int64_t valid;
-};
+using MicroArgs = Q16MicroArgs;
 
 template <int T>
 inline void flush(const MicroArgs& m, int64_t h, int64_t b, __m512i sums[T], __m512 acc[T]) {
@@ -137,32 +123,10 @@ MicroFn micro_for(bool halves, int bias, int64_t tokens, bool first, bool partia
 void gemm_q16_packed(const int16_t* packed_q, const float* packed_scale, const float* packed_bias, bool halves,
                      int bias, int64_t num_rows, int64_t cols, const QuantizedActs& a, int64_t num_tokens, float* y,
                      int64_t y_stride) {
-  const int64_t panel_rows = (num_rows + kPackRows - 1) / kPackRows * kPackRows;
-  const int64_t act_blocks = cols / 32;
-  for (int64_t k0 = 0; k0 < cols; k0 += kPackChunk) {
-    const int64_t kn = cols - k0 < kPackChunk ? cols - k0 : kPackChunk;
-    for (int64_t g = 0; g * kPackRows < num_rows; ++g) {
-      const int64_t valid = num_rows - g * kPackRows < kPackRows ? num_rows - g * kPackRows : kPackRows;
-      for (int64_t t0 = 0; t0 < num_tokens; t0 += kTokens) {
-        const int64_t nt = num_tokens - t0 < kTokens ? num_tokens - t0 : kTokens;
-        const MicroArgs m{packed_q + k0 * panel_rows + g * kn * kPackRows,
-                          packed_scale + (k0 / 16) * panel_rows + g * kPackRows,
-                          packed_bias + (k0 / 16) * panel_rows + g * kPackRows,
-                          panel_rows,
-                          kn / 32,
-                          a.qs + t0 * cols + k0,
-                          cols,
-                          a.d + t0 * act_blocks + k0 / 32,
-                          a.s32 + t0 * act_blocks + k0 / 32,
-                          a.s16 + t0 * 2 * act_blocks + k0 / 16,
-                          act_blocks,
-                          y + t0 * y_stride + g * kPackRows,
-                          y_stride,
-                          valid};
-        micro_for(halves, bias, nt, k0 == 0, valid < kPackRows)(m);
-      }
-    }
-  }
+  for_each_q16_tile<kTokens>(packed_q, packed_scale, packed_bias, num_rows, cols, a, num_tokens, y, y_stride,
+                             [&](const MicroArgs& m, int64_t nt, bool first, bool partial) {
+                               micro_for(halves, bias, nt, first, partial)(m);
+                             });
 }
 
 }  // namespace tokenmill::kernels::avx512
