@@ -87,6 +87,7 @@ KernelTable make_avx512_table() {
   KernelTable t = make_avx2_table();
   t.isa = Isa::kAvx512;
   t.gemm_q16_packed = avx512::gemm_q16_packed;
+  t.gemm_packed = avx512::gemm_packed;
   t.gemm_interleaved = gemm_interleaved_avx512;
   // The faster micro-kernel repays the per-call packing sooner: packed
   // against row kernel, Q4_K 80 / 104 GFLOP/s at 8 tokens, 102 / 90 at 12;

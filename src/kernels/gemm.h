@@ -100,6 +100,11 @@ void gemm_q16_packed(const int16_t* packed_q, const float* packed_scale, const f
 
 namespace avx512 {
 
+// gemm_packed with 512-bit vectors (gemm_avx512.cc): same panel layout and
+// contract, results equal to the AVX2 kernel's bit for bit.
+void gemm_packed(const float* packed, int64_t num_rows, int64_t cols, const float* x, int64_t x_stride,
+                 int64_t num_tokens, float* y, int64_t y_stride);
+
 // gemm_q16_packed with 512-bit vectors and vpdpwssd (gemm_q16_avx512.cc):
 // same panel layout, same contract, results equal to the AVX2 kernel's bit
 // for bit.

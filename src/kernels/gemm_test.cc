@@ -2,8 +2,9 @@
 // chain over the columns in order, so a scalar std::fma chain is an exact
 // reference: results must match bit for bit, over row counts around the
 // 16-row groups, column counts around the 8-column transpose and the
-// 256-column chunks, 1..13 and 64 tokens (the 6-token tiles and their
-// tails), misaligned x and y, and a y stride wider than the panel.
+// 256-column chunks, 1..13, 25 and 64 tokens (the 6- and 12-token tiles and
+// their tails), misaligned x and y, and a y stride wider than the panel; for
+// the AVX2 and the AVX-512 kernel.
 #include "kernels/gemm.h"
 
 #include <gtest/gtest.h>
@@ -36,14 +37,15 @@ void pack_panel(const std::vector<float>& w, int64_t num_rows, int64_t cols, flo
   }
 }
 
-TEST(GemmPacked, MatchesFmaChainBitForBit) {
-  if (!cpu_features().supports_avx2_kernels()) GTEST_SKIP() << "no AVX2";
+using GemmFn = void (*)(const float*, int64_t, int64_t, const float*, int64_t, int64_t, float*, int64_t);
+
+void check_fma_chains(GemmFn gemm, const char* isa) {
   for (int64_t rows : {1, 7, 16, 17, 37}) {
     for (int64_t cols : {1, 7, 8, 19, 256, 300, 520}) {
       const auto w = testing::gaussian(rows * cols, static_cast<uint32_t>(rows * 1000 + cols));
       AlignedFloats packed(packed_panel_floats(rows, cols));
       pack_panel(w, rows, cols, packed.data);
-      for (int64_t nt : {1, 2, 5, 6, 7, 12, 13, 64}) {
+      for (int64_t nt : {1, 2, 5, 6, 7, 11, 12, 13, 25, 64}) {
         const int off = static_cast<int>(nt % 5);  // misaligned x and y
         const int64_t y_stride = rows + 3;
         std::vector<float> xs(static_cast<size_t>(nt * cols + off));
@@ -51,10 +53,10 @@ TEST(GemmPacked, MatchesFmaChainBitForBit) {
         std::copy(xv.begin(), xv.end(), xs.begin() + off);
         std::vector<float> ys(static_cast<size_t>(nt * y_stride + off), -1.0f);
         float* y = ys.data() + off;
-        avx2::gemm_packed(packed.data, rows, cols, xs.data() + off, cols, nt, y, y_stride);
+        gemm(packed.data, rows, cols, xs.data() + off, cols, nt, y, y_stride);
         for (int64_t t = 0; t < nt; ++t) {
           for (int64_t r = 0; r < y_stride; ++r) {
-            const std::string what = "rows " + std::to_string(rows) + " cols " + std::to_string(cols) + " tokens " +
+            const std::string what = std::string(isa) + " rows " + std::to_string(rows) + " cols " + std::to_string(cols) + " tokens " +
                                      std::to_string(nt) + " r " + std::to_string(r) + " t " + std::to_string(t);
             if (r >= rows) {
               ASSERT_EQ(y[t * y_stride + r], -1.0f) << what << ": wrote outside the panel's rows";
@@ -68,6 +70,16 @@ TEST(GemmPacked, MatchesFmaChainBitForBit) {
       }
     }
   }
+}
+
+TEST(GemmPacked, MatchesFmaChainBitForBit) {
+  if (!cpu_features().supports_avx2_kernels()) GTEST_SKIP() << "no AVX2";
+  check_fma_chains(avx2::gemm_packed, "avx2");
+}
+
+TEST(GemmPacked, Avx512MatchesFmaChainBitForBit) {
+  if (!cpu_features().supports_avx512_kernels()) GTEST_SKIP() << "no AVX-512 F/BW/VNNI on this CPU";
+  check_fma_chains(avx512::gemm_packed, "avx512");
 }
 
 // Rows past the source are packed as zeros (so padded rows compute 0, never
