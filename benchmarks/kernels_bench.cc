@@ -18,6 +18,7 @@
 
 #include "kernels/attention.h"
 #include "kernels/dispatch.h"
+#include "kernels/interleave.h"
 #include "kernels/matmul.h"
 #include "kernels/quant.h"
 #include "util/thread_pool.h"
@@ -38,6 +39,8 @@ std::vector<float> gaussian(int64_t n, uint32_t seed) {
 // A random weight matrix quantized with the reference quantizer (one random
 // row repeated: quantizing 168M values for the output matrix would take
 // longer than the benchmark; the kernels' speed does not depend on values).
+// As a loaded model does, it carries an interleaved copy (interleave.h)
+// when the active kernels multiply that layout.
 struct Matrix {
   Matrix(TensorType type, int64_t rows, int64_t cols) {
     const int64_t rb = gguf::row_bytes(type, cols);
@@ -48,8 +51,15 @@ struct Matrix {
     }
     for (int64_t r = 64; r < rows; ++r) std::copy_n(bytes.data() + (r % 64) * rb, rb, bytes.data() + r * rb);
     view = {type, bytes.data(), rows, cols};
+    if (active_kernels().gemm_interleaved != nullptr && interleave_supported(type)) {
+      interleaved.resize(static_cast<size_t>(interleaved_bytes(view)) + 64);
+      auto* aligned = reinterpret_cast<uint8_t*>((reinterpret_cast<uintptr_t>(interleaved.data()) + 63) / 64 * 64);
+      interleave_weights(view, aligned);
+      view.interleaved = aligned;
+    }
   }
   std::vector<uint8_t> bytes;
+  std::vector<uint8_t> interleaved;
   WeightView view;
 };
 
@@ -69,8 +79,10 @@ double process_cpu_seconds() {
 // same without the integer decode path (1: float fused decode), without the
 // FP32 packed prefill kernel (2: row-major FP32 panels below the int16
 // threshold), without the int16 packed prefill kernel (3: FP32 prefill),
-// with the int16 packed kernel for every token count (4: packed) or with
-// the row kernel up to its maximum (5: rows), to place q16_row_max_tokens.
+// with the int16 packed kernel for every token count (4: packed), with
+// the row kernel up to its maximum (5: rows), to place q16_row_max_tokens
+// (both read the file layout), or reading the file layout where weights have an interleaved copy (6:
+// no-repack, what TOKENMILL_REPACK=0 gives).
 const KernelTable& table_for_path(int64_t path) {
   static const KernelTable float_only = [] {
     KernelTable t = active_kernels();
@@ -92,15 +104,23 @@ const KernelTable& table_for_path(int64_t path) {
   static const KernelTable packed = [] {
     KernelTable t = active_kernels();
     t.q16_row_max_tokens = t.q16_row_max_tokens_direct = 0;
+    t.gemm_interleaved = nullptr;
     return t;
   }();
   static const KernelTable rows = [] {
     KernelTable t = active_kernels();
     t.q16_row_max_tokens = t.q16_row_max_tokens_direct = kMaxQ16RowTokens;
+    t.gemm_interleaved = nullptr;
+    return t;
+  }();
+  static const KernelTable file_layout = [] {
+    KernelTable t = active_kernels();
+    t.gemm_interleaved = nullptr;
     return t;
   }();
   switch (path) {
     case 1: return float_only;
+    case 6: return file_layout;
     case 4: return packed;
     case 5: return rows;
     case 2: return unpacked;
@@ -134,7 +154,7 @@ void BM_Matmul(benchmark::State& state) {
   const double cpu = (process_cpu_seconds() - cpu0) / threads;
   const double bytes = static_cast<double>(ws[0].bytes.size()) * static_cast<double>(state.iterations());
   const double flops = 2.0 * static_cast<double>(rows * cols * tokens) * static_cast<double>(state.iterations());
-  const char* path_names[] = {"", " float", " unpacked", " f32-prefill", " packed", " rows"};
+  const char* path_names[] = {"", " float", " unpacked", " f32-prefill", " packed", " rows", " no-repack"};
   state.SetLabel(std::string(gguf::tensor_type_name(type)) + path_names[state.range(5)]);
   state.SetBytesProcessed(static_cast<int64_t>(bytes));
   state.counters["FLOP/s"] = benchmark::Counter(flops, benchmark::Counter::kIsRate);
@@ -152,6 +172,7 @@ void gemv_args(benchmark::internal::Benchmark* b) {
     const int64_t copies = std::max<int64_t>(2, (96 << 20) / gguf::row_bytes(t, 2048) / 2048);
     for (int threads : {1, 2}) {
       for (int64_t path : {0, 1}) b->Args({id(t), 2048, 2048, 1, threads, path, copies});
+      if (interleave_supported(t)) b->Args({id(t), 2048, 2048, 1, threads, 6, copies});
     }
   }
 }
