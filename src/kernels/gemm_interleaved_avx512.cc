@@ -23,6 +23,7 @@ namespace tokenmill::kernels::avx512 {
 namespace {
 
 constexpr int kTokens = 6;
+constexpr int64_t kQ4_0PrefetchUnits = 4;
 
 // The all-lanes conversions through their zero-masking forms: the same
 // instructions, without the _mm512_undefined_ps that GCC 12 reports as
@@ -116,6 +117,9 @@ template <int T>
 inline void q4_0_unit(const Args& m, int64_t u, __m512 (&acc)[T]) {
   constexpr int C = kChains<T>;
   const uint8_t* bp = m.w + u * kQ4_0x16BlockBytes;
+  for (int64_t line = 0; line < kQ4_0x16BlockBytes; line += 64) {
+    _mm_prefetch(reinterpret_cast<const char*>(bp + kQ4_0PrefetchUnits * kQ4_0x16BlockBytes + line), _MM_HINT_T0);
+  }
   __m512i sa[T][C], sb[T][C];
   clear(sa);
   clear(sb);
