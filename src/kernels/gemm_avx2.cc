@@ -3,6 +3,7 @@
 #include <immintrin.h>
 
 #include "kernels/gemm.h"
+#include "kernels/gemm_tiles.h"
 #include "kernels/math_avx2.h"
 
 namespace tokenmill::kernels::avx2 {
@@ -90,19 +91,11 @@ void pack_rows(const float* src, int64_t src_stride, int64_t num_src, int64_t co
 
 void gemm_packed(const float* packed, int64_t num_rows, int64_t cols, const float* x, int64_t x_stride,
                  int64_t num_tokens, float* y, int64_t y_stride) {
-  const int64_t panel_rows = (num_rows + kPackRows - 1) / kPackRows * kPackRows;
-  for (int64_t k0 = 0; k0 < cols; k0 += kPackChunk) {
-    const int64_t kn = cols - k0 < kPackChunk ? cols - k0 : kPackChunk;
-    for (int64_t g = 0; g * kPackRows < num_rows; ++g) {
-      const float* wp = packed + k0 * panel_rows + g * kn * kPackRows;
-      const int64_t valid = num_rows - g * kPackRows < kPackRows ? num_rows - g * kPackRows : kPackRows;
-      for (int64_t t0 = 0; t0 < num_tokens; t0 += kTokens) {
-        const int64_t nt = num_tokens - t0 < kTokens ? num_tokens - t0 : kTokens;
-        micro_for(nt, k0 == 0, valid < kPackRows)(wp, kn, x + t0 * x_stride + k0, x_stride,
-                                                  y + t0 * y_stride + g * kPackRows, y_stride, valid);
-      }
-    }
-  }
+  for_each_f32_tile<kTokens>(packed, num_rows, cols, x, x_stride, num_tokens, y, y_stride,
+                             [&](const float* wp, int64_t kn, const float* xt, float* yt, int64_t valid, int64_t nt,
+                                 bool first, bool partial) {
+                               micro_for(nt, first, partial)(wp, kn, xt, x_stride, yt, y_stride, valid);
+                             });
 }
 
 }  // namespace tokenmill::kernels::avx2

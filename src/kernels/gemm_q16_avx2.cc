@@ -14,7 +14,7 @@
 #include <string.h>
 
 #include "kernels/gemm.h"
-#include "kernels/gemm_q16_tiles.h"
+#include "kernels/gemm_tiles.h"
 #include "kernels/math_avx2.h"
 
 namespace tokenmill::kernels::avx2 {

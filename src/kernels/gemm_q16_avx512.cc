@@ -16,7 +16,7 @@
 #include <string.h>
 
 #include "kernels/gemm.h"
-#include "kernels/gemm_q16_tiles.h"
+#include "kernels/gemm_tiles.h"
 
 namespace tokenmill::kernels::avx512 {
 namespace {
