@@ -128,26 +128,34 @@ inline void dot_group(const float* q, int64_t head_dim, const uint8_t* k, float*
   for (int g = 0; g < G; ++g) s[g] = hsum(_mm256_add_ps(acc0[g], acc1[g]));
 }
 
-// out[g] += p[g] * v over head_dim for g < G; the V row is read once.
+// out[g] += sum_i p[g][i] * v_i over head_dim for g < G and the n V rows
+// of a chunk, in key order. Each 8-column slice of the heads' outputs stays
+// in registers while the chunk's rows pass (one load and store of out per
+// chunk, not per key); each V slice is loaded once for all heads. Per
+// output element the FMAs are the same, in the same order, as one key at a
+// time.
 template <int G, bool kF16>
-inline void axpy_group(const float* p, const uint8_t* v, int64_t head_dim, float* out) {
-  __m256 pv[G];
-  for (int g = 0; g < G; ++g) pv[g] = _mm256_set1_ps(p[g]);
+inline void axpy_chunk(const float (&p)[G][kChunk], const uint8_t* const* v_rows, int64_t n, int64_t head_dim,
+                       float* out) {
   int64_t d = 0;
   for (; d + 8 <= head_dim; d += 8) {
-    const __m256 x = load8<kF16>(v, d);
-    for (int g = 0; g < G; ++g) {
-      float* o = out + g * head_dim + d;
-      _mm256_storeu_ps(o, _mm256_fmadd_ps(pv[g], x, _mm256_loadu_ps(o)));
+    __m256 acc[G];
+    for (int g = 0; g < G; ++g) acc[g] = _mm256_loadu_ps(out + g * head_dim + d);
+    for (int64_t i = 0; i < n; ++i) {
+      const __m256 x = load8<kF16>(v_rows[i], d);
+      for (int g = 0; g < G; ++g) acc[g] = _mm256_fmadd_ps(_mm256_set1_ps(p[g][i]), x, acc[g]);
     }
+    for (int g = 0; g < G; ++g) _mm256_storeu_ps(out + g * head_dim + d, acc[g]);
   }
   if (d < head_dim) {
     const __m256i m = tail_mask(head_dim - d);
-    const __m256 x = load_tail<kF16>(v, d, head_dim - d);
-    for (int g = 0; g < G; ++g) {
-      float* o = out + g * head_dim + d;
-      _mm256_maskstore_ps(o, m, _mm256_fmadd_ps(pv[g], x, _mm256_maskload_ps(o, m)));
+    __m256 acc[G];
+    for (int g = 0; g < G; ++g) acc[g] = _mm256_maskload_ps(out + g * head_dim + d, m);
+    for (int64_t i = 0; i < n; ++i) {
+      const __m256 x = load_tail<kF16>(v_rows[i], d, head_dim - d);
+      for (int g = 0; g < G; ++g) acc[g] = _mm256_fmadd_ps(_mm256_set1_ps(p[g][i]), x, acc[g]);
     }
+    for (int g = 0; g < G; ++g) _mm256_maskstore_ps(out + g * head_dim + d, m, acc[g]);
   }
 }
 
@@ -229,11 +237,7 @@ void attend_group(const PagedKv& kv, const int32_t* table, int64_t kv_head, cons
       }
       l[g] += exp_shift_sum(weights[g], n, m[g]);
     }
-    for (int64_t i = 0; i < n; ++i) {
-      float p[G];
-      for (int g = 0; g < G; ++g) p[g] = weights[g][i];
-      axpy_group<G, kF16>(p, v_rows[i], head_dim, out);
-    }
+    axpy_chunk<G, kF16>(weights, v_rows, n, head_dim, out);
   }
   for (int g = 0; g < G; ++g) scale_inplace(out + g * head_dim, l[g] > 0.0f ? 1.0f / l[g] : 0.0f, head_dim);
 }
