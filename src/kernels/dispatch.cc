@@ -81,8 +81,9 @@ void gemm_interleaved_avx512(const WeightView& w, int64_t row_begin, int64_t row
 }
 
 // The AVX2 table with the 512-bit int16 GEMM micro-kernel (bit-identical
-// results, about 1.7x the products per cycle on Zen 5) and the kernel for
-// Q4_0 weights interleaved at load.
+// results, about 1.7x the products per cycle on Zen 5), the 512-bit FP32
+// GEMM micro-kernel and the kernels for Q4_0 and Q4_K weights interleaved at
+// load.
 KernelTable make_avx512_table() {
   KernelTable t = make_avx2_table();
   t.isa = Isa::kAvx512;

@@ -7,6 +7,7 @@
 
 #include "kernels/gemm.h"
 #include "kernels/gemm_tiles.h"
+#include "kernels/math_avx512.h"
 
 namespace tokenmill::kernels::avx512 {
 namespace {
@@ -15,31 +16,15 @@ constexpr int kTokens = 12;
 
 template <int T, bool kFirst, bool kPartial>
 void micro(const float* wp, int64_t kn, const float* x, int64_t xs, float* y, int64_t ys, int64_t valid) {
-  const __mmask16 mask = static_cast<__mmask16>((1u << valid) - 1u);
+  const __mmask16 mask = row_mask(valid);
   __m512 acc[T];
-#pragma GCC unroll 12
-  for (int t = 0; t < T; ++t) {
-    if constexpr (kFirst) {
-      acc[t] = _mm512_setzero_ps();
-    } else if constexpr (kPartial) {
-      acc[t] = _mm512_maskz_loadu_ps(mask, y + t * ys);
-    } else {
-      acc[t] = _mm512_loadu_ps(y + t * ys);
-    }
-  }
+  load_tile<T, kFirst, kPartial>(y, ys, mask, acc);
   for (int64_t j = 0; j < kn; ++j) {
     const __m512 w = _mm512_load_ps(wp + 16 * j);
 #pragma GCC unroll 12
     for (int t = 0; t < T; ++t) acc[t] = _mm512_fmadd_ps(w, _mm512_set1_ps(x[t * xs + j]), acc[t]);
   }
-#pragma GCC unroll 12
-  for (int t = 0; t < T; ++t) {
-    if constexpr (kPartial) {
-      _mm512_mask_storeu_ps(y + t * ys, mask, acc[t]);
-    } else {
-      _mm512_storeu_ps(y + t * ys, acc[t]);
-    }
-  }
+  store_tile<T, kPartial>(y, ys, mask, acc);
 }
 
 using MicroFn = void (*)(const float*, int64_t, const float*, int64_t, float*, int64_t, int64_t);

@@ -14,28 +14,16 @@
 // sc * d and m * (0 - dmin)). So the results equal that kernel's bit for bit
 // (and its scalar emulation in the tests).
 #include <immintrin.h>
-#include <string.h>
 
 #include "kernels/gemm.h"
 #include "kernels/interleave.h"
+#include "kernels/math_avx512.h"
 
 namespace tokenmill::kernels::avx512 {
 namespace {
 
 constexpr int kTokens = 6;
 constexpr int64_t kQ4_0PrefetchUnits = 4;
-
-// The all-lanes conversions through their zero-masking forms: the same
-// instructions, without the _mm512_undefined_ps that GCC 12 reports as
-// "may be used uninitialized".
-inline __m512 to_float(__m512i v) { return _mm512_maskz_cvtepi32_ps(static_cast<__mmask16>(0xFFFF), v); }
-inline __m512 fp16_to_float(__m256i v) { return _mm512_maskz_cvtph_ps(static_cast<__mmask16>(0xFFFF), v); }
-
-inline __m512i bcast_pair(const int16_t* p) {
-  int32_t v;
-  memcpy(&v, p, 4);
-  return _mm512_set1_epi32(v);
-}
 
 inline __m256i load256(const uint8_t* p) { return _mm256_load_si256(reinterpret_cast<const __m256i*>(p)); }
 
@@ -166,19 +154,9 @@ inline void q4_k_unit(const Args& m, int64_t u, __m512 (&acc)[T]) {
 
 template <int T, bool kQ4K, bool kFirst, bool kPartial>
 void micro(const Args& m) {
-  const __mmask16 mask = static_cast<__mmask16>((1u << m.valid) - 1u);
+  const __mmask16 mask = row_mask(m.valid);
   __m512 acc[T];
-#pragma GCC unroll 6
-  for (int t = 0; t < T; ++t) {
-    float* yt = m.y + t * m.y_stride;
-    if constexpr (kFirst) {
-      acc[t] = _mm512_setzero_ps();
-    } else if constexpr (kPartial) {
-      acc[t] = _mm512_maskz_loadu_ps(mask, yt);
-    } else {
-      acc[t] = _mm512_loadu_ps(yt);
-    }
-  }
+  load_tile<T, kFirst, kPartial>(m.y, m.y_stride, mask, acc);
   for (int64_t u = 0; u < m.num_units; ++u) {
     if constexpr (kQ4K) {
       q4_k_unit<T>(m, u, acc);
@@ -186,15 +164,7 @@ void micro(const Args& m) {
       q4_0_unit<T>(m, u, acc);
     }
   }
-#pragma GCC unroll 6
-  for (int t = 0; t < T; ++t) {
-    float* yt = m.y + t * m.y_stride;
-    if constexpr (kPartial) {
-      _mm512_mask_storeu_ps(yt, mask, acc[t]);
-    } else {
-      _mm512_storeu_ps(yt, acc[t]);
-    }
-  }
+  store_tile<T, kPartial>(m.y, m.y_stride, mask, acc);
 }
 
 using MicroFn = void (*)(const Args&);

@@ -13,25 +13,15 @@
 // FMAs) are the same per lane in the same order, so the results equal the
 // AVX2 kernel's exactly.
 #include <immintrin.h>
-#include <string.h>
 
 #include "kernels/gemm.h"
 #include "kernels/gemm_tiles.h"
+#include "kernels/math_avx512.h"
 
 namespace tokenmill::kernels::avx512 {
 namespace {
 
 constexpr int kTokens = 6;  // 6 int32 + 6 float accumulators
-
-// _mm512_cvtepi32_ps with every lane selected: the same instruction, without
-// the _mm512_undefined_ps that GCC 12 reports as "may be used uninitialized".
-inline __m512 to_float(__m512i v) { return _mm512_maskz_cvtepi32_ps(static_cast<__mmask16>(0xFFFF), v); }
-
-inline __m512i bcast_pair(const int16_t* p) {
-  int32_t v;
-  memcpy(&v, p, 4);
-  return _mm512_set1_epi32(v);
-}
 
 using MicroArgs = Q16MicroArgs;
 
@@ -55,21 +45,12 @@ inline void add_bias(const MicroArgs& m, int64_t h, const float* s, int64_t s_st
 
 template <int T, bool kFirst, bool kPartial, bool kHalves, int kBias>
 void micro(const MicroArgs& m) {
-  const __mmask16 mask = static_cast<__mmask16>((1u << m.valid) - 1u);
+  const __mmask16 mask = row_mask(m.valid);
   __m512 acc[T];
+  load_tile<T, kFirst, kPartial>(m.y, m.y_stride, mask, acc);
   __m512i sums[T];
 #pragma GCC unroll 6
-  for (int t = 0; t < T; ++t) {
-    float* yt = m.y + t * m.y_stride;
-    if constexpr (kFirst) {
-      acc[t] = _mm512_setzero_ps();
-    } else if constexpr (kPartial) {
-      acc[t] = _mm512_maskz_loadu_ps(mask, yt);
-    } else {
-      acc[t] = _mm512_loadu_ps(yt);
-    }
-    sums[t] = _mm512_setzero_si512();
-  }
+  for (int t = 0; t < T; ++t) sums[t] = _mm512_setzero_si512();
   for (int64_t b = 0; b < m.num_blocks; ++b) {
     const int16_t* wb = m.w + b * 16 * 32;
 #pragma GCC unroll 16
@@ -89,15 +70,7 @@ void micro(const MicroArgs& m) {
       add_bias<T>(m, 2 * b + 1, m.s16 + 2 * b + 1, 2 * m.act_blocks, acc);
     }
   }
-#pragma GCC unroll 6
-  for (int t = 0; t < T; ++t) {
-    float* yt = m.y + t * m.y_stride;
-    if constexpr (kPartial) {
-      _mm512_mask_storeu_ps(yt, mask, acc[t]);
-    } else {
-      _mm512_storeu_ps(yt, acc[t]);
-    }
-  }
+  store_tile<T, kPartial>(m.y, m.y_stride, mask, acc);
 }
 
 using MicroFn = void (*)(const MicroArgs&);

@@ -11,8 +11,9 @@
 //  - fused float decode (F32/F16/BF16, or types without q16 kernels): rows
 //    dequantized and dotted in registers, never stored.
 //  - int16 packed panels (quantized types with q16 kernels, calls of more
-//    than q16_row_max_tokens tokens: prefill, batched decode): a thread widens a panel of rows
-//    to int16 once, packs it (gemm.h) and runs the 16-row x 3-token integer
+//    than q16_row_max_tokens tokens: prefill, batched decode): a thread
+//    widens a panel of rows to int16 once (Q4_0 straight from its blocks,
+//    pack_q16_blocks), packs it (gemm.h) and runs the 16-row integer
 //    micro-kernel over the call's int16 activations; same numerics as the
 //    integer decode path.
 //  - interleaved (weights with an interleaved copy made at load,
@@ -164,9 +165,10 @@ void run_q16_packed_panel(const KernelTable& kt, const WeightView& w, int64_t r0
   auto* tb = reinterpret_cast<float*>(temp + tq_bytes + tf_bytes);
   const int64_t bytes_per_row = gguf::row_bytes(w.type, cols);
   const auto* bytes = static_cast<const uint8_t*>(w.data);
+  const bool direct = kt.pack_q16_blocks_supports != nullptr && kt.pack_q16_blocks_supports(w.type);
   for (int64_t i = 0; i < padded; i += kPackStep) {
     const int64_t n = std::clamp<int64_t>(num_rows - i, 0, kPackStep);
-    if (kt.pack_q16_blocks_supports != nullptr && kt.pack_q16_blocks_supports(w.type) &&
+    if (direct &&
         kt.pack_q16_blocks(w.type, bytes + (r0 + i) * bytes_per_row, bytes_per_row, n, cols, i, padded, pq, ps, pb)) {
       continue;
     }
