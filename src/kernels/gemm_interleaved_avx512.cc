@@ -1,5 +1,5 @@
 // AVX-512 (F, BW, VNNI) products of weights interleaved at load
-// (interleave.h: Q4_0 x 16, Q4_K x 16) with int16 activations
+// (interleave.h: Q4_0 x 16, Q4_K x 16, Q6_K x 16) with int16 activations
 // (quantize_act.h): decode, batched decode and prefill, with no per-call
 // packing. For each 4 columns of the 16 rows of a group (Q4_0; Q4_K: 2
 // columns of two sub-blocks), one 32-byte load widened to int16 gives two
@@ -31,6 +31,10 @@ inline __m256i load256(const uint8_t* p) { return _mm256_load_si256(reinterpret_
 inline __m512 bytes_to_float(const uint8_t* p) {
   return to_float(_mm512_maskz_cvtepu8_epi32(static_cast<__mmask16>(0xFFFF), _mm_load_si128(reinterpret_cast<const __m128i*>(p))));
 }
+// 16 signed bytes as floats.
+inline __m512 signed_bytes_to_float(const uint8_t* p) {
+  return to_float(_mm512_maskz_cvtepi8_epi32(static_cast<__mmask16>(0xFFFF), _mm_load_si128(reinterpret_cast<const __m128i*>(p))));
+}
 
 struct Args {
   const uint8_t* w;  // the group's first unit (Q4_0: block, Q4_K: super-block) of the chunk
@@ -52,8 +56,8 @@ struct Args {
 template <int T>
 constexpr int kChains = T == 1 ? 4 : T == 2 ? 2 : 1;
 
-// acc[t] += float(sum of the chains) * (scale * d_act) + bias * s32_act.
-template <int T, int C>
+// acc[t] += float(sum of the chains) * (scale * d_act) [+ bias * s32_act].
+template <int T, int C, bool kBias = true>
 inline void flush(const Args& m, int64_t blk, __m512i (&sums)[T][C], __m512 scale, __m512 bias, __m512 (&acc)[T]) {
 #pragma GCC unroll 6
   for (int t = 0; t < T; ++t) {
@@ -62,7 +66,7 @@ inline void flush(const Args& m, int64_t blk, __m512i (&sums)[T][C], __m512 scal
     for (int c = 1; c < C; ++c) total = _mm512_add_epi32(total, sums[t][c]);
     const __m512 dt = _mm512_set1_ps(m.d[t * m.act_blocks + blk]);
     acc[t] = _mm512_fmadd_ps(to_float(total), _mm512_mul_ps(scale, dt), acc[t]);
-    acc[t] = _mm512_fmadd_ps(bias, _mm512_set1_ps(m.s32[t * m.act_blocks + blk]), acc[t]);
+    if constexpr (kBias) acc[t] = _mm512_fmadd_ps(bias, _mm512_set1_ps(m.s32[t * m.act_blocks + blk]), acc[t]);
   }
 }
 
@@ -152,14 +156,73 @@ inline void q4_k_unit(const Args& m, int64_t u, __m512 (&acc)[T]) {
   }
 }
 
-template <int T, bool kQ4K, bool kFirst, bool kPartial>
+// One 32-bit lane per row: token t's pairs w . a over the chains.
+template <int T, int C>
+inline void dot_pair(const Args& m, __m512i w, int64_t col, int chain, __m512i (&sums)[T][C]) {
+#pragma GCC unroll 6
+  for (int t = 0; t < T; ++t) sums[t][chain] = _mm512_dpwssd_epi32(sums[t][chain], w, bcast_pair(m.q + t * m.q_stride + col));
+}
+
+// Q6_K x 16, one 256-column super-block per unit: per 32-column block, 8
+// segments of low 4 bits (pairs p and p + 8) and 4 of high 2 bits (pairs
+// 2 s, 2 s + 8, 2 s + 1, 2 s + 9); each pair becomes q - 32 in int16 lanes.
+// The sums of the block's two 16-column halves are kept apart (sa: pairs
+// 0..7, sb: 8..15) and flushed in order, each with its own scale; no
+// additive term.
+template <int T>
+inline void q6_k_unit(const Args& m, int64_t u, __m512 (&acc)[T]) {
+  constexpr int C = kChains<T>;
+  const uint8_t* bp = m.w + u * kQ6_Kx16BlockBytes;
+  const __m512 d = fp16_to_float(load256(bp + kQ6_Kx16Scales + 256));
+  const __m512i low4 = _mm512_set1_epi16(15);
+  const __m512i high2 = _mm512_set1_epi16(0x30);
+  const __m512i offset = _mm512_set1_epi16(32);
+  // q - 32 from low bits `lo` (already masked) and high bits at 4-5 of `hi`
+  // (other bits ignored): vpternlog computes lo | (hi & 0x30).
+  const auto value = [&](__m512i lo, __m512i hi) {
+    return _mm512_sub_epi16(_mm512_ternarylogic_epi32(lo, hi, high2, 0xF8), offset);
+  };
+  for (int64_t j = 0; j < 8; ++j) {
+    // The next super-block, an eighth per block (see q4_k_unit).
+    for (int64_t line = 0; line < kQ6_Kx16BlockBytes / 8; line += 64) {
+      _mm_prefetch(reinterpret_cast<const char*>(bp + kQ6_Kx16BlockBytes + j * (kQ6_Kx16BlockBytes / 8) + line),
+                   _MM_HINT_T0);
+    }
+    const uint8_t* blk = bp + 384 * j;
+    const int64_t col = 256 * u + 32 * j;
+    __m512i sa[T][C], sb[T][C];
+    clear(sa);
+    clear(sb);
+#pragma GCC unroll 4
+    for (int s = 0; s < 4; ++s) {
+      const __m512i h = _mm512_cvtepu8_epi16(load256(blk + 256 + 32 * s));
+      const __m512i v0 = _mm512_cvtepu8_epi16(load256(blk + 64 * s));
+      const __m512i v1 = _mm512_cvtepu8_epi16(load256(blk + 64 * s + 32));
+      dot_pair<T, C>(m, value(_mm512_and_si512(v0, low4), _mm512_slli_epi16(h, 4)), col + 4 * s, (2 * s) % C, sa);
+      dot_pair<T, C>(m, value(_mm512_srli_epi16(v0, 4), _mm512_slli_epi16(h, 2)), col + 16 + 4 * s, (2 * s) % C, sb);
+      dot_pair<T, C>(m, value(_mm512_and_si512(v1, low4), h), col + 4 * s + 2, (2 * s + 1) % C, sa);
+      dot_pair<T, C>(m, value(_mm512_srli_epi16(v1, 4), _mm512_srli_epi16(h, 2)), col + 18 + 4 * s, (2 * s + 1) % C,
+                     sb);
+    }
+    const uint8_t* sc = bp + kQ6_Kx16Scales + 32 * j;
+    const __m512 none = _mm512_setzero_ps();
+    flush<T, C, false>(m, 8 * u + j, sa, _mm512_mul_ps(signed_bytes_to_float(sc), d), none, acc);
+    flush<T, C, false>(m, 8 * u + j, sb, _mm512_mul_ps(signed_bytes_to_float(sc + 16), d), none, acc);
+  }
+}
+
+enum class Layout { kQ4_0, kQ4_K, kQ6_K };
+
+template <int T, Layout L, bool kFirst, bool kPartial>
 void micro(const Args& m) {
   const __mmask16 mask = row_mask(m.valid);
   __m512 acc[T];
   load_tile<T, kFirst, kPartial>(m.y, m.y_stride, mask, acc);
   for (int64_t u = 0; u < m.num_units; ++u) {
-    if constexpr (kQ4K) {
+    if constexpr (L == Layout::kQ4_K) {
       q4_k_unit<T>(m, u, acc);
+    } else if constexpr (L == Layout::kQ6_K) {
+      q6_k_unit<T>(m, u, acc);
     } else {
       q4_0_unit<T>(m, u, acc);
     }
@@ -169,22 +232,24 @@ void micro(const Args& m) {
 
 using MicroFn = void (*)(const Args&);
 
-template <bool kQ4K, bool kFirst, bool kPartial>
-constexpr MicroFn kByTokens[kTokens] = {micro<1, kQ4K, kFirst, kPartial>, micro<2, kQ4K, kFirst, kPartial>,
-                                        micro<3, kQ4K, kFirst, kPartial>, micro<4, kQ4K, kFirst, kPartial>,
-                                        micro<5, kQ4K, kFirst, kPartial>, micro<6, kQ4K, kFirst, kPartial>};
+template <Layout L, bool kFirst, bool kPartial>
+constexpr MicroFn kByTokens[kTokens] = {micro<1, L, kFirst, kPartial>, micro<2, L, kFirst, kPartial>,
+                                        micro<3, L, kFirst, kPartial>, micro<4, L, kFirst, kPartial>,
+                                        micro<5, L, kFirst, kPartial>, micro<6, L, kFirst, kPartial>};
 
-template <bool kQ4K>
+template <Layout L>
 MicroFn micro_for(int64_t tokens, bool first, bool partial) {
-  if (first) return partial ? kByTokens<kQ4K, true, true>[tokens - 1] : kByTokens<kQ4K, true, false>[tokens - 1];
-  return partial ? kByTokens<kQ4K, false, true>[tokens - 1] : kByTokens<kQ4K, false, false>[tokens - 1];
+  if (first) return partial ? kByTokens<L, true, true>[tokens - 1] : kByTokens<L, true, false>[tokens - 1];
+  return partial ? kByTokens<L, false, true>[tokens - 1] : kByTokens<L, false, false>[tokens - 1];
 }
 
-template <bool kQ4K>
+template <Layout L>
 void gemm(const uint8_t* packed, int64_t rows, int64_t cols, int64_t row_begin, int64_t row_end, const QuantizedActs& a,
           int64_t num_tokens, float* y, int64_t y_stride) {
-  constexpr int64_t kUnitCols = kQ4K ? 256 : 32;
-  constexpr int64_t kUnitBytes = kQ4K ? kQ4_Kx16BlockBytes : kQ4_0x16BlockBytes;
+  constexpr int64_t kUnitCols = L == Layout::kQ4_0 ? 32 : 256;
+  constexpr int64_t kUnitBytes = L == Layout::kQ4_0   ? kQ4_0x16BlockBytes
+                                 : L == Layout::kQ4_K ? kQ4_Kx16BlockBytes
+                                                      : kQ6_Kx16BlockBytes;
   const int64_t units = cols / kUnitCols;
   const int64_t act_blocks = cols / 32;
   const int64_t group_bytes = units * kUnitBytes;
@@ -212,7 +277,7 @@ void gemm(const uint8_t* packed, int64_t rows, int64_t cols, int64_t row_begin, 
                      y + t0 * y_stride + r0,
                      y_stride,
                      valid};
-        micro_for<kQ4K>(nt, c0 == 0, valid < kInterleaveRows)(m);
+        micro_for<L>(nt, c0 == 0, valid < kInterleaveRows)(m);
       }
     }
   }
@@ -222,12 +287,17 @@ void gemm(const uint8_t* packed, int64_t rows, int64_t cols, int64_t row_begin, 
 
 void gemm_q4_0x16(const uint8_t* packed, int64_t rows, int64_t cols, int64_t row_begin, int64_t row_end,
                   const QuantizedActs& a, int64_t num_tokens, float* y, int64_t y_stride) {
-  gemm<false>(packed, rows, cols, row_begin, row_end, a, num_tokens, y, y_stride);
+  gemm<Layout::kQ4_0>(packed, rows, cols, row_begin, row_end, a, num_tokens, y, y_stride);
 }
 
 void gemm_q4_kx16(const uint8_t* packed, int64_t rows, int64_t cols, int64_t row_begin, int64_t row_end,
                   const QuantizedActs& a, int64_t num_tokens, float* y, int64_t y_stride) {
-  gemm<true>(packed, rows, cols, row_begin, row_end, a, num_tokens, y, y_stride);
+  gemm<Layout::kQ4_K>(packed, rows, cols, row_begin, row_end, a, num_tokens, y, y_stride);
+}
+
+void gemm_q6_kx16(const uint8_t* packed, int64_t rows, int64_t cols, int64_t row_begin, int64_t row_end,
+                  const QuantizedActs& a, int64_t num_tokens, float* y, int64_t y_stride) {
+  gemm<Layout::kQ6_K>(packed, rows, cols, row_begin, row_end, a, num_tokens, y, y_stride);
 }
 
 }  // namespace tokenmill::kernels::avx512

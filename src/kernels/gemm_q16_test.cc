@@ -173,44 +173,50 @@ TEST(GemmQ16, DirectPackEqualsDecodeThenPack) {
   }
 }
 
-// Q4_0 and Q4_K weights interleaved at load (interleave.h) and multiplied
-// by the AVX-512 kernels give the int16 path's numerics bit for bit, for
-// whole matrices and for row ranges (the units matmul hands to threads),
-// with tokens 1..7, 12, 13 and 64 (token tiles of 6, column chunks of 256).
+// Q4_0, Q4_K and Q6_K weights interleaved at load (interleave.h) and
+// multiplied by the AVX-512 kernels give the int16 path's numerics bit for
+// bit, for whole matrices and for row ranges (the units matmul hands to
+// threads), with tokens 1..7, 12, 13 and 64 (token tiles of 6, column chunks
+// of 256).
 TEST(GemmQ16, InterleavedMatchesEmulationBitForBit) {
   if (!cpu_features().supports_avx512_kernels()) GTEST_SKIP() << "no AVX-512 F/BW/VNNI on this CPU";
-  for (TensorType type : {TensorType::Q4_0, TensorType::Q4_K}) {
-  const bool q4_k = type == TensorType::Q4_K;
-  const Q16Layout layout = avx2::q16_layout(type);
-  for (int64_t rows : {1, 7, 16, 17, 37, 48}) {
-    for (int64_t cols : q4_k ? std::vector<int64_t>{256, 768} : std::vector<int64_t>{32, 96, 288, 640}) {
-      testing::Weights w(type, rows, cols, static_cast<uint32_t>(rows * 5 + cols));
-      const Decoded dec(w.view);
-      const int64_t bytes = interleaved_bytes(w.view);
-      ASSERT_EQ(bytes, (rows + 15) / 16 * 16 * gguf::row_bytes(type, cols) + (q4_k ? (rows + 15) / 16 * cols / 4 : 0));
-      auto* packed = static_cast<uint8_t*>(std::aligned_alloc(64, static_cast<size_t>((bytes + 63) / 64 * 64)));
-      interleave_weights(w.view, packed);
-      for (int64_t nt : {1, 2, 3, 4, 5, 6, 7, 12, 13, 64}) {
-        const auto x = testing::gaussian(nt * cols, static_cast<uint32_t>(3 * nt + cols));
-        const testing::Acts acts(x.data(), nt, cols);
-        const int64_t ys = rows + 3;
-        // The whole matrix, then the rows from 16 on in a second call.
-        const int64_t split = rows > 16 ? 16 : rows;
-        std::vector<float> y(static_cast<size_t>(nt * ys), -1.0f);
-        const auto gemm = q4_k ? avx512::gemm_q4_kx16 : avx512::gemm_q4_0x16;
-        gemm(packed, rows, cols, 0, split, acts.buffer.view(), nt, y.data(), ys);
-        if (split < rows) gemm(packed, rows, cols, split, rows, acts.buffer.view(), nt, y.data(), ys);
-        for (int64_t t = 0; t < nt; ++t) {
-          for (int64_t r = 0; r < ys; ++r) {
-            const float want = r < rows ? emulate(dec, r, cols, layout, acts.buffer.view(), t) : -1.0f;
-            ASSERT_EQ(y[t * ys + r], want) << gguf::tensor_type_name(type) << " rows " << rows << " cols " << cols
-                                           << " tokens " << nt << " r " << r << " t " << t;
+  for (TensorType type : {TensorType::Q4_0, TensorType::Q4_K, TensorType::Q6_K}) {
+    const bool super_blocks = type != TensorType::Q4_0;
+    const Q16Layout layout = avx2::q16_layout(type);
+    const auto gemm = type == TensorType::Q4_0   ? avx512::gemm_q4_0x16
+                      : type == TensorType::Q4_K ? avx512::gemm_q4_kx16
+                                                 : avx512::gemm_q6_kx16;
+    for (int64_t rows : {1, 7, 16, 17, 37, 48}) {
+      for (int64_t cols : super_blocks ? std::vector<int64_t>{256, 768} : std::vector<int64_t>{32, 96, 288, 640}) {
+        testing::Weights w(type, rows, cols, static_cast<uint32_t>(rows * 5 + cols));
+        const Decoded dec(w.view);
+        const int64_t bytes = interleaved_bytes(w.view);
+        // The same bytes as the rows padded to 16, but for Q4_K's unpacked
+        // scales (64 bytes per 16 rows and 256 columns).
+        const int64_t extra = type == TensorType::Q4_K ? (rows + 15) / 16 * cols / 4 : 0;
+        ASSERT_EQ(bytes, (rows + 15) / 16 * 16 * gguf::row_bytes(type, cols) + extra);
+        auto* packed = static_cast<uint8_t*>(std::aligned_alloc(64, static_cast<size_t>((bytes + 63) / 64 * 64)));
+        interleave_weights(w.view, packed);
+        for (int64_t nt : {1, 2, 3, 4, 5, 6, 7, 12, 13, 64}) {
+          const auto x = testing::gaussian(nt * cols, static_cast<uint32_t>(3 * nt + cols));
+          const testing::Acts acts(x.data(), nt, cols);
+          const int64_t ys = rows + 3;
+          // The whole matrix, then the rows from 16 on in a second call.
+          const int64_t split = rows > 16 ? 16 : rows;
+          std::vector<float> y(static_cast<size_t>(nt * ys), -1.0f);
+          gemm(packed, rows, cols, 0, split, acts.buffer.view(), nt, y.data(), ys);
+          if (split < rows) gemm(packed, rows, cols, split, rows, acts.buffer.view(), nt, y.data(), ys);
+          for (int64_t t = 0; t < nt; ++t) {
+            for (int64_t r = 0; r < ys; ++r) {
+              const float want = r < rows ? emulate(dec, r, cols, layout, acts.buffer.view(), t) : -1.0f;
+              ASSERT_EQ(y[t * ys + r], want) << gguf::tensor_type_name(type) << " rows " << rows << " cols " << cols
+                                             << " tokens " << nt << " r " << r << " t " << t;
+            }
           }
         }
+        std::free(packed);
       }
-      std::free(packed);
     }
-  }
   }
 }
 

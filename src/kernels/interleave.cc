@@ -42,16 +42,52 @@ void interleave_q4_k(const WeightView& w, uint8_t* dst) {
   }
 }
 
+// Q6_K's value of column c (0..255) of one super-block, 0..63
+// (quant_blocks.h).
+int q6_k_value(const uint8_t* block, int64_t c) {
+  const int64_t h = c / 128, r = c % 128, t = r / 32, i = r % 32;
+  const uint8_t low = block[64 * h + i + 32 * (t & 1)];
+  const int low4 = t < 2 ? low & 15 : low >> 4;
+  const int high2 = (block[128 + 32 * h + i] >> (2 * t)) & 3;
+  return low4 | high2 << 4;
+}
+
+void interleave_q6_k(const WeightView& w, uint8_t* dst) {
+  constexpr int64_t kBlockBytes = 210;  // ql[128], qh[64], int8 scales[16], fp16 d
+  const int64_t supers = w.cols / 256;
+  const auto* src = static_cast<const uint8_t*>(w.data);
+  for (int64_t r = 0; r < w.rows; ++r) {
+    const int64_t g = r / kInterleaveRows, i = r % kInterleaveRows;
+    for (int64_t s = 0; s < supers; ++s) {
+      const uint8_t* in = src + (r * supers + s) * kBlockBytes;
+      uint8_t* out = dst + (g * supers + s) * kQ6_Kx16BlockBytes;
+      for (int64_t c = 0; c < 256; ++c) {
+        const int v = q6_k_value(in, c);
+        const int64_t j = c / 32, p = (c % 32) / 2, e = c % 2;
+        uint8_t* blk = out + 384 * j;
+        // Low 4 bits: pairs 0..7 in the low nibbles, 8..15 in the high.
+        blk[32 * (p % 8) + 2 * i + e] |= static_cast<uint8_t>((v & 15) << (p < 8 ? 0 : 4));
+        // High 2 bits: segment (p % 8) / 2, crumb 2 (p % 2) + (p >= 8).
+        const int crumb = static_cast<int>(2 * (p % 2) + (p >= 8 ? 1 : 0));
+        blk[256 + 32 * ((p % 8) / 2) + 2 * i + e] |= static_cast<uint8_t>((v >> 4) << (2 * crumb));
+      }
+      for (int64_t h = 0; h < 16; ++h) out[kQ6_Kx16Scales + 16 * h + i] = in[192 + h];
+      std::memcpy(out + kQ6_Kx16Scales + 256 + 2 * i, in + 208, 2);
+    }
+  }
+}
+
 }  // namespace
 
 bool interleave_supported(gguf::TensorType type) {
-  return type == gguf::TensorType::Q4_0 || type == gguf::TensorType::Q4_K;
+  return type == gguf::TensorType::Q4_0 || type == gguf::TensorType::Q4_K || type == gguf::TensorType::Q6_K;
 }
 
 int64_t interleaved_bytes(const WeightView& w) {
   TM_CHECK(interleave_supported(w.type) && w.cols % gguf::tensor_type_info(w.type).block_size == 0);
   const int64_t groups = (w.rows + kInterleaveRows - 1) / kInterleaveRows;
   if (w.type == gguf::TensorType::Q4_K) return groups * (w.cols / 256) * kQ4_Kx16BlockBytes;
+  if (w.type == gguf::TensorType::Q6_K) return groups * (w.cols / 256) * kQ6_Kx16BlockBytes;
   return groups * (w.cols / 32) * kQ4_0x16BlockBytes;
 }
 
@@ -59,6 +95,7 @@ void interleave_weights(const WeightView& w, uint8_t* dst) {
   TM_CHECK(interleave_supported(w.type) && w.cols % gguf::tensor_type_info(w.type).block_size == 0);
   std::memset(dst, 0, static_cast<size_t>(interleaved_bytes(w)));
   if (w.type == gguf::TensorType::Q4_K) return interleave_q4_k(w, dst);
+  if (w.type == gguf::TensorType::Q6_K) return interleave_q6_k(w, dst);
   constexpr int64_t kBlockBytes = 18;  // Q4_0: fp16 d, 16 bytes of nibbles
   const int64_t blocks = w.cols / 32;
   const int64_t row_bytes = blocks * kBlockBytes;

@@ -28,6 +28,21 @@
 //     each); [2240 + 16 j, + 16): their 6-bit minimum of sub-block j.
 // 64 bytes per 16 rows and super-block more than Q4_K (2.8 %): the packed
 // 6-bit scales are stored unpacked.
+//
+// Q6_K x 16 layout (cols a multiple of 256): groups of 16 rows, the
+// super-block s of group g at (g * (cols / 256) + s) * 3360; inside it the
+// 32-column block j at + 384 j, with the 6-bit values q (0..63, x = d *
+// scale * (q - 32)) of its column pair p (columns 2 p, 2 p + 1) split so
+// that one 32-byte segment widened to int16 gives two pairs' low 4 bits
+// and one gives four pairs' high 2 bits, as in Q4_0 x 16:
+//   bytes [32 p, + 32) for p = 0..7: byte 2 i + e holds the low 4 bits of
+//     row i's column 2 p + e (low nibble) and 16 + 2 p + e (high nibble);
+//   bytes [256 + 32 s, + 32) for s = 0..3: byte 2 i + e holds the high 2
+//     bits of row i's columns 4 s + e (bits 0-1), 16 + 4 s + e (bits 2-3),
+//     4 s + 2 + e (bits 4-5) and 18 + 4 s + e (bits 6-7).
+// Then [3072 + 16 h, + 16): the rows' int8 scale of 16-column sub-block
+// h = 0..15; [3328, 3360): their fp16 d. The same bytes as the 16 Q6_K
+// rows, only reordered.
 #pragma once
 
 #include <cstdint>
@@ -40,6 +55,8 @@ inline constexpr int64_t kInterleaveRows = 16;
 inline constexpr int64_t kQ4_0x16BlockBytes = 288;
 inline constexpr int64_t kQ4_Kx16BlockBytes = 2368;
 inline constexpr int64_t kQ4_Kx16Scales = 2048;  // offset of the d, dmin, scales, minimums
+inline constexpr int64_t kQ6_Kx16BlockBytes = 3360;
+inline constexpr int64_t kQ6_Kx16Scales = 3072;  // offset of the int8 scales, then the fp16 d
 
 // Whether interleave_weights handles this type.
 bool interleave_supported(gguf::TensorType type);
