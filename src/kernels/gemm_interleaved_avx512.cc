@@ -24,6 +24,8 @@ namespace {
 
 constexpr int kTokens = 6;
 constexpr int64_t kQ4_0PrefetchUnits = 4;
+// Activations (int16) up to this size are walked group by group (gemm()).
+constexpr int64_t kGroupOrderActBytes = int64_t{256} << 10;
 
 inline __m256i load256(const uint8_t* p) { return _mm256_load_si256(reinterpret_cast<const __m256i*>(p)); }
 
@@ -259,26 +261,39 @@ void gemm(const uint8_t* packed, int64_t rows, int64_t cols, int64_t row_begin, 
   // tiles pass over them; one tile (decode) reads each group once, front to
   // back.
   const int64_t chunk = num_tokens <= kTokens ? units : kPackChunk / kUnitCols;
-  for (int64_t c0 = 0; c0 < units; c0 += chunk) {
+  const auto run = [&](int64_t g, int64_t c0) {
     const int64_t nu = units - c0 < chunk ? units - c0 : chunk;
     const int64_t col0 = c0 * kUnitCols;
+    const int64_t r0 = g * kInterleaveRows;
+    const int64_t valid = rows - r0 < kInterleaveRows ? rows - r0 : kInterleaveRows;
+    for (int64_t t0 = 0; t0 < num_tokens; t0 += kTokens) {
+      const int64_t nt = num_tokens - t0 < kTokens ? num_tokens - t0 : kTokens;
+      const Args m{packed + g * group_bytes + c0 * kUnitBytes,
+                   nu,
+                   a.qs + t0 * cols + col0,
+                   cols,
+                   a.d + t0 * act_blocks + col0 / 32,
+                   a.s32 + t0 * act_blocks + col0 / 32,
+                   act_blocks,
+                   y + t0 * y_stride + r0,
+                   y_stride,
+                   valid};
+      micro_for<L>(nt, c0 == 0, valid < kInterleaveRows)(m);
+    }
+  };
+  // Few tokens (batched decode): the weights come from DRAM once per call
+  // and the first tile over each chunk waits for them, so walk them in
+  // memory order, group after group, where the prefetches (the kernels'
+  // and the hardware's) run ahead of the loads; the activations, read once
+  // per group, stay in L2. Many tokens (prefill): chunk after chunk, so a
+  // chunk's activations stay in L2 while every group passes over them.
+  if (num_tokens * cols * static_cast<int64_t>(sizeof(int16_t)) <= kGroupOrderActBytes) {
     for (int64_t g = g0; g < g1; ++g) {
-      const int64_t r0 = g * kInterleaveRows;
-      const int64_t valid = rows - r0 < kInterleaveRows ? rows - r0 : kInterleaveRows;
-      for (int64_t t0 = 0; t0 < num_tokens; t0 += kTokens) {
-        const int64_t nt = num_tokens - t0 < kTokens ? num_tokens - t0 : kTokens;
-        const Args m{packed + g * group_bytes + c0 * kUnitBytes,
-                     nu,
-                     a.qs + t0 * cols + col0,
-                     cols,
-                     a.d + t0 * act_blocks + col0 / 32,
-                     a.s32 + t0 * act_blocks + col0 / 32,
-                     act_blocks,
-                     y + t0 * y_stride + r0,
-                     y_stride,
-                     valid};
-        micro_for<L>(nt, c0 == 0, valid < kInterleaveRows)(m);
-      }
+      for (int64_t c0 = 0; c0 < units; c0 += chunk) run(g, c0);
+    }
+  } else {
+    for (int64_t c0 = 0; c0 < units; c0 += chunk) {
+      for (int64_t g = g0; g < g1; ++g) run(g, c0);
     }
   }
 }
