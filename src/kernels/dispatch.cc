@@ -92,6 +92,7 @@ KernelTable make_avx512_table() {
   t.gemm_q16_packed = avx512::gemm_q16_packed;
   t.gemm_packed = avx512::gemm_packed;
   t.gemm_interleaved = gemm_interleaved_avx512;
+  t.paged_attend_group = avx512::paged_attend_group;
   // The faster micro-kernel repays the per-call packing sooner: packed
   // against row kernel, Q4_K 80 / 104 GFLOP/s at 8 tokens, 102 / 90 at 12;
   // Q4_0 (packed straight from its blocks) 101 / 98 at 6, 118 / 105 at 8.

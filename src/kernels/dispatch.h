@@ -211,4 +211,12 @@ bool fused_rows_quant(const WeightView& w, int64_t row_begin, int64_t row_end, c
                       int64_t num_tokens, float* y);
 }  // namespace avx2
 
+namespace avx512 {
+// F32 and F16 caches with head_dim a multiple of 16 (up to 256) and no
+// soft-capping; anything else goes to avx2::paged_attend_group.
+void paged_attend_group(const PagedKv& kv, const int32_t* block_table, int64_t kv_head,
+                        const float* q, int64_t num_heads, int64_t j_begin, int64_t j_end,
+                        int64_t head_dim, float scale, float softcap, float* out);
+}  // namespace avx512
+
 }  // namespace tokenmill::kernels

@@ -232,6 +232,11 @@ void attend_group(const PagedKv& kv, const int32_t* table, int64_t kv_head, cons
       if (chunk_max > m[g]) {  // rescale the previous chunks' state to the new max
         const float keep = expf(m[g] - chunk_max);  // 0 for the first chunk (m = -inf)
         l[g] *= keep;
+        // GCC (C++: -ffp-contract=fast) may fuse this product with the sum
+        // added below into one FMA, depending on inlining that differs
+        // with G; the barrier keeps both roundings, so a head's result does
+        // not depend on how its group is split.
+        __asm__("" : "+x"(l[g]));
         scale_inplace(out + g * head_dim, keep, head_dim);
         m[g] = chunk_max;
       }
