@@ -49,6 +49,7 @@ struct Args {
   float* y;          // token t: y + t * y_stride, at the group's first row
   int64_t y_stride;
   int64_t valid;     // rows of the group that exist (16 but for the last group)
+  int64_t prefetch;  // bytes from a unit to the one whose lines it prefetches (gemm())
 };
 
 // Independent integer accumulators per token and block: vpdpwssd has a
@@ -112,7 +113,7 @@ inline void q4_0_unit(const Args& m, int64_t u, __m512 (&acc)[T]) {
   constexpr int C = kChains<T>;
   const uint8_t* bp = m.w + u * kQ4_0x16BlockBytes;
   for (int64_t line = 0; line < kQ4_0x16BlockBytes; line += 64) {
-    _mm_prefetch(reinterpret_cast<const char*>(bp + kQ4_0PrefetchUnits * kQ4_0x16BlockBytes + line), _MM_HINT_T0);
+    _mm_prefetch(reinterpret_cast<const char*>(bp + m.prefetch + line), _MM_HINT_T0);
   }
   __m512i sa[T][C], sb[T][C];
   clear(sa);
@@ -139,11 +140,11 @@ inline void q4_k_unit(const Args& m, int64_t u, __m512 (&acc)[T]) {
   const uint8_t* sc = bp + kQ4_Kx16Scales + 64;
   const uint8_t* mn = sc + 128;
   for (int k = 0; k < 4; ++k) {
-    // The next super-block's bytes, a quarter per sub-block pair: its
+    // The next unit's bytes (gemm()), a quarter per sub-block pair: its
     // scales sit 2 KB past its quants, where the hardware prefetcher,
     // following the quants, arrives too late (measured stalls on them).
     for (int64_t line = 0; line < kQ4_Kx16BlockBytes / 4; line += 64) {
-      _mm_prefetch(reinterpret_cast<const char*>(bp + kQ4_Kx16BlockBytes + k * (kQ4_Kx16BlockBytes / 4) + line),
+      _mm_prefetch(reinterpret_cast<const char*>(bp + m.prefetch + k * (kQ4_Kx16BlockBytes / 4) + line),
                    _MM_HINT_T0);
     }
     __m512i sa[T][C], sb[T][C];
@@ -185,9 +186,9 @@ inline void q6_k_unit(const Args& m, int64_t u, __m512 (&acc)[T]) {
     return _mm512_sub_epi16(_mm512_ternarylogic_epi32(lo, hi, high2, 0xF8), offset);
   };
   for (int64_t j = 0; j < 8; ++j) {
-    // The next super-block, an eighth per block (see q4_k_unit).
+    // The next unit's bytes, an eighth per block (see q4_k_unit).
     for (int64_t line = 0; line < kQ6_Kx16BlockBytes / 8; line += 64) {
-      _mm_prefetch(reinterpret_cast<const char*>(bp + kQ6_Kx16BlockBytes + j * (kQ6_Kx16BlockBytes / 8) + line),
+      _mm_prefetch(reinterpret_cast<const char*>(bp + m.prefetch + j * (kQ6_Kx16BlockBytes / 8) + line),
                    _MM_HINT_T0);
     }
     const uint8_t* blk = bp + 384 * j;
@@ -261,6 +262,20 @@ void gemm(const uint8_t* packed, int64_t rows, int64_t cols, int64_t row_begin, 
   // tiles pass over them; one tile (decode) reads each group once, front to
   // back.
   const int64_t chunk = num_tokens <= kTokens ? units : kPackChunk / kUnitCols;
+  // Few tokens (batched decode): the weights come from DRAM once per call
+  // and the first tile over each chunk waits for them, so walk them in
+  // memory order, group after group; the activations, read once per group,
+  // stay in L2. Many tokens (prefill): chunk after chunk, so a chunk's
+  // activations stay in L2 while every group passes over them.
+  const bool group_walk = num_tokens * cols * static_cast<int64_t>(sizeof(int16_t)) <= kGroupOrderActBytes;
+  // What the kernels prefetch, a unit at a time, is what comes next: one
+  // tile (decode) a few units further along the row; several tiles walking
+  // group by group the next chunk, a whole chunk's work ahead, so the first
+  // tile over it finds it loaded; chunk by chunk the same unit of the next
+  // group.
+  const int64_t prefetch = num_tokens <= kTokens ? (L == Layout::kQ4_0 ? kQ4_0PrefetchUnits : 1) * kUnitBytes
+                           : group_walk          ? chunk * kUnitBytes
+                                                 : group_bytes;
   const auto run = [&](int64_t g, int64_t c0) {
     const int64_t nu = units - c0 < chunk ? units - c0 : chunk;
     const int64_t col0 = c0 * kUnitCols;
@@ -277,17 +292,12 @@ void gemm(const uint8_t* packed, int64_t rows, int64_t cols, int64_t row_begin, 
                    act_blocks,
                    y + t0 * y_stride + r0,
                    y_stride,
-                   valid};
+                   valid,
+                   prefetch};
       micro_for<L>(nt, c0 == 0, valid < kInterleaveRows)(m);
     }
   };
-  // Few tokens (batched decode): the weights come from DRAM once per call
-  // and the first tile over each chunk waits for them, so walk them in
-  // memory order, group after group, where the prefetches (the kernels'
-  // and the hardware's) run ahead of the loads; the activations, read once
-  // per group, stay in L2. Many tokens (prefill): chunk after chunk, so a
-  // chunk's activations stay in L2 while every group passes over them.
-  if (num_tokens * cols * static_cast<int64_t>(sizeof(int16_t)) <= kGroupOrderActBytes) {
+  if (group_walk) {
     for (int64_t g = g0; g < g1; ++g) {
       for (int64_t c0 = 0; c0 < units; c0 += chunk) run(g, c0);
     }
