@@ -7,6 +7,10 @@
 
 #include "util/error.h"
 
+#if defined(TOKENMILL_HAVE_OPENMP)
+#include <omp.h>
+#endif
+
 namespace tokenmill {
 namespace {
 
@@ -53,10 +57,34 @@ int64_t default_spin_us() {
   return v;
 }
 
-ThreadPool::ThreadPool(int num_threads, int64_t spin_us) {
+bool ThreadPool::openmp_available() {
+#if defined(TOKENMILL_HAVE_OPENMP)
+  return true;
+#else
+  return false;
+#endif
+}
+
+ThreadPool::Backend default_backend() {
+  const char* env = std::getenv("TOKENMILL_POOL");
+  const std::string v = env == nullptr ? "" : env;
+  if (v.empty() || v == "threads") return ThreadPool::Backend::kThreads;
+  if (v == "openmp") {
+    if (!ThreadPool::openmp_available()) throw Error("TOKENMILL_POOL=openmp: this build has no OpenMP");
+    return ThreadPool::Backend::kOpenMp;
+  }
+  throw Error("TOKENMILL_POOL must be 'threads' or 'openmp' (got '" + v + "')");
+}
+
+ThreadPool::ThreadPool(int num_threads, int64_t spin_us, Backend backend) {
   if (num_threads <= 0) num_threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   num_threads_ = num_threads;
   spin_us_ = spin_us < 0 ? default_spin_us() : spin_us;
+  backend_ = backend == Backend::kDefault ? default_backend() : backend;
+  if (backend_ == Backend::kOpenMp) {
+    if (!openmp_available()) throw Error("thread pool: this build has no OpenMP");
+    return;  // OpenMP keeps its own threads
+  }
   for (int i = 1; i < num_threads_; ++i) workers_.emplace_back([this, i] { worker_loop(i); });
 }
 
@@ -76,12 +104,35 @@ void ThreadPool::run_share(int index) {
   if (begin < end) (*job_)(index, begin, end);
 }
 
+// The same ranges as run_share, each thread of a parallel region taking its
+// own. OpenMP's threads wait between regions as OMP_WAIT_POLICY and
+// GOMP_SPINCOUNT say (libgomp: spin, then sleep).
+void ThreadPool::parallel_for_openmp(int64_t n, const std::function<void(int, int64_t, int64_t)>& fn) {
+#if defined(TOKENMILL_HAVE_OPENMP)
+  const int threads = num_threads_;
+#pragma omp parallel num_threads(threads)
+  {
+    // A region may get fewer threads than asked (OMP_DYNAMIC, limits):
+    // then some take more than one range.
+    for (int index = omp_get_thread_num(); index < threads; index += omp_get_num_threads()) {
+      const int64_t begin = n * index / threads;
+      const int64_t end = n * (index + 1) / threads;
+      if (begin < end) fn(index, begin, end);
+    }
+  }
+#else
+  (void)n;
+  (void)fn;
+#endif
+}
+
 void ThreadPool::parallel_for(int64_t n, const std::function<void(int, int64_t, int64_t)>& fn) {
   if (n <= 0) return;
   if (num_threads_ == 1 || n == 1) {
     fn(0, 0, n);
     return;
   }
+  if (backend_ == Backend::kOpenMp) return parallel_for_openmp(n, fn);
   job_ = &fn;
   job_n_ = n;
   pending_.store(num_threads_ - 1, std::memory_order_relaxed);

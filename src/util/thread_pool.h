@@ -12,6 +12,11 @@
 // of a decode step on the 2-core machine (docs/benchmarks.md). The spin is
 // bounded so that an idle engine, or a machine with more runnable threads
 // than cores, loses at most spin_us of CPU per loop.
+//
+// Backend: the pool's own threads, or OpenMP parallel regions (where the
+// build has OpenMP), chosen by TOKENMILL_POOL=threads|openmp, for measuring
+// one against the other (docs/benchmarks.md). Both split a loop the same
+// way, so results do not depend on the backend.
 #pragma once
 
 #include <atomic>
@@ -27,16 +32,22 @@ namespace tokenmill {
 class ThreadPool {
  public:
   static constexpr int64_t kDefaultSpinUs = 200;
+  enum class Backend { kDefault, kThreads, kOpenMp };
 
   // num_threads <= 0 means one thread per online CPU. spin_us < 0 means the
   // default (TOKENMILL_SPIN_US if set, else kDefaultSpinUs); 0 never spins.
-  explicit ThreadPool(int num_threads = 0, int64_t spin_us = -1);
+  // Backend::kDefault means TOKENMILL_POOL (default_backend()). Throws
+  // tokenmill::Error for kOpenMp in a build without OpenMP.
+  explicit ThreadPool(int num_threads = 0, int64_t spin_us = -1, Backend backend = Backend::kDefault);
   ~ThreadPool();
   ThreadPool(const ThreadPool&) = delete;
   ThreadPool& operator=(const ThreadPool&) = delete;
 
   int num_threads() const { return num_threads_; }
   int64_t spin_us() const { return spin_us_; }
+  Backend backend() const { return backend_; }
+  // Whether this build can run Backend::kOpenMp.
+  static bool openmp_available();
 
   // Calls fn(thread_index, begin, end) over [0, n) split into num_threads
   // contiguous ranges of near-equal size (empty ranges are skipped).
@@ -45,9 +56,11 @@ class ThreadPool {
  private:
   void worker_loop(int index);
   void run_share(int index);
+  void parallel_for_openmp(int64_t n, const std::function<void(int, int64_t, int64_t)>& fn);
 
   int num_threads_ = 1;
   int64_t spin_us_ = 0;
+  Backend backend_ = Backend::kThreads;
   std::vector<std::thread> workers_;
   std::mutex mutex_;
   std::condition_variable wake_;
@@ -65,5 +78,10 @@ class ThreadPool {
 // (a whole number of microseconds, 0..1000000), else kDefaultSpinUs. Throws
 // tokenmill::Error for any other value.
 int64_t default_spin_us();
+
+// The backend a pool gets by default: TOKENMILL_POOL = "threads" (or unset
+// or empty) or "openmp". Throws tokenmill::Error for any other value, and
+// for "openmp" in a build without OpenMP.
+ThreadPool::Backend default_backend();
 
 }  // namespace tokenmill

@@ -77,5 +77,48 @@ TEST(ThreadPool, SpinTimeFromTheEnvironment) {
   EXPECT_EQ(default_spin_us(), ThreadPool::kDefaultSpinUs);
 }
 
+// Both backends hand out the same ranges: the same (thread index, begin,
+// end) triples for every loop size, so results cannot depend on the backend.
+TEST(ThreadPool, OpenMpBackendGivesTheSameRanges) {
+  if (!ThreadPool::openmp_available()) GTEST_SKIP() << "this build has no OpenMP";
+  for (int threads : {2, 3}) {
+    ThreadPool own(threads, -1, ThreadPool::Backend::kThreads);
+    ThreadPool omp(threads, -1, ThreadPool::Backend::kOpenMp);
+    EXPECT_EQ(omp.backend(), ThreadPool::Backend::kOpenMp);
+    for (int64_t n : {2, 7, 1000}) {
+      const auto ranges = [&](ThreadPool& pool) {
+        std::vector<int64_t> r(static_cast<size_t>(3 * threads), -1);
+        pool.parallel_for(n, [&](int index, int64_t b, int64_t e) {
+          r[static_cast<size_t>(3 * index)] = index;
+          r[static_cast<size_t>(3 * index + 1)] = b;
+          r[static_cast<size_t>(3 * index + 2)] = e;
+        });
+        return r;
+      };
+      EXPECT_EQ(ranges(own), ranges(omp)) << "threads=" << threads << " n=" << n;
+    }
+    std::atomic<int64_t> sum{0};
+    for (int rep = 0; rep < 500; ++rep) omp.parallel_for(10, [&](int, int64_t b, int64_t e) { sum += e - b; });
+    EXPECT_EQ(sum.load(), 5000);
+  }
+}
+
+TEST(ThreadPool, BackendFromTheEnvironment) {
+  ::setenv("TOKENMILL_POOL", "threads", 1);
+  EXPECT_EQ(default_backend(), ThreadPool::Backend::kThreads);
+  ::setenv("TOKENMILL_POOL", "openmp", 1);
+  if (ThreadPool::openmp_available()) {
+    EXPECT_EQ(default_backend(), ThreadPool::Backend::kOpenMp);
+    EXPECT_EQ(ThreadPool(2).backend(), ThreadPool::Backend::kOpenMp);
+  } else {
+    EXPECT_THROW(default_backend(), Error);
+  }
+  ::setenv("TOKENMILL_POOL", "tbb", 1);
+  EXPECT_THROW(default_backend(), Error);
+  EXPECT_THROW(ThreadPool(2), Error);
+  ::unsetenv("TOKENMILL_POOL");
+  EXPECT_EQ(ThreadPool(2).backend(), ThreadPool::Backend::kThreads);
+}
+
 }  // namespace
 }  // namespace tokenmill
