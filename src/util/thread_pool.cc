@@ -1,5 +1,8 @@
 #include "util/thread_pool.h"
 
+#include <pthread.h>
+#include <sched.h>
+
 #include <algorithm>
 #include <chrono>
 #include <cstdlib>
@@ -43,7 +46,37 @@ bool spin_until(const Done& done, int64_t spin_us) {
   }
 }
 
+// The CPUs this process may run on, in order.
+std::vector<int> allowed_cpus() {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  std::vector<int> cpus;
+  if (sched_getaffinity(0, sizeof(set), &set) == 0) {
+    for (int c = 0; c < CPU_SETSIZE; ++c) {
+      if (CPU_ISSET(c, &set)) cpus.push_back(c);
+    }
+  }
+  return cpus;
+}
+
+// Pins the calling thread to `cpu`; a failure leaves it unpinned (pinning
+// is a hint, never a reason to stop).
+void pin_calling_thread(int cpu) {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  CPU_SET(cpu, &set);
+  (void)pthread_setaffinity_np(pthread_self(), sizeof(set), &set);
+}
+
 }  // namespace
+
+bool default_pin() {
+  const char* env = std::getenv("TOKENMILL_PIN");
+  const std::string v = env == nullptr ? "" : env;
+  if (v.empty() || v == "0") return false;
+  if (v == "1") return true;
+  throw Error("TOKENMILL_PIN must be 0 or 1 (got '" + v + "')");
+}
 
 int64_t default_spin_us() {
   const char* env = std::getenv("TOKENMILL_SPIN_US");
@@ -85,6 +118,9 @@ ThreadPool::ThreadPool(int num_threads, int64_t spin_us, Backend backend) {
     if (!openmp_available()) throw Error("thread pool: this build has no OpenMP");
     return;  // OpenMP keeps its own threads
   }
+  pin_ = default_pin();
+  if (pin_) cpus_ = allowed_cpus();
+  if (cpus_.empty()) pin_ = false;
   for (int i = 1; i < num_threads_; ++i) workers_.emplace_back([this, i] { worker_loop(i); });
 }
 
@@ -133,6 +169,10 @@ void ThreadPool::parallel_for(int64_t n, const std::function<void(int, int64_t, 
     return;
   }
   if (backend_ == Backend::kOpenMp) return parallel_for_openmp(n, fn);
+  if (pin_ && !caller_pinned_) {
+    pin_calling_thread(cpus_[0]);
+    caller_pinned_ = true;
+  }
   job_ = &fn;
   job_n_ = n;
   pending_.store(num_threads_ - 1, std::memory_order_relaxed);
@@ -157,6 +197,7 @@ void ThreadPool::parallel_for(int64_t n, const std::function<void(int, int64_t, 
 }
 
 void ThreadPool::worker_loop(int index) {
+  if (pin_) pin_calling_thread(cpus_[static_cast<size_t>(index) % cpus_.size()]);
   uint64_t seen = 0;
   const auto has_work = [&] {
     return stop_.load(std::memory_order_acquire) || generation_.load(std::memory_order_acquire) != seen;

@@ -13,6 +13,11 @@
 // bounded so that an idle engine, or a machine with more runnable threads
 // than cores, loses at most spin_us of CPU per loop.
 //
+// Pinning (TOKENMILL_PIN=1; own threads only): thread i runs on the i-th
+// CPU (modulo their number) of the process's affinity mask; the caller
+// takes the first when it first calls parallel_for. With OpenMP, its own
+// OMP_PROC_BIND and OMP_PLACES do the same.
+//
 // Backend: the pool's own threads, or OpenMP parallel regions (where the
 // build has OpenMP), chosen by TOKENMILL_POOL=threads|openmp, for measuring
 // one against the other (docs/benchmarks.md). Both split a loop the same
@@ -46,6 +51,7 @@ class ThreadPool {
   int num_threads() const { return num_threads_; }
   int64_t spin_us() const { return spin_us_; }
   Backend backend() const { return backend_; }
+  bool pinned() const { return pin_; }
   // Whether this build can run Backend::kOpenMp.
   static bool openmp_available();
 
@@ -61,6 +67,9 @@ class ThreadPool {
   int num_threads_ = 1;
   int64_t spin_us_ = 0;
   Backend backend_ = Backend::kThreads;
+  bool pin_ = false;
+  std::vector<int> cpus_;       // the affinity mask's CPUs, when pinning
+  bool caller_pinned_ = false;  // touched by the caller only
   std::vector<std::thread> workers_;
   std::mutex mutex_;
   std::condition_variable wake_;
@@ -83,5 +92,9 @@ int64_t default_spin_us();
 // or empty) or "openmp". Throws tokenmill::Error for any other value, and
 // for "openmp" in a build without OpenMP.
 ThreadPool::Backend default_backend();
+
+// Whether pools pin their threads: TOKENMILL_PIN = "1" yes, "0" (or unset
+// or empty) no. Throws tokenmill::Error for any other value.
+bool default_pin();
 
 }  // namespace tokenmill

@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include <sched.h>
 #include <stdlib.h>
 
 #include <atomic>
@@ -118,6 +119,34 @@ TEST(ThreadPool, BackendFromTheEnvironment) {
   EXPECT_THROW(ThreadPool(2), Error);
   ::unsetenv("TOKENMILL_POOL");
   EXPECT_EQ(ThreadPool(2).backend(), ThreadPool::Backend::kThreads);
+}
+
+// With TOKENMILL_PIN=1, thread i runs on the i-th allowed CPU (modulo
+// their number), the caller on the first.
+TEST(ThreadPool, PinsThreadsToTheAllowedCpus) {
+  cpu_set_t before;
+  ASSERT_EQ(sched_getaffinity(0, sizeof(before), &before), 0);
+  std::vector<int> cpus;
+  for (int c = 0; c < CPU_SETSIZE; ++c) {
+    if (CPU_ISSET(c, &before)) cpus.push_back(c);
+  }
+  ::setenv("TOKENMILL_PIN", "1", 1);
+  {
+    ThreadPool pool(3, -1, ThreadPool::Backend::kThreads);
+    EXPECT_TRUE(pool.pinned());
+    std::vector<int> ran_on(3, -1);
+    pool.parallel_for(3, [&](int index, int64_t, int64_t) { ran_on[static_cast<size_t>(index)] = sched_getcpu(); });
+    for (int i = 0; i < 3; ++i) EXPECT_EQ(ran_on[static_cast<size_t>(i)], cpus[static_cast<size_t>(i) % cpus.size()]) << i;
+  }
+  ASSERT_EQ(sched_setaffinity(0, sizeof(before), &before), 0);  // the caller was pinned: undo it
+  for (const char* bad : {"yes", "2"}) {
+    ::setenv("TOKENMILL_PIN", bad, 1);
+    EXPECT_THROW(default_pin(), Error) << bad;
+  }
+  ::setenv("TOKENMILL_PIN", "0", 1);
+  EXPECT_FALSE(ThreadPool(2).pinned());
+  ::unsetenv("TOKENMILL_PIN");
+  EXPECT_FALSE(default_pin());
 }
 
 }  // namespace
