@@ -18,28 +18,36 @@ void unpack_scales_mins(const uint8_t* q, uint8_t sc[8], uint8_t mn[8]) {
   }
 }
 
-void interleave_q4_k(const WeightView& w, uint8_t* dst) {
-  constexpr int64_t kBlockBytes = 144;  // d, dmin, 12 bytes of scales, 128 bytes of nibbles
+// Calls place(in, out, i) for every 256-column super-block of every row:
+// `in` the row's block of kBlockBytes, `out` the interleaved unit of
+// kUnitBytes that holds it, as row i of its group.
+template <int64_t kBlockBytes, int64_t kUnitBytes, class Place>
+void for_each_super_block(const WeightView& w, uint8_t* dst, const Place& place) {
   const int64_t supers = w.cols / 256;
   const auto* src = static_cast<const uint8_t*>(w.data);
   for (int64_t r = 0; r < w.rows; ++r) {
     const int64_t g = r / kInterleaveRows, i = r % kInterleaveRows;
     for (int64_t s = 0; s < supers; ++s) {
-      const uint8_t* in = src + (r * supers + s) * kBlockBytes;
-      uint8_t* out = dst + (g * supers + s) * kQ4_Kx16BlockBytes;
-      for (int64_t k = 0; k < 4; ++k) {
-        for (int64_t p = 0; p < 16; ++p) std::memcpy(out + 512 * k + 32 * p + 2 * i, in + 16 + 32 * k + 2 * p, 2);
-      }
-      std::memcpy(out + kQ4_Kx16Scales + 2 * i, in, 2);
-      std::memcpy(out + kQ4_Kx16Scales + 32 + 2 * i, in + 2, 2);
-      uint8_t sc[8], mn[8];
-      unpack_scales_mins(in + 4, sc, mn);
-      for (int j = 0; j < 8; ++j) {
-        out[kQ4_Kx16Scales + 64 + 16 * j + i] = sc[j];
-        out[kQ4_Kx16Scales + 192 + 16 * j + i] = mn[j];
-      }
+      place(src + (r * supers + s) * kBlockBytes, dst + (g * supers + s) * kUnitBytes, i);
     }
   }
+}
+
+void interleave_q4_k(const WeightView& w, uint8_t* dst) {
+  // Q4_K: d, dmin, 12 bytes of scales, 128 bytes of nibbles.
+  for_each_super_block<144, kQ4_Kx16BlockBytes>(w, dst, [](const uint8_t* in, uint8_t* out, int64_t i) {
+    for (int64_t k = 0; k < 4; ++k) {
+      for (int64_t p = 0; p < 16; ++p) std::memcpy(out + 512 * k + 32 * p + 2 * i, in + 16 + 32 * k + 2 * p, 2);
+    }
+    std::memcpy(out + kQ4_Kx16Scales + 2 * i, in, 2);
+    std::memcpy(out + kQ4_Kx16Scales + 32 + 2 * i, in + 2, 2);
+    uint8_t sc[8], mn[8];
+    unpack_scales_mins(in + 4, sc, mn);
+    for (int j = 0; j < 8; ++j) {
+      out[kQ4_Kx16Scales + 64 + 16 * j + i] = sc[j];
+      out[kQ4_Kx16Scales + 192 + 16 * j + i] = mn[j];
+    }
+  });
 }
 
 // Q6_K's value of column c (0..255) of one super-block, 0..63
@@ -53,28 +61,21 @@ int q6_k_value(const uint8_t* block, int64_t c) {
 }
 
 void interleave_q6_k(const WeightView& w, uint8_t* dst) {
-  constexpr int64_t kBlockBytes = 210;  // ql[128], qh[64], int8 scales[16], fp16 d
-  const int64_t supers = w.cols / 256;
-  const auto* src = static_cast<const uint8_t*>(w.data);
-  for (int64_t r = 0; r < w.rows; ++r) {
-    const int64_t g = r / kInterleaveRows, i = r % kInterleaveRows;
-    for (int64_t s = 0; s < supers; ++s) {
-      const uint8_t* in = src + (r * supers + s) * kBlockBytes;
-      uint8_t* out = dst + (g * supers + s) * kQ6_Kx16BlockBytes;
-      for (int64_t c = 0; c < 256; ++c) {
-        const int v = q6_k_value(in, c);
-        const int64_t j = c / 32, p = (c % 32) / 2, e = c % 2;
-        uint8_t* blk = out + 384 * j;
-        // Low 4 bits: pairs 0..7 in the low nibbles, 8..15 in the high.
-        blk[32 * (p % 8) + 2 * i + e] |= static_cast<uint8_t>((v & 15) << (p < 8 ? 0 : 4));
-        // High 2 bits: segment (p % 8) / 2, crumb 2 (p % 2) + (p >= 8).
-        const int crumb = static_cast<int>(2 * (p % 2) + (p >= 8 ? 1 : 0));
-        blk[256 + 32 * ((p % 8) / 2) + 2 * i + e] |= static_cast<uint8_t>((v >> 4) << (2 * crumb));
-      }
-      for (int64_t h = 0; h < 16; ++h) out[kQ6_Kx16Scales + 16 * h + i] = in[192 + h];
-      std::memcpy(out + kQ6_Kx16Scales + 256 + 2 * i, in + 208, 2);
+  // Q6_K: ql[128], qh[64], int8 scales[16], fp16 d.
+  for_each_super_block<210, kQ6_Kx16BlockBytes>(w, dst, [](const uint8_t* in, uint8_t* out, int64_t i) {
+    for (int64_t c = 0; c < 256; ++c) {
+      const int v = q6_k_value(in, c);
+      const int64_t j = c / 32, p = (c % 32) / 2, e = c % 2;
+      uint8_t* blk = out + 384 * j;
+      // Low 4 bits: pairs 0..7 in the low nibbles, 8..15 in the high.
+      blk[32 * (p % 8) + 2 * i + e] |= static_cast<uint8_t>((v & 15) << (p < 8 ? 0 : 4));
+      // High 2 bits: segment (p % 8) / 2, crumb 2 (p % 2) + (p >= 8).
+      const int crumb = static_cast<int>(2 * (p % 2) + (p >= 8 ? 1 : 0));
+      blk[256 + 32 * ((p % 8) / 2) + 2 * i + e] |= static_cast<uint8_t>((v >> 4) << (2 * crumb));
     }
-  }
+    for (int64_t h = 0; h < 16; ++h) out[kQ6_Kx16Scales + 16 * h + i] = in[192 + h];
+    std::memcpy(out + kQ6_Kx16Scales + 256 + 2 * i, in + 208, 2);
+  });
 }
 
 }  // namespace
