@@ -112,8 +112,8 @@ void check_against_emulation(GemmQ16Fn gemm, const char* isa) {
           avx2::pack_q16_rows(dec.q.data() + i * cols, dec.scale.data() + i * cols / 16, dec.bias.data() + i * cols / 16,
                               n, cols, i, padded, pq, ps.data(), pb.data());
         }
-        for (int64_t nt : {1, 2, 3, 4, 5, 6, 7, 12, 13, 64, 224}) {
-          if (nt == 224 && cols < 640) continue;
+        for (int64_t nt : {1, 2, 3, 4, 5, 6, 7, 12, 13, 64, 300}) {
+          if (nt == 300 && cols < 640) continue;
           const auto x = testing::gaussian(nt * cols, static_cast<uint32_t>(nt + cols));
           const testing::Acts acts(x.data(), nt, cols);
           const int64_t ys = rows + 5;
@@ -178,8 +178,9 @@ TEST(GemmQ16, DirectPackEqualsDecodeThenPack) {
 // multiplied by the AVX-512 kernels give the int16 path's numerics bit for
 // bit, for whole matrices and for row ranges (the units matmul hands to
 // threads), with tokens 1..7, 12, 13, 64 (token tiles of 6, column chunks
-// of 256, walked group by group) and 224 (from 640 columns on: more than
-// 256 KiB of activations, walked chunk by chunk).
+// of 256, walked group by group) and 300 (from 640 columns on: a block of
+// 256 tokens with more than 256 KiB of activations, walked chunk by chunk,
+// then a block of 44 walked group by group).
 TEST(GemmQ16, InterleavedMatchesEmulationBitForBit) {
   if (!cpu_features().supports_avx512_kernels()) GTEST_SKIP() << "no AVX-512 F/BW/VNNI on this CPU";
   for (TensorType type : {TensorType::Q4_0, TensorType::Q4_K, TensorType::Q6_K}) {
@@ -199,8 +200,8 @@ TEST(GemmQ16, InterleavedMatchesEmulationBitForBit) {
         ASSERT_EQ(bytes, (rows + 15) / 16 * 16 * gguf::row_bytes(type, cols) + extra);
         auto* packed = static_cast<uint8_t*>(std::aligned_alloc(64, static_cast<size_t>((bytes + 63) / 64 * 64)));
         interleave_weights(w.view, packed);
-        for (int64_t nt : {1, 2, 3, 4, 5, 6, 7, 12, 13, 64, 224}) {
-          if (nt == 224 && cols < 640) continue;
+        for (int64_t nt : {1, 2, 3, 4, 5, 6, 7, 12, 13, 64, 300}) {
+          if (nt == 300 && cols < 640) continue;
           const auto x = testing::gaussian(nt * cols, static_cast<uint32_t>(3 * nt + cols));
           const testing::Acts acts(x.data(), nt, cols);
           const int64_t ys = rows + 3;
