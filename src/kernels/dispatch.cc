@@ -77,6 +77,8 @@ void gemm_interleaved_avx512(const WeightView& w, int64_t row_begin, int64_t row
       return avx512::gemm_q4_kx16(packed, w.rows, w.cols, row_begin, row_end, a, num_tokens, y, w.rows);
     case gguf::TensorType::Q6_K:
       return avx512::gemm_q6_kx16(packed, w.rows, w.cols, row_begin, row_end, a, num_tokens, y, w.rows);
+    case gguf::TensorType::Q8_0:
+      return avx512::gemm_q8_0x16(packed, w.rows, w.cols, row_begin, row_end, a, num_tokens, y, w.rows);
     default:
       TM_CHECK_MSG(false, "gemm_interleaved: no interleaved layout for this type");
   }
@@ -84,7 +86,7 @@ void gemm_interleaved_avx512(const WeightView& w, int64_t row_begin, int64_t row
 
 // The AVX2 table with the 512-bit int16 GEMM micro-kernel (bit-identical
 // results, about 1.7x the products per cycle on Zen 5), the 512-bit FP32
-// GEMM micro-kernel and the kernels for Q4_0, Q4_K and Q6_K weights interleaved at
+// GEMM micro-kernel and the kernels for Q4_0, Q8_0, Q4_K and Q6_K weights interleaved at
 // load.
 KernelTable make_avx512_table() {
   KernelTable t = make_avx2_table();

@@ -119,7 +119,9 @@ void gemm_q16_packed(const int16_t* packed_q, const float* packed_scale, const f
 // (gemm_interleaved_avx512.cc).
 void gemm_q4_0x16(const uint8_t* packed, int64_t rows, int64_t cols, int64_t row_begin, int64_t row_end,
                   const QuantizedActs& a, int64_t num_tokens, float* y, int64_t y_stride);
-// The same for Q4_K in the Q4_K x 16 layout, and Q6_K in the Q6_K x 16 one.
+// The same for Q8_0, Q4_K and Q6_K in their x 16 layouts.
+void gemm_q8_0x16(const uint8_t* packed, int64_t rows, int64_t cols, int64_t row_begin, int64_t row_end,
+                  const QuantizedActs& a, int64_t num_tokens, float* y, int64_t y_stride);
 void gemm_q4_kx16(const uint8_t* packed, int64_t rows, int64_t cols, int64_t row_begin, int64_t row_end,
                   const QuantizedActs& a, int64_t num_tokens, float* y, int64_t y_stride);
 void gemm_q6_kx16(const uint8_t* packed, int64_t rows, int64_t cols, int64_t row_begin, int64_t row_end,

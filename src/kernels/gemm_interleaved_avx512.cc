@@ -23,10 +23,12 @@ namespace tokenmill::kernels::avx512 {
 namespace {
 
 constexpr int kTokens = 6;
-// Decode prefetch distance along a Q4_0 row (4.5 KiB): tg128 on the 1.1B
-// model, alternating builds, 4 / 8 / 16 units: medians 61.4 / 63.0 / 66.6
-// tok/s (7, 10 and 6 runs).
-constexpr int64_t kQ4_0PrefetchUnits = 16;
+// Decode prefetch distance along a row, in bytes (whole units, at least
+// one): Q4_0 16 units, Q8_0 8, the K-quants the next super-block. Q4_0 tg128
+// on the 1.1B model, alternating builds, 4 / 8 / 16 units: medians 61.4 /
+// 63.0 / 66.6 tok/s (7, 10 and 6 runs); Q4_K needed the next super-block
+// (see q4_k_unit).
+constexpr int64_t kDecodePrefetchBytes = 16 * kQ4_0x16BlockBytes;
 // Activations (int16) up to this size are walked group by group (gemm()).
 constexpr int64_t kGroupOrderActBytes = int64_t{256} << 10;
 
@@ -108,6 +110,13 @@ inline void clear(__m512i (&sums)[T][C]) {
   }
 }
 
+// One 32-bit lane per row: token t's pairs w . a over the chains.
+template <int T, int C>
+inline void dot_pair(const Args& m, __m512i w, int64_t col, int chain, __m512i (&sums)[T][C]) {
+#pragma GCC unroll 6
+  for (int t = 0; t < T; ++t) sums[t][chain] = _mm512_dpwssd_epi32(sums[t][chain], w, bcast_pair(m.q + t * m.q_stride + col));
+}
+
 // Q4_0 x 16, one 32-column block per unit: segment p holds pairs p (low
 // nibbles) and p + 8 (high), both of the same block, so the two halves of
 // the block's sum are kept apart only to give the chains more parallelism.
@@ -129,6 +138,24 @@ inline void q4_0_unit(const Args& m, int64_t u, __m512 (&acc)[T]) {
   }
   const __m512 scale = fp16_to_float(load256(bp + 256));
   flush<T, C>(m, u, sa, scale, _mm512_mul_ps(scale, _mm512_set1_ps(-8.0f)), acc);
+}
+
+// Q8_0 x 16, one 32-column block per unit: segment p, sign-extended, is
+// column pair p of the 16 rows.
+template <int T>
+inline void q8_0_unit(const Args& m, int64_t u, __m512 (&acc)[T]) {
+  constexpr int C = kChains<T>;
+  const uint8_t* bp = m.w + u * kQ8_0x16BlockBytes;
+  for (int64_t line = 0; line < kQ8_0x16BlockBytes; line += 64) {
+    _mm_prefetch(reinterpret_cast<const char*>(bp + m.prefetch + line), _MM_HINT_T0);
+  }
+  __m512i sums[T][C];
+  clear(sums);
+#pragma GCC unroll 16
+  for (int p = 0; p < 16; ++p) {
+    dot_pair<T, C>(m, _mm512_cvtepi8_epi16(load256(bp + 32 * p)), 32 * u + 2 * p, p % C, sums);
+  }
+  flush<T, C, false>(m, u, sums, fp16_to_float(load256(bp + 512)), _mm512_setzero_ps(), acc);
 }
 
 // Q4_K x 16, one 256-column super-block per unit: for each pair k of
@@ -160,13 +187,6 @@ inline void q4_k_unit(const Args& m, int64_t u, __m512 (&acc)[T]) {
     flush<T, C>(m, blk + 1, sb, _mm512_mul_ps(bytes_to_float(sc + 16 * (2 * k + 1)), d),
                 _mm512_mul_ps(bytes_to_float(mn + 16 * (2 * k + 1)), neg_dmin), acc);
   }
-}
-
-// One 32-bit lane per row: token t's pairs w . a over the chains.
-template <int T, int C>
-inline void dot_pair(const Args& m, __m512i w, int64_t col, int chain, __m512i (&sums)[T][C]) {
-#pragma GCC unroll 6
-  for (int t = 0; t < T; ++t) sums[t][chain] = _mm512_dpwssd_epi32(sums[t][chain], w, bcast_pair(m.q + t * m.q_stride + col));
 }
 
 // Q6_K x 16, one 256-column super-block per unit: per 32-column block, 8
@@ -217,7 +237,7 @@ inline void q6_k_unit(const Args& m, int64_t u, __m512 (&acc)[T]) {
   }
 }
 
-enum class Layout { kQ4_0, kQ4_K, kQ6_K };
+enum class Layout { kQ4_0, kQ8_0, kQ4_K, kQ6_K };
 
 template <int T, Layout L, bool kFirst, bool kPartial>
 void micro(const Args& m) {
@@ -229,6 +249,8 @@ void micro(const Args& m) {
       q4_k_unit<T>(m, u, acc);
     } else if constexpr (L == Layout::kQ6_K) {
       q6_k_unit<T>(m, u, acc);
+    } else if constexpr (L == Layout::kQ8_0) {
+      q8_0_unit<T>(m, u, acc);
     } else {
       q4_0_unit<T>(m, u, acc);
     }
@@ -252,8 +274,10 @@ MicroFn micro_for(int64_t tokens, bool first, bool partial) {
 template <Layout L>
 void gemm(const uint8_t* packed, int64_t rows, int64_t cols, int64_t row_begin, int64_t row_end, const QuantizedActs& a,
           int64_t num_tokens, float* y, int64_t y_stride) {
-  constexpr int64_t kUnitCols = L == Layout::kQ4_0 ? 32 : 256;
+  constexpr bool kSmallUnits = L == Layout::kQ4_0 || L == Layout::kQ8_0;
+  constexpr int64_t kUnitCols = kSmallUnits ? 32 : 256;
   constexpr int64_t kUnitBytes = L == Layout::kQ4_0   ? kQ4_0x16BlockBytes
+                                 : L == Layout::kQ8_0 ? kQ8_0x16BlockBytes
                                  : L == Layout::kQ4_K ? kQ4_Kx16BlockBytes
                                                       : kQ6_Kx16BlockBytes;
   const int64_t units = cols / kUnitCols;
@@ -276,7 +300,8 @@ void gemm(const uint8_t* packed, int64_t rows, int64_t cols, int64_t row_begin, 
   // group by group the next chunk, a whole chunk's work ahead, so the first
   // tile over it finds it loaded; chunk by chunk the same unit of the next
   // group.
-  const int64_t prefetch = num_tokens <= kTokens ? (L == Layout::kQ4_0 ? kQ4_0PrefetchUnits : 1) * kUnitBytes
+  constexpr int64_t kDecodePrefetchUnits = kDecodePrefetchBytes / kUnitBytes > 0 ? kDecodePrefetchBytes / kUnitBytes : 1;
+  const int64_t prefetch = num_tokens <= kTokens ? kDecodePrefetchUnits * kUnitBytes
                            : group_walk          ? chunk * kUnitBytes
                                                  : group_bytes;
   const auto run = [&](int64_t g, int64_t c0) {
@@ -346,6 +371,11 @@ void gemm_q4_kx16(const uint8_t* packed, int64_t rows, int64_t cols, int64_t row
 void gemm_q6_kx16(const uint8_t* packed, int64_t rows, int64_t cols, int64_t row_begin, int64_t row_end,
                   const QuantizedActs& a, int64_t num_tokens, float* y, int64_t y_stride) {
   gemm_blocked<Layout::kQ6_K>(packed, rows, cols, row_begin, row_end, a, num_tokens, y, y_stride);
+}
+
+void gemm_q8_0x16(const uint8_t* packed, int64_t rows, int64_t cols, int64_t row_begin, int64_t row_end,
+                  const QuantizedActs& a, int64_t num_tokens, float* y, int64_t y_stride) {
+  gemm_blocked<Layout::kQ8_0>(packed, rows, cols, row_begin, row_end, a, num_tokens, y, y_stride);
 }
 
 }  // namespace tokenmill::kernels::avx512

@@ -174,7 +174,7 @@ TEST(GemmQ16, DirectPackEqualsDecodeThenPack) {
   }
 }
 
-// Q4_0, Q4_K and Q6_K weights interleaved at load (interleave.h) and
+// Q4_0, Q8_0, Q4_K and Q6_K weights interleaved at load (interleave.h) and
 // multiplied by the AVX-512 kernels give the int16 path's numerics bit for
 // bit, for whole matrices and for row ranges (the units matmul hands to
 // threads), with tokens 1..7, 12, 13, 64 (token tiles of 6, column chunks
@@ -183,10 +183,11 @@ TEST(GemmQ16, DirectPackEqualsDecodeThenPack) {
 // then a block of 44 walked group by group).
 TEST(GemmQ16, InterleavedMatchesEmulationBitForBit) {
   if (!cpu_features().supports_avx512_kernels()) GTEST_SKIP() << "no AVX-512 F/BW/VNNI on this CPU";
-  for (TensorType type : {TensorType::Q4_0, TensorType::Q4_K, TensorType::Q6_K}) {
-    const bool super_blocks = type != TensorType::Q4_0;
+  for (TensorType type : {TensorType::Q4_0, TensorType::Q8_0, TensorType::Q4_K, TensorType::Q6_K}) {
+    const bool super_blocks = type == TensorType::Q4_K || type == TensorType::Q6_K;
     const Q16Layout layout = avx2::q16_layout(type);
     const auto gemm = type == TensorType::Q4_0   ? avx512::gemm_q4_0x16
+                      : type == TensorType::Q8_0 ? avx512::gemm_q8_0x16
                       : type == TensorType::Q4_K ? avx512::gemm_q4_kx16
                                                  : avx512::gemm_q6_kx16;
     for (int64_t rows : {1, 7, 16, 17, 37, 48}) {

@@ -78,37 +78,50 @@ void interleave_q6_k(const WeightView& w, uint8_t* dst) {
   });
 }
 
+// Q4_0 (fp16 d, 16 bytes of nibbles) and Q8_0 (fp16 d, 32 int8 values):
+// a block's value bytes go two at a time to segment p, the scale after the
+// 16 rows' values.
+void interleave_legacy(const WeightView& w, int64_t block_bytes, int64_t unit_bytes, uint8_t* dst) {
+  const int64_t blocks = w.cols / 32;
+  const int64_t values = block_bytes - 2;
+  const auto* src = static_cast<const uint8_t*>(w.data);
+  for (int64_t r = 0; r < w.rows; ++r) {
+    const int64_t g = r / kInterleaveRows, i = r % kInterleaveRows;
+    for (int64_t b = 0; b < blocks; ++b) {
+      const uint8_t* in = src + (r * blocks + b) * block_bytes;
+      uint8_t* out = dst + (g * blocks + b) * unit_bytes;
+      for (int64_t p = 0; p < values / 2; ++p) std::memcpy(out + 32 * p + 2 * i, in + 2 + 2 * p, 2);
+      std::memcpy(out + 16 * values + 2 * i, in, 2);
+    }
+  }
+}
+
 }  // namespace
 
 bool interleave_supported(gguf::TensorType type) {
-  return type == gguf::TensorType::Q4_0 || type == gguf::TensorType::Q4_K || type == gguf::TensorType::Q6_K;
+  return type == gguf::TensorType::Q4_0 || type == gguf::TensorType::Q8_0 || type == gguf::TensorType::Q4_K ||
+         type == gguf::TensorType::Q6_K;
 }
 
 int64_t interleaved_bytes(const WeightView& w) {
   TM_CHECK(interleave_supported(w.type) && w.cols % gguf::tensor_type_info(w.type).block_size == 0);
   const int64_t groups = (w.rows + kInterleaveRows - 1) / kInterleaveRows;
-  if (w.type == gguf::TensorType::Q4_K) return groups * (w.cols / 256) * kQ4_Kx16BlockBytes;
-  if (w.type == gguf::TensorType::Q6_K) return groups * (w.cols / 256) * kQ6_Kx16BlockBytes;
-  return groups * (w.cols / 32) * kQ4_0x16BlockBytes;
+  switch (w.type) {
+    case gguf::TensorType::Q4_K: return groups * (w.cols / 256) * kQ4_Kx16BlockBytes;
+    case gguf::TensorType::Q6_K: return groups * (w.cols / 256) * kQ6_Kx16BlockBytes;
+    case gguf::TensorType::Q8_0: return groups * (w.cols / 32) * kQ8_0x16BlockBytes;
+    default: return groups * (w.cols / 32) * kQ4_0x16BlockBytes;
+  }
 }
 
 void interleave_weights(const WeightView& w, uint8_t* dst) {
   TM_CHECK(interleave_supported(w.type) && w.cols % gguf::tensor_type_info(w.type).block_size == 0);
   std::memset(dst, 0, static_cast<size_t>(interleaved_bytes(w)));
-  if (w.type == gguf::TensorType::Q4_K) return interleave_q4_k(w, dst);
-  if (w.type == gguf::TensorType::Q6_K) return interleave_q6_k(w, dst);
-  constexpr int64_t kBlockBytes = 18;  // Q4_0: fp16 d, 16 bytes of nibbles
-  const int64_t blocks = w.cols / 32;
-  const int64_t row_bytes = blocks * kBlockBytes;
-  const auto* src = static_cast<const uint8_t*>(w.data);
-  for (int64_t r = 0; r < w.rows; ++r) {
-    const int64_t g = r / kInterleaveRows, i = r % kInterleaveRows;
-    for (int64_t b = 0; b < blocks; ++b) {
-      const uint8_t* in = src + r * row_bytes + b * kBlockBytes;
-      uint8_t* out = dst + (g * blocks + b) * kQ4_0x16BlockBytes;
-      for (int64_t p = 0; p < 8; ++p) std::memcpy(out + 32 * p + 2 * i, in + 2 + 2 * p, 2);
-      std::memcpy(out + 256 + 2 * i, in, 2);
-    }
+  switch (w.type) {
+    case gguf::TensorType::Q4_K: return interleave_q4_k(w, dst);
+    case gguf::TensorType::Q6_K: return interleave_q6_k(w, dst);
+    case gguf::TensorType::Q8_0: return interleave_legacy(w, 34, kQ8_0x16BlockBytes, dst);
+    default: return interleave_legacy(w, 18, kQ4_0x16BlockBytes, dst);
   }
 }
 

@@ -29,6 +29,13 @@
 // 64 bytes per 16 rows and super-block more than Q4_K (2.8 %): the packed
 // 6-bit scales are stored unpacked.
 //
+// Q8_0 x 16 layout (cols a multiple of 32): groups of 16 rows as above, the
+// 32-column block b of group g at (g * (cols / 32) + b) * 544:
+//   bytes [32 p, 32 p + 32) for p = 0..15: byte 2 i + e is value 2 p + e of
+//     row i's block (int8), so widening the 32 bytes to int16 gives column
+//     pair p of all 16 rows interleaved;
+//   bytes [512, 544): the 16 rows' fp16 scales d.
+//
 // Q6_K x 16 layout (cols a multiple of 256): groups of 16 rows, the
 // super-block s of group g at (g * (cols / 256) + s) * 3360; inside it the
 // 32-column block j at + 384 j, with the 6-bit values q (0..63, x = d *
@@ -54,6 +61,7 @@ namespace tokenmill::kernels {
 inline constexpr int64_t kInterleaveRows = 16;
 inline constexpr int64_t kQ4_0x16BlockBytes = 288;
 inline constexpr int64_t kQ4_Kx16BlockBytes = 2368;
+inline constexpr int64_t kQ8_0x16BlockBytes = 544;
 inline constexpr int64_t kQ4_Kx16Scales = 2048;  // offset of the d, dmin, scales, minimums
 inline constexpr int64_t kQ6_Kx16BlockBytes = 3360;
 inline constexpr int64_t kQ6_Kx16Scales = 3072;  // offset of the int8 scales, then the fp16 d
