@@ -1,5 +1,5 @@
 // Model weights repacked at load (kernels/interleave.h): on tiny synthetic
-// Q4_0 and Q4_K_M llamas, a model loaded with the interleaved copies gives the logits of
+// Q4_0, Q8_0 and Q4_K_M llamas, a model loaded with the interleaved copies gives the logits of
 // one loaded without them (TOKENMILL_REPACK=0) within the integer decode
 // path's float reordering, chunked prefill and token-by-token decode alike;
 // the WeightViews keep pointing into the file; bad TOKENMILL_REPACK values
@@ -103,7 +103,7 @@ TEST_P(InterleavedWeights, SameLogitsWithAndWithoutTheCopy) {
   for (int64_t i = 0; i < 12 * vocab; ++i) ASSERT_EQ(a[static_cast<size_t>(i)], b[static_cast<size_t>(i)]) << i;
 }
 
-INSTANTIATE_TEST_SUITE_P(Formats, InterleavedWeights, ::testing::Values("Q4_0", "Q4_K_M"));
+INSTANTIATE_TEST_SUITE_P(Formats, InterleavedWeights, ::testing::Values("Q4_0", "Q8_0", "Q4_K_M"));
 
 TEST(InterleavedWeightsSetting, BadRepackSettingIsRejected) {
   const Q4File file;
