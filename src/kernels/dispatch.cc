@@ -5,6 +5,7 @@
 
 #include "kernels/ops.h"
 #include "kernels/gemm.h"
+#include "kernels/interleave.h"
 #include "kernels/quant.h"
 #include "kernels/vec_dot.h"
 #include "util/check.h"
@@ -69,19 +70,9 @@ KernelTable make_avx2_table() {
 void gemm_interleaved_avx512(const WeightView& w, int64_t row_begin, int64_t row_end, const QuantizedActs& a,
                              int64_t num_tokens, float* y) {
   TM_CHECK(w.interleaved != nullptr);
-  const auto* packed = static_cast<const uint8_t*>(w.interleaved);
-  switch (w.type) {
-    case gguf::TensorType::Q4_0:
-      return avx512::gemm_q4_0x16(packed, w.rows, w.cols, row_begin, row_end, a, num_tokens, y, w.rows);
-    case gguf::TensorType::Q4_K:
-      return avx512::gemm_q4_kx16(packed, w.rows, w.cols, row_begin, row_end, a, num_tokens, y, w.rows);
-    case gguf::TensorType::Q6_K:
-      return avx512::gemm_q6_kx16(packed, w.rows, w.cols, row_begin, row_end, a, num_tokens, y, w.rows);
-    case gguf::TensorType::Q8_0:
-      return avx512::gemm_q8_0x16(packed, w.rows, w.cols, row_begin, row_end, a, num_tokens, y, w.rows);
-    default:
-      TM_CHECK_MSG(false, "gemm_interleaved: no interleaved layout for this type");
-  }
+  TM_CHECK_MSG(interleave_supported(w.type), "gemm_interleaved: no interleaved layout for this type");
+  avx512::gemm_interleaved(w.type, static_cast<const uint8_t*>(w.interleaved), w.rows, w.cols, row_begin, row_end, a,
+                           num_tokens, y, w.rows);
 }
 
 // The AVX2 table with the 512-bit int16 GEMM micro-kernel (bit-identical

@@ -112,20 +112,14 @@ void gemm_q16_packed(const int16_t* packed_q, const float* packed_scale, const f
                      int bias, int64_t num_rows, int64_t cols, const QuantizedActs& a, int64_t num_tokens, float* y,
                      int64_t y_stride);
 
-// Rows [row_begin, row_end) of a Q4_0 matrix in the Q4_0 x 16 layout
-// (interleave.h) times the quantized activations of num_tokens tokens:
-// y[t * y_stride + r]. row_begin is a multiple of 16, row_end one too or
-// `rows`. Results equal gemm_q16_packed's on the same Q4_0 rows, bit for bit
+// Rows [row_begin, row_end) of a matrix of `type` (Q4_0, Q8_0, Q4_K or
+// Q6_K: interleave_supported) in its x 16 layout (interleave.h) times the
+// quantized activations of num_tokens tokens: y[t * y_stride + r].
+// row_begin is a multiple of 16, row_end one too or `rows`. Results equal
+// gemm_q16_packed's on the same rows, bit for bit
 // (gemm_interleaved_avx512.cc).
-void gemm_q4_0x16(const uint8_t* packed, int64_t rows, int64_t cols, int64_t row_begin, int64_t row_end,
-                  const QuantizedActs& a, int64_t num_tokens, float* y, int64_t y_stride);
-// The same for Q8_0, Q4_K and Q6_K in their x 16 layouts.
-void gemm_q8_0x16(const uint8_t* packed, int64_t rows, int64_t cols, int64_t row_begin, int64_t row_end,
-                  const QuantizedActs& a, int64_t num_tokens, float* y, int64_t y_stride);
-void gemm_q4_kx16(const uint8_t* packed, int64_t rows, int64_t cols, int64_t row_begin, int64_t row_end,
-                  const QuantizedActs& a, int64_t num_tokens, float* y, int64_t y_stride);
-void gemm_q6_kx16(const uint8_t* packed, int64_t rows, int64_t cols, int64_t row_begin, int64_t row_end,
-                  const QuantizedActs& a, int64_t num_tokens, float* y, int64_t y_stride);
+void gemm_interleaved(gguf::TensorType type, const uint8_t* packed, int64_t rows, int64_t cols, int64_t row_begin,
+                      int64_t row_end, const QuantizedActs& a, int64_t num_tokens, float* y, int64_t y_stride);
 
 }  // namespace avx512
 }  // namespace tokenmill::kernels

@@ -358,24 +358,20 @@ void gemm_blocked(const uint8_t* packed, int64_t rows, int64_t cols, int64_t row
 
 }  // namespace
 
-void gemm_q4_0x16(const uint8_t* packed, int64_t rows, int64_t cols, int64_t row_begin, int64_t row_end,
-                  const QuantizedActs& a, int64_t num_tokens, float* y, int64_t y_stride) {
-  gemm_blocked<Layout::kQ4_0>(packed, rows, cols, row_begin, row_end, a, num_tokens, y, y_stride);
-}
-
-void gemm_q4_kx16(const uint8_t* packed, int64_t rows, int64_t cols, int64_t row_begin, int64_t row_end,
-                  const QuantizedActs& a, int64_t num_tokens, float* y, int64_t y_stride) {
-  gemm_blocked<Layout::kQ4_K>(packed, rows, cols, row_begin, row_end, a, num_tokens, y, y_stride);
-}
-
-void gemm_q6_kx16(const uint8_t* packed, int64_t rows, int64_t cols, int64_t row_begin, int64_t row_end,
-                  const QuantizedActs& a, int64_t num_tokens, float* y, int64_t y_stride) {
-  gemm_blocked<Layout::kQ6_K>(packed, rows, cols, row_begin, row_end, a, num_tokens, y, y_stride);
-}
-
-void gemm_q8_0x16(const uint8_t* packed, int64_t rows, int64_t cols, int64_t row_begin, int64_t row_end,
-                  const QuantizedActs& a, int64_t num_tokens, float* y, int64_t y_stride) {
-  gemm_blocked<Layout::kQ8_0>(packed, rows, cols, row_begin, row_end, a, num_tokens, y, y_stride);
+void gemm_interleaved(gguf::TensorType type, const uint8_t* packed, int64_t rows, int64_t cols, int64_t row_begin,
+                      int64_t row_end, const QuantizedActs& a, int64_t num_tokens, float* y, int64_t y_stride) {
+  switch (type) {
+    case gguf::TensorType::Q4_0:
+      return gemm_blocked<Layout::kQ4_0>(packed, rows, cols, row_begin, row_end, a, num_tokens, y, y_stride);
+    case gguf::TensorType::Q8_0:
+      return gemm_blocked<Layout::kQ8_0>(packed, rows, cols, row_begin, row_end, a, num_tokens, y, y_stride);
+    case gguf::TensorType::Q4_K:
+      return gemm_blocked<Layout::kQ4_K>(packed, rows, cols, row_begin, row_end, a, num_tokens, y, y_stride);
+    case gguf::TensorType::Q6_K:
+      return gemm_blocked<Layout::kQ6_K>(packed, rows, cols, row_begin, row_end, a, num_tokens, y, y_stride);
+    default:
+      __builtin_trap();  // callers check interleave_supported()
+  }
 }
 
 }  // namespace tokenmill::kernels::avx512

@@ -186,10 +186,10 @@ TEST(GemmQ16, InterleavedMatchesEmulationBitForBit) {
   for (TensorType type : {TensorType::Q4_0, TensorType::Q8_0, TensorType::Q4_K, TensorType::Q6_K}) {
     const bool super_blocks = type == TensorType::Q4_K || type == TensorType::Q6_K;
     const Q16Layout layout = avx2::q16_layout(type);
-    const auto gemm = type == TensorType::Q4_0   ? avx512::gemm_q4_0x16
-                      : type == TensorType::Q8_0 ? avx512::gemm_q8_0x16
-                      : type == TensorType::Q4_K ? avx512::gemm_q4_kx16
-                                                 : avx512::gemm_q6_kx16;
+    const auto gemm = [type](const uint8_t* packed, int64_t rows, int64_t cols, int64_t r0, int64_t r1,
+                             const QuantizedActs& a, int64_t nt, float* y, int64_t ys) {
+      avx512::gemm_interleaved(type, packed, rows, cols, r0, r1, a, nt, y, ys);
+    };
     for (int64_t rows : {1, 7, 16, 17, 37, 48}) {
       for (int64_t cols : super_blocks ? std::vector<int64_t>{256, 768} : std::vector<int64_t>{32, 96, 288, 640}) {
         testing::Weights w(type, rows, cols, static_cast<uint32_t>(rows * 5 + cols));
