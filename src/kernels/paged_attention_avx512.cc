@@ -82,12 +82,12 @@ inline __m512 exp_ps(__m512 x) {
 
 // 16 elements of a row from element d on, as floats.
 template <bool kF16>
-inline __m512 load16(const uint8_t *row, int64_t d) {
+inline __m512 load16(const uint8_t* row, int64_t d) {
   if constexpr (kF16) {
     return _mm512_maskz_cvtph_ps(static_cast<__mmask16>(0xFFFF),
-                                 _mm256_loadu_si256(reinterpret_cast<const __m256i *>(row + 2 * d)));
+                                 _mm256_loadu_si256(reinterpret_cast<const __m256i*>(row + 2 * d)));
   } else {
-    return _mm512_loadu_ps(reinterpret_cast<const float *>(row) + d);
+    return _mm512_loadu_ps(reinterpret_cast<const float*>(row) + d);
   }
 }
 
@@ -129,7 +129,7 @@ inline void transpose16(__m512 (&r)[16]) {
 // kt[d * 16 + i] = element d of K row i, for the n (<= 16) rows of a block
 // (missing rows are zeros).
 template <bool kF16>
-void transpose_keys(const uint8_t *const *rows, int64_t n, int64_t head_dim, float *kt) {
+void transpose_keys(const uint8_t* const* rows, int64_t n, int64_t head_dim, float* kt) {
   for (int64_t d0 = 0; d0 < head_dim; d0 += 16) {
     __m512 r[16];
     for (int64_t i = 0; i < 16; ++i) r[i] = i < n ? load16<kF16>(rows[i], d0) : _mm512_setzero_ps();
@@ -141,7 +141,7 @@ void transpose_keys(const uint8_t *const *rows, int64_t n, int64_t head_dim, flo
 // s[g][0..16) = scale * q[g] . k_i for the 16 keys of a transposed block.
 // Two chains per head (even and odd dimensions) whatever G is.
 template <int G>
-inline void score_block(const float *q, int64_t head_dim, const float *kt, float scale, float *s, int64_t s_stride) {
+inline void score_block(const float* q, int64_t head_dim, const float* kt, float scale, float* s, int64_t s_stride) {
   __m512 acc0[G], acc1[G];
   for (int g = 0; g < G; ++g) acc0[g] = acc1[g] = _mm512_setzero_ps();
   for (int64_t d = 0; d < head_dim; d += 2) {
@@ -161,8 +161,8 @@ inline void score_block(const float *q, int64_t head_dim, const float *kt, float
 // order, 32 (then 16) columns at a time with every head's slice in
 // registers.
 template <int G, bool kF16>
-inline void axpy_chunk(const float (&p)[G][kChunk], const uint8_t *const *v_rows, int64_t n, int64_t head_dim,
-                       float *out) {
+inline void axpy_chunk(const float (&p)[G][kChunk], const uint8_t* const* v_rows, int64_t n, int64_t head_dim,
+                       float* out) {
   int64_t d = 0;
   for (; d + 32 <= head_dim; d += 32) {
     __m512 acc[G][2];
@@ -196,7 +196,7 @@ inline void axpy_chunk(const float (&p)[G][kChunk], const uint8_t *const *v_rows
   }
 }
 
-inline void scale_row(float *x, float s, int64_t n) {
+inline void scale_row(float* x, float s, int64_t n) {
   const __m512 sv = _mm512_set1_ps(s);
   for (int64_t d = 0; d < n; d += 16) _mm512_storeu_ps(x + d, _mm512_mul_ps(_mm512_loadu_ps(x + d), sv));
 }
@@ -204,7 +204,7 @@ inline void scale_row(float *x, float s, int64_t n) {
 // Online-softmax step of one head over the n scores of a chunk (w, in place
 // becoming the weights e^(s - m)); rescales the head's state and output
 // when the maximum grows.
-inline void softmax_step(float *w, int64_t n, float &m, float &l, float *out, int64_t head_dim) {
+inline void softmax_step(float* w, int64_t n, float& m, float& l, float* out, int64_t head_dim) {
   __m512 mx = _mm512_set1_ps(-INFINITY);
   for (int64_t i = 0; i < n; i += 16) {
     const __mmask16 k = n - i >= 16 ? static_cast<__mmask16>(0xFFFF) : static_cast<__mmask16>((1u << (n - i)) - 1u);
@@ -230,15 +230,15 @@ inline void softmax_step(float *w, int64_t n, float &m, float &l, float *out, in
 }
 
 template <int G, bool kF16>
-void attend_group(const PagedKv &kv, const int32_t *table, int64_t kv_head, const float *q, int64_t j_begin,
-                  int64_t j_end, int64_t head_dim, float scale, float *out) {
+void attend_group(const PagedKv& kv, const int32_t* table, int64_t kv_head, const float* q, int64_t j_begin,
+                  int64_t j_end, int64_t head_dim, float scale, float* out) {
   const int64_t elem = kF16 ? 2 : 4;
   const int64_t row_bytes = kv.n_kv_dim * elem;
   const int64_t head_offset = kv_head * head_dim * elem;
   const int64_t bs = kv.block_size;
   alignas(64) float kt[kMaxHeadDim * kKeys];
-  const uint8_t *k_rows[kChunk];
-  const uint8_t *v_rows[kChunk];
+  const uint8_t* k_rows[kChunk];
+  const uint8_t* v_rows[kChunk];
   alignas(64) float weights[G][kChunk];  // [head, key]
   float m[G], l[G];
   for (int g = 0; g < G; ++g) m[g] = -INFINITY, l[g] = 0.0f;
@@ -261,8 +261,8 @@ void attend_group(const PagedKv &kv, const int32_t *table, int64_t kv_head, cons
   for (int g = 0; g < G; ++g) scale_row(out + g * head_dim, l[g] > 0.0f ? 1.0f / l[g] : 0.0f, head_dim);
 }
 
-using GroupKernel = void (*)(const PagedKv &, const int32_t *, int64_t, const float *, int64_t, int64_t, int64_t, float,
-                             float *);
+using GroupKernel = void (*)(const PagedKv&, const int32_t*, int64_t, const float*, int64_t, int64_t, int64_t, float,
+                             float*);
 
 template <bool kF16>
 GroupKernel pick(int64_t num_heads) {
@@ -290,9 +290,9 @@ GroupKernel pick(int64_t num_heads) {
 
 }  // namespace
 
-void paged_attend_group(const PagedKv &kv, const int32_t *block_table, int64_t kv_head, const float *q,
+void paged_attend_group(const PagedKv& kv, const int32_t* block_table, int64_t kv_head, const float* q,
                         int64_t num_heads, int64_t j_begin, int64_t j_end, int64_t head_dim, float scale, float softcap,
-                        float *out) {
+                        float* out) {
   static_assert(kMaxPagedGroup == 8, "pick() covers 1..8 heads");
   const bool dense = kv.dtype == kv::KvDtype::F32 || kv.dtype == kv::KvDtype::F16;
   if (!dense || softcap > 0.0f || head_dim % 16 != 0 || head_dim > kMaxHeadDim) {
