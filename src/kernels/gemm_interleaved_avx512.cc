@@ -78,9 +78,21 @@ inline void flush(const Args& m, int64_t blk, __m512i (&sums)[T][C], __m512 scal
   }
 }
 
-// Column pairs `first_pair` + 0..15 of two blocks (a: low nibbles, b: high
-// ones) from 16 consecutive 32-byte segments at seg; activations of block a
-// at qa, of block b at qb (pair p at + 2 p).
+// Prefetches the `bytes` at p into L1, a cache line at a time.
+inline void prefetch(const uint8_t* p, int64_t bytes) {
+  for (int64_t line = 0; line < bytes; line += 64) _mm_prefetch(reinterpret_cast<const char*>(p + line), _MM_HINT_T0);
+}
+
+// One 32-bit lane per row: token t's pairs w . a over the chains.
+template <int T, int C>
+inline void dot_pair(const Args& m, __m512i w, int64_t col, int chain, __m512i (&sums)[T][C]) {
+#pragma GCC unroll 6
+  for (int t = 0; t < T; ++t) sums[t][chain] = _mm512_dpwssd_epi32(sums[t][chain], w, bcast_pair(m.q + t * m.q_stride + col));
+}
+
+// Column pairs 0..n-1 of two blocks (a: low nibbles, b: high ones) from n
+// consecutive 32-byte segments at seg; activations of block a at column
+// qa, of block b at qb (pair p at + 2 p).
 template <int T, int C>
 inline void nibble_pairs(const uint8_t* seg, int n, const Args& m, int64_t qa, int64_t qb, __m512i (&sa)[T][C],
                          __m512i (&sb)[T][C]) {
@@ -90,6 +102,8 @@ inline void nibble_pairs(const uint8_t* seg, int n, const Args& m, int64_t qa, i
     const __m512i v = _mm512_cvtepu8_epi16(load256(seg + 32 * p));
     const __m512i lo = _mm512_and_si512(v, low4);
     const __m512i hi = _mm512_srli_epi16(v, 4);
+    // Both halves per token rather than two dot_pair calls (all tokens' a,
+    // then all b): measured 3 % faster at 512 tokens.
 #pragma GCC unroll 6
     for (int t = 0; t < T; ++t) {
       const int16_t* qt = m.q + t * m.q_stride;
@@ -110,13 +124,6 @@ inline void clear(__m512i (&sums)[T][C]) {
   }
 }
 
-// One 32-bit lane per row: token t's pairs w . a over the chains.
-template <int T, int C>
-inline void dot_pair(const Args& m, __m512i w, int64_t col, int chain, __m512i (&sums)[T][C]) {
-#pragma GCC unroll 6
-  for (int t = 0; t < T; ++t) sums[t][chain] = _mm512_dpwssd_epi32(sums[t][chain], w, bcast_pair(m.q + t * m.q_stride + col));
-}
-
 // Q4_0 x 16, one 32-column block per unit: segment p holds pairs p (low
 // nibbles) and p + 8 (high), both of the same block, so the two halves of
 // the block's sum are kept apart only to give the chains more parallelism.
@@ -124,9 +131,7 @@ template <int T>
 inline void q4_0_unit(const Args& m, int64_t u, __m512 (&acc)[T]) {
   constexpr int C = kChains<T>;
   const uint8_t* bp = m.w + u * kQ4_0x16BlockBytes;
-  for (int64_t line = 0; line < kQ4_0x16BlockBytes; line += 64) {
-    _mm_prefetch(reinterpret_cast<const char*>(bp + m.prefetch + line), _MM_HINT_T0);
-  }
+  prefetch(bp + m.prefetch, kQ4_0x16BlockBytes);
   __m512i sa[T][C], sb[T][C];
   clear(sa);
   clear(sb);
@@ -146,9 +151,7 @@ template <int T>
 inline void q8_0_unit(const Args& m, int64_t u, __m512 (&acc)[T]) {
   constexpr int C = kChains<T>;
   const uint8_t* bp = m.w + u * kQ8_0x16BlockBytes;
-  for (int64_t line = 0; line < kQ8_0x16BlockBytes; line += 64) {
-    _mm_prefetch(reinterpret_cast<const char*>(bp + m.prefetch + line), _MM_HINT_T0);
-  }
+  prefetch(bp + m.prefetch, kQ8_0x16BlockBytes);
   __m512i sums[T][C];
   clear(sums);
 #pragma GCC unroll 16
@@ -173,10 +176,7 @@ inline void q4_k_unit(const Args& m, int64_t u, __m512 (&acc)[T]) {
     // The next unit's bytes (gemm()), a quarter per sub-block pair: its
     // scales sit 2 KB past its quants, where the hardware prefetcher,
     // following the quants, arrives too late (measured stalls on them).
-    for (int64_t line = 0; line < kQ4_Kx16BlockBytes / 4; line += 64) {
-      _mm_prefetch(reinterpret_cast<const char*>(bp + m.prefetch + k * (kQ4_Kx16BlockBytes / 4) + line),
-                   _MM_HINT_T0);
-    }
+    prefetch(bp + m.prefetch + k * (kQ4_Kx16BlockBytes / 4), kQ4_Kx16BlockBytes / 4);
     __m512i sa[T][C], sb[T][C];
     clear(sa);
     clear(sb);
@@ -210,10 +210,7 @@ inline void q6_k_unit(const Args& m, int64_t u, __m512 (&acc)[T]) {
   };
   for (int64_t j = 0; j < 8; ++j) {
     // The next unit's bytes, an eighth per block (see q4_k_unit).
-    for (int64_t line = 0; line < kQ6_Kx16BlockBytes / 8; line += 64) {
-      _mm_prefetch(reinterpret_cast<const char*>(bp + m.prefetch + j * (kQ6_Kx16BlockBytes / 8) + line),
-                   _MM_HINT_T0);
-    }
+    prefetch(bp + m.prefetch + j * (kQ6_Kx16BlockBytes / 8), kQ6_Kx16BlockBytes / 8);
     const uint8_t* blk = bp + 384 * j;
     const int64_t col = 256 * u + 32 * j;
     __m512i sa[T][C], sb[T][C];
