@@ -137,6 +137,13 @@ struct KernelTable {
                              int64_t head_dim, float scale, float softcap, float* out) = nullptr;
 };
 
+// For the per-ISA paged_attend_group kernels: the addresses of keys
+// [j0, j0 + n) of a sequence read through its block table, k_rows[i] =
+// kv.k + row * row_bytes + offset (v_rows the same in kv.v), row the
+// pool row of position j0 + i (paged_attention.cc).
+void paged_chunk_rows(const PagedKv& kv, const int32_t* block_table, int64_t j0, int64_t n, int64_t row_bytes,
+                      int64_t offset, const uint8_t** k_rows, const uint8_t** v_rows);
+
 // The most query heads one paged_attend_group call takes.
 inline constexpr int64_t kMaxPagedGroup = 8;
 

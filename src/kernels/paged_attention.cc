@@ -107,6 +107,15 @@ int64_t parts_per_group(int64_t group, int64_t num_pairs, int64_t num_threads) {
 
 }  // namespace
 
+void paged_chunk_rows(const PagedKv& kv, const int32_t* block_table, int64_t j0, int64_t n, int64_t row_bytes,
+                      int64_t offset, const uint8_t** k_rows, const uint8_t** v_rows) {
+  for (int64_t i = 0; i < n; ++i) {
+    const int64_t row = row_of(kv, block_table, j0 + i);
+    k_rows[i] = kv.k + row * row_bytes + offset;
+    v_rows[i] = kv.v + row * row_bytes + offset;
+  }
+}
+
 // Keys one at a time, as scalar::attend_head, but each K and V row is
 // converted once and used by every head of the group.
 void scalar::paged_attend_group(const PagedKv& kv, const int32_t* block_table, int64_t kv_head,

@@ -201,7 +201,6 @@ void attend_group(const PagedKv& kv, const int32_t* table, int64_t kv_head, cons
   const int64_t head_offset = kQuant ? 0 : kv_head * head_dim * elem;
   const int64_t group = kQuant ? quant_group(kv.n_kv_dim) : 0;
   const int64_t chunk = kQuant ? (kQuantBuffer / head_dim < kChunk ? kQuantBuffer / head_dim : kChunk) : kChunk;
-  const int64_t bs = kv.block_size;
   alignas(32) float k_buf[kQuant ? kQuantBuffer : 1];
   alignas(32) float v_buf[kQuant ? kQuantBuffer : 1];
   const uint8_t* k_rows[kChunk];
@@ -213,12 +212,7 @@ void attend_group(const PagedKv& kv, const int32_t* table, int64_t kv_head, cons
   for (int64_t d = 0; d < G * head_dim; ++d) out[d] = 0.0f;
   for (int64_t j0 = j_begin; j0 < j_end; j0 += chunk) {
     const int64_t n = j_end - j0 < chunk ? j_end - j0 : chunk;
-    for (int64_t i = 0; i < n; ++i) {
-      const int64_t j = j0 + i;
-      const int64_t row = static_cast<int64_t>(table[j / bs]) * bs + j % bs;
-      k_rows[i] = kv.k + row * row_bytes + head_offset;
-      v_rows[i] = kv.v + row * row_bytes + head_offset;
-    }
+    paged_chunk_rows(kv, table, j0, n, row_bytes, head_offset, k_rows, v_rows);
     if constexpr (kQuant) dequant_rows<kMode>(n, group, kv_head * head_dim, head_dim, k_buf, v_buf, k_rows, v_rows);
     for (int64_t i = 0; i < n; ++i) dot_group<G, kF16>(q, head_dim, k_rows[i], scores[i]);
     for (int g = 0; g < G; ++g) {

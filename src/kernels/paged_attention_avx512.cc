@@ -235,7 +235,6 @@ void attend_group(const PagedKv& kv, const int32_t* table, int64_t kv_head, cons
   const int64_t elem = kF16 ? 2 : 4;
   const int64_t row_bytes = kv.n_kv_dim * elem;
   const int64_t head_offset = kv_head * head_dim * elem;
-  const int64_t bs = kv.block_size;
   alignas(64) float kt[kMaxHeadDim * kKeys];
   const uint8_t* k_rows[kChunk];
   const uint8_t* v_rows[kChunk];
@@ -245,12 +244,7 @@ void attend_group(const PagedKv& kv, const int32_t* table, int64_t kv_head, cons
   for (int64_t d = 0; d < G * head_dim; ++d) out[d] = 0.0f;
   for (int64_t j0 = j_begin; j0 < j_end; j0 += kChunk) {
     const int64_t n = j_end - j0 < kChunk ? j_end - j0 : kChunk;
-    for (int64_t i = 0; i < n; ++i) {
-      const int64_t j = j0 + i;
-      const int64_t row = static_cast<int64_t>(table[j / bs]) * bs + j % bs;
-      k_rows[i] = kv.k + row * row_bytes + head_offset;
-      v_rows[i] = kv.v + row * row_bytes + head_offset;
-    }
+    paged_chunk_rows(kv, table, j0, n, row_bytes, head_offset, k_rows, v_rows);
     for (int64_t i0 = 0; i0 < n; i0 += kKeys) {
       transpose_keys<kF16>(k_rows + i0, n - i0 < kKeys ? n - i0 : kKeys, head_dim, kt);
       score_block<G>(q, head_dim, kt, scale, &weights[0][i0], kChunk);
