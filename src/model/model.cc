@@ -3,7 +3,6 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
-#include <string_view>
 #include <vector>
 
 #include "kernels/dispatch.h"
@@ -11,6 +10,7 @@
 #include "kernels/ops.h"
 #include "kernels/paged_attention.h"
 #include "util/check.h"
+#include "util/env.h"
 #include "util/error.h"
 
 namespace tokenmill::model {
@@ -47,22 +47,10 @@ Model::Model(gguf::GgufFile file)
 
 void Model::FreeDeleter::operator()(uint8_t* p) const { std::free(p); }
 
-namespace {
-
-// TOKENMILL_REPACK: unset, "" or "1" repack where it pays, "0" never.
-bool repack_enabled() {
-  const char* env = std::getenv("TOKENMILL_REPACK");
-  const std::string_view v = env == nullptr ? "" : env;
-  if (v.empty() || v == "1") return true;
-  if (v == "0") return false;
-  fail("TOKENMILL_REPACK must be 0 or 1 (got '{}')", v);
-}
-
-}  // namespace
-
 void Model::interleave_weights() {
   const kernels::KernelTable& kt = kernels::active_kernels();
-  if (kt.gemm_interleaved == nullptr || !repack_enabled()) return;
+  // TOKENMILL_REPACK: unset, "" or "1" repack where it pays, "0" never.
+  if (kt.gemm_interleaved == nullptr || !env_flag("TOKENMILL_REPACK", true)) return;
   const auto one = [&](kernels::WeightView& w) {
     if (!kernels::interleave_supported(w.type) || w.rows == 0) return;
     const int64_t bytes = kernels::interleaved_bytes(w);

@@ -8,6 +8,7 @@
 #include <cstdlib>
 #include <string>
 
+#include "util/env.h"
 #include "util/error.h"
 
 #if defined(TOKENMILL_HAVE_OPENMP)
@@ -70,13 +71,7 @@ void pin_calling_thread(int cpu) {
 
 }  // namespace
 
-bool default_pin() {
-  const char* env = std::getenv("TOKENMILL_PIN");
-  const std::string v = env == nullptr ? "" : env;
-  if (v.empty() || v == "0") return false;
-  if (v == "1") return true;
-  throw Error("TOKENMILL_PIN must be 0 or 1 (got '" + v + "')");
-}
+bool default_pin() { return env_flag("TOKENMILL_PIN", false); }
 
 int64_t default_spin_us() {
   const char* env = std::getenv("TOKENMILL_SPIN_US");
