@@ -170,13 +170,14 @@ TEST(PagedAttention, MatchesReference) {
 }
 
 // Groups of 8 (one call) and 16 (split in two calls of kMaxPagedGroup), head
-// sizes around the vector width.
+// sizes around the vector width, and for the AVX-512 kernel 48 (32 + 16
+// columns of V), 256 (its largest) and 272 (past it: the AVX2 kernel).
 TEST(PagedAttention, LargeGroupsAndOddHeadSizes) {
   ThreadPool pool(3);
   uint32_t seed = 100;
   for (KvDtype dtype : {KvDtype::F32, KvDtype::F16}) {
     for (int64_t n_head : {8, 16}) {
-      for (int64_t hd : {1, 7, 8, 16, 24, 33}) {
+      for (int64_t hd : {1, 7, 8, 16, 24, 33, 48, 256, 272}) {
         AttentionShape s{n_head, 1, hd, 0.5f, 0, 0.0f};
         Case c(s, 70, {3, 30, 69}, seed++);
         const std::vector<float> k = dtype == KvDtype::F16 ? fp16_rounded(c.k) : c.k;
