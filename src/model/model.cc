@@ -48,9 +48,13 @@ Model::Model(gguf::GgufFile file)
 void Model::FreeDeleter::operator()(uint8_t* p) const { std::free(p); }
 
 void Model::interleave_weights() {
+  // TOKENMILL_REPACK: unset, "" or "1" repack where it pays, "0" never. Read
+  // (and so validated) on every CPU, also where no kernel table reads the
+  // interleaved layout: a bad setting is an error everywhere, not only on
+  // AVX-512 machines.
+  const bool repack = env_flag("TOKENMILL_REPACK", true);
   const kernels::KernelTable& kt = kernels::active_kernels();
-  // TOKENMILL_REPACK: unset, "" or "1" repack where it pays, "0" never.
-  if (kt.gemm_interleaved == nullptr || !env_flag("TOKENMILL_REPACK", true)) return;
+  if (kt.gemm_interleaved == nullptr || !repack) return;
   const auto one = [&](kernels::WeightView& w) {
     if (!kernels::interleave_supported(w.type) || w.rows == 0) return;
     const int64_t bytes = kernels::interleaved_bytes(w);
