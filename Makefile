@@ -2,13 +2,14 @@
 BUILD ?= build
 ASAN_BUILD ?= build-asan
 FUZZ_BUILD ?= build-fuzz
+TSAN_BUILD ?= build-tsan
 JOBS ?= $(shell nproc)
 TOKENMILL = $(BUILD)/src/cli/tokenmill
 PROMPT ?= The capital of France is
 
 PORT ?= 8080
 
-.PHONY: setup build run generate test test-asan fuzz-smoke clean
+.PHONY: setup build run generate test test-unit test-asan test-tsan fuzz-smoke clean
 
 setup:
 	@scripts/setup.sh
@@ -26,22 +27,21 @@ run: build
 generate: build
 	$(TOKENMILL) run -m "$$(scripts/default_model.sh)" -p "$(PROMPT)" -n 64
 
-test: build
-	cd $(BUILD) && ctest --output-on-failure -j $(JOBS)
-	$(MAKE) test-asan
-	$(MAKE) fuzz-smoke
+# Every stage (build, unit and end-to-end per kernel ISA, ASan+UBSan,
+# TSan, fuzz) runs even after one fails; one summary at the end, and the
+# exit status is non-zero if any stage failed (scripts/test_all.sh).
+test: setup
+	scripts/test_all.sh
 
-# Unit tests again under AddressSanitizer + UndefinedBehaviorSanitizer.
-test-asan:
-	cmake -S . -B $(ASAN_BUILD) -G Ninja -DCMAKE_BUILD_TYPE=Debug -DTOKENMILL_SANITIZE=ON >/dev/null
-	cmake --build $(ASAN_BUILD) -j $(JOBS)
-	cd $(ASAN_BUILD) && ASAN_OPTIONS=detect_leaks=1 ctest --output-on-failure -j $(JOBS) -L unit
-
-# Each libFuzzer target for a short fixed time.
-fuzz-smoke:
-	CC=clang CXX=clang++ cmake -S . -B $(FUZZ_BUILD) -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DTOKENMILL_FUZZ=ON >/dev/null
-	cmake --build $(FUZZ_BUILD) -j $(JOBS) --target fuzz_targets
-	scripts/fuzz_smoke.sh $(FUZZ_BUILD)
+# Single stages, for a quicker loop (same script, same summary).
+test-unit: setup
+	scripts/test_all.sh build unit
+test-asan: setup
+	scripts/test_all.sh asan
+test-tsan: setup
+	scripts/test_all.sh tsan
+fuzz-smoke: setup
+	scripts/test_all.sh fuzz
 
 clean:
-	rm -rf $(BUILD) $(ASAN_BUILD) $(FUZZ_BUILD)
+	rm -rf $(BUILD) $(ASAN_BUILD) $(TSAN_BUILD) $(FUZZ_BUILD) test-results

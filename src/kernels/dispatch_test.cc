@@ -2,9 +2,15 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdlib>
+#include <string>
 
+#include "kernels/ops.h"
+#include "kernels/quantize_act.h"
+#include "kernels/vec_dot.h"
 #include "util/error.h"
+#include "util/test_dependency.h"
 
 namespace tokenmill::kernels {
 namespace {
@@ -63,6 +69,84 @@ TEST(Dispatch, TablesAreCompleteAndMatchTheCpu) {
   EXPECT_EQ(all.front(), &scalar_kernels());
   EXPECT_EQ(all.size(), 1u + (a != nullptr) + (z != nullptr));
 }
+
+// Each ISA's table must hold its own kernels, not ones copied from the table
+// it starts from: the AVX-512 table begins as a copy of the AVX2 one, so a
+// dropped override would otherwise still give a complete, working table
+// that quietly runs the slower kernels. Checked on every CPU (the tables are
+// only inspected here, never called).
+TEST(Dispatch, EachIsaTableOwnsItsKernels) {
+  const KernelTable s = kernel_table_definition(Isa::kScalar);
+  EXPECT_EQ(s.isa, Isa::kScalar);
+  EXPECT_EQ(s.rms_norm, &rms_norm_ref);
+  EXPECT_EQ(s.gemm_f32, &scalar::gemm_f32);
+  EXPECT_EQ(s.attend_head, &scalar::attend_head);
+  EXPECT_EQ(s.paged_attend_group, &scalar::paged_attend_group);
+  EXPECT_EQ(s.quantize_acts, &quantize_acts_ref);
+
+  const KernelTable a = kernel_table_definition(Isa::kAvx2);
+  EXPECT_EQ(a.isa, Isa::kAvx2);
+  EXPECT_EQ(a.rms_norm, &avx2::rms_norm);
+  EXPECT_EQ(a.swiglu, &avx2::swiglu);
+  EXPECT_EQ(a.geglu_tanh, &avx2::geglu_tanh);
+  EXPECT_EQ(a.softmax, &avx2::softmax);
+  EXPECT_EQ(a.add_inplace, &avx2::add_inplace);
+  EXPECT_EQ(a.scale_inplace, &avx2::scale_inplace);
+  EXPECT_EQ(a.gemm_f32, &avx2::gemm_f32);
+  EXPECT_EQ(a.dequantize_row, &avx2::dequantize_row);
+  EXPECT_EQ(a.fused_rows, &avx2::fused_rows);
+  EXPECT_EQ(a.gemm_packed, &avx2::gemm_packed);
+  EXPECT_EQ(a.quantize_acts, &avx2::quantize_acts);
+  EXPECT_EQ(a.q16_rows, &avx2::q16_rows);
+  EXPECT_EQ(a.gemm_q16_packed, &avx2::gemm_q16_packed);
+  EXPECT_EQ(a.attend_head, &avx2::attend_head);
+  EXPECT_EQ(a.paged_attend_group, &avx2::paged_attend_group);
+  EXPECT_EQ(a.gemm_interleaved, nullptr);  // no AVX2 interleaved kernel yet
+
+  const KernelTable z = kernel_table_definition(Isa::kAvx512);
+  EXPECT_EQ(z.isa, Isa::kAvx512);
+  EXPECT_EQ(z.gemm_packed, &avx512::gemm_packed);
+  EXPECT_EQ(z.gemm_q16_packed, &avx512::gemm_q16_packed);
+  EXPECT_EQ(z.paged_attend_group, &avx512::paged_attend_group);
+  EXPECT_NE(z.gemm_interleaved, nullptr);
+  // What it keeps from the AVX2 table, it keeps on purpose.
+  EXPECT_EQ(z.q16_rows, &avx2::q16_rows);
+  EXPECT_EQ(z.rms_norm, &avx2::rms_norm);
+}
+
+// TOKENMILL_EXPECT_ISA (set by scripts/test_all.sh from /proc/cpuinfo, which
+// is read without tokenmill's code) names the best ISA the CPU has. If
+// detection reports less, every SIMD test would quietly run fewer kernels
+// and the suite would pass while the fast paths went untested.
+TEST(IsaCoverage, DetectionFindsWhatTheCpuHas) {
+  const char* expected = std::getenv("TOKENMILL_EXPECT_ISA");
+  if (expected == nullptr || expected[0] == '\0') {
+    if (testing::strict_mode()) FAIL() << "TOKENMILL_EXPECT_ISA is not set (scripts/test_all.sh sets it)";
+    GTEST_SKIP() << "TOKENMILL_EXPECT_ISA is not set: cannot check CPU detection against /proc/cpuinfo";
+  }
+  const Isa want = choose_isa(expected, with_avx512());  // parses the name; any ISA is valid here
+  const Isa got = best_isa(cpu_features());
+  EXPECT_GE(static_cast<int>(got), static_cast<int>(want))
+      << "the CPU has " << expected << " but tokenmill detects only " << isa_name(got);
+}
+
+// The kernel tests compare every table this CPU can run with the scalar
+// references; an ISA the CPU lacks is left out there. Say so as a skip, so a
+// summary shows which kernels this machine did not test.
+class IsaCoverageOf : public ::testing::TestWithParam<Isa> {};
+
+TEST_P(IsaCoverageOf, KernelsAreTestedOnThisCpu) {
+  if (kernels_for(GetParam()) == nullptr) {
+    GTEST_SKIP() << "this CPU cannot run the " << isa_name(GetParam())
+                 << " kernels: the kernel tests skip them here";
+  }
+  EXPECT_EQ(kernels_for(GetParam())->isa, GetParam());
+  EXPECT_NE(std::find(available_kernels().begin(), available_kernels().end(), kernels_for(GetParam())),
+            available_kernels().end());
+}
+
+INSTANTIATE_TEST_SUITE_P(Isas, IsaCoverageOf, ::testing::Values(Isa::kAvx2, Isa::kAvx512),
+                         [](const auto& info) { return std::string(isa_name(info.param)); });
 
 // The active table is what TOKENMILL_ISA and the CPU select (ctest runs this
 // binary with the variable unset; run it with TOKENMILL_ISA=scalar to A/B).

@@ -11,6 +11,7 @@
 #include "gguf/reader.h"
 #include "kernels/quant.h"
 #include "util/error.h"
+#include "util/test_dependency.h"
 
 namespace tokenmill::model {
 namespace {
@@ -18,10 +19,7 @@ namespace {
 namespace fs = std::filesystem;
 using gguf::TensorType;
 
-fs::path shared_dir() {
-  const char* env = std::getenv("TOKENMILL_SHARED");
-  return env != nullptr ? fs::path(env) : fs::path("../shared");
-}
+using testing::shared_dir;
 
 // A scratch folder removed with the fixture.
 class Llama2cImportTest : public ::testing::Test {
@@ -67,7 +65,7 @@ float checkpoint_float(const std::vector<uint8_t>& file, int64_t float_offset) {
 
 TEST_F(Llama2cImportTest, Stories260K) {
   const fs::path path = shared_dir() / "models" / "stories260K.bin";
-  if (!fs::exists(path)) GTEST_SKIP() << "no " << path << " (set TOKENMILL_SHARED)";
+  if (!fs::exists(path)) TM_MISSING_DEPENDENCY("no " << path << " (set TOKENMILL_SHARED)");
   std::ifstream in(path, std::ios::binary);
   const std::vector<uint8_t> ckpt((std::istreambuf_iterator<char>(in)), {});
   const std::string out = (dir_ / "stories.gguf").string();
@@ -114,7 +112,7 @@ TEST_F(Llama2cImportTest, Stories260K) {
 
 TEST_F(Llama2cImportTest, Stories260KQuantizedWithFallbackNotes) {
   const fs::path path = shared_dir() / "models" / "stories260K.bin";
-  if (!fs::exists(path)) GTEST_SKIP() << "no " << path << " (set TOKENMILL_SHARED)";
+  if (!fs::exists(path)) TM_MISSING_DEPENDENCY("no " << path << " (set TOKENMILL_SHARED)");
   std::vector<std::string> notes;
   const auto bytes =
       build_llama2c_gguf(path.string(), std::nullopt, *parse_weight_format("Q8_0"), &notes)

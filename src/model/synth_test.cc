@@ -15,16 +15,14 @@
 #include "kernels/quant.h"
 #include "model/synth_vocab.h"
 #include "util/error.h"
+#include "util/test_dependency.h"
 
 namespace tokenmill::model {
 namespace {
 
 using gguf::TensorType;
 
-std::filesystem::path shared_dir() {
-  const char* env = std::getenv("TOKENMILL_SHARED");
-  return env != nullptr ? std::filesystem::path(env) : std::filesystem::path("../shared");
-}
+using testing::shared_dir;
 
 SynthOptions tiny(SynthArch arch = SynthArch::kLlama, const std::string& type = "F32",
                   uint64_t seed = 1) {
@@ -299,7 +297,7 @@ TEST(SynthTest, BadShapesAreErrors) {
 
 TEST(SynthTest, VocabFromCopiesTheTokenizer) {
   const auto path = shared_dir() / "vocab" / "ggml-vocab-gpt-2.gguf";
-  if (!std::filesystem::exists(path)) GTEST_SKIP() << "no " << path << " (set TOKENMILL_SHARED)";
+  if (!std::filesystem::exists(path)) TM_MISSING_DEPENDENCY("no " << path << " (set TOKENMILL_SHARED)");
   SynthOptions o = tiny(SynthArch::kQwen2, "Q8_0");
   o.vocab_from = path.string();
   auto b = build(o);

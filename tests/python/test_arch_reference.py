@@ -38,7 +38,7 @@ import os
 import numpy as np
 import pytest
 
-from conftest import run_tokenmill
+from conftest import require_module, run_tokenmill
 from reference_forward import ReferenceModel
 
 TOLERANCE = 1e-4
@@ -232,7 +232,7 @@ GGML_TYPE_F32 = 0
 
 @pytest.mark.parametrize("arch,extra,tolerance", LLAMA_CPP_CASES, ids=[c[0] for c in LLAMA_CPP_CASES])
 def test_reference_agrees_with_llama_cpp(tokenmill_bin, model_dir, arch, extra, tolerance):
-    llama_cpp = pytest.importorskip("llama_cpp", reason="llama-cpp-python (the second reference) is not installed")
+    llama_cpp = require_module("llama_cpp", "llama-cpp-python", "the second reference")
     path = synth(tokenmill_bin, model_dir, arch, "F32", extra)
     ref_model = ReferenceModel(path)
     ids = prompt(ref_model.n_vocab)

@@ -12,14 +12,14 @@ import tempfile
 import numpy as np
 import pytest
 
-from conftest import REPO, run_tokenmill
+from conftest import REPO, require_module, run_tokenmill
 
 TEXT_PATH = os.path.join(REPO, "tests", "data", "reference_text.txt")
 
 
 @pytest.fixture(scope="module")
 def reference(gemma_path):
-    llama_cpp = pytest.importorskip("llama_cpp", reason="llama-cpp-python (the reference) is not installed")
+    llama_cpp = require_module("llama_cpp", "llama-cpp-python", "the reference implementation")
     return llama_cpp.Llama(model_path=gemma_path, n_ctx=1024, n_threads=2, logits_all=True, verbose=False)
 
 
@@ -48,29 +48,40 @@ def kl_and_top1(base, other):
 
 
 @pytest.fixture(scope="module")
-def logits_three_ways(tokenmill_bin, gemma_path, reference):
-    """Logits over the fixed text from tokenmill, llama.cpp, and the float64
-    NumPy reference (tests/python/reference_forward.py: weights read and
+def ours_and_exact(tokenmill_bin, gemma_path):
+    """Logits over the fixed text from tokenmill and from the float64 NumPy
+    reference (tests/python/reference_forward.py: weights read and
     dequantized by the PyPI gguf package, maths written from the published
-    architecture), all on the same token ids."""
+    architecture), on the token ids tokenmill's tokenizer gives (checked
+    against llama.cpp's in test_tokenizer_matches_reference). Needs no
+    llama.cpp, so this exact check runs wherever the gguf package does."""
+    require_module("gguf", "gguf", "reads the weights for the float64 reference")
     from reference_forward import ReferenceModel
     text = open(TEXT_PATH, encoding="utf-8").read()
-    ids = reference.tokenize(text.encode("utf-8"), add_bos=True)
+    out = run_tokenmill(tokenmill_bin, "tokenize", "-m", gemma_path, input_text=text).stdout.strip()
+    ids = [int(t) for t in out.split(",")]
     assert 400 <= len(ids) <= 600
+    with tempfile.TemporaryDirectory() as tmp:
+        path = os.path.join(tmp, "logits.npy")
+        run_tokenmill(tokenmill_bin, "logits", "-m", gemma_path, "--prompt-ids",
+                      ",".join(map(str, ids)), "-o", path, "-t", "2")
+        ours = np.load(path)
+    exact = ReferenceModel(gemma_path).forward(ids)
+    return ids, ours, exact
+
+
+@pytest.fixture(scope="module")
+def logits_three_ways(ours_and_exact, reference):
+    """The same logits, and llama.cpp's on the same ids."""
+    ids, ours, exact = ours_and_exact
     reference.reset()
     reference.eval(ids)
     llama_cpp_logits = np.array(reference.scores[: len(ids)], dtype=np.float32)
-    with tempfile.TemporaryDirectory() as tmp:
-        out = os.path.join(tmp, "logits.npy")
-        run_tokenmill(tokenmill_bin, "logits", "-m", gemma_path, "--prompt-ids",
-                      ",".join(map(str, ids)), "-o", out, "-t", "2")
-        ours = np.load(out)
-    exact = ReferenceModel(gemma_path).forward(ids)
     return ids, ours, llama_cpp_logits, exact
 
 
-def test_logits_agree_with_exact_reference(logits_three_ways):
-    ids, ours, _, exact = logits_three_ways
+def test_logits_agree_with_exact_reference(ours_and_exact):
+    ids, ours, exact = ours_and_exact
     assert ours.shape == exact.shape
     kl, kl99, top1 = kl_and_top1(exact, ours)
     print(f"\nGemma 3 270M, tokenmill vs float64 NumPy reference over {len(ids)} positions: "

@@ -10,9 +10,9 @@ import subprocess
 import numpy as np
 import pytest
 
-from conftest import run_tokenmill
+from conftest import require_module, run_tokenmill
 
-gguf = pytest.importorskip("gguf", reason="the PyPI gguf package (scripts/setup.sh installs it) is the validity oracle")
+gguf = require_module("gguf", "gguf", "the validity oracle")
 
 # RMS error of a matrix relative to its RMS: about step / sqrt(12) / rms for
 # a uniform grid (Q8_0 ~ 0.3 %, 4-bit ~ 8 %), with slack.
@@ -80,7 +80,7 @@ def test_output_is_valid_gguf_within_error(tokenmill_bin, source, qtype):
 
 
 def test_llama_cpp_loads_q4_k_m_and_agrees(tokenmill_bin, source):
-    llama_cpp = pytest.importorskip("llama_cpp", reason="llama-cpp-python is not installed")
+    llama_cpp = require_module("llama_cpp", "llama-cpp-python", "loads the quantized files")
     d, src = source
     out = str(d / "lc_q4km.gguf")
     run_tokenmill(tokenmill_bin, "quantize", src, out, "--type", "Q4_K_M", "-t", "2")

@@ -14,6 +14,8 @@ import urllib.parse
 
 import openai
 
+from conftest import SANITIZER_MARKERS
+
 
 def parse_metrics(text):
     """Prometheus text -> {'name{labels}': value}."""
@@ -167,8 +169,24 @@ class Server:
     def __enter__(self):
         return self
 
-    def __exit__(self, *exc):
+    def __exit__(self, exc_type, *exc):
+        """Stops the server. After a test that passed, a server still running
+        must exit cleanly on SIGTERM, and no sanitizer may have reported
+        anything in its log: under the ASan and TSan builds that is how a
+        race or a leak in the server fails the test that caused it."""
+        status = None
+        if exc_type is None and self.proc.poll() is None:
+            try:
+                status = self.stop(signal.SIGTERM, timeout=120)
+            except subprocess.TimeoutExpired:
+                status = "no exit within 120 s of SIGTERM"
+        log = self.log_text()
         self.kill()
+        if exc_type is None:
+            reports = [m for m in SANITIZER_MARKERS if m in log]
+            assert not reports, f"sanitizer report in the server log ({reports}):\n{log[-6000:]}"
+            assert status in (None, 0), f"tokenmill serve exit status {status} after SIGTERM:\n{log[-3000:]}"
+
 
 
 def sse_events(body):

@@ -1,0 +1,120 @@
+#!/usr/bin/env bash
+# Runs every stage of the test suite and fails at the end if any stage
+# failed, with one summary of passed/failed/skipped tests per stage and the
+# reason of every skip (scripts/test_summary.py). A failing stage never stops
+# the stages after it: a red unit suite must not hide what the sanitizers or
+# the fuzzers would have found.
+#
+# Usage: scripts/test_all.sh [STAGE...]   (no argument: every stage)
+# Stages: build unit e2e unit-avx2 e2e-avx2 unit-scalar e2e-scalar asan tsan fuzz
+# (the -avx2/-scalar ones exist only where the CPU runs a better ISA, so each
+# ISA's kernels run the suites on a machine that could otherwise hide them).
+#
+# Environment: JOBS (parallel tests, default nproc), TEST_RESULTS (results
+# folder, default test-results), CI=true or TOKENMILL_STRICT=1 (a skip for a
+# missing dependency is a failure), TOKENMILL_EXPECT_ISA (default: what
+# scripts/cpu_isa.sh reads from /proc/cpuinfo; the dispatch tests fail if
+# tokenmill detects less).
+set -uo pipefail
+cd "$(dirname "$0")/.."
+root=$(pwd)
+JOBS=${JOBS:-$(nproc)}
+BUILD=${BUILD:-build}
+ASAN_BUILD=${ASAN_BUILD:-build-asan}
+TSAN_BUILD=${TSAN_BUILD:-build-tsan}
+FUZZ_BUILD=${FUZZ_BUILD:-build-fuzz}
+results=${TEST_RESULTS:-$root/test-results}
+case "$results" in /*) ;; *) results="$root/$results" ;; esac
+export TOKENMILL_EXPECT_ISA=${TOKENMILL_EXPECT_ISA:-$(scripts/cpu_isa.sh)}
+# Sanitizer reports must fail the process that hit them.
+export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=1}
+export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
+export TSAN_OPTIONS=${TSAN_OPTIONS:-halt_on_error=1:second_deadlock_stack=1}
+
+# The ISAs below the best one, each forced in its own stages.
+lower_isas=()
+case "$TOKENMILL_EXPECT_ISA" in
+  avx512) lower_isas=(avx2 scalar) ;;
+  avx2) lower_isas=(scalar) ;;
+esac
+all_stages=(build unit e2e)
+for isa in "${lower_isas[@]}"; do all_stages+=("unit-$isa" "e2e-$isa"); done
+all_stages+=(asan tsan fuzz)
+stages=("$@")
+((${#stages[@]})) || stages=("${all_stages[@]}")
+
+rm -rf "$results"
+mkdir -p "$results"
+echo "tests: expected ISA $TOKENMILL_EXPECT_ISA (from /proc/cpuinfo); stages: ${stages[*]}"
+
+# ctest_run DIR LABEL OUT [VAR=VALUE...]: one ctest pass; JUnit results of
+# ctest and of every pytest suite it ran go to OUT.
+ctest_run() {
+  local dir=$1 label=$2 out=$3
+  shift 3
+  rm -rf "$dir/test-results"
+  env "$@" ctest --test-dir "$dir" -L "$label" --output-on-failure -j "$JOBS" --output-junit "$out/ctest.xml"
+  local rc=$?
+  [[ -d "$dir/test-results/pytest" ]] && cp "$dir"/test-results/pytest/*.xml "$out/" 2>/dev/null
+  return $rc
+}
+
+configure_and_build() {  # DIR [cmake args...]
+  local dir=$1
+  shift
+  cmake -S . -B "$dir" -G Ninja "$@" >/dev/null && cmake --build "$dir" -j "$(nproc)"
+}
+
+# The sanitizer builds keep DCHECKs (Debug) but optimise (-O1): the
+# end-to-end suites run real models through them.
+sanitizer_flags=(-DCMAKE_BUILD_TYPE=Debug "-DCMAKE_CXX_FLAGS_DEBUG=-g -O1")
+
+# The TSan stage: the code with threads of its own (thread pool, engine
+# thread, scheduler driven by it, HTTP server) and the server end to end.
+tsan_binaries=(src/util/tm_util_test src/sched/tm_sched_test src/engine/tm_engine_test src/server/tm_server_test)
+
+run_stage() {  # NAME OUT
+  local name=$1 out=$2
+  case "$name" in
+    build) configure_and_build "$BUILD" -DCMAKE_BUILD_TYPE=Release ;;
+    unit) ctest_run "$BUILD" unit "$out" ;;
+    e2e) ctest_run "$BUILD" e2e "$out" ;;
+    unit-*) ctest_run "$BUILD" unit "$out" "TOKENMILL_ISA=${name#unit-}" ;;
+    e2e-*) ctest_run "$BUILD" isa "$out" "TOKENMILL_ISA=${name#e2e-}" ;;
+    asan)
+      configure_and_build "$ASAN_BUILD" "${sanitizer_flags[@]}" -DTOKENMILL_SANITIZE=address || return 1
+      ctest_run "$ASAN_BUILD" "unit|e2e" "$out"
+      ;;
+    tsan)
+      cmake -S . -B "$TSAN_BUILD" -G Ninja "${sanitizer_flags[@]}" -DTOKENMILL_SANITIZE=thread >/dev/null &&
+        cmake --build "$TSAN_BUILD" -j "$(nproc)" --target "${tsan_binaries[@]##*/}" tokenmill || return 1
+      local rc=0 bin
+      for bin in "${tsan_binaries[@]}"; do
+        (cd "$root" && TOKENMILL_SHARED="$root/../shared" "$TSAN_BUILD/$bin" \
+          --gtest_output="xml:$out/${bin##*/}.xml") || rc=1
+      done
+      ctest_run "$TSAN_BUILD" tsan "$out" || rc=1
+      return $rc
+      ;;
+    fuzz)
+      CC=clang CXX=clang++ cmake -S . -B "$FUZZ_BUILD" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+        -DTOKENMILL_FUZZ=ON >/dev/null &&
+        cmake --build "$FUZZ_BUILD" -j "$(nproc)" --target fuzz_targets &&
+        scripts/fuzz_smoke.sh "$FUZZ_BUILD"
+      ;;
+    *) echo "unknown stage '$name' (stages: ${all_stages[*]})"; return 2 ;;
+  esac
+}
+
+for name in "${stages[@]}"; do
+  out="$results/$name"
+  mkdir -p "$out"
+  echo
+  echo "======== stage $name ========"
+  start=$(date +%s)
+  run_stage "$name" "$out" 2>&1 | tee "$out/log.txt"
+  rc=${PIPESTATUS[0]}
+  printf '%s\t%s\t%s\n' "$name" "$rc" "$(($(date +%s) - start))" >>"$results/stages.tsv"
+done
+
+python3 scripts/test_summary.py "$results"
