@@ -6,7 +6,7 @@
 # undefined behaviour; the crashing input is kept in BUILD/fuzz/artifacts.
 set -euo pipefail
 build=${1:-build-fuzz}
-seconds=${FUZZ_SECONDS:-20}
+seconds=${FUZZ_SECONDS:-15}
 root=$(pwd)
 case "$build" in /*) ;; *) build="$root/$build" ;; esac
 shopt -s nullglob

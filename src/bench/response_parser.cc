@@ -7,9 +7,18 @@ namespace {
 
 using nlohmann::json;
 
+// A count outside int64 (1e300, 2^64 - 1) is no count: converting it would
+// be undefined (a float) or wrap (an unsigned), so it gives the fallback.
 int64_t int_or(const json& j, const char* key, int64_t fallback) {
   if (!j.is_object() || !j.contains(key) || !j[key].is_number()) return fallback;
-  return j[key].get<int64_t>();
+  const json& v = j[key];
+  if (v.is_number_float()) {
+    const double d = v.get<double>();
+    constexpr double kTwoTo63 = 9223372036854775808.0;
+    return d >= -kTwoTo63 && d < kTwoTo63 ? static_cast<int64_t>(d) : fallback;
+  }
+  if (v.is_number_unsigned() && v.get<uint64_t>() > uint64_t{INT64_MAX}) return fallback;
+  return v.get<int64_t>();
 }
 
 double num_or(const json& j, const char* key, double fallback) {
@@ -53,8 +62,12 @@ void read_timings(const json& t, ResponsePiece& p) {
     p.cached_tokens = int_or(t, "cached_prompt_tokens", int_or(t, "cached_tokens", int_or(t, "cache_n", -1)));
   }
   if (p.prompt_tokens < 0 && t.contains("cache_n") && t.contains("prompt_n")) {
-    // llama.cpp: prompt_n counts only the tokens it had to compute.
-    p.prompt_tokens = int_or(t, "prompt_n", 0) + int_or(t, "cache_n", 0);
+    // llama.cpp: prompt_n counts only the tokens it had to compute. A sum
+    // that overflows is left unknown.
+    int64_t sum = 0;
+    if (!__builtin_add_overflow(int_or(t, "prompt_n", 0), int_or(t, "cache_n", 0), &sum)) {
+      p.prompt_tokens = sum;
+    }
   }
 }
 

@@ -62,11 +62,17 @@ std::vector<TokenType> read_types(const gguf::GgufFile& file) {
   if (array == nullptr) return out;
   out.reserve(array->items.size());
   for (size_t i = 0; i < array->items.size(); ++i) {
-    int64_t type = array->items[i].as_int();
-    if (type < 0 || type > 6) {
-      fail("{}: tokenizer.ggml.token_type[{}] is {}, not a token type (0..6)", file.name(), i, type);
+    const gguf::Value& item = array->items[i];
+    // A uint64 is range-checked before as_int(), which CHECKs that it fits
+    // int64: a file may hold any value here.
+    const bool in_range = item.type == gguf::ValueType::UINT64
+                              ? std::get<uint64_t>(item.data) <= 6
+                              : item.as_int() >= 0 && item.as_int() <= 6;
+    if (!in_range) {
+      fail("{}: tokenizer.ggml.token_type[{}] is {}, not a token type (0..6)", file.name(), i,
+           item.to_display_string());
     }
-    out.push_back(static_cast<TokenType>(type));
+    out.push_back(static_cast<TokenType>(item.as_int()));
   }
   return out;
 }
