@@ -6,6 +6,7 @@ Figures are printed so that `pytest -s` shows them. The exact reference gets
 the issue's thresholds (top-1 agreement >= 99 %, mean KL < 1e-3); llama.cpp's
 own approximations put it about 5e-3 KL from the exact maths, so tokenmill is
 held to being no farther from it than the exact maths is."""
+import hashlib
 import os
 import tempfile
 
@@ -66,8 +67,28 @@ def ours_and_exact(tokenmill_bin, gemma_path):
         run_tokenmill(tokenmill_bin, "logits", "-m", gemma_path, "--prompt-ids",
                       ",".join(map(str, ids)), "-o", path, "-t", "2")
         ours = np.load(path)
-    exact = ReferenceModel(gemma_path).forward(ids)
+    exact = exact_logits(gemma_path, ids, ReferenceModel)
     return ids, ours, exact
+
+
+def exact_logits(path, ids, reference_model):
+    """The float64 reference's logits. With TOKENMILL_TEST_CACHE set (the
+    test runner sets it to a folder of the current run, so the oracle is
+    still computed by this run), the per-ISA stages reuse the first stage's
+    result instead of spending about a minute recomputing it."""
+    cache = os.environ.get("TOKENMILL_TEST_CACHE")
+    if not cache:
+        return reference_model(path).forward(ids)
+    st = os.stat(path)
+    key = hashlib.sha256(repr((os.path.realpath(path), st.st_size, st.st_mtime_ns, ids)).encode()).hexdigest()[:16]
+    file = os.path.join(cache, f"gemma_exact_{key}.npy")
+    if os.path.exists(file):
+        return np.load(file)
+    exact = reference_model(path).forward(ids)
+    os.makedirs(cache, exist_ok=True)
+    np.save(file + ".tmp.npy", exact)
+    os.replace(file + ".tmp.npy", file)
+    return exact
 
 
 @pytest.fixture(scope="module")
