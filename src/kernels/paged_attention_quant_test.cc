@@ -1,5 +1,6 @@
 // Quantized paged KV (Q8_0, FP8 E4M3): the stored bytes for a known row, the
-// per-element error bound of each dtype, attention on quantized storage
+// per-element error bound of each dtype (written by paged_kv_write, read back
+// by every ISA's attention kernel), attention on quantized storage
 // (every ISA) against attention_ref on the values the scales and codes
 // represent (decoded independently here), and against the F32 cache within a
 // tolerance: the "KV quantized attention vs F32" check.
@@ -10,7 +11,9 @@
 #include <cstring>
 #include <numeric>
 #include <random>
+#include <span>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "kernels/dispatch.h"
@@ -86,22 +89,61 @@ TEST(PagedKvQuant, RowBytesAndLayout) {
   EXPECT_EQ(b.qs[31], 127);
 }
 
+// The values the attention kernel `kt` reads from the V rows of positions
+// [0, n_ctx) of `kv`: attention with a window of one key returns, for every
+// query, the V row at its own position (one key: softmax weight 1), so this
+// is the kernels' own dequantization (scalar load_elems, AVX2 dequant_slice),
+// which the tests cannot call directly. One query head per KV head.
+// Returns [n_ctx, n_kv_dim].
+std::vector<float> decoded_v_rows(const KernelTable& kt, const PagedKv& kv, std::span<const int32_t> table,
+                                  int64_t head_dim, int64_t n_ctx, ThreadPool& pool) {
+  const int64_t heads = kv.n_kv_dim / head_dim;
+  const AttentionShape one_key{heads, heads, head_dim, 1.0f, /*window=*/1, 0.0f};
+  std::vector<int64_t> pos(static_cast<size_t>(n_ctx));
+  std::iota(pos.begin(), pos.end(), 0);
+  const std::vector<float> q(static_cast<size_t>(n_ctx * kv.n_kv_dim), 0.0f);
+  std::vector<float> out(q.size());
+  paged_attention_with(kt, one_key, q.data(), pos.data(), n_ctx, kv, table, n_ctx, out.data(), pool);
+  return out;
+}
+
+// Per element, the error of a value written by paged_kv_write and read back
+// by the attention kernels; groups of 32 (a 64-wide row of two 32-wide heads).
+void expect_element_errors(KvDtype dtype, const std::vector<float>& x, const std::vector<float>& r,
+                           const std::string& what) {
+  for (size_t g = 0; g < x.size(); g += 32) {
+    float amax = 0;
+    for (int i = 0; i < 32; ++i) amax = std::max(amax, std::fabs(x[g + i]));
+    for (int i = 0; i < 32; ++i) {
+      const float e = std::fabs(x[g + i] - r[g + i]);
+      // q8_0: half a step amax/127 (plus the fp16 rounding of the scale);
+      // fp8: half an ulp of 3 mantissa bits, or the subnormal step.
+      const float bound = dtype == KvDtype::Q8_0 ? amax / 127.0f * 0.5f + amax * 1e-3f
+                                                : std::max(std::fabs(x[g + i]) / 16.0f, amax / 448.0f / 1024.0f) +
+                                                      std::fabs(x[g + i]) * 1e-3f;
+      EXPECT_LE(e, bound) << what << " element " << g + i << " " << x[g + i] << " read as " << r[g + i];
+    }
+  }
+}
+
+// Rows go through the production path: paged_kv_write into a pool (blocks
+// of 3, so the 4 positions span two blocks of a reversed table), read back
+// by each ISA's attention kernel. K rows are read by swapping the K and V
+// arrays, so that the kernel decodes the stored K bytes as values.
 TEST(PagedKvQuant, ElementErrorBounds) {
-  const std::vector<float> x = gaussian(4 * 64, 21);
+  constexpr int64_t kPositions = 4, kKvDim = 64, kHeadDim = 32;
+  const std::vector<float> k = gaussian(kPositions * kKvDim, 21), v = gaussian(kPositions * kKvDim, 22);
+  ThreadPool pool(2);
   for (KvDtype dtype : {KvDtype::Q8_0, KvDtype::FP8_E4M3}) {
-    const std::vector<float> r = stored_values(dtype, x, 64);
-    for (size_t g = 0; g < x.size(); g += 32) {
-      float amax = 0;
-      for (int i = 0; i < 32; ++i) amax = std::max(amax, std::fabs(x[g + i]));
-      for (int i = 0; i < 32; ++i) {
-        const float e = std::fabs(x[g + i] - r[g + i]);
-        // q8_0: half a step amax/127 (plus the fp16 rounding of the scale);
-        // fp8: half an ulp of 3 mantissa bits, or the subnormal step.
-        const float bound = dtype == KvDtype::Q8_0 ? amax / 127.0f * 0.5f + amax * 1e-3f
-                                                  : std::max(std::fabs(x[g + i]) / 16.0f, amax / 448.0f / 1024.0f) +
-                                                        std::fabs(x[g + i]) * 1e-3f;
-        EXPECT_LE(e, bound) << name(dtype) << " " << x[g + i];
-      }
+    QuantPool p(dtype, 3, kKvDim, kPositions);
+    paged_kv_write(p.kv, p.table, 0, kPositions, k.data(), v.data());
+    PagedKv keys_as_values = p.kv;
+    std::swap(keys_as_values.k, keys_as_values.v);
+    for (const KernelTable* kt : tables()) {
+      const std::string what = std::string(isa_name(kt->isa)) + " " + name(dtype);
+      expect_element_errors(dtype, v, decoded_v_rows(*kt, p.kv, p.table, kHeadDim, kPositions, pool), what + " V");
+      expect_element_errors(dtype, k, decoded_v_rows(*kt, keys_as_values, p.table, kHeadDim, kPositions, pool),
+                            what + " K");
     }
   }
 }

@@ -8,6 +8,14 @@ with prefix-cache counters), a simulated prefix cache (16-token blocks), a
 limited number of slots (queueing shows in timings.queue_ms), and failure
 injection (429 rejections, 500 errors, mid-stream OOM errors, stalls).
 
+GET /debug/timings returns what the server itself observed of every
+streamed completion, on its own monotonic clock (milliseconds): when the
+request body had been read (`received_ms`) and when each text chunk was
+handed to the socket (`chunk_ms`, stamped just before the write, so a
+client cannot have received it earlier). A test compares the client's
+TTFT and TPOT with these instead of with the configured delays, which a
+loaded machine stretches for client and server alike.
+
 Run: python3 fake_openai_server.py --port 0 [options]; it prints
 "PORT <n>" on its first stdout line once it listens.
 """
@@ -44,6 +52,7 @@ class State:
         self.miss_tokens = 0
         self.disconnects = 0
         self.in_flight = 0
+        self.timings = []  # one dict per streamed completion, see /debug/timings
         self.log = open(args.log, "a") if args.log else None
 
     def next_request(self, body):
@@ -53,6 +62,17 @@ class State:
                 self.log.write(json.dumps(body, sort_keys=True) + "\n")
                 self.log.flush()
             return self.request_count
+
+    def start_timing(self, k, prompt, received):
+        """The timing record of request k, filled in as its chunks are sent."""
+        rec = {"k": k, "prompt": prompt, "received_ms": received * 1000.0, "chunk_ms": []}
+        with self.lock:
+            self.timings.append(rec)
+        return rec
+
+    def timings_json(self):
+        with self.lock:
+            return {"clock": "monotonic", "requests": [dict(r, chunk_ms=list(r["chunk_ms"])) for r in self.timings]}
 
     def prefix_lookup(self, tokens):
         """Cached tokens = the full 16-token blocks already seen, from the start."""
@@ -99,6 +119,7 @@ class Handler(BaseHTTPRequestHandler):
     def read_body(self):
         n = int(self.headers.get("Content-Length", "0"))
         raw = self.rfile.read(n) if n else b""
+        self.received = time.monotonic()  # the whole request is in: the server's TTFT starts here
         try:
             return json.loads(raw or b"{}")
         except json.JSONDecodeError:
@@ -107,6 +128,8 @@ class Handler(BaseHTTPRequestHandler):
     def do_GET(self):
         if self.path == "/v1/models":
             self.send_json(200, {"object": "list", "data": [{"id": "fake-model", "object": "model"}]})
+        elif self.path == "/debug/timings":
+            self.send_json(200, self.state.timings_json())
         elif self.path == "/metrics":
             s = self.state
             text = (
@@ -165,7 +188,8 @@ class Handler(BaseHTTPRequestHandler):
             prefill_ms = a.ttft_ms + a.prefill_ms_per_token * (len(tokens) - cached)
             self.state.in_flight += 1
             if body.get("stream"):
-                self.stream(body, chat, k, n, len(tokens), cached, queue_ms, prefill_ms)
+                timing = self.state.start_timing(k, prompt, self.received)
+                self.stream(body, chat, k, n, len(tokens), cached, queue_ms, prefill_ms, timing)
             else:
                 time.sleep((prefill_ms + a.itl_ms * (n - 1)) / 1000)
                 self.send_json(200, self.final_object(chat, n, len(tokens), cached, queue_ms, prefill_ms, " tok" * n))
@@ -190,7 +214,7 @@ class Handler(BaseHTTPRequestHandler):
         self.wfile.write(b"%x\r\n%s\r\n" % (len(data), data))
         self.wfile.flush()
 
-    def stream(self, body, chat, k, n, n_prompt, cached, queue_ms, prefill_ms):
+    def stream(self, body, chat, k, n, n_prompt, cached, queue_ms, prefill_ms, timing):
         a = self.state.args
         self.send_response(200)
         self.send_header("Content-Type", "text/event-stream")
@@ -212,7 +236,9 @@ class Handler(BaseHTTPRequestHandler):
                     piece["delta"] = {"content": " tok"}
                 else:
                     piece["text"] = " tok"
-                self.chunk(json.dumps({"object": "text_completion.chunk", "choices": [piece]}))
+                data = json.dumps({"object": "text_completion.chunk", "choices": [piece]})
+                timing["chunk_ms"].append(time.monotonic() * 1000.0)  # list.append is atomic under the GIL
+                self.chunk(data)
             if body.get("stream_options", {}).get("include_usage"):
                 final = self.final_object(chat, n, n_prompt, cached, queue_ms, prefill_ms, "")
                 final["choices"] = []

@@ -7,7 +7,8 @@ PyPI package is installed, Gemma 3 270M:
 * eval kld: a model against itself is exactly 0; saved base logits give the
   live numbers; KV q8_0 / fp8 report their bytes per token;
 * calibrate + quantize --imatrix lowers the KL divergence at 4 bits;
-* the FP8 runtime is lossless against the same file run dense; W8A8 runs;
+* the FP8 runtime is lossless against the same file run dense; W8A8 stays
+  within 1.5x of its measured KLD;
 * Gemma 3 270M: Q8_0 against its F32 base has mean KLD < 0.001."""
 import json
 import os
@@ -87,7 +88,11 @@ def test_kld_self_saved_logits_and_kv_types(tokenmill_bin, stories):
     saved = os.path.join(d, "base.logits")
     live = run_json(tokenmill_bin, d, "eval", "kld", "-m", q8, "--base", model, *common, "--save-base-logits", saved)
     again = run_json(tokenmill_bin, d, "eval", "kld", "-m", q8, "--base-logits", saved)
-    assert 0 < live["result"]["mean_kld"] < 0.1
+    print(f"\nstories260K Q8_0 mean KLD {live['result']['mean_kld']:.5f}")
+    # Measured 0.0278 on these sequences (0.014-0.028 on five other seed
+    # sets; the card's 8 x 256 tokens: 0.021): bound 2x. KLD grows with the
+    # square of the logit error, so this allows 1.4x the rounding error.
+    assert 0 < live["result"]["mean_kld"] < 0.06
     for key in ("mean_kld", "p99_kld", "top1", "ppl", "base_ppl", "tokens"):
         assert again["result"][key] == live["result"][key], key
     # KV types: f32 1280 bytes per token (5 layers x 2 x 32 x 4); q8_0 and
@@ -97,9 +102,18 @@ def test_kld_self_saved_logits_and_kv_types(tokenmill_bin, stories):
         r = run_json(tokenmill_bin, d, "eval", "kld", "-m", model, "--base", model, "--kv-dtype", dtype, *common)
         kv[dtype] = r
         assert r["base"]["kv_bytes_per_token"] == 1280
+    print("KV mean KLD " + ", ".join(f"{t} {kv[t]['result']['mean_kld']:.6f} (top-1 {kv[t]['result']['top1']:.4f})"
+                                     for t in kv))
     assert kv["f16"]["model"]["kv_bytes_per_token"] == 640
     assert kv["q8_0"]["model"]["kv_bytes_per_token"] == 340
     assert kv["f16"]["result"]["mean_kld"] < kv["q8_0"]["result"]["mean_kld"] < kv["fp8_e4m3"]["result"]["mean_kld"]
+    # Measured on these sequences: f16 1.2e-5, q8_0 0.0057 (0.0024-0.0057 on
+    # five other seed sets), fp8 0.132 (0.066-0.132; one scale serves four
+    # 8-wide heads, card: 0.10). Bounds 2-2.5x; the ordering alone let any
+    # of them grow up to the next.
+    assert kv["f16"]["result"]["mean_kld"] < 3e-5, kv["f16"]["result"]
+    assert kv["q8_0"]["result"]["mean_kld"] < 0.012, kv["q8_0"]["result"]
+    assert kv["fp8_e4m3"]["result"]["mean_kld"] < 0.27, kv["fp8_e4m3"]["result"]
     assert kv["q8_0"]["result"]["top1"] >= 0.95, kv["q8_0"]["result"]
 
 
@@ -136,7 +150,13 @@ def test_fp8_runtime_is_lossless_and_w8a8_runs(tokenmill_bin, stories):
     run_tokenmill(tokenmill_bin, "quantize", model, w8, "--type", "W8A8", "--imatrix", imatrix)
     w = run_json(tokenmill_bin, d, "eval", "kld", "-m", w8, "--base", model, *common)
     assert w["model"]["runtime"] == "w8a8"
-    assert 0 < w["result"]["mean_kld"] < 1.0
+    print(f"\nstories260K W8A8 + SmoothQuant mean KLD {w['result']['mean_kld']:.5f}, top-1 {w['result']['top1']:.4f}")
+    # Measured 0.0488 on these sequences (0.024-0.040 on five other seed
+    # sets; card, 8 x 256 tokens: 0.034). Bound 1.5x (1.2x the logit error):
+    # activations rounded toward zero instead of to nearest measure 0.085,
+    # 6-bit activations 0.30 and 4-bit ones 0.97, which the old bound of
+    # 1 nat let through.
+    assert 0 < w["result"]["mean_kld"] < 0.075
     bad = run_tokenmill(tokenmill_bin, "eval", "ppl", "-m", model, "--runtime", "w8a8", *common, check=False)
     assert bad.returncode != 0 and "needs Q8_0 weight matrices" in bad.stderr
 
