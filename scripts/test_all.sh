@@ -67,8 +67,9 @@ configure_and_build() {  # DIR [cmake args...]
 }
 
 # The sanitizer builds keep DCHECKs (Debug) but optimise (-O1): the
-# end-to-end suites run real models through them.
-sanitizer_flags=(-DCMAKE_BUILD_TYPE=Debug "-DCMAKE_CXX_FLAGS_DEBUG=-g -O1")
+# end-to-end suites run real models through them. -g1 (line tables) is
+# enough for the reports' stack traces and compiles faster than -g.
+sanitizer_flags=(-DCMAKE_BUILD_TYPE=Debug "-DCMAKE_CXX_FLAGS_DEBUG=-g1 -O1")
 
 # The TSan stage: the code with threads of its own (thread pool, engine
 # thread, scheduler driven by it, HTTP server) and the server end to end.
@@ -85,7 +86,9 @@ run_stage() {  # NAME OUT
     e2e-*) ctest_run "$BUILD" isa "$out" "TOKENMILL_ISA=${name#e2e-}" ;;
     asan)
       configure_and_build "$ASAN_BUILD" "${sanitizer_flags[@]}" -DTOKENMILL_SANITIZE=address || return 1
-      ctest_run "$ASAN_BUILD" "unit|e2e" "$out"
+      # All but the 270M numerical-agreement suite (minutes under ASan; the
+      # same model's load, forward and serving paths run in server_gemma).
+      ctest_run "$ASAN_BUILD" "unit|e2e" "$out" -LE isa-slow
       ;;
     tsan)
       cmake -S . -B "$TSAN_BUILD" -G Ninja "${sanitizer_flags[@]}" -DTOKENMILL_SANITIZE=thread >/dev/null &&

@@ -20,7 +20,8 @@ Arch parse_arch(const gguf::GgufFile& f, const std::string& name) {
 }
 
 int64_t vocab_size(const gguf::GgufFile& f, const std::string& a) {
-  if (const gguf::Value* v = f.find(a + ".vocab_size")) return v->as_int();
+  // get_int, not Value::as_int: a file may store any type and value here.
+  if (f.find(a + ".vocab_size") != nullptr) return f.get_int(a + ".vocab_size");
   if (const gguf::Value* v = f.find("tokenizer.ggml.tokens")) {
     if (v->is_array()) return static_cast<int64_t>(v->as_array().items.size());
   }
