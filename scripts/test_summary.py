@@ -45,10 +45,12 @@ class Stage:
 
 
 def first_line(text):
-    for line in (text or "").splitlines():
-        if line.strip():
-            return line.strip()
-    return ""
+    """The first line that says something: gtest puts the skip's file:line
+    before its message."""
+    lines = [line.strip() for line in (text or "").splitlines() if line.strip()]
+    if len(lines) > 1 and re.fullmatch(r"\S+:\d+:?( Skipped)?", lines[0]):
+        lines = lines[1:]
+    return lines[0] if lines else ""
 
 
 def gtest_skip_reason(output):
