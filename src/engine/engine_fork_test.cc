@@ -17,6 +17,7 @@ using testing::greedy_request;
 using testing::random_prompt;
 using testing::tiny_config;
 using testing::tiny_model_path;
+using testing::with_n;
 
 std::vector<int32_t> reference(const std::vector<int32_t>& prompt, int64_t n) {
   std::unique_ptr<model::Model> m = model::Model::load(tiny_model_path());
@@ -27,11 +28,6 @@ std::vector<GenerationResult> wait_all(std::vector<RequestHandle>& handles) {
   std::vector<GenerationResult> out;
   for (RequestHandle& h : handles) out.push_back(h.wait());
   return out;
-}
-
-GenerateRequest with_n(GenerateRequest r, int n) {
-  r.n = n;
-  return r;
 }
 
 class ForkTest : public ::testing::TestWithParam<bool> {};  // prefix cache on / off

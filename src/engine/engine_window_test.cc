@@ -23,6 +23,7 @@ namespace {
 
 using testing::greedy_request;
 using testing::random_prompt;
+using testing::with_n;
 
 constexpr int64_t kWindow = 8;  // the tiny preset's sliding window
 
@@ -186,11 +187,6 @@ RunResult run_samples(const EngineConfig& config, const GenerateRequest& request
   core.add(streams, request, SteadyClock::now());
   add_singles(core, others, id, handles);
   return run_to_end(core, metrics, handles);
-}
-
-GenerateRequest with_n(GenerateRequest r, int n) {
-  r.n = n;
-  return r;
 }
 
 // A 30-token prompt (7 full blocks of 4 + 2 positions) in chunks of 5, then

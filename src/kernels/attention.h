@@ -4,6 +4,7 @@
 // later behind the same maths.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 
 #include "util/thread_pool.h"
@@ -17,6 +18,9 @@ struct AttentionShape {
   float scale = 1.0f;     // multiplies q·k (usually 1/sqrt(head_dim))
   int64_t window = 0;     // 0: full causal; else key j visible to query at p iff p - j < window
   float softcap = 0.0f;   // 0: none; else scores = softcap * tanh(scores / softcap)
+
+  // The first key position visible to a query at position p (keys up to p).
+  int64_t first_visible(int64_t p) const { return window > 0 ? std::max<int64_t>(0, p - window + 1) : 0; }
 };
 
 // q:   [num_tokens, n_head, head_dim]   queries, at positions q_pos[t]

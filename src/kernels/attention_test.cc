@@ -12,27 +12,20 @@
 #include <vector>
 
 #include "kernels/dispatch.h"
+#include "kernels/test_util.h"
 
 namespace tokenmill::kernels {
 namespace {
 
-std::vector<const KernelTable*> tables() { return available_kernels(); }
+using testing::gaussian;
 
-std::vector<float> gaussian(int64_t n, uint32_t seed) {
-  std::mt19937 rng(seed);
-  std::normal_distribution<float> dist(0.0f, 1.0f);
-  std::vector<float> v(static_cast<size_t>(n));
-  for (auto& x : v) x = dist(rng);
-  return v;
-}
-
-struct Case {
+struct AttentionCase {
   AttentionShape shape;
   int64_t n_ctx;
   std::vector<int64_t> q_pos;
   std::vector<float> q, k, v;
 
-  Case(AttentionShape s, int64_t ctx, std::vector<int64_t> pos, uint32_t seed)
+  AttentionCase(AttentionShape s, int64_t ctx, std::vector<int64_t> pos, uint32_t seed)
       : shape(s), n_ctx(ctx), q_pos(std::move(pos)) {
     const auto nt = static_cast<int64_t>(q_pos.size());
     q = gaussian(nt * s.n_head * s.head_dim, seed);
@@ -60,7 +53,7 @@ struct Case {
 // float running sums over L keys (weights and weighted v) L + 8 roundings.
 // The output, a convex combination of v rows, is then within
 // max|v| (2 ds + (L + 16) 2^-24 + 1e-6).
-void expect_close(const Case& c, const std::vector<float>& got, const std::vector<float>& want,
+void expect_close(const AttentionCase& c, const std::vector<float>& got, const std::vector<float>& want,
                   const std::string& what) {
   const AttentionShape& s = c.shape;
   const int64_t hd = s.head_dim;
@@ -94,7 +87,7 @@ void expect_close(const Case& c, const std::vector<float>& got, const std::vecto
 TEST(Attention, MatchesReference) {
   ThreadPool pool(2);
   uint32_t seed = 1;
-  for (const KernelTable* kt : tables()) {
+  for (const KernelTable* kt : available_kernels()) {
     for (int64_t n_kv : {4, 2, 1}) {  // GQA ratios 1, 2, 4
       for (int64_t hd : {19, 64}) {
         for (int64_t window : {0, 1, 5, 100}) {
@@ -103,7 +96,7 @@ TEST(Attention, MatchesReference) {
               AttentionShape s{4, n_kv, hd, scale, window, softcap};
               // Queries deep into a 150-entry cache (crossing 64-key chunks),
               // plus the first positions.
-              Case c(s, 150, {0, 1, 63, 64, 65, 100, 149}, seed++);
+              AttentionCase c(s, 150, {0, 1, 63, 64, 65, 100, 149}, seed++);
               const std::string what = std::string(isa_name(kt->isa)) + " n_kv=" + std::to_string(n_kv) +
                                        " hd=" + std::to_string(hd) + " window=" + std::to_string(window) +
                                        " softcap=" + std::to_string(softcap) + " scale=" + std::to_string(scale);
@@ -121,8 +114,8 @@ TEST(Attention, Gemma3LikeShape) {
   AttentionShape s{4, 1, 256, 1.0f / 16.0f, 512, 0.0f};
   std::vector<int64_t> pos;
   for (int64_t p = 600; p < 616; ++p) pos.push_back(p);  // a prefill chunk after 600 cached tokens
-  Case c(s, 616, pos, 77);
-  for (const KernelTable* kt : tables()) expect_close(c, c.run(*kt, pool), c.ref(), "gemma3-like");
+  AttentionCase c(s, 616, pos, 77);
+  for (const KernelTable* kt : available_kernels()) expect_close(c, c.run(*kt, pool), c.ref(), "gemma3-like");
 }
 
 TEST(Attention, ThreadCountDoesNotChangeResults) {
@@ -130,8 +123,8 @@ TEST(Attention, ThreadCountDoesNotChangeResults) {
   AttentionShape s{8, 2, 32, 0.2f, 0, 0.0f};
   std::vector<int64_t> pos;
   for (int64_t p = 0; p < 40; ++p) pos.push_back(p);
-  Case c(s, 40, pos, 5);
-  for (const KernelTable* kt : tables()) {
+  AttentionCase c(s, 40, pos, 5);
+  for (const KernelTable* kt : available_kernels()) {
     const auto a = c.run(*kt, one), b = c.run(*kt, two), d = c.run(*kt, three);
     ASSERT_EQ(0, std::memcmp(a.data(), b.data(), a.size() * sizeof(float))) << isa_name(kt->isa);
     ASSERT_EQ(0, std::memcmp(a.data(), d.data(), a.size() * sizeof(float))) << isa_name(kt->isa);
@@ -142,8 +135,8 @@ TEST(Attention, ThreadCountDoesNotChangeResults) {
 TEST(Attention, WindowOfOneReturnsOwnValue) {
   ThreadPool pool(2);
   AttentionShape s{2, 1, 12, 0.3f, 1, 0.0f};
-  Case c(s, 20, {3, 17}, 9);
-  for (const KernelTable* kt : tables()) {
+  AttentionCase c(s, 20, {3, 17}, 9);
+  for (const KernelTable* kt : available_kernels()) {
     const auto out = c.run(*kt, pool);
     for (int64_t t = 0; t < 2; ++t) {
       for (int64_t h = 0; h < 2; ++h) {
@@ -160,16 +153,16 @@ TEST(Attention, WindowOfOneReturnsOwnValue) {
 TEST(Attention, ZeroQueryAveragesVisibleValuesOnly) {
   ThreadPool pool(2);
   AttentionShape s{1, 1, 9, 1.0f, 0, 0.0f};
-  Case c(s, 30, {10}, 3);
+  AttentionCase c(s, 30, {10}, 3);
   std::fill(c.q.begin(), c.q.end(), 0.0f);
-  for (const KernelTable* kt : tables()) {
+  for (const KernelTable* kt : available_kernels()) {
     const auto before = c.run(*kt, pool);
     for (int64_t d = 0; d < 9; ++d) {
       double mean = 0;
       for (int64_t j = 0; j <= 10; ++j) mean += c.v[j * 9 + d];
       EXPECT_NEAR(before[d], mean / 11, 1e-6) << isa_name(kt->isa);
     }
-    Case future = c;
+    AttentionCase future = c;
     for (size_t i = 11 * 9; i < future.v.size(); ++i) future.v[i] = 1e6f, future.k[i] = 1e3f;
     EXPECT_EQ(future.run(*kt, pool), before) << "keys after the query leaked in";
   }

@@ -15,7 +15,7 @@
 #include <vector>
 
 #include "kernels/cpu_features.h"
-#include "kernels/matmul_test_util.h"
+#include "kernels/test_util.h"
 
 namespace tokenmill::kernels {
 namespace {

@@ -43,6 +43,7 @@
 #include "kernels/interleave.h"
 #include "kernels/matmul.h"
 #include "util/check.h"
+#include "util/int_math.h"
 
 namespace tokenmill::kernels {
 namespace {
@@ -53,9 +54,6 @@ constexpr int64_t kPanelBytes = 256 * 1024;       // dequantized panel budget (L
 constexpr int64_t kTokenBlockBytes = 256 * 1024;  // x rows reused across a panel
 constexpr int64_t kUnitsPerThread = 16;           // decode row chunks per thread
 constexpr int64_t kPackedPanelRows = 64;          // x reuse per panel (L3 traffic / 64)
-
-int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
-int64_t round_up(int64_t a, int64_t b) { return ceil_div(a, b) * b; }
 
 // Per-thread scratch buffers (slot 0: decoded rows, slot 1: a packed
 // panel), 64-byte aligned, grown on demand, freed at thread exit. Pool

@@ -19,7 +19,7 @@
 #include "kernels/gemm.h"
 #include "kernels/interleave.h"
 #include "kernels/quant.h"
-#include "kernels/matmul_test_util.h"
+#include "kernels/test_util.h"
 #include "kernels/quantize_act.h"
 
 namespace tokenmill::kernels {
@@ -31,8 +31,6 @@ using testing::bias_terms;
 using testing::gaussian;
 using testing::rounding_bound;
 using testing::Weights;
-
-std::vector<const KernelTable*> tables() { return available_kernels(); }
 
 std::vector<TensorType> weight_types() {
   std::vector<TensorType> types;
@@ -88,7 +86,7 @@ void expect_close(const KernelTable& kt, const WeightView& w, const float* x, in
 
 TEST(Matmul, EveryTypeMatchesReference) {
   ThreadPool pool(2);
-  for (const KernelTable* kt : tables()) {
+  for (const KernelTable* kt : available_kernels()) {
     for (TensorType type : weight_types()) {
       for (int64_t cols : col_counts(type)) {
         const int64_t rows = 37;  // not a multiple of the 4-row tiles or of 16-row units
@@ -126,7 +124,7 @@ TEST(Matmul, EveryTypeMatchesReference) {
 // The row split over threads must not change a single bit.
 TEST(Matmul, ThreadCountDoesNotChangeResults) {
   ThreadPool one(1), two(2), three(3);
-  for (const KernelTable* kt : tables()) {
+  for (const KernelTable* kt : available_kernels()) {
     for (TensorType type : {TensorType::F32, TensorType::F16, TensorType::Q8_0, TensorType::Q4_K,
                             TensorType::Q6_K, TensorType::Q5_0, TensorType::Q3_K}) {
       Weights w(type, 203, 512, 5);
@@ -158,7 +156,7 @@ TEST(Matmul, InterleavedWeightsAreUsedOnlyWhereSupported) {
   interleave_weights(w.view, packed);
   WeightView iw = w.view;
   iw.interleaved = packed;
-  for (const KernelTable* kt : tables()) {
+  for (const KernelTable* kt : available_kernels()) {
     for (int64_t nt : {1, 3, 17, 64}) {
       const auto x = gaussian(nt * 512, 10);
       std::vector<float> plain(static_cast<size_t>(nt * 203)), y1(plain.size()), y2(plain.size()), ref(plain.size());
@@ -187,7 +185,7 @@ TEST(Matmul, InterleavedWeightsAreUsedOnlyWhereSupported) {
 // (int16 packed for Q4_K, FP32 packed for F16 at >= kPackedMinTokens).
 TEST(Matmul, LargePrefillMatchesReference) {
   ThreadPool pool(2);
-  for (const KernelTable* kt : tables()) {
+  for (const KernelTable* kt : available_kernels()) {
     for (TensorType type : {TensorType::Q4_K, TensorType::F16}) {
       Weights w(type, 150, 2048, 3);
       const int64_t nt = 100;
@@ -205,7 +203,7 @@ TEST(Matmul, LargePrefillMatchesReference) {
 // The AVX2 decoders reproduce the reference dequantization exactly (same
 // float operations in the same order).
 TEST(Matmul, FastDequantizeIsExact) {
-  for (const KernelTable* kt : tables()) {
+  for (const KernelTable* kt : available_kernels()) {
     for (TensorType type : weight_types()) {
       const int64_t cols = gguf::tensor_type_info(type).block_size == 1 ? 77 : 1024;
       Weights w(type, 1, cols, 11);
@@ -235,7 +233,7 @@ TEST(Matmul, SmallHandComputed) {
   const float x[4] = {1, 1, 2, -1};
   const WeightView w{TensorType::F32, wd, 3, 2};
   ThreadPool pool(2);
-  for (const KernelTable* kt : tables()) {
+  for (const KernelTable* kt : available_kernels()) {
     float y[6];
     matmul_with(*kt, w, x, 2, y, pool);
     const float want[6] = {3, 7, -0.5f, 0, 2, -2.5f};
@@ -250,7 +248,7 @@ TEST(Matmul, ManyEqualsSeparateCalls) {
   const int64_t cols = 512;
   Weights a(TensorType::Q4_K, 70, cols, 1), b(TensorType::F16, 33, cols, 2), c(TensorType::Q6_K, 256, cols, 3);
   const WeightView ws[3] = {a.view, b.view, c.view};
-  for (const KernelTable* kt : tables()) {
+  for (const KernelTable* kt : available_kernels()) {
     for (int64_t nt : {1, 4, 5, 16, 100}) {
       const auto x = gaussian(nt * cols, 8);
       std::vector<float> many[3], single[3];

@@ -15,8 +15,6 @@
 namespace tokenmill::kernels {
 namespace {
 
-std::vector<const KernelTable*> tables() { return available_kernels(); }
-
 std::vector<int64_t> sizes() {
   std::vector<int64_t> s;
   for (int64_t n = 0; n <= 40; ++n) s.push_back(n);
@@ -84,7 +82,7 @@ TEST(OpsRef, HandComputedValues) {
 }
 
 TEST(Ops, RmsNormMatchesReference) {
-  for (const KernelTable* kt : tables()) {
+  for (const KernelTable* kt : available_kernels()) {
     for (int64_t n : sizes()) {
       for (int off = 0; off < 8; ++off) {
         const auto x = random_vec(n, 1 + static_cast<uint32_t>(n), -3, 3);
@@ -118,7 +116,7 @@ TEST(Ops, RmsNormMatchesReference) {
 // hence the 4e-7 |z| term. Near the underflow clamp (z < -87) the results
 // are below 1e-36 in magnitude, covered by the absolute 1e-30.
 void check_gated(bool gelu) {
-  for (const KernelTable* kt : tables()) {
+  for (const KernelTable* kt : available_kernels()) {
     for (int64_t n : sizes()) {
       for (int off = 0; off < 8; ++off) {
         auto g = random_vec(n, 10 + static_cast<uint32_t>(n), -12, 12);
@@ -149,7 +147,7 @@ TEST(Ops, GegluTanhMatchesReference) { check_gated(true); }
 // relative after exp). Then exp (2 ulp), the double sum and the final float
 // product: 6e-7 + 6e-8 |x - max| relative.
 TEST(Ops, SoftmaxMatchesReference) {
-  for (const KernelTable* kt : tables()) {
+  for (const KernelTable* kt : available_kernels()) {
     for (int64_t n : sizes()) {
       for (int off = 0; off < 8; ++off) {
         auto x = random_vec(n, 20 + static_cast<uint32_t>(n), -30, 10);
@@ -175,7 +173,7 @@ TEST(Ops, SoftmaxMatchesReference) {
 
 // Element-wise add and scale are one float operation each: exact.
 TEST(Ops, AddAndScaleAreExact) {
-  for (const KernelTable* kt : tables()) {
+  for (const KernelTable* kt : available_kernels()) {
     for (int64_t n : sizes()) {
       for (int off = 0; off < 8; ++off) {
         const auto x = random_vec(n, 30, -5, 5);

@@ -17,10 +17,6 @@
 namespace tokenmill::kernels {
 namespace {
 
-int64_t first_visible(const AttentionShape& s, int64_t p) {
-  return s.window > 0 ? std::max<int64_t>(0, p - s.window + 1) : 0;
-}
-
 // Checks the block table (logical blocks [first_block, ...)) once here so
 // that the kernels can index it freely.
 void check_table(const PagedKv& kv, std::span<const int32_t> table, int64_t first_block, int64_t n_positions) {
@@ -170,7 +166,7 @@ void paged_attention_with(const KernelTable& kt, const AttentionShape& shape, co
   const int64_t base = first_block * kv.block_size;
   for (int64_t t = 0; t < num_tokens; ++t) {
     TM_CHECK_MSG(q_pos[t] >= 0 && q_pos[t] < n_ctx, "attention: query position outside the cache");
-    TM_CHECK_MSG(first_visible(shape, q_pos[t]) >= base, "paged attention: the window starts before the table");
+    TM_CHECK_MSG(shape.first_visible(q_pos[t]) >= base, "paged attention: the window starts before the table");
   }
   check_table(kv, block_table, first_block, n_ctx);
   // The AVX2 kernel dequantizes into fixed stack buffers of this many floats.
@@ -191,7 +187,7 @@ void paged_attention_with(const KernelTable& kt, const AttentionShape& shape, co
         const int64_t head = kv_head * group + (i % parts) * heads_per_part;
         const int64_t offset = (t * shape.n_head + head) * hd;
         kt.paged_attend_group(kv, block_table.data(), kv_head, q + offset, heads_per_part,
-                              first_visible(shape, q_pos[t]) - base, q_pos[t] + 1 - base, hd, shape.scale,
+                              shape.first_visible(q_pos[t]) - base, q_pos[t] + 1 - base, hd, shape.scale,
                               shape.softcap, out + offset);
       }
     }

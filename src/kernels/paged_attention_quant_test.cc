@@ -20,6 +20,7 @@
 #include "kernels/fp8.h"
 #include "kernels/paged_attention.h"
 #include "kernels/quant_blocks.h"
+#include "kernels/test_util.h"
 #include "util/fp16.h"
 
 namespace tokenmill::kernels {
@@ -28,8 +29,6 @@ namespace {
 using kv::KvDtype;
 
 const char* name(KvDtype dtype) { return dtype == KvDtype::Q8_0 ? "q8_0" : "fp8_e4m3"; }
-
-std::vector<const KernelTable*> tables() { return available_kernels(); }
 
 // What quantized storage keeps of a row of n values: per group an fp16
 // scale amax / qmax, codes rounded to nearest (int8) or to E4M3.
@@ -49,13 +48,7 @@ std::vector<float> stored_values(KvDtype dtype, const std::vector<float>& x, int
   return out;
 }
 
-std::vector<float> gaussian(int64_t n, uint32_t seed) {
-  std::mt19937 rng(seed);
-  std::normal_distribution<float> dist(0.0f, 1.0f);
-  std::vector<float> v(static_cast<size_t>(n));
-  for (auto& x : v) x = dist(rng);
-  return v;
-}
+using testing::gaussian;
 
 struct QuantPool {
   std::vector<uint8_t> k, v;
@@ -139,7 +132,7 @@ TEST(PagedKvQuant, ElementErrorBounds) {
     paged_kv_write(p.kv, p.table, 0, kPositions, k.data(), v.data());
     PagedKv keys_as_values = p.kv;
     std::swap(keys_as_values.k, keys_as_values.v);
-    for (const KernelTable* kt : tables()) {
+    for (const KernelTable* kt : available_kernels()) {
       const std::string what = std::string(isa_name(kt->isa)) + " " + name(dtype);
       expect_element_errors(dtype, v, decoded_v_rows(*kt, p.kv, p.table, kHeadDim, kPositions, pool), what + " V");
       expect_element_errors(dtype, k, decoded_v_rows(*kt, keys_as_values, p.table, kHeadDim, kPositions, pool),
@@ -164,7 +157,7 @@ void check_case(KvDtype dtype, const AttentionShape& s, int64_t bs, int64_t n_ct
   attention_ref(s, q.data(), pos.data(), T, k.data(), v.data(), n_ctx, exact.data());
   // Quantized K/V are fed to the kernel; max |v| ~ 4 for these Gaussians.
   const double f32_tol = dtype == KvDtype::Q8_0 ? 0.05 : 0.3;
-  for (const KernelTable* kt : tables()) {
+  for (const KernelTable* kt : available_kernels()) {
     std::vector<float> got(q.size());
     paged_attention_with(*kt, s, q.data(), pos.data(), T, p.kv, p.table, n_ctx, got.data(), pool);
     double worst = 0;

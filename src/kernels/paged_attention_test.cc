@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "kernels/dispatch.h"
+#include "kernels/test_util.h"
 #include "util/fp16.h"
 
 namespace tokenmill::kernels {
@@ -25,15 +26,7 @@ namespace {
 
 using kv::KvDtype;
 
-std::vector<const KernelTable*> tables() { return available_kernels(); }
-
-std::vector<float> gaussian(int64_t n, uint32_t seed) {
-  std::mt19937 rng(seed);
-  std::normal_distribution<float> dist(0.0f, 1.0f);
-  std::vector<float> v(static_cast<size_t>(n));
-  for (auto& x : v) x = dist(rng);
-  return v;
-}
+using testing::gaussian;
 
 // What F16 storage keeps of a value.
 std::vector<float> fp16_rounded(std::vector<float> x) {
@@ -62,13 +55,13 @@ struct Pool {
   }
 };
 
-struct Case {
+struct PagedCase {
   AttentionShape shape;
   int64_t n_ctx;
   std::vector<int64_t> q_pos;
   std::vector<float> q, k, v;  // k, v: [n_ctx, n_kv_head, head_dim] contiguous
 
-  Case(AttentionShape s, int64_t ctx, std::vector<int64_t> pos, uint32_t seed)
+  PagedCase(AttentionShape s, int64_t ctx, std::vector<int64_t> pos, uint32_t seed)
       : shape(s), n_ctx(ctx), q_pos(std::move(pos)) {
     q = gaussian(num_tokens() * s.n_head * s.head_dim, seed);
     k = gaussian(ctx * kv_dim(), seed + 1);
@@ -104,7 +97,7 @@ struct Case {
 // convex combination of v rows, is within max|v| (2 ds + (L + 16) 2^-24 + 1e-6).
 // k and v are what the kernel actually read (fp16-rounded for F16 storage),
 // so the same bound holds for both dtypes.
-void expect_close(const Case& c, const std::vector<float>& k, const std::vector<float>& v,
+void expect_close(const PagedCase& c, const std::vector<float>& k, const std::vector<float>& v,
                   const std::vector<float>& got, const std::vector<float>& want, const std::string& what) {
   const AttentionShape& s = c.shape;
   const int64_t hd = s.head_dim;
@@ -153,12 +146,12 @@ TEST(PagedAttention, MatchesReference) {
               AttentionShape s{4, n_kv, hd, 1.0f / std::sqrt(float(hd)), window, softcap};
               // A decode-like scatter of positions and a prefill chunk
               // starting mid-block, in a 100-position context (two 64-key chunks).
-              Case c(s, 100, {0, 2, 17, 63, 64, 65, 66, 67, 99}, seed++);
+              PagedCase c(s, 100, {0, 2, 17, 63, 64, 65, 66, 67, 99}, seed++);
               const std::vector<float> k = dtype == KvDtype::F16 ? fp16_rounded(c.k) : c.k;
               const std::vector<float> v = dtype == KvDtype::F16 ? fp16_rounded(c.v) : c.v;
               const std::vector<float> want = c.ref(k, v);
               const Pool p = c.paged(dtype, bs, seed);
-              for (const KernelTable* kt : tables()) {
+              for (const KernelTable* kt : available_kernels()) {
                 expect_close(c, k, v, c.run(*kt, p, pool), want, describe(*kt, dtype, bs, s));
               }
             }
@@ -179,11 +172,11 @@ TEST(PagedAttention, LargeGroupsAndOddHeadSizes) {
     for (int64_t n_head : {8, 16}) {
       for (int64_t hd : {1, 7, 8, 16, 24, 33, 48, 256, 272}) {
         AttentionShape s{n_head, 1, hd, 0.5f, 0, 0.0f};
-        Case c(s, 70, {3, 30, 69}, seed++);
+        PagedCase c(s, 70, {3, 30, 69}, seed++);
         const std::vector<float> k = dtype == KvDtype::F16 ? fp16_rounded(c.k) : c.k;
         const std::vector<float> v = dtype == KvDtype::F16 ? fp16_rounded(c.v) : c.v;
         const Pool p = c.paged(dtype, 3, seed);
-        for (const KernelTable* kt : tables()) {
+        for (const KernelTable* kt : available_kernels()) {
           expect_close(c, k, v, c.run(*kt, p, pool), c.ref(k, v), describe(*kt, dtype, 3, s));
         }
       }
@@ -196,7 +189,7 @@ TEST(PagedAttention, LargeGroupsAndOddHeadSizes) {
 TEST(PagedAttention, ScalarF32EqualsContiguousScalarExactly) {
   ThreadPool pool(2);
   AttentionShape s{4, 2, 24, 0.3f, 9, 0.0f};
-  Case c(s, 50, {0, 8, 9, 30, 49}, 7);
+  PagedCase c(s, 50, {0, 8, 9, 30, 49}, 7);
   const Pool p = c.paged(KvDtype::F32, 3, 7);
   std::vector<float> want(c.q.size());
   attention_with(scalar_kernels(), s, c.q.data(), c.q_pos.data(), c.num_tokens(), c.k.data(), c.v.data(), c.n_ctx,
@@ -212,10 +205,10 @@ TEST(PagedAttention, ThreadCountAndGroupSplitDoNotChangeResults) {
   ThreadPool one(1), two(2), three(3), five(5);
   for (int64_t hd : {40, 48}) {
     AttentionShape s{8, 1, hd, 0.2f, 0, 0.0f};
-    Case c(s, 90, {89}, 5);
+    PagedCase c(s, 90, {89}, 5);
     for (KvDtype dtype : {KvDtype::F32, KvDtype::F16}) {
       const Pool p = c.paged(dtype, 16, 5);
-      for (const KernelTable* kt : tables()) {
+      for (const KernelTable* kt : available_kernels()) {
         const auto a = c.run(*kt, p, one);
         for (ThreadPool* tp : {&two, &three, &five}) {
           const auto b = c.run(*kt, p, *tp);
@@ -233,7 +226,7 @@ TEST(PagedAttention, ThreadCountAndGroupSplitDoNotChangeResults) {
 TEST(PagedAttention, ReadsOnlyVisiblePositions) {
   ThreadPool pool(2);
   AttentionShape s{2, 1, 16, 0.25f, 6, 0.0f};
-  Case c(s, 60, {40, 41, 45}, 11);
+  PagedCase c(s, 60, {40, 41, 45}, 11);
   const int64_t kv = c.kv_dim();
   std::vector<float> poisoned_k = c.k, poisoned_v = c.v;
   for (int64_t j = 0; j < c.n_ctx; ++j) {
@@ -244,13 +237,13 @@ TEST(PagedAttention, ReadsOnlyVisiblePositions) {
     }
   }
   for (KvDtype dtype : {KvDtype::F32, KvDtype::F16}) {
-    Case poisoned = c;
+    PagedCase poisoned = c;
     poisoned.k = poisoned_k;
     poisoned.v = poisoned_v;
     const Pool p = poisoned.paged(dtype, 4, 3);
     const std::vector<float> k = dtype == KvDtype::F16 ? fp16_rounded(c.k) : c.k;
     const std::vector<float> v = dtype == KvDtype::F16 ? fp16_rounded(c.v) : c.v;
-    for (const KernelTable* kt : tables()) {
+    for (const KernelTable* kt : available_kernels()) {
       const auto got = poisoned.run(*kt, p, pool);
       for (float x : got) ASSERT_TRUE(std::isfinite(x)) << isa_name(kt->isa);
       expect_close(c, k, v, got, c.ref(k, v), describe(*kt, dtype, 4, s));
@@ -263,11 +256,11 @@ TEST(PagedAttention, ReadsOnlyVisiblePositions) {
 TEST(PagedAttention, WindowOfOneReturnsOwnValue) {
   ThreadPool pool(2);
   AttentionShape s{2, 1, 12, 0.3f, 1, 0.0f};
-  Case c(s, 20, {3, 17}, 9);
+  PagedCase c(s, 20, {3, 17}, 9);
   for (KvDtype dtype : {KvDtype::F32, KvDtype::F16}) {
     const Pool p = c.paged(dtype, 3, 1);
     const std::vector<float> v = dtype == KvDtype::F16 ? fp16_rounded(c.v) : c.v;
-    for (const KernelTable* kt : tables()) {
+    for (const KernelTable* kt : available_kernels()) {
       const auto out = c.run(*kt, p, pool);
       for (int64_t t = 0; t < 2; ++t) {
         for (int64_t h = 0; h < 2; ++h) {
@@ -287,12 +280,12 @@ TEST(PagedAttention, TableWithReleasedLeadingBlocksMatchesFullTable) {
   ThreadPool pool(2);
   AttentionShape s{4, 2, 8, 0.35f, 7, 0.0f};
   const int64_t bs = 3;
-  Case c(s, 40, {30, 33, 39}, 21);  // windows start at 24: logical blocks 8.. are needed
+  PagedCase c(s, 40, {30, 33, 39}, 21);  // windows start at 24: logical blocks 8.. are needed
   for (KvDtype dtype : {KvDtype::F32, KvDtype::F16}) {
     const Pool p = c.paged(dtype, bs, 5);
     for (int64_t first : {int64_t{0}, int64_t{5}, int64_t{8}}) {
       const std::vector<int32_t> tail(p.table.begin() + first, p.table.end());
-      for (const KernelTable* kt : tables()) {
+      for (const KernelTable* kt : available_kernels()) {
         std::vector<float> want(c.q.size()), got(c.q.size());
         paged_attention_with(*kt, s, c.q.data(), c.q_pos.data(), c.num_tokens(), p.kv, p.table, c.n_ctx,
                              want.data(), pool);

@@ -40,7 +40,7 @@ bool intermediate_only(TensorType t) { return t == TensorType::Q8_1 || t == Tens
 
 std::string type_name(TensorType t) { return std::string(gguf::tensor_type_name(t)); }
 
-struct Case {
+struct CrosscheckCase {
   TensorType type;
   int64_t n;                  // elements
   std::vector<uint8_t> bytes;
@@ -50,7 +50,7 @@ struct Case {
 // declines the type). Returns false with *why set when gguf or numpy cannot
 // be imported, and false with a test failure added (and *why empty) when
 // anything else goes wrong.
-bool run_gguf_decoder(const std::vector<Case>& cases, std::vector<std::vector<float>>* decoded, std::string* why) {
+bool run_gguf_decoder(const std::vector<CrosscheckCase>& cases, std::vector<std::vector<float>>* decoded, std::string* why) {
   const fs::path script = fs::path(__FILE__).parent_path() / "quant_crosscheck.py";
   if (!fs::exists(script)) {
     ADD_FAILURE() << "decoder script not found at " << script.string();
@@ -65,7 +65,7 @@ bool run_gguf_decoder(const std::vector<Case>& cases, std::vector<std::vector<fl
   std::string command;
   const char* python = std::getenv("TOKENMILL_PYTHON");
   command = std::string(python != nullptr && python[0] ? python : "python3") + " '" + script.string() + "' " + dir;
-  for (const Case& c : cases) {
+  for (const CrosscheckCase& c : cases) {
     std::ofstream(fs::path(dir) / (type_name(c.type) + ".bin"), std::ios::binary)
         .write(reinterpret_cast<const char*>(c.bytes.data()), static_cast<std::streamsize>(c.bytes.size()));
     command += " " + type_name(c.type);
@@ -103,7 +103,7 @@ bool run_gguf_decoder(const std::vector<Case>& cases, std::vector<std::vector<fl
 // Compares our decoding with gguf's. Tolerance: 1e-6 of the largest
 // magnitude in the element's block, enough for the two decoders' different
 // float association order (a few ulps), far below any layout mistake.
-void compare_with_gguf(const std::vector<Case>& cases) {
+void compare_with_gguf(const std::vector<CrosscheckCase>& cases) {
   std::vector<std::vector<float>> theirs;
   std::string why;
   if (!run_gguf_decoder(cases, &theirs, &why)) {
@@ -111,7 +111,7 @@ void compare_with_gguf(const std::vector<Case>& cases) {
     TM_MISSING_DEPENDENCY(why);
   }
   for (size_t c = 0; c < cases.size(); ++c) {
-    const Case& k = cases[c];
+    const CrosscheckCase& k = cases[c];
     if (theirs[c].empty()) {
       EXPECT_TRUE(intermediate_only(k.type)) << "gguf could not decode " << type_name(k.type);
       continue;
@@ -140,10 +140,10 @@ void put_half(uint8_t* p, float v) {
 
 // Random bytes for n elements of the type, with every fp16/fp32 scale field
 // replaced by a finite value in [-2, 2] and float payloads kept finite.
-Case random_case(TensorType type, int64_t num_blocks, std::mt19937& rng) {
+CrosscheckCase random_case(TensorType type, int64_t num_blocks, std::mt19937& rng) {
   const auto& info = gguf::tensor_type_info(type);
   const int64_t bpb = info.bytes_per_block;
-  Case c{type, num_blocks * info.block_size, std::vector<uint8_t>(num_blocks * bpb)};
+  CrosscheckCase c{type, num_blocks * info.block_size, std::vector<uint8_t>(num_blocks * bpb)};
   for (auto& byte : c.bytes) byte = static_cast<uint8_t>(rng());
   std::uniform_real_distribution<float> scale(-2.0f, 2.0f);
   for (int64_t b = 0; b < num_blocks; ++b) {
@@ -178,7 +178,7 @@ Case random_case(TensorType type, int64_t num_blocks, std::mt19937& rng) {
 
 TEST(QuantCrosscheck, RandomBlocksDecodeLikeGguf) {
   std::mt19937 rng(42);
-  std::vector<Case> cases;
+  std::vector<CrosscheckCase> cases;
   for (TensorType t : kAllTypes) cases.push_back(random_case(t, t == TensorType::F32 ? 512 : 64, rng));
   compare_with_gguf(cases);
 }
@@ -190,9 +190,9 @@ TEST(QuantCrosscheck, OurEncodingsDecodeLikeGguf) {
   std::vector<float> x(n), importance(n);
   for (auto& v : x) v = dist(rng);
   for (auto& v : importance) v = std::exp(dist(rng) * 40.0f);  // spread over ~e^{+-4}
-  std::vector<Case> cases;
+  std::vector<CrosscheckCase> cases;
   for (TensorType t : kAllTypes) {
-    Case c{t, n, std::vector<uint8_t>(gguf::row_bytes(t, n))};
+    CrosscheckCase c{t, n, std::vector<uint8_t>(gguf::row_bytes(t, n))};
     quantize_row_ref(t, x.data(), c.bytes.data(), n, importance.data());
     cases.push_back(std::move(c));
   }

@@ -12,6 +12,7 @@
 #include "gguf/tensor_type.h"
 #include "kernels/quant.h"
 #include "kernels/quant_blocks.h"
+#include "kernels/test_util.h"
 #include "util/fp16.h"
 
 namespace tokenmill::kernels {
@@ -19,13 +20,7 @@ namespace {
 
 using gguf::TensorType;
 
-std::vector<float> gaussian(int64_t n, uint32_t seed, float sigma = 1.0f) {
-  std::mt19937 rng(seed);
-  std::normal_distribution<float> dist(0.0f, sigma);
-  std::vector<float> x(n);
-  for (auto& v : x) v = dist(rng);
-  return x;
-}
+using testing::gaussian;
 
 std::vector<uint8_t> quantize(TensorType type, const std::vector<float>& x, const float* importance = nullptr) {
   std::vector<uint8_t> bytes(gguf::row_bytes(type, static_cast<int64_t>(x.size())));

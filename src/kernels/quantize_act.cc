@@ -5,11 +5,11 @@
 #include <cmath>
 
 #include "util/check.h"
+#include "util/int_math.h"
 
 namespace tokenmill::kernels {
 namespace {
 
-int64_t round_up(int64_t a, int64_t b) { return (a + b - 1) / b * b; }
 
 }  // namespace
 

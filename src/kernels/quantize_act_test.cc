@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "kernels/dispatch.h"
-#include "kernels/matmul_test_util.h"
+#include "kernels/test_util.h"
 
 namespace tokenmill::kernels {
 namespace {

@@ -12,7 +12,7 @@
 #include <vector>
 
 #include "kernels/dispatch.h"
-#include "kernels/matmul_test_util.h"
+#include "kernels/test_util.h"
 
 namespace tokenmill::kernels {
 namespace {
@@ -21,11 +21,7 @@ using gguf::TensorType;
 using testing::Acts;
 using testing::Weights;
 
-constexpr TensorType kTypes[] = {TensorType::Q4_0, TensorType::Q4_1, TensorType::Q5_0, TensorType::Q5_1,
-                                 TensorType::Q8_0, TensorType::Q2_K, TensorType::Q3_K, TensorType::Q4_K,
-                                 TensorType::Q5_K, TensorType::Q6_K};
-
-std::vector<int64_t> col_counts(TensorType type) {
+std::vector<int64_t> dot_lengths(TensorType type) {
   if (gguf::tensor_type_info(type).block_size == 32) return {32, 64, 96, 640};
   return {256, 512, 1280};
 }
@@ -38,9 +34,9 @@ std::vector<float> activations(int64_t n, uint32_t seed) {
 
 TEST(VecDot, EveryTypeMatchesReference) {
   if (!cpu_features().supports_avx2_kernels()) GTEST_SKIP() << "no AVX2";
-  for (TensorType type : kTypes) {
+  for (TensorType type : testing::kBlockQuantTypes) {
     ASSERT_TRUE(avx2::q16_supports(type)) << gguf::tensor_type_name(type);
-    for (int64_t cols : col_counts(type)) {
+    for (int64_t cols : dot_lengths(type)) {
       const int64_t rows = 13;
       Weights w(type, rows, cols, static_cast<uint32_t>(cols) + 1);
       for (int64_t nt = 1; nt <= 4; ++nt) {
@@ -92,7 +88,7 @@ TEST(VecDot, ToleranceIsTightEnoughToCatchAWrongScale) {
 
 TEST(VecDot, RowSplitDoesNotChangeResults) {
   if (!cpu_features().supports_avx2_kernels()) GTEST_SKIP() << "no AVX2";
-  for (TensorType type : kTypes) {
+  for (TensorType type : testing::kBlockQuantTypes) {
     const int64_t cols = 512, rows = 29;
     Weights w(type, rows, cols, 9);
     const auto x = activations(3 * cols, 10);

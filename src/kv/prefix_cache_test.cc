@@ -12,7 +12,7 @@
 namespace tokenmill::kv {
 namespace {
 
-constexpr int32_t kBs = 4;
+constexpr int32_t kBlockSize = 4;
 
 std::vector<int32_t> iota_tokens(int n, int start = 100) {
   std::vector<int32_t> t(static_cast<size_t>(n));
@@ -22,7 +22,7 @@ std::vector<int32_t> iota_tokens(int n, int start = 100) {
 
 // A sequence that computed `tokens` into fresh blocks and published them.
 struct Computed {
-  BlockTable table{kBs};
+  BlockTable table{kBlockSize};
   std::vector<BlockHash> hashes;
 };
 
@@ -36,7 +36,7 @@ Computed compute_and_publish(PrefixCache& cache, BlockAllocator& a, uint64_t ns,
 
 TEST(PrefixCache, IdenticalPromptsShareFullBlocks) {
   BlockAllocator a(16);
-  PrefixCache cache(a, kBs);
+  PrefixCache cache(a, kBlockSize);
   const auto tokens = iota_tokens(10);  // 2 full blocks + 2 tokens
   Computed first = compute_and_publish(cache, a, 7, tokens);
   EXPECT_EQ(first.hashes.size(), 2u);  // the partial block is not published
@@ -68,7 +68,7 @@ TEST(PrefixCache, IdenticalPromptsShareFullBlocks) {
 
 TEST(PrefixCache, NeverCoversTheLastToken) {
   BlockAllocator a(16);
-  PrefixCache cache(a, kBs);
+  PrefixCache cache(a, kBlockSize);
   const auto tokens = iota_tokens(8);  // exactly 2 full blocks
   Computed c = compute_and_publish(cache, a, 1, tokens);
   // The same 8 tokens: the cap (8 - 1) / 4 = 1 block leaves 4 tokens to compute.
@@ -118,7 +118,7 @@ TEST(PrefixCache, DifferentNamespacesNeverShare) {
   variants[5].kv_dtype = "f32";
   variants[6].isolation = "tenant-x";
   BlockAllocator a(64);
-  PrefixCache cache(a, kBs);
+  PrefixCache cache(a, kBlockSize);
   const auto tokens = iota_tokens(9);
   Computed c = compute_and_publish(cache, a, namespace_id(base), tokens);
   EXPECT_EQ(cache.lookup(namespace_id(base), tokens).num_tokens, 8);
@@ -136,7 +136,7 @@ TEST(PrefixCache, DifferentNamespacesNeverShare) {
 
 TEST(PrefixCache, DuplicateContentIsNotPublishedTwice) {
   BlockAllocator a(16);
-  PrefixCache cache(a, kBs);
+  PrefixCache cache(a, kBlockSize);
   const auto tokens = iota_tokens(8);
   Computed c1 = compute_and_publish(cache, a, 1, tokens);
   Computed c2 = compute_and_publish(cache, a, 1, tokens);  // computed concurrently, not via a hit
@@ -151,7 +151,7 @@ TEST(PrefixCache, DuplicateContentIsNotPublishedTwice) {
 
 TEST(PrefixCache, EvictsLeastRecentlyUsedAndForgetsEvictedBlocks) {
   BlockAllocator a(4);
-  PrefixCache cache(a, kBs);
+  PrefixCache cache(a, kBlockSize);
   const auto p1 = iota_tokens(5, 0), p2 = iota_tokens(5, 10), p3 = iota_tokens(5, 20);
   Computed c1 = compute_and_publish(cache, a, 1, p1);  // block 0 cached, block 1 partial
   Computed c2 = compute_and_publish(cache, a, 1, p2);  // blocks 2 (cached), 3
@@ -178,7 +178,7 @@ TEST(PrefixCache, EvictsLeastRecentlyUsedAndForgetsEvictedBlocks) {
 
 TEST(PrefixCache, CountsLookupsHitsAndMisses) {
   BlockAllocator a(16);
-  PrefixCache cache(a, kBs);
+  PrefixCache cache(a, kBlockSize);
   const auto tokens = iota_tokens(10);
   Computed c = compute_and_publish(cache, a, 1, tokens);
   EXPECT_EQ(cache.stats().lookups, 0);
@@ -196,7 +196,7 @@ TEST(PrefixCache, CountsLookupsHitsAndMisses) {
 
 TEST(PrefixCache, DisabledCacheNeitherMatchesNorPublishes) {
   BlockAllocator a(16);
-  PrefixCache cache(a, kBs);
+  PrefixCache cache(a, kBlockSize);
   const auto tokens = iota_tokens(9);
   Computed c = compute_and_publish(cache, a, 1, tokens);
   c.table.free(a);
@@ -214,9 +214,9 @@ TEST(PrefixCache, DisabledCacheNeitherMatchesNorPublishes) {
 
 TEST(PrefixCache, PublishIsIncremental) {
   BlockAllocator a(16);
-  PrefixCache cache(a, kBs);
+  PrefixCache cache(a, kBlockSize);
   const auto tokens = iota_tokens(12);
-  BlockTable t(kBs);
+  BlockTable t(kBlockSize);
   std::vector<BlockCopy> copies;
   ASSERT_TRUE(t.append_slots(12, a, &copies));
   std::vector<BlockHash> hashes;
@@ -239,13 +239,13 @@ TEST(PrefixCache, PublishIsIncremental) {
 struct TwoGroups {
   BlockAllocator full{16};
   BlockAllocator window{8};
-  PrefixCache cache{full, kBs, true, WindowGroup{&window, 5}};
+  PrefixCache cache{full, kBlockSize, true, WindowGroup{&window, 5}};
 };
 
 // A sequence that computed `tokens` into both groups and published them.
 struct ComputedTwo {
-  BlockTable table{kBs};
-  BlockTable wtable{kBs};
+  BlockTable table{kBlockSize};
+  BlockTable wtable{kBlockSize};
   std::vector<BlockHash> hashes;
 };
 ComputedTwo compute_two(TwoGroups& g, const std::vector<int32_t>& tokens) {

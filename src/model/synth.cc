@@ -34,7 +34,7 @@ const Preset kPresets[] = {
 
 // Largest accepted size of any one dimension: keeps every product of two or
 // three dimensions far from int64 overflow.
-constexpr int64_t kMaxDim = int64_t{1} << 24;
+constexpr int64_t kMaxSynthDim = int64_t{1} << 24;
 
 constexpr float kNormJitter = 0.02f;
 constexpr float kBiasStd = 0.02f;
@@ -129,7 +129,7 @@ class Planner {
 };
 
 void check_positive(std::string_view what, int64_t value) {
-  if (value < 1 || value > kMaxDim) fail("{} must be in 1..{}, got {}", what, kMaxDim, value);
+  if (value < 1 || value > kMaxSynthDim) fail("{} must be in 1..{}, got {}", what, kMaxSynthDim, value);
 }
 
 const Preset& find_preset(std::string_view name) {

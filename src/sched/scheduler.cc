@@ -7,12 +7,12 @@
 
 #include "util/check.h"
 #include "util/error.h"
+#include "util/int_math.h"
 
 namespace tokenmill::sched {
 
 namespace {
 
-int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
 }  // namespace
 

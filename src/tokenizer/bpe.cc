@@ -7,14 +7,14 @@
 namespace tokenmill::tokenizer {
 namespace {
 
-struct Symbol {
+struct BpeSymbol {
   int prev;
   int next;
   size_t start;
   size_t n;  // 0 once merged into its left neighbour
 };
 
-struct Bigram {
+struct BpeBigram {
   int left;
   int right;
   int32_t rank;
@@ -22,9 +22,9 @@ struct Bigram {
   size_t right_n;
 };
 
-struct BigramOrder {
+struct BpeBigramOrder {
   // Lowest rank first; on ties the leftmost pair.
-  bool operator()(const Bigram& a, const Bigram& b) const {
+  bool operator()(const BpeBigram& a, const BpeBigram& b) const {
     return a.rank > b.rank || (a.rank == b.rank && a.left > b.left);
   }
 };
@@ -38,10 +38,10 @@ class BpeSession {
     split_characters();
     for (int i = 1; i < static_cast<int>(symbols_.size()); ++i) try_add_bigram(i - 1, i);
     while (!queue_.empty()) {
-      Bigram bigram = queue_.top();
+      BpeBigram bigram = queue_.top();
       queue_.pop();
-      Symbol& left = symbols_[bigram.left];
-      Symbol& right = symbols_[bigram.right];
+      BpeSymbol& left = symbols_[bigram.left];
+      BpeSymbol& right = symbols_[bigram.right];
       if (left.n == 0 || right.n == 0 || left.n != bigram.left_n || right.n != bigram.right_n) {
         continue;  // stale
       }
@@ -53,7 +53,7 @@ class BpeSession {
       try_add_bigram(bigram.left, left.next);
     }
     std::vector<std::string_view> pieces;
-    for (const Symbol& s : symbols_) {
+    for (const BpeSymbol& s : symbols_) {
       if (s.n > 0) pieces.push_back(word_.substr(s.start, s.n));
     }
     return pieces;
@@ -65,7 +65,7 @@ class BpeSession {
     int index = 0;
     while (offs < word_.size()) {
       size_t len = std::min(utf8_char_length(static_cast<uint8_t>(word_[offs])), word_.size() - offs);
-      symbols_.push_back(Symbol{index - 1, offs + len == word_.size() ? -1 : index + 1, offs, len});
+      symbols_.push_back(BpeSymbol{index - 1, offs + len == word_.size() ? -1 : index + 1, offs, len});
       offs += len;
       ++index;
     }
@@ -73,17 +73,17 @@ class BpeSession {
 
   void try_add_bigram(int left, int right) {
     if (left < 0 || right < 0) return;
-    const Symbol& l = symbols_[left];
-    const Symbol& r = symbols_[right];
+    const BpeSymbol& l = symbols_[left];
+    const BpeSymbol& r = symbols_[right];
     int32_t rank = merges_.rank(word_.substr(l.start, l.n), word_.substr(r.start, r.n));
     if (rank < 0) return;
-    queue_.push(Bigram{left, right, rank, l.n, r.n});
+    queue_.push(BpeBigram{left, right, rank, l.n, r.n});
   }
 
   const BpeMerges& merges_;
   std::string_view word_;
-  std::vector<Symbol> symbols_;
-  std::priority_queue<Bigram, std::vector<Bigram>, BigramOrder> queue_;
+  std::vector<BpeSymbol> symbols_;
+  std::priority_queue<BpeBigram, std::vector<BpeBigram>, BpeBigramOrder> queue_;
 };
 
 }  // namespace

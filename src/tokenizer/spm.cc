@@ -10,23 +10,23 @@ namespace tokenmill::tokenizer {
 namespace {
 
 // A run of text in the doubly linked list of symbols; n == 0 once merged away.
-struct Symbol {
+struct SpmSymbol {
   int prev;
   int next;
   size_t start;
   size_t n;
 };
 
-struct Bigram {
+struct SpmBigram {
   int left;
   int right;
   float score;
   size_t size;  // bytes of the merged text, to recognise stale entries
 };
 
-struct BigramOrder {
+struct SpmBigramOrder {
   // Highest score first; on ties the leftmost pair.
-  bool operator()(const Bigram& a, const Bigram& b) const {
+  bool operator()(const SpmBigram& a, const SpmBigram& b) const {
     return a.score < b.score || (a.score == b.score && a.left > b.left);
   }
 };
@@ -39,10 +39,10 @@ class SpmSession {
     split_characters();
     for (int i = 1; i < static_cast<int>(symbols_.size()); ++i) try_add_bigram(i - 1, i);
     while (!queue_.empty()) {
-      Bigram bigram = queue_.top();
+      SpmBigram bigram = queue_.top();
       queue_.pop();
-      Symbol& left = symbols_[bigram.left];
-      Symbol& right = symbols_[bigram.right];
+      SpmSymbol& left = symbols_[bigram.left];
+      SpmSymbol& right = symbols_[bigram.right];
       if (left.n == 0 || right.n == 0 || left.n + right.n != bigram.size) continue;  // stale
       left.n += right.n;
       right.n = 0;
@@ -64,7 +64,7 @@ class SpmSession {
       // would swallow the following bytes with it; one byte keeps them intact).
       const int n = utf8_check_sequence(text_.substr(offs));
       const size_t len = n > 0 ? static_cast<size_t>(n) : 1;
-      Symbol sym{index - 1, offs + len == text_.size() ? -1 : index + 1, offs, len};
+      SpmSymbol sym{index - 1, offs + len == text_.size() ? -1 : index + 1, offs, len};
       symbols_.push_back(sym);
       offs += len;
       ++index;
@@ -73,17 +73,17 @@ class SpmSession {
 
   void try_add_bigram(int left, int right) {
     if (left < 0 || right < 0) return;
-    const Symbol& l = symbols_[left];
-    const Symbol& r = symbols_[right];
+    const SpmSymbol& l = symbols_[left];
+    const SpmSymbol& r = symbols_[right];
     // Adjacent live symbols are contiguous in the text.
     int32_t id = vocab_.find(text_.substr(l.start, l.n + r.n));
     if (id == kNoToken) return;
-    queue_.push(Bigram{left, right, vocab_.score(id), l.n + r.n});
+    queue_.push(SpmBigram{left, right, vocab_.score(id), l.n + r.n});
   }
 
   // Every merged symbol is a token by construction; only single characters
   // can be missing from the vocabulary, and those become byte tokens.
-  void emit(const Symbol& sym, const std::array<int32_t, 256>& byte_tokens,
+  void emit(const SpmSymbol& sym, const std::array<int32_t, 256>& byte_tokens,
             std::vector<int32_t>& out) const {
     std::string_view piece = text_.substr(sym.start, sym.n);
     int32_t id = vocab_.find(piece);
@@ -99,8 +99,8 @@ class SpmSession {
 
   const Vocabulary& vocab_;
   std::string_view text_;
-  std::vector<Symbol> symbols_;
-  std::priority_queue<Bigram, std::vector<Bigram>, BigramOrder> queue_;
+  std::vector<SpmSymbol> symbols_;
+  std::priority_queue<SpmBigram, std::vector<SpmBigram>, SpmBigramOrder> queue_;
 };
 
 }  // namespace

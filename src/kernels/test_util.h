@@ -1,4 +1,4 @@
-// Helpers shared by the matmul, vec_dot and gemm tests (test code only).
+// Helpers shared by the kernel tests (test code only).
 #pragma once
 
 #include <cmath>
@@ -12,6 +12,12 @@
 #include "kernels/quantize_act.h"
 
 namespace tokenmill::kernels::testing {
+
+// The block-quantized weight types with integer dot products.
+constexpr gguf::TensorType kBlockQuantTypes[] = {
+    gguf::TensorType::Q4_0, gguf::TensorType::Q4_1, gguf::TensorType::Q5_0, gguf::TensorType::Q5_1,
+    gguf::TensorType::Q8_0, gguf::TensorType::Q2_K, gguf::TensorType::Q3_K, gguf::TensorType::Q4_K,
+    gguf::TensorType::Q5_K, gguf::TensorType::Q6_K};
 
 inline std::vector<float> gaussian(int64_t n, uint32_t seed, float scale = 1.0f) {
   std::mt19937 rng(seed);
