@@ -33,6 +33,20 @@ KernelTable make_scalar_table() {
   return t;
 }
 
+// The table entry for an ISA's interleaved product: checks the contract,
+// then multiplies the copy matmul found on the weights.
+template <auto kGemm>
+void gemm_interleaved_entry(const WeightView& w, int64_t row_begin, int64_t row_end, const QuantizedActs& a,
+                            int64_t num_tokens, float* y) {
+  TM_CHECK(w.interleaved != nullptr);
+  TM_CHECK_MSG(interleave_supported(w.type), "gemm_interleaved: no interleaved layout for this type");
+  kGemm(w.type, static_cast<const uint8_t*>(w.interleaved), w.rows, w.cols, row_begin, row_end, a, num_tokens, y,
+        w.rows);
+}
+
+// Products with AVX2, FMA and F16C: row kernels for decode, per-call packed
+// GEMMs, and the kernels for Q4_0, Q8_0, Q4_K and Q6_K weights interleaved
+// at load.
 KernelTable make_avx2_table() {
   KernelTable t;
   t.isa = Isa::kAvx2;
@@ -57,6 +71,7 @@ KernelTable make_avx2_table() {
   t.pack_q16_blocks_supports = avx2::pack_q16_blocks_supports;
   t.pack_q16_blocks = avx2::pack_q16_blocks;
   t.gemm_q16_packed = avx2::gemm_q16_packed;
+  t.gemm_interleaved = gemm_interleaved_entry<avx2::gemm_interleaved>;
   // kernels_bench GemmSwitch, 2048 x 5632, per core, packed against row
   // kernel: Q4_K 95 / 98 GFLOP/s at 16 tokens; Q4_0 (packed straight from
   // its blocks) 89 / 101 at 8, 110 / 101 at 12.
@@ -67,24 +82,15 @@ KernelTable make_avx2_table() {
   return t;
 }
 
-void gemm_interleaved_avx512(const WeightView& w, int64_t row_begin, int64_t row_end, const QuantizedActs& a,
-                             int64_t num_tokens, float* y) {
-  TM_CHECK(w.interleaved != nullptr);
-  TM_CHECK_MSG(interleave_supported(w.type), "gemm_interleaved: no interleaved layout for this type");
-  avx512::gemm_interleaved(w.type, static_cast<const uint8_t*>(w.interleaved), w.rows, w.cols, row_begin, row_end, a,
-                           num_tokens, y, w.rows);
-}
-
 // The AVX2 table with the 512-bit int16 GEMM micro-kernel (bit-identical
 // results, about 1.7x the products per cycle on Zen 5), the 512-bit FP32
-// GEMM micro-kernel and the kernels for Q4_0, Q8_0, Q4_K and Q6_K weights interleaved at
-// load.
+// GEMM micro-kernel and the 512-bit interleaved kernels (vpdpwssd).
 KernelTable make_avx512_table() {
   KernelTable t = make_avx2_table();
   t.isa = Isa::kAvx512;
   t.gemm_q16_packed = avx512::gemm_q16_packed;
   t.gemm_packed = avx512::gemm_packed;
-  t.gemm_interleaved = gemm_interleaved_avx512;
+  t.gemm_interleaved = gemm_interleaved_entry<avx512::gemm_interleaved>;
   t.paged_attend_group = avx512::paged_attend_group;
   // The faster micro-kernel repays the per-call packing sooner: packed
   // against row kernel, Q4_K 80 / 104 GFLOP/s at 8 tokens, 102 / 90 at 12;

@@ -96,6 +96,15 @@ void gemm_q16_packed(const int16_t* packed_q, const float* packed_scale, const f
                      int bias, int64_t num_rows, int64_t cols, const QuantizedActs& a, int64_t num_tokens, float* y,
                      int64_t y_stride);
 
+// Rows [row_begin, row_end) of a matrix of `type` (Q4_0, Q8_0, Q4_K or
+// Q6_K: interleave_supported) in its x 16 layout (interleave.h) times the
+// quantized activations of num_tokens tokens: y[t * y_stride + r].
+// row_begin is a multiple of 16, row_end one too or `rows`. Results equal
+// gemm_q16_packed's on the same rows, bit for bit
+// (gemm_interleaved_avx2.cc).
+void gemm_interleaved(gguf::TensorType type, const uint8_t* packed, int64_t rows, int64_t cols, int64_t row_begin,
+                      int64_t row_end, const QuantizedActs& a, int64_t num_tokens, float* y, int64_t y_stride);
+
 }  // namespace avx2
 
 namespace avx512 {
@@ -112,12 +121,8 @@ void gemm_q16_packed(const int16_t* packed_q, const float* packed_scale, const f
                      int bias, int64_t num_rows, int64_t cols, const QuantizedActs& a, int64_t num_tokens, float* y,
                      int64_t y_stride);
 
-// Rows [row_begin, row_end) of a matrix of `type` (Q4_0, Q8_0, Q4_K or
-// Q6_K: interleave_supported) in its x 16 layout (interleave.h) times the
-// quantized activations of num_tokens tokens: y[t * y_stride + r].
-// row_begin is a multiple of 16, row_end one too or `rows`. Results equal
-// gemm_q16_packed's on the same rows, bit for bit
-// (gemm_interleaved_avx512.cc).
+// avx2::gemm_interleaved with 512-bit vectors and vpdpwssd
+// (gemm_interleaved_avx512.cc): same layouts, same contract, same bits.
 void gemm_interleaved(gguf::TensorType type, const uint8_t* packed, int64_t rows, int64_t cols, int64_t row_begin,
                       int64_t row_end, const QuantizedActs& a, int64_t num_tokens, float* y, int64_t y_stride);
 

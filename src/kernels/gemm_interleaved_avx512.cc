@@ -16,6 +16,7 @@
 #include <immintrin.h>
 
 #include "kernels/gemm.h"
+#include "kernels/gemm_interleaved_walk.h"
 #include "kernels/interleave.h"
 #include "kernels/math_avx512.h"
 
@@ -29,8 +30,6 @@ constexpr int kTokens = 6;
 // 63.0 / 66.6 tok/s (7, 10 and 6 runs); Q4_K needed the next super-block
 // (see q4_k_unit).
 constexpr int64_t kDecodePrefetchBytes = 16 * kQ4_0x16BlockBytes;
-// Activations (int16) up to this size are walked group by group (gemm()).
-constexpr int64_t kGroupOrderActBytes = int64_t{256} << 10;
 
 inline __m256i load256(const uint8_t* p) { return _mm256_load_si256(reinterpret_cast<const __m256i*>(p)); }
 
@@ -43,20 +42,6 @@ inline __m512 signed_bytes_to_float(const uint8_t* p) {
   return to_float(_mm512_maskz_cvtepi8_epi32(static_cast<__mmask16>(0xFFFF), _mm_load_si128(reinterpret_cast<const __m128i*>(p))));
 }
 
-struct Args {
-  const uint8_t* w;  // the group's first unit (Q4_0: block, Q4_K: super-block) of the chunk
-  int64_t num_units;
-  const int16_t* q;  // token t: q + t * q_stride, at the chunk's first column
-  int64_t q_stride;
-  const float* d;    // token t, 32-column block b of the chunk: d[t * act_blocks + b]
-  const float* s32;
-  int64_t act_blocks;
-  float* y;          // token t: y + t * y_stride, at the group's first row
-  int64_t y_stride;
-  int64_t valid;     // rows of the group that exist (16 but for the last group)
-  int64_t prefetch;  // bytes from a unit to the one whose lines it prefetches (gemm())
-};
-
 // Independent integer accumulators per token and block: vpdpwssd has a
 // latency of several cycles, so one chain per token leaves the multiply
 // pipes idle when there are few tokens (decode: one). Integer sums are
@@ -66,7 +51,7 @@ constexpr int kChains = T == 1 ? 4 : T == 2 ? 2 : 1;
 
 // acc[t] += float(sum of the chains) * (scale * d_act) [+ bias * s32_act].
 template <int T, int C, bool kBias = true>
-inline void flush(const Args& m, int64_t blk, __m512i (&sums)[T][C], __m512 scale, __m512 bias, __m512 (&acc)[T]) {
+inline void flush(const InterleavedArgs& m, int64_t blk, __m512i (&sums)[T][C], __m512 scale, __m512 bias, __m512 (&acc)[T]) {
 #pragma GCC unroll 6
   for (int t = 0; t < T; ++t) {
     __m512i total = sums[t][0];
@@ -78,14 +63,9 @@ inline void flush(const Args& m, int64_t blk, __m512i (&sums)[T][C], __m512 scal
   }
 }
 
-// Prefetches the `bytes` at p into L1, a cache line at a time.
-inline void prefetch(const uint8_t* p, int64_t bytes) {
-  for (int64_t line = 0; line < bytes; line += 64) _mm_prefetch(reinterpret_cast<const char*>(p + line), _MM_HINT_T0);
-}
-
 // One 32-bit lane per row: token t's pairs w . a over the chains.
 template <int T, int C>
-inline void dot_pair(const Args& m, __m512i w, int64_t col, int chain, __m512i (&sums)[T][C]) {
+inline void dot_pair(const InterleavedArgs& m, __m512i w, int64_t col, int chain, __m512i (&sums)[T][C]) {
 #pragma GCC unroll 6
   for (int t = 0; t < T; ++t) sums[t][chain] = _mm512_dpwssd_epi32(sums[t][chain], w, bcast_pair(m.q + t * m.q_stride + col));
 }
@@ -94,7 +74,7 @@ inline void dot_pair(const Args& m, __m512i w, int64_t col, int chain, __m512i (
 // consecutive 32-byte segments at seg; activations of block a at column
 // qa, of block b at qb (pair p at + 2 p).
 template <int T, int C>
-inline void nibble_pairs(const uint8_t* seg, int n, const Args& m, int64_t qa, int64_t qb, __m512i (&sa)[T][C],
+inline void nibble_pairs(const uint8_t* seg, int n, const InterleavedArgs& m, int64_t qa, int64_t qb, __m512i (&sa)[T][C],
                          __m512i (&sb)[T][C]) {
   const __m512i low4 = _mm512_set1_epi16(15);
 #pragma GCC unroll 16
@@ -128,10 +108,10 @@ inline void clear(__m512i (&sums)[T][C]) {
 // nibbles) and p + 8 (high), both of the same block, so the two halves of
 // the block's sum are kept apart only to give the chains more parallelism.
 template <int T>
-inline void q4_0_unit(const Args& m, int64_t u, __m512 (&acc)[T]) {
+inline void q4_0_unit(const InterleavedArgs& m, int64_t u, __m512 (&acc)[T]) {
   constexpr int C = kChains<T>;
   const uint8_t* bp = m.w + u * kQ4_0x16BlockBytes;
-  prefetch(bp + m.prefetch, kQ4_0x16BlockBytes);
+  prefetch_lines(bp + m.prefetch, kQ4_0x16BlockBytes);
   __m512i sa[T][C], sb[T][C];
   clear(sa);
   clear(sb);
@@ -148,10 +128,10 @@ inline void q4_0_unit(const Args& m, int64_t u, __m512 (&acc)[T]) {
 // Q8_0 x 16, one 32-column block per unit: segment p, sign-extended, is
 // column pair p of the 16 rows.
 template <int T>
-inline void q8_0_unit(const Args& m, int64_t u, __m512 (&acc)[T]) {
+inline void q8_0_unit(const InterleavedArgs& m, int64_t u, __m512 (&acc)[T]) {
   constexpr int C = kChains<T>;
   const uint8_t* bp = m.w + u * kQ8_0x16BlockBytes;
-  prefetch(bp + m.prefetch, kQ8_0x16BlockBytes);
+  prefetch_lines(bp + m.prefetch, kQ8_0x16BlockBytes);
   __m512i sums[T][C];
   clear(sums);
 #pragma GCC unroll 16
@@ -165,7 +145,7 @@ inline void q8_0_unit(const Args& m, int64_t u, __m512 (&acc)[T]) {
 // sub-blocks, segment p holds pair p of sub-block 2 k (low nibbles) and of
 // 2 k + 1 (high); the sub-blocks are flushed in order with their scales.
 template <int T>
-inline void q4_k_unit(const Args& m, int64_t u, __m512 (&acc)[T]) {
+inline void q4_k_unit(const InterleavedArgs& m, int64_t u, __m512 (&acc)[T]) {
   constexpr int C = kChains<T>;
   const uint8_t* bp = m.w + u * kQ4_Kx16BlockBytes;
   const __m512 d = fp16_to_float(load256(bp + kQ4_Kx16Scales));
@@ -176,7 +156,7 @@ inline void q4_k_unit(const Args& m, int64_t u, __m512 (&acc)[T]) {
     // The next unit's bytes (gemm()), a quarter per sub-block pair: its
     // scales sit 2 KB past its quants, where the hardware prefetcher,
     // following the quants, arrives too late (measured stalls on them).
-    prefetch(bp + m.prefetch + k * (kQ4_Kx16BlockBytes / 4), kQ4_Kx16BlockBytes / 4);
+    prefetch_lines(bp + m.prefetch + k * (kQ4_Kx16BlockBytes / 4), kQ4_Kx16BlockBytes / 4);
     __m512i sa[T][C], sb[T][C];
     clear(sa);
     clear(sb);
@@ -196,7 +176,7 @@ inline void q4_k_unit(const Args& m, int64_t u, __m512 (&acc)[T]) {
 // 0..7, sb: 8..15) and flushed in order, each with its own scale; no
 // additive term.
 template <int T>
-inline void q6_k_unit(const Args& m, int64_t u, __m512 (&acc)[T]) {
+inline void q6_k_unit(const InterleavedArgs& m, int64_t u, __m512 (&acc)[T]) {
   constexpr int C = kChains<T>;
   const uint8_t* bp = m.w + u * kQ6_Kx16BlockBytes;
   const __m512 d = fp16_to_float(load256(bp + kQ6_Kx16Scales + 256));
@@ -210,7 +190,7 @@ inline void q6_k_unit(const Args& m, int64_t u, __m512 (&acc)[T]) {
   };
   for (int64_t j = 0; j < 8; ++j) {
     // The next unit's bytes, an eighth per block (see q4_k_unit).
-    prefetch(bp + m.prefetch + j * (kQ6_Kx16BlockBytes / 8), kQ6_Kx16BlockBytes / 8);
+    prefetch_lines(bp + m.prefetch + j * (kQ6_Kx16BlockBytes / 8), kQ6_Kx16BlockBytes / 8);
     const uint8_t* blk = bp + 384 * j;
     const int64_t col = 256 * u + 32 * j;
     __m512i sa[T][C], sb[T][C];
@@ -234,19 +214,17 @@ inline void q6_k_unit(const Args& m, int64_t u, __m512 (&acc)[T]) {
   }
 }
 
-enum class Layout { kQ4_0, kQ8_0, kQ4_K, kQ6_K };
-
-template <int T, Layout L, bool kFirst, bool kPartial>
-void micro(const Args& m) {
+template <int T, gguf::TensorType L, bool kFirst, bool kPartial>
+void micro(const InterleavedArgs& m) {
   const __mmask16 mask = row_mask(m.valid);
   __m512 acc[T];
   load_tile<T, kFirst, kPartial>(m.y, m.y_stride, mask, acc);
   for (int64_t u = 0; u < m.num_units; ++u) {
-    if constexpr (L == Layout::kQ4_K) {
+    if constexpr (L == gguf::TensorType::Q4_K) {
       q4_k_unit<T>(m, u, acc);
-    } else if constexpr (L == Layout::kQ6_K) {
+    } else if constexpr (L == gguf::TensorType::Q6_K) {
       q6_k_unit<T>(m, u, acc);
-    } else if constexpr (L == Layout::kQ8_0) {
+    } else if constexpr (L == gguf::TensorType::Q8_0) {
       q8_0_unit<T>(m, u, acc);
     } else {
       q4_0_unit<T>(m, u, acc);
@@ -255,102 +233,25 @@ void micro(const Args& m) {
   store_tile<T, kPartial>(m.y, m.y_stride, mask, acc);
 }
 
-using MicroFn = void (*)(const Args&);
+using MicroFn = void (*)(const InterleavedArgs&);
 
-template <Layout L, bool kFirst, bool kPartial>
+template <gguf::TensorType L, bool kFirst, bool kPartial>
 constexpr MicroFn kByTokens[kTokens] = {micro<1, L, kFirst, kPartial>, micro<2, L, kFirst, kPartial>,
                                         micro<3, L, kFirst, kPartial>, micro<4, L, kFirst, kPartial>,
                                         micro<5, L, kFirst, kPartial>, micro<6, L, kFirst, kPartial>};
 
-template <Layout L>
+template <gguf::TensorType L>
 MicroFn micro_for(int64_t tokens, bool first, bool partial) {
   if (first) return partial ? kByTokens<L, true, true>[tokens - 1] : kByTokens<L, true, false>[tokens - 1];
   return partial ? kByTokens<L, false, true>[tokens - 1] : kByTokens<L, false, false>[tokens - 1];
 }
 
-template <Layout L>
+template <gguf::TensorType L>
 void gemm(const uint8_t* packed, int64_t rows, int64_t cols, int64_t row_begin, int64_t row_end, const QuantizedActs& a,
           int64_t num_tokens, float* y, int64_t y_stride) {
-  constexpr bool kSmallUnits = L == Layout::kQ4_0 || L == Layout::kQ8_0;
-  constexpr int64_t kUnitCols = kSmallUnits ? 32 : 256;
-  constexpr int64_t kUnitBytes = L == Layout::kQ4_0   ? kQ4_0x16BlockBytes
-                                 : L == Layout::kQ8_0 ? kQ8_0x16BlockBytes
-                                 : L == Layout::kQ4_K ? kQ4_Kx16BlockBytes
-                                                      : kQ6_Kx16BlockBytes;
-  const int64_t units = cols / kUnitCols;
-  const int64_t act_blocks = cols / 32;
-  const int64_t group_bytes = units * kUnitBytes;
-  const int64_t g0 = row_begin / kInterleaveRows;
-  const int64_t g1 = (row_end + kInterleaveRows - 1) / kInterleaveRows;
-  // Column chunks of 256 keep a group's weights in L1 while several token
-  // tiles pass over them; one tile (decode) reads each group once, front to
-  // back.
-  const int64_t chunk = num_tokens <= kTokens ? units : kPackChunk / kUnitCols;
-  // Few tokens (batched decode): the weights come from DRAM once per call
-  // and the first tile over each chunk waits for them, so walk them in
-  // memory order, group after group; the activations, read once per group,
-  // stay in L2. Many tokens (prefill): chunk after chunk, so a chunk's
-  // activations stay in L2 while every group passes over them.
-  const bool group_walk = num_tokens * cols * static_cast<int64_t>(sizeof(int16_t)) <= kGroupOrderActBytes;
-  // What the kernels prefetch, a unit at a time, is what comes next: one
-  // tile (decode) a few units further along the row; several tiles walking
-  // group by group the next chunk, a whole chunk's work ahead, so the first
-  // tile over it finds it loaded; chunk by chunk the same unit of the next
-  // group.
-  constexpr int64_t kDecodePrefetchUnits = kDecodePrefetchBytes / kUnitBytes > 0 ? kDecodePrefetchBytes / kUnitBytes : 1;
-  const int64_t prefetch = num_tokens <= kTokens ? kDecodePrefetchUnits * kUnitBytes
-                           : group_walk          ? chunk * kUnitBytes
-                                                 : group_bytes;
-  const auto run = [&](int64_t g, int64_t c0) {
-    const int64_t nu = units - c0 < chunk ? units - c0 : chunk;
-    const int64_t col0 = c0 * kUnitCols;
-    const int64_t r0 = g * kInterleaveRows;
-    const int64_t valid = rows - r0 < kInterleaveRows ? rows - r0 : kInterleaveRows;
-    for (int64_t t0 = 0; t0 < num_tokens; t0 += kTokens) {
-      const int64_t nt = num_tokens - t0 < kTokens ? num_tokens - t0 : kTokens;
-      const Args m{packed + g * group_bytes + c0 * kUnitBytes,
-                   nu,
-                   a.qs + t0 * cols + col0,
-                   cols,
-                   a.d + t0 * act_blocks + col0 / 32,
-                   a.s32 + t0 * act_blocks + col0 / 32,
-                   act_blocks,
-                   y + t0 * y_stride + r0,
-                   y_stride,
-                   valid,
-                   prefetch};
-      micro_for<L>(nt, c0 == 0, valid < kInterleaveRows)(m);
-    }
-  };
-  if (group_walk) {
-    for (int64_t g = g0; g < g1; ++g) {
-      for (int64_t c0 = 0; c0 < units; c0 += chunk) run(g, c0);
-    }
-  } else {
-    for (int64_t c0 = 0; c0 < units; c0 += chunk) {
-      for (int64_t g = g0; g < g1; ++g) run(g, c0);
-    }
-  }
-}
-
-// Prompts longer than this run in blocks of it, each over every weight: a
-// column chunk of the whole prompt's activations (tokens x 256 x 2 bytes)
-// would not stay in L2 while the groups pass over it. TinyLlama Q4_0, 2
-// threads, alternating builds: pp2000 211 tok/s unblocked, 263 with blocks
-// of 512, 266-276 with 256 and 275-281 with 128; pp512 303-307 with 512
-// (one block), 317-329 with 256, 325-327 with 128.
-constexpr int64_t kTokenBlock = 256;
-
-template <Layout L>
-void gemm_blocked(const uint8_t* packed, int64_t rows, int64_t cols, int64_t row_begin, int64_t row_end,
-                  const QuantizedActs& a, int64_t num_tokens, float* y, int64_t y_stride) {
-  const int64_t blocks = cols / 32;
-  for (int64_t t0 = 0; t0 < num_tokens; t0 += kTokenBlock) {
-    const int64_t nt = num_tokens - t0 < kTokenBlock ? num_tokens - t0 : kTokenBlock;
-    const QuantizedActs part{a.qs + t0 * cols, a.d + t0 * blocks, a.s32 + t0 * blocks,
-                             a.s16 == nullptr ? nullptr : a.s16 + t0 * 2 * blocks, a.cols};
-    gemm<L>(packed, rows, cols, row_begin, row_end, part, nt, y + t0 * y_stride, y_stride);
-  }
+  walk_interleaved<kTokens, kInterleavedUnitCols<L>, kInterleavedUnitBytes<L>, kDecodePrefetchBytes>(
+      packed, rows, cols, row_begin, row_end, a, num_tokens, y, y_stride,
+      [](const InterleavedArgs& m, int64_t tokens, bool first, bool partial) { micro_for<L>(tokens, first, partial)(m); });
 }
 
 }  // namespace
@@ -359,13 +260,13 @@ void gemm_interleaved(gguf::TensorType type, const uint8_t* packed, int64_t rows
                       int64_t row_end, const QuantizedActs& a, int64_t num_tokens, float* y, int64_t y_stride) {
   switch (type) {
     case gguf::TensorType::Q4_0:
-      return gemm_blocked<Layout::kQ4_0>(packed, rows, cols, row_begin, row_end, a, num_tokens, y, y_stride);
+      return gemm<gguf::TensorType::Q4_0>(packed, rows, cols, row_begin, row_end, a, num_tokens, y, y_stride);
     case gguf::TensorType::Q8_0:
-      return gemm_blocked<Layout::kQ8_0>(packed, rows, cols, row_begin, row_end, a, num_tokens, y, y_stride);
+      return gemm<gguf::TensorType::Q8_0>(packed, rows, cols, row_begin, row_end, a, num_tokens, y, y_stride);
     case gguf::TensorType::Q4_K:
-      return gemm_blocked<Layout::kQ4_K>(packed, rows, cols, row_begin, row_end, a, num_tokens, y, y_stride);
+      return gemm<gguf::TensorType::Q4_K>(packed, rows, cols, row_begin, row_end, a, num_tokens, y, y_stride);
     case gguf::TensorType::Q6_K:
-      return gemm_blocked<Layout::kQ6_K>(packed, rows, cols, row_begin, row_end, a, num_tokens, y, y_stride);
+      return gemm<gguf::TensorType::Q6_K>(packed, rows, cols, row_begin, row_end, a, num_tokens, y, y_stride);
     default:
       __builtin_trap();  // callers check interleave_supported()
   }

@@ -11,7 +11,6 @@
 // per 32 products where the FP32 kernel needs 4 FMAs: measured 77 against
 // 58 GMAC/s per core on this machine.
 #include <immintrin.h>
-#include <string.h>
 
 #include "kernels/gemm.h"
 #include "kernels/gemm_tiles.h"
@@ -21,12 +20,6 @@ namespace tokenmill::kernels::avx2 {
 namespace {
 
 constexpr int kTokens = 3;  // 6 int32 + 6 float accumulators, 2 weight vectors, 1 broadcast
-
-inline __m256i bcast_pair(const int16_t* p) {
-  int32_t v;
-  memcpy(&v, p, 4);
-  return _mm256_set1_epi32(v);
-}
 
 // In place: r[i] becomes column i of the 8 x 8 block of 32-bit elements whose
 // rows were r[0..7] (pure data movement: the float transpose on integer bits).

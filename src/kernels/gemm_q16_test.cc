@@ -18,17 +18,13 @@
 #include "kernels/dispatch.h"
 #include "kernels/gemm.h"
 #include "kernels/interleave.h"
-#include "kernels/matmul_test_util.h"
+#include "kernels/test_util.h"
 #include "kernels/vec_dot.h"
 
 namespace tokenmill::kernels {
 namespace {
 
 using gguf::TensorType;
-
-constexpr TensorType kTypes[] = {TensorType::Q4_0, TensorType::Q4_1, TensorType::Q5_0, TensorType::Q5_1,
-                                 TensorType::Q8_0, TensorType::Q2_K, TensorType::Q3_K, TensorType::Q4_K,
-                                 TensorType::Q5_K, TensorType::Q6_K};
 
 // Rows decoded by q16_decode_row: q [rows, cols], scale16 / bias16 [rows, cols / 16].
 struct Decoded {
@@ -45,7 +41,7 @@ struct Decoded {
 
 TEST(GemmQ16, DecodedRowsDescribeTheReferenceWeights) {
   if (!cpu_features().supports_avx2_kernels()) GTEST_SKIP() << "no AVX2";
-  for (TensorType type : kTypes) {
+  for (TensorType type : testing::kBlockQuantTypes) {
     const int64_t cols = 512;
     testing::Weights w(type, 3, cols, 5);
     const Decoded dec(w.view);
@@ -97,7 +93,7 @@ using GemmQ16Fn = void (*)(const int16_t*, const float*, const float*, bool, int
                            const QuantizedActs&, int64_t, float*, int64_t);
 
 void check_against_emulation(GemmQ16Fn gemm, const char* isa) {
-  for (TensorType type : kTypes) {
+  for (TensorType type : testing::kBlockQuantTypes) {
     const bool k_quant = gguf::tensor_type_info(type).block_size == 256;
     const Q16Layout layout = avx2::q16_layout(type);
     for (int64_t rows : {1, 7, 16, 17, 37}) {
@@ -175,20 +171,22 @@ TEST(GemmQ16, DirectPackEqualsDecodeThenPack) {
 }
 
 // Q4_0, Q8_0, Q4_K and Q6_K weights interleaved at load (interleave.h) and
-// multiplied by the AVX-512 kernels give the int16 path's numerics bit for
-// bit, for whole matrices and for row ranges (the units matmul hands to
-// threads), with tokens 1..7, 12, 13, 64 (token tiles of 6, column chunks
-// of 256, walked group by group) and 300 (from 640 columns on: a block of
-// 256 tokens with more than 256 KiB of activations, walked chunk by chunk,
-// then a block of 44 walked group by group).
-TEST(GemmQ16, InterleavedMatchesEmulationBitForBit) {
-  if (!cpu_features().supports_avx512_kernels()) GTEST_SKIP() << "no AVX-512 F/BW/VNNI on this CPU";
+// multiplied by an ISA's interleaved kernels give the int16 path's numerics
+// bit for bit, for whole matrices and for row ranges (the units matmul
+// hands to threads), with tokens 1..7, 12, 13, 64 (token tiles of 3 or 6,
+// column chunks of 256, walked group by group) and 300 (from 640 columns
+// on: a block of 256 tokens with more than 256 KiB of activations, walked
+// chunk by chunk, then a block of 44 walked group by group).
+using InterleavedGemm = void (*)(gguf::TensorType, const uint8_t*, int64_t, int64_t, int64_t, int64_t,
+                                 const QuantizedActs&, int64_t, float*, int64_t);
+
+void check_interleaved(InterleavedGemm gemm_interleaved) {
   for (TensorType type : {TensorType::Q4_0, TensorType::Q8_0, TensorType::Q4_K, TensorType::Q6_K}) {
     const bool super_blocks = type == TensorType::Q4_K || type == TensorType::Q6_K;
     const Q16Layout layout = avx2::q16_layout(type);
-    const auto gemm = [type](const uint8_t* packed, int64_t rows, int64_t cols, int64_t r0, int64_t r1,
-                             const QuantizedActs& a, int64_t nt, float* y, int64_t ys) {
-      avx512::gemm_interleaved(type, packed, rows, cols, r0, r1, a, nt, y, ys);
+    const auto gemm = [type, gemm_interleaved](const uint8_t* packed, int64_t rows, int64_t cols, int64_t r0, int64_t r1,
+                                               const QuantizedActs& a, int64_t nt, float* y, int64_t ys) {
+      gemm_interleaved(type, packed, rows, cols, r0, r1, a, nt, y, ys);
     };
     for (int64_t rows : {1, 7, 16, 17, 37, 48}) {
       for (int64_t cols : super_blocks ? std::vector<int64_t>{256, 768} : std::vector<int64_t>{32, 96, 288, 640}) {
@@ -223,6 +221,16 @@ TEST(GemmQ16, InterleavedMatchesEmulationBitForBit) {
       }
     }
   }
+}
+
+TEST(GemmQ16, InterleavedMatchesEmulationBitForBit) {
+  if (!cpu_features().supports_avx2_kernels()) GTEST_SKIP() << "no AVX2";
+  check_interleaved(avx2::gemm_interleaved);
+}
+
+TEST(GemmQ16, Avx512InterleavedMatchesEmulationBitForBit) {
+  if (!cpu_features().supports_avx512_kernels()) GTEST_SKIP() << "no AVX-512 F/BW/VNNI on this CPU";
+  check_interleaved(avx512::gemm_interleaved);
 }
 
 TEST(GemmQ16, MatchesEmulationBitForBit) {

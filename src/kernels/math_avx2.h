@@ -4,6 +4,7 @@
 #pragma once
 
 #include <immintrin.h>
+#include <string.h>
 
 #include <cstdint>
 
@@ -74,6 +75,13 @@ inline __m256 exp_ps(__m256 x) {
 inline __m256 mul_sigmoid_ps(__m256 x, __m256 z) {
   const __m256 e = exp_ps(_mm256_sub_ps(_mm256_setzero_ps(), z));
   return _mm256_div_ps(x, _mm256_add_ps(_mm256_set1_ps(1.0f), e));
+}
+
+// The int16 pair at p (two activations) in every 32-bit lane, for madd_epi16.
+inline __m256i bcast_pair(const int16_t* p) {
+  int32_t v;
+  memcpy(&v, p, 4);
+  return _mm256_set1_epi32(v);
 }
 
 // Mask for a partial vector of `count` (0..8) leading lanes.

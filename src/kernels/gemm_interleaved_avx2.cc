@@ -1,0 +1,301 @@
+// AVX2 products of weights interleaved at load (interleave.h: Q4_0 x 16,
+// Q8_0 x 16, Q4_K x 16, Q6_K x 16) with int16 activations (quantize_act.h):
+// decode, batched decode and prefill, with no per-call packing or decoding.
+// The same layouts as the AVX-512 kernels (gemm_interleaved_avx512.cc): a
+// 32-byte segment holds a column pair of the 16 rows, bytes 0-15 for rows
+// 0-7 and 16-31 for rows 8-15, so each half widened to int16 is one vector
+// of 8 rows' pairs and madd_epi16 against the token's broadcast activation
+// pair gives one int32 lane per row: 16 rows x up to 3 tokens of
+// accumulators, no horizontal sums.
+//
+// Numerics: per 32-column block (Q6_K: 16-column half) the integer sums are
+// exact; then acc += float(sum) * (scale * d_act) and acc += bias * s32_act,
+// block after block, with the scale and bias computed as the row decoders
+// compute them (Q4_0: d and -8 d; Q4_K: sc * d and m * (0 - dmin); Q6_K:
+// sc * d). So the results equal gemm_q16_packed's and the AVX-512 kernels'
+// bit for bit (and their scalar emulation in the tests).
+#include <immintrin.h>
+
+#include "kernels/gemm.h"
+#include "kernels/gemm_interleaved_walk.h"
+#include "kernels/interleave.h"
+#include "kernels/math_avx2.h"
+
+namespace tokenmill::kernels::avx2 {
+namespace {
+
+// 6 float accumulators, 6 int32 sums, the widened weights and a broadcast
+// fit the 16 vector registers.
+constexpr int kTokens = 3;
+// Decode prefetch distance along a row, in bytes (see the AVX-512 kernels).
+constexpr int64_t kDecodePrefetchBytes = 16 * kQ4_0x16BlockBytes;
+
+// Half h (rows 8 h .. 8 h + 7) of the 32-byte segment at p, widened to int16.
+inline __m256i widen_u8(const uint8_t* p) { return _mm256_cvtepu8_epi16(_mm_load_si128(reinterpret_cast<const __m128i*>(p))); }
+inline __m256i widen_s8(const uint8_t* p) { return _mm256_cvtepi8_epi16(_mm_load_si128(reinterpret_cast<const __m128i*>(p))); }
+
+// 8 fp16 values / unsigned bytes / signed bytes (one per row) as floats.
+inline __m256 fp16x8(const uint8_t* p) { return _mm256_cvtph_ps(_mm_load_si128(reinterpret_cast<const __m128i*>(p))); }
+inline __m256 u8x8(const uint8_t* p) {
+  return _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p))));
+}
+inline __m256 s8x8(const uint8_t* p) {
+  return _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p))));
+}
+
+// A per-row float of the 16 rows of a group: rows 0-7, rows 8-15.
+struct RowPair {
+  __m256 r[2];
+};
+
+template <int T>
+inline void clear(__m256i (&sums)[T][2]) {
+#pragma GCC unroll 3
+  for (int t = 0; t < T; ++t) sums[t][0] = sums[t][1] = _mm256_setzero_si256();
+}
+
+// sums[t][h] += w[h] . (token t's activation pair at column col).
+template <int T>
+inline void dot_pair(const InterleavedArgs& m, const __m256i (&w)[2], int64_t col, __m256i (&sums)[T][2]) {
+#pragma GCC unroll 3
+  for (int t = 0; t < T; ++t) {
+    const __m256i a = bcast_pair(m.q + t * m.q_stride + col);
+    sums[t][0] = _mm256_add_epi32(sums[t][0], _mm256_madd_epi16(w[0], a));
+    sums[t][1] = _mm256_add_epi32(sums[t][1], _mm256_madd_epi16(w[1], a));
+  }
+}
+
+// acc[t] += float(sums[t]) * (scale * d_act) [+ bias * s32_act], for the
+// activation block blk.
+template <int T, bool kBias>
+inline void flush(const InterleavedArgs& m, int64_t blk, const __m256i (&sums)[T][2], const RowPair& scale,
+                  const RowPair& bias, __m256 (&acc)[T][2]) {
+#pragma GCC unroll 3
+  for (int t = 0; t < T; ++t) {
+    const __m256 dt = _mm256_broadcast_ss(m.d + t * m.act_blocks + blk);
+#pragma GCC unroll 2
+    for (int h = 0; h < 2; ++h) {
+      acc[t][h] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sums[t][h]), _mm256_mul_ps(scale.r[h], dt), acc[t][h]);
+      if constexpr (kBias) {
+        acc[t][h] = _mm256_fmadd_ps(bias.r[h], _mm256_broadcast_ss(m.s32 + t * m.act_blocks + blk), acc[t][h]);
+      }
+    }
+  }
+}
+
+// Sums of n column pairs of one nibble (kHigh: the high ones) of the n
+// 32-byte segments at seg; pair p at activation column col + 2 p.
+template <int T, bool kHigh>
+inline void nibble_pairs(const InterleavedArgs& m, const uint8_t* seg, int n, int64_t col, __m256i (&sums)[T][2]) {
+  const __m256i low4 = _mm256_set1_epi16(15);
+#pragma GCC unroll 16
+  for (int p = 0; p < n; ++p) {
+    __m256i w[2];
+#pragma GCC unroll 2
+    for (int h = 0; h < 2; ++h) {
+      const __m256i v = widen_u8(seg + 32 * p + 16 * h);
+      w[h] = kHigh ? _mm256_srli_epi16(v, 4) : _mm256_and_si256(v, low4);
+    }
+    dot_pair<T>(m, w, col + 2 * p, sums);
+  }
+}
+
+// Q4_0 x 16, one 32-column block per unit: segment p holds pairs p (low
+// nibbles) and p + 8 (high) of the same block.
+template <int T>
+inline void q4_0_unit(const InterleavedArgs& m, int64_t u, __m256 (&acc)[T][2]) {
+  const uint8_t* bp = m.w + u * kQ4_0x16BlockBytes;
+  prefetch_lines(bp + m.prefetch, kQ4_0x16BlockBytes);
+  __m256i sums[T][2];
+  clear(sums);
+  nibble_pairs<T, false>(m, bp, 8, 32 * u, sums);
+  nibble_pairs<T, true>(m, bp, 8, 32 * u + 16, sums);
+  const RowPair scale{{fp16x8(bp + 256), fp16x8(bp + 272)}};
+  const __m256 minus8 = _mm256_set1_ps(-8.0f);
+  const RowPair bias{{_mm256_mul_ps(scale.r[0], minus8), _mm256_mul_ps(scale.r[1], minus8)}};
+  flush<T, true>(m, u, sums, scale, bias, acc);
+}
+
+// Q8_0 x 16, one 32-column block per unit: segment p, sign-extended, is
+// column pair p of the 16 rows.
+template <int T>
+inline void q8_0_unit(const InterleavedArgs& m, int64_t u, __m256 (&acc)[T][2]) {
+  const uint8_t* bp = m.w + u * kQ8_0x16BlockBytes;
+  prefetch_lines(bp + m.prefetch, kQ8_0x16BlockBytes);
+  __m256i sums[T][2];
+  clear(sums);
+#pragma GCC unroll 16
+  for (int p = 0; p < 16; ++p) {
+    const __m256i w[2] = {widen_s8(bp + 32 * p), widen_s8(bp + 32 * p + 16)};
+    dot_pair<T>(m, w, 32 * u + 2 * p, sums);
+  }
+  const RowPair scale{{fp16x8(bp + 512), fp16x8(bp + 528)}};
+  flush<T, false>(m, u, sums, scale, scale, acc);
+}
+
+// Q4_K x 16, one 256-column super-block per unit: for each pair k of
+// sub-blocks, segment p holds pair p of sub-block 2 k (low nibbles) and of
+// 2 k + 1 (high). The two sub-blocks are summed one after the other (the
+// segments read twice, from L1), so that one set of sums fits the registers.
+template <int T>
+inline void q4_k_unit(const InterleavedArgs& m, int64_t u, __m256 (&acc)[T][2]) {
+  const uint8_t* bp = m.w + u * kQ4_Kx16BlockBytes;
+  const uint8_t* sc = bp + kQ4_Kx16Scales + 64;
+  const uint8_t* mn = sc + 128;
+  const RowPair d{{fp16x8(bp + kQ4_Kx16Scales), fp16x8(bp + kQ4_Kx16Scales + 16)}};
+  const __m256 zero = _mm256_setzero_ps();
+  const RowPair neg_dmin{{_mm256_sub_ps(zero, fp16x8(bp + kQ4_Kx16Scales + 32)),
+                          _mm256_sub_ps(zero, fp16x8(bp + kQ4_Kx16Scales + 48))}};
+  const auto sub_block = [&](int j, const __m256i (&sums)[T][2]) {
+    const RowPair scale{{_mm256_mul_ps(u8x8(sc + 16 * j), d.r[0]), _mm256_mul_ps(u8x8(sc + 16 * j + 8), d.r[1])}};
+    const RowPair bias{{_mm256_mul_ps(u8x8(mn + 16 * j), neg_dmin.r[0]),
+                        _mm256_mul_ps(u8x8(mn + 16 * j + 8), neg_dmin.r[1])}};
+    flush<T, true>(m, 8 * u + j, sums, scale, bias, acc);
+  };
+  for (int k = 0; k < 4; ++k) {
+    // The next unit's bytes, a quarter per sub-block pair (its scales sit
+    // 2 KB past its quants, where the hardware prefetcher arrives late).
+    prefetch_lines(bp + m.prefetch + k * (kQ4_Kx16BlockBytes / 4), kQ4_Kx16BlockBytes / 4);
+    __m256i sums[T][2];
+    clear(sums);
+    nibble_pairs<T, false>(m, bp + 512 * k, 16, 256 * u + 64 * k, sums);
+    sub_block(2 * k, sums);
+    clear(sums);
+    nibble_pairs<T, true>(m, bp + 512 * k, 16, 256 * u + 64 * k + 32, sums);
+    sub_block(2 * k + 1, sums);
+  }
+}
+
+// Q6_K x 16, one 256-column super-block per unit: per 32-column block, 8
+// segments of low 4 bits (pairs p and p + 8) and 4 of high 2 bits (pairs
+// 2 s, 2 s + 8, 2 s + 1, 2 s + 9); each pair becomes q - 32 in int16 lanes.
+// The block's two 16-column halves, each with its own scale, are summed one
+// after the other (as Q4_K's sub-blocks); no additive term.
+template <int T>
+inline void q6_k_unit(const InterleavedArgs& m, int64_t u, __m256 (&acc)[T][2]) {
+  const uint8_t* bp = m.w + u * kQ6_Kx16BlockBytes;
+  const RowPair d{{fp16x8(bp + kQ6_Kx16Scales + 256), fp16x8(bp + kQ6_Kx16Scales + 272)}};
+  const __m256i low4 = _mm256_set1_epi16(15);
+  const __m256i high2 = _mm256_set1_epi16(0x30);
+  const __m256i offset = _mm256_set1_epi16(32);
+  // q - 32 from low bits `lo` (already masked) and high bits at 4-5 of `hi`
+  // (other bits ignored).
+  const auto value = [&](__m256i lo, __m256i hi) {
+    return _mm256_sub_epi16(_mm256_or_si256(lo, _mm256_and_si256(hi, high2)), offset);
+  };
+  for (int64_t j = 0; j < 8; ++j) {
+    // The next unit's bytes, an eighth per block (see q4_k_unit).
+    prefetch_lines(bp + m.prefetch + j * (kQ6_Kx16BlockBytes / 8), kQ6_Kx16BlockBytes / 8);
+    const uint8_t* blk = bp + 384 * j;
+    const int64_t col = 256 * u + 32 * j;
+    const uint8_t* sc = bp + kQ6_Kx16Scales + 32 * j;
+    for (int half = 0; half < 2; ++half) {
+      __m256i sums[T][2];
+      clear(sums);
+#pragma GCC unroll 4
+      for (int s = 0; s < 4; ++s) {
+        __m256i w0[2], w1[2];
+#pragma GCC unroll 2
+        for (int h = 0; h < 2; ++h) {
+          const __m256i hv = widen_u8(blk + 256 + 32 * s + 16 * h);
+          const __m256i v0 = widen_u8(blk + 64 * s + 16 * h);
+          const __m256i v1 = widen_u8(blk + 64 * s + 32 + 16 * h);
+          if (half == 0) {  // columns 4 s, 4 s + 1 and 4 s + 2, 4 s + 3
+            w0[h] = value(_mm256_and_si256(v0, low4), _mm256_slli_epi16(hv, 4));
+            w1[h] = value(_mm256_and_si256(v1, low4), hv);
+          } else {  // columns 16 + 4 s, ... and 18 + 4 s, ...
+            w0[h] = value(_mm256_srli_epi16(v0, 4), _mm256_slli_epi16(hv, 2));
+            w1[h] = value(_mm256_srli_epi16(v1, 4), _mm256_srli_epi16(hv, 2));
+          }
+        }
+        dot_pair<T>(m, w0, col + 16 * half + 4 * s, sums);
+        dot_pair<T>(m, w1, col + 16 * half + 4 * s + 2, sums);
+      }
+      const uint8_t* sch = sc + 16 * half;
+      const RowPair scale{{_mm256_mul_ps(s8x8(sch), d.r[0]), _mm256_mul_ps(s8x8(sch + 8), d.r[1])}};
+      flush<T, false>(m, 8 * u + j, sums, scale, scale, acc);
+    }
+  }
+}
+
+template <int T, gguf::TensorType L, bool kFirst, bool kPartial>
+void micro(const InterleavedArgs& m) {
+  const __m256i m0 = tail_mask(m.valid < 8 ? m.valid : 8);
+  const __m256i m1 = tail_mask(m.valid > 8 ? m.valid - 8 : 0);
+  __m256 acc[T][2];
+#pragma GCC unroll 3
+  for (int t = 0; t < T; ++t) {
+    float* yt = m.y + t * m.y_stride;
+    if constexpr (kFirst) {
+      acc[t][0] = acc[t][1] = _mm256_setzero_ps();
+    } else if constexpr (kPartial) {
+      acc[t][0] = _mm256_maskload_ps(yt, m0);
+      acc[t][1] = _mm256_maskload_ps(yt + 8, m1);
+    } else {
+      acc[t][0] = _mm256_loadu_ps(yt);
+      acc[t][1] = _mm256_loadu_ps(yt + 8);
+    }
+  }
+  for (int64_t u = 0; u < m.num_units; ++u) {
+    if constexpr (L == gguf::TensorType::Q4_K) {
+      q4_k_unit<T>(m, u, acc);
+    } else if constexpr (L == gguf::TensorType::Q6_K) {
+      q6_k_unit<T>(m, u, acc);
+    } else if constexpr (L == gguf::TensorType::Q8_0) {
+      q8_0_unit<T>(m, u, acc);
+    } else {
+      q4_0_unit<T>(m, u, acc);
+    }
+  }
+#pragma GCC unroll 3
+  for (int t = 0; t < T; ++t) {
+    float* yt = m.y + t * m.y_stride;
+    if constexpr (kPartial) {
+      _mm256_maskstore_ps(yt, m0, acc[t][0]);
+      _mm256_maskstore_ps(yt + 8, m1, acc[t][1]);
+    } else {
+      _mm256_storeu_ps(yt, acc[t][0]);
+      _mm256_storeu_ps(yt + 8, acc[t][1]);
+    }
+  }
+}
+
+using MicroFn = void (*)(const InterleavedArgs&);
+
+template <gguf::TensorType L, bool kFirst, bool kPartial>
+constexpr MicroFn kByTokens[kTokens] = {micro<1, L, kFirst, kPartial>, micro<2, L, kFirst, kPartial>,
+                                        micro<3, L, kFirst, kPartial>};
+
+template <gguf::TensorType L>
+MicroFn micro_for(int64_t tokens, bool first, bool partial) {
+  if (first) return partial ? kByTokens<L, true, true>[tokens - 1] : kByTokens<L, true, false>[tokens - 1];
+  return partial ? kByTokens<L, false, true>[tokens - 1] : kByTokens<L, false, false>[tokens - 1];
+}
+
+template <gguf::TensorType L>
+void gemm(const uint8_t* packed, int64_t rows, int64_t cols, int64_t row_begin, int64_t row_end, const QuantizedActs& a,
+          int64_t num_tokens, float* y, int64_t y_stride) {
+  walk_interleaved<kTokens, kInterleavedUnitCols<L>, kInterleavedUnitBytes<L>, kDecodePrefetchBytes>(
+      packed, rows, cols, row_begin, row_end, a, num_tokens, y, y_stride,
+      [](const InterleavedArgs& m, int64_t tokens, bool first, bool partial) { micro_for<L>(tokens, first, partial)(m); });
+}
+
+}  // namespace
+
+void gemm_interleaved(gguf::TensorType type, const uint8_t* packed, int64_t rows, int64_t cols, int64_t row_begin,
+                      int64_t row_end, const QuantizedActs& a, int64_t num_tokens, float* y, int64_t y_stride) {
+  switch (type) {
+    case gguf::TensorType::Q4_0:
+      return gemm<gguf::TensorType::Q4_0>(packed, rows, cols, row_begin, row_end, a, num_tokens, y, y_stride);
+    case gguf::TensorType::Q8_0:
+      return gemm<gguf::TensorType::Q8_0>(packed, rows, cols, row_begin, row_end, a, num_tokens, y, y_stride);
+    case gguf::TensorType::Q4_K:
+      return gemm<gguf::TensorType::Q4_K>(packed, rows, cols, row_begin, row_end, a, num_tokens, y, y_stride);
+    case gguf::TensorType::Q6_K:
+      return gemm<gguf::TensorType::Q6_K>(packed, rows, cols, row_begin, row_end, a, num_tokens, y, y_stride);
+    default:
+      __builtin_trap();  // callers check interleave_supported()
+  }
+}
+
+}  // namespace tokenmill::kernels::avx2
