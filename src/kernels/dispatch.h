@@ -115,6 +115,10 @@ struct KernelTable {
   // this ISA has none; then matmul ignores WeightView::interleaved.
   void (*gemm_interleaved)(const WeightView& w, int64_t row_begin, int64_t row_end, const QuantizedActs& a,
                            int64_t num_tokens, float* y) = nullptr;
+  // matmul takes gemm_interleaved up to this many tokens, the packed GEMM
+  // (from the file's blocks) beyond; kAnyTokens: always the interleaved one.
+  static constexpr int64_t kAnyTokens = INT64_MAX;
+  int64_t interleaved_max_tokens = kAnyTokens;
 
   // --- attention building block ---
   // One (token, head) pair: out = softmax_j(score(q, k_j)) . v_j over keys

@@ -17,9 +17,9 @@
 //    micro-kernel over the call's int16 activations; same numerics as the
 //    integer decode path.
 //  - interleaved (weights with an interleaved copy made at load,
-//    interleave.h, and a table with a kernel for it): every token count;
-//    16 rows at a time, no per-call packing, same numerics as the int16
-//    packed panels.
+//    interleave.h, and a table with a kernel for it): up to the table's
+//    interleaved_max_tokens (AVX-512: every count; AVX2: 16); 16 rows at a
+//    time, no per-call packing, same numerics as the int16 packed panels.
 //  - FP32 panels (float types, and types without q16 kernels): a thread
 //    dequantizes a panel of rows once into a 64-byte aligned FP32 scratch
 //    that stays in L2 (packed from kPackedMinTokens tokens), then runs the
@@ -91,7 +91,9 @@ struct Task {
 };
 
 Path choose_path(const KernelTable& kt, const WeightView& w, int64_t num_tokens) {
-  if (w.interleaved != nullptr && kt.gemm_interleaved != nullptr) return Path::kInterleaved;
+  if (w.interleaved != nullptr && kt.gemm_interleaved != nullptr && num_tokens <= kt.interleaved_max_tokens) {
+    return Path::kInterleaved;
+  }
   const gguf::TensorType type = w.type;
   const bool q16 = kt.q16_supports != nullptr && kt.q16_supports(type);
   const bool direct = kt.pack_q16_blocks_supports != nullptr && kt.pack_q16_blocks_supports(type);

@@ -64,8 +64,10 @@ void Model::interleave_weights() {
     kernels::interleave_weights(w, buf);
     w.interleaved = buf;
     // The layer matrices are only read through the copy from now on (hooks
-    // and other tables still can: the pages come back from the page cache).
-    if (w.data != weights_.tok_embd.data) {
+    // and other tables still can: the pages come back from the page cache)
+    // unless the table multiplies many tokens from the file's blocks (AVX2:
+    // prefill), which then keeps both resident.
+    if (w.data != weights_.tok_embd.data && kt.interleaved_max_tokens == kernels::KernelTable::kAnyTokens) {
       release_mapped_pages(w.data, static_cast<size_t>(gguf::row_bytes(w.type, w.cols) * w.rows));
     }
   };
