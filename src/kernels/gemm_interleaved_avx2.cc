@@ -220,22 +220,9 @@ inline void q6_k_unit(const InterleavedArgs& m, int64_t u, __m256 (&acc)[T][2]) 
 
 template <int T, gguf::TensorType L, bool kFirst, bool kPartial>
 void micro(const InterleavedArgs& m) {
-  const __m256i m0 = tail_mask(m.valid < 8 ? m.valid : 8);
-  const __m256i m1 = tail_mask(m.valid > 8 ? m.valid - 8 : 0);
+  const RowMasks mask(m.valid);
   __m256 acc[T][2];
-#pragma GCC unroll 3
-  for (int t = 0; t < T; ++t) {
-    float* yt = m.y + t * m.y_stride;
-    if constexpr (kFirst) {
-      acc[t][0] = acc[t][1] = _mm256_setzero_ps();
-    } else if constexpr (kPartial) {
-      acc[t][0] = _mm256_maskload_ps(yt, m0);
-      acc[t][1] = _mm256_maskload_ps(yt + 8, m1);
-    } else {
-      acc[t][0] = _mm256_loadu_ps(yt);
-      acc[t][1] = _mm256_loadu_ps(yt + 8);
-    }
-  }
+  load_tile<T, kFirst, kPartial>(m.y, m.y_stride, mask, acc);
   for (int64_t u = 0; u < m.num_units; ++u) {
     if constexpr (L == gguf::TensorType::Q4_K) {
       q4_k_unit<T>(m, u, acc);
@@ -247,17 +234,7 @@ void micro(const InterleavedArgs& m) {
       q4_0_unit<T>(m, u, acc);
     }
   }
-#pragma GCC unroll 3
-  for (int t = 0; t < T; ++t) {
-    float* yt = m.y + t * m.y_stride;
-    if constexpr (kPartial) {
-      _mm256_maskstore_ps(yt, m0, acc[t][0]);
-      _mm256_maskstore_ps(yt + 8, m1, acc[t][1]);
-    } else {
-      _mm256_storeu_ps(yt, acc[t][0]);
-      _mm256_storeu_ps(yt + 8, acc[t][1]);
-    }
-  }
+  store_tile<T, kPartial>(m.y, m.y_stride, mask, acc);
 }
 
 using MicroFn = void (*)(const InterleavedArgs&);
@@ -284,18 +261,9 @@ void gemm(const uint8_t* packed, int64_t rows, int64_t cols, int64_t row_begin, 
 
 void gemm_interleaved(gguf::TensorType type, const uint8_t* packed, int64_t rows, int64_t cols, int64_t row_begin,
                       int64_t row_end, const QuantizedActs& a, int64_t num_tokens, float* y, int64_t y_stride) {
-  switch (type) {
-    case gguf::TensorType::Q4_0:
-      return gemm<gguf::TensorType::Q4_0>(packed, rows, cols, row_begin, row_end, a, num_tokens, y, y_stride);
-    case gguf::TensorType::Q8_0:
-      return gemm<gguf::TensorType::Q8_0>(packed, rows, cols, row_begin, row_end, a, num_tokens, y, y_stride);
-    case gguf::TensorType::Q4_K:
-      return gemm<gguf::TensorType::Q4_K>(packed, rows, cols, row_begin, row_end, a, num_tokens, y, y_stride);
-    case gguf::TensorType::Q6_K:
-      return gemm<gguf::TensorType::Q6_K>(packed, rows, cols, row_begin, row_end, a, num_tokens, y, y_stride);
-    default:
-      __builtin_trap();  // callers check interleave_supported()
-  }
+  with_interleaved_type(type, [&]<gguf::TensorType L>() {
+    gemm<L>(packed, rows, cols, row_begin, row_end, a, num_tokens, y, y_stride);
+  });
 }
 
 }  // namespace tokenmill::kernels::avx2

@@ -258,18 +258,9 @@ void gemm(const uint8_t* packed, int64_t rows, int64_t cols, int64_t row_begin, 
 
 void gemm_interleaved(gguf::TensorType type, const uint8_t* packed, int64_t rows, int64_t cols, int64_t row_begin,
                       int64_t row_end, const QuantizedActs& a, int64_t num_tokens, float* y, int64_t y_stride) {
-  switch (type) {
-    case gguf::TensorType::Q4_0:
-      return gemm<gguf::TensorType::Q4_0>(packed, rows, cols, row_begin, row_end, a, num_tokens, y, y_stride);
-    case gguf::TensorType::Q8_0:
-      return gemm<gguf::TensorType::Q8_0>(packed, rows, cols, row_begin, row_end, a, num_tokens, y, y_stride);
-    case gguf::TensorType::Q4_K:
-      return gemm<gguf::TensorType::Q4_K>(packed, rows, cols, row_begin, row_end, a, num_tokens, y, y_stride);
-    case gguf::TensorType::Q6_K:
-      return gemm<gguf::TensorType::Q6_K>(packed, rows, cols, row_begin, row_end, a, num_tokens, y, y_stride);
-    default:
-      __builtin_trap();  // callers check interleave_supported()
-  }
+  with_interleaved_type(type, [&]<gguf::TensorType L>() {
+    gemm<L>(packed, rows, cols, row_begin, row_end, a, num_tokens, y, y_stride);
+  });
 }
 
 }  // namespace tokenmill::kernels::avx512

@@ -64,24 +64,12 @@ inline void add_bias(const MicroArgs& m, int64_t h, const float* s, int64_t s_st
 // y rows [0, 16) (first `valid`) of tokens [0, T) (+)= the chunk's products.
 template <int T, bool kFirst, bool kPartial, bool kHalves, int kBias>
 void micro(const MicroArgs& m) {
-  const __m256i m0 = tail_mask(m.valid < 8 ? m.valid : 8);
-  const __m256i m1 = tail_mask(m.valid > 8 ? m.valid - 8 : 0);
+  const RowMasks mask(m.valid);
   __m256 acc[T][2];
+  load_tile<T, kFirst, kPartial>(m.y, m.y_stride, mask, acc);
   __m256i sums[T][2];
 #pragma GCC unroll 3
-  for (int t = 0; t < T; ++t) {
-    float* yt = m.y + t * m.y_stride;
-    if constexpr (kFirst) {
-      acc[t][0] = acc[t][1] = _mm256_setzero_ps();
-    } else if constexpr (kPartial) {
-      acc[t][0] = _mm256_maskload_ps(yt, m0);
-      acc[t][1] = _mm256_maskload_ps(yt + 8, m1);
-    } else {
-      acc[t][0] = _mm256_loadu_ps(yt);
-      acc[t][1] = _mm256_loadu_ps(yt + 8);
-    }
-    sums[t][0] = sums[t][1] = _mm256_setzero_si256();
-  }
+  for (int t = 0; t < T; ++t) sums[t][0] = sums[t][1] = _mm256_setzero_si256();
   for (int64_t b = 0; b < m.num_blocks; ++b) {
     const int16_t* wb = m.w + b * 16 * 32;
 #pragma GCC unroll 16
@@ -107,17 +95,7 @@ void micro(const MicroArgs& m) {
       add_bias<T>(m, 2 * b + 1, m.s16 + 2 * b + 1, 2 * m.act_blocks, acc);
     }
   }
-#pragma GCC unroll 3
-  for (int t = 0; t < T; ++t) {
-    float* yt = m.y + t * m.y_stride;
-    if constexpr (kPartial) {
-      _mm256_maskstore_ps(yt, m0, acc[t][0]);
-      _mm256_maskstore_ps(yt + 8, m1, acc[t][1]);
-    } else {
-      _mm256_storeu_ps(yt, acc[t][0]);
-      _mm256_storeu_ps(yt + 8, acc[t][1]);
-    }
-  }
+  store_tile<T, kPartial>(m.y, m.y_stride, mask, acc);
 }
 
 using MicroFn = void (*)(const MicroArgs&);

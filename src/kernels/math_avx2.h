@@ -90,6 +90,49 @@ inline __m256i tail_mask(int64_t count) {
   return _mm256_cmpgt_epi32(_mm256_set1_epi32(static_cast<int>(count)), idx);
 }
 
+// The lanes of the first `valid` (<= 16) rows of a 16-row output tile, as
+// two masks of 8 (rows 0-7, rows 8-15).
+struct RowMasks {
+  explicit RowMasks(int64_t valid) : m{tail_mask(valid < 8 ? valid : 8), tail_mask(valid > 8 ? valid - 8 : 0)} {}
+  __m256i m[2];
+};
+
+// acc[t] = the 16 outputs of token t at y + t * ys: zero for the first
+// column chunk (kFirst), else what the previous chunk left (only the masked
+// rows when kPartial).
+template <int T, bool kFirst, bool kPartial>
+inline void load_tile(const float* y, int64_t ys, const RowMasks& mask, __m256 (&acc)[T][2]) {
+#pragma GCC unroll 6
+  for (int t = 0; t < T; ++t) {
+    const float* yt = y + t * ys;
+    if constexpr (kFirst) {
+      acc[t][0] = acc[t][1] = _mm256_setzero_ps();
+    } else if constexpr (kPartial) {
+      acc[t][0] = _mm256_maskload_ps(yt, mask.m[0]);
+      acc[t][1] = _mm256_maskload_ps(yt + 8, mask.m[1]);
+    } else {
+      acc[t][0] = _mm256_loadu_ps(yt);
+      acc[t][1] = _mm256_loadu_ps(yt + 8);
+    }
+  }
+}
+
+// Stores acc[t] to y + t * ys (only the masked rows when kPartial).
+template <int T, bool kPartial>
+inline void store_tile(float* y, int64_t ys, const RowMasks& mask, const __m256 (&acc)[T][2]) {
+#pragma GCC unroll 6
+  for (int t = 0; t < T; ++t) {
+    float* yt = y + t * ys;
+    if constexpr (kPartial) {
+      _mm256_maskstore_ps(yt, mask.m[0], acc[t][0]);
+      _mm256_maskstore_ps(yt + 8, mask.m[1], acc[t][1]);
+    } else {
+      _mm256_storeu_ps(yt, acc[t][0]);
+      _mm256_storeu_ps(yt + 8, acc[t][1]);
+    }
+  }
+}
+
 // In place: r[i] becomes column i of the 8 x 8 block whose rows were r[0..7].
 inline void transpose8(__m256 r[8]) {
   const __m256 t0 = _mm256_unpacklo_ps(r[0], r[1]), t1 = _mm256_unpackhi_ps(r[0], r[1]);
