@@ -100,6 +100,26 @@ inline void nibble_pairs(const InterleavedArgs& m, const uint8_t* seg, int n, in
   }
 }
 
+// nibble_pairs for both nibbles at once: the low ones into sa (pair p at
+// column qa + 2 p), the high ones into sb (at qb + 2 p).
+template <int T>
+inline void both_nibble_pairs(const InterleavedArgs& m, const uint8_t* seg, int n, int64_t qa, int64_t qb,
+                              __m256i (&sa)[T][2], __m256i (&sb)[T][2]) {
+  const __m256i low4 = _mm256_set1_epi16(15);
+#pragma GCC unroll 16
+  for (int p = 0; p < n; ++p) {
+    __m256i lo[2], hi[2];
+#pragma GCC unroll 2
+    for (int h = 0; h < 2; ++h) {
+      const __m256i v = widen_u8(seg + 32 * p + 16 * h);
+      lo[h] = _mm256_and_si256(v, low4);
+      hi[h] = _mm256_srli_epi16(v, 4);
+    }
+    dot_pair<T>(m, lo, qa + 2 * p, sa);
+    dot_pair<T>(m, hi, qb + 2 * p, sb);
+  }
+}
+
 // Q4_0 x 16, one 32-column block per unit: segment p holds pairs p (low
 // nibbles) and p + 8 (high) of the same block.
 template <int T>
@@ -135,8 +155,9 @@ inline void q8_0_unit(const InterleavedArgs& m, int64_t u, __m256 (&acc)[T][2]) 
 
 // Q4_K x 16, one 256-column super-block per unit: for each pair k of
 // sub-blocks, segment p holds pair p of sub-block 2 k (low nibbles) and of
-// 2 k + 1 (high). The two sub-blocks are summed one after the other (the
-// segments read twice, from L1), so that one set of sums fits the registers.
+// 2 k + 1 (high). From 3 tokens on the two sub-blocks are summed one after
+// the other (the segments read twice, from L1), so that one set of sums
+// fits the registers.
 template <int T>
 inline void q4_k_unit(const InterleavedArgs& m, int64_t u, __m256 (&acc)[T][2]) {
   const uint8_t* bp = m.w + u * kQ4_Kx16BlockBytes;
@@ -156,13 +177,26 @@ inline void q4_k_unit(const InterleavedArgs& m, int64_t u, __m256 (&acc)[T][2]) 
     // The next unit's bytes, a quarter per sub-block pair (its scales sit
     // 2 KB past its quants, where the hardware prefetcher arrives late).
     prefetch_lines(bp + m.prefetch + k * (kQ4_Kx16BlockBytes / 4), kQ4_Kx16BlockBytes / 4);
-    __m256i sums[T][2];
-    clear(sums);
-    nibble_pairs<T, false>(m, bp + 512 * k, 16, 256 * u + 64 * k, sums);
-    sub_block(2 * k, sums);
-    clear(sums);
-    nibble_pairs<T, true>(m, bp + 512 * k, 16, 256 * u + 64 * k + 32, sums);
-    sub_block(2 * k + 1, sums);
+    const uint8_t* seg = bp + 512 * k;
+    const int64_t col = 256 * u + 64 * k;
+    if constexpr (T <= 2) {
+      // Both sub-blocks' sums fit the registers: one pass, each segment
+      // loaded and widened once.
+      __m256i sa[T][2], sb[T][2];
+      clear(sa);
+      clear(sb);
+      both_nibble_pairs<T>(m, seg, 16, col, col + 32, sa, sb);
+      sub_block(2 * k, sa);
+      sub_block(2 * k + 1, sb);
+    } else {
+      __m256i sums[T][2];
+      clear(sums);
+      nibble_pairs<T, false>(m, seg, 16, col, sums);
+      sub_block(2 * k, sums);
+      clear(sums);
+      nibble_pairs<T, true>(m, seg, 16, col + 32, sums);
+      sub_block(2 * k + 1, sums);
+    }
   }
 }
 
