@@ -110,6 +110,10 @@ TEST(Dispatch, EachIsaTableOwnsItsKernels) {
   EXPECT_EQ(z.paged_attend_group, &avx512::paged_attend_group);
   EXPECT_NE(z.gemm_interleaved, nullptr);
   EXPECT_NE(z.gemm_interleaved, a.gemm_interleaved);
+  // The AVX2 limit is not inherited: AVX-512 prefill reads the copy too, so
+  // the model releases the file's pages of those matrices.
+  EXPECT_LT(a.interleaved_max_tokens, KernelTable::kAnyTokens);
+  EXPECT_EQ(z.interleaved_max_tokens, KernelTable::kAnyTokens);
   // What it keeps from the AVX2 table, it keeps on purpose.
   EXPECT_EQ(z.q16_rows, &avx2::q16_rows);
   EXPECT_EQ(z.rms_norm, &avx2::rms_norm);

@@ -83,28 +83,12 @@ inline void flush(const InterleavedArgs& m, int64_t blk, const __m256i (&sums)[T
   }
 }
 
-// Sums of n column pairs of one nibble (kHigh: the high ones) of the n
-// 32-byte segments at seg; pair p at activation column col + 2 p.
-template <int T, bool kHigh>
-inline void nibble_pairs(const InterleavedArgs& m, const uint8_t* seg, int n, int64_t col, __m256i (&sums)[T][2]) {
-  const __m256i low4 = _mm256_set1_epi16(15);
-#pragma GCC unroll 16
-  for (int p = 0; p < n; ++p) {
-    __m256i w[2];
-#pragma GCC unroll 2
-    for (int h = 0; h < 2; ++h) {
-      const __m256i v = widen_u8(seg + 32 * p + 16 * h);
-      w[h] = kHigh ? _mm256_srli_epi16(v, 4) : _mm256_and_si256(v, low4);
-    }
-    dot_pair<T>(m, w, col + 2 * p, sums);
-  }
-}
-
-// nibble_pairs for both nibbles at once: the low ones into sa (pair p at
-// column qa + 2 p), the high ones into sb (at qb + 2 p).
-template <int T>
-inline void both_nibble_pairs(const InterleavedArgs& m, const uint8_t* seg, int n, int64_t qa, int64_t qb,
-                              __m256i (&sa)[T][2], __m256i (&sb)[T][2]) {
+// Sums of the n column pairs of the n 32-byte segments at seg: the low
+// nibbles into sa (pair p at activation column qa + 2 p) when kLow, the high
+// ones into sb (at qb + 2 p) when kHigh. sa and sb may be the same sums.
+template <int T, bool kLow, bool kHigh>
+inline void nibble_pairs(const InterleavedArgs& m, const uint8_t* seg, int n, int64_t qa, int64_t qb,
+                         __m256i (&sa)[T][2], __m256i (&sb)[T][2]) {
   const __m256i low4 = _mm256_set1_epi16(15);
 #pragma GCC unroll 16
   for (int p = 0; p < n; ++p) {
@@ -115,8 +99,8 @@ inline void both_nibble_pairs(const InterleavedArgs& m, const uint8_t* seg, int 
       lo[h] = _mm256_and_si256(v, low4);
       hi[h] = _mm256_srli_epi16(v, 4);
     }
-    dot_pair<T>(m, lo, qa + 2 * p, sa);
-    dot_pair<T>(m, hi, qb + 2 * p, sb);
+    if constexpr (kLow) dot_pair<T>(m, lo, qa + 2 * p, sa);
+    if constexpr (kHigh) dot_pair<T>(m, hi, qb + 2 * p, sb);
   }
 }
 
@@ -128,8 +112,7 @@ inline void q4_0_unit(const InterleavedArgs& m, int64_t u, __m256 (&acc)[T][2]) 
   prefetch_lines(bp + m.prefetch, kQ4_0x16BlockBytes);
   __m256i sums[T][2];
   clear(sums);
-  nibble_pairs<T, false>(m, bp, 8, 32 * u, sums);
-  nibble_pairs<T, true>(m, bp, 8, 32 * u + 16, sums);
+  nibble_pairs<T, true, true>(m, bp, 8, 32 * u, 32 * u + 16, sums, sums);
   const RowPair scale{{fp16x8(bp + 256), fp16x8(bp + 272)}};
   const __m256 minus8 = _mm256_set1_ps(-8.0f);
   const RowPair bias{{_mm256_mul_ps(scale.r[0], minus8), _mm256_mul_ps(scale.r[1], minus8)}};
@@ -185,16 +168,16 @@ inline void q4_k_unit(const InterleavedArgs& m, int64_t u, __m256 (&acc)[T][2]) 
       __m256i sa[T][2], sb[T][2];
       clear(sa);
       clear(sb);
-      both_nibble_pairs<T>(m, seg, 16, col, col + 32, sa, sb);
+      nibble_pairs<T, true, true>(m, seg, 16, col, col + 32, sa, sb);
       sub_block(2 * k, sa);
       sub_block(2 * k + 1, sb);
     } else {
       __m256i sums[T][2];
       clear(sums);
-      nibble_pairs<T, false>(m, seg, 16, col, sums);
+      nibble_pairs<T, true, false>(m, seg, 16, col, col + 32, sums, sums);
       sub_block(2 * k, sums);
       clear(sums);
-      nibble_pairs<T, true>(m, seg, 16, col + 32, sums);
+      nibble_pairs<T, false, true>(m, seg, 16, col, col + 32, sums, sums);
       sub_block(2 * k + 1, sums);
     }
   }
