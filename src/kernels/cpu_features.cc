@@ -1,12 +1,15 @@
 #include "kernels/cpu_features.h"
 
+#if defined(__x86_64__)
 #include <cpuid.h>
+#endif
 
 namespace tokenmill::kernels {
 namespace {
 
 CpuFeatures detect() {
   CpuFeatures f;
+#if defined(__x86_64__)
   __builtin_cpu_init();
   // The compiler runtime's checks also verify that the OS enables AVX state
   // (XGETBV), which a raw cpuid bit would not.
@@ -21,6 +24,11 @@ CpuFeatures detect() {
   // so it is only usable where AVX is, which the avx2 check above covers.
   unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
   if (__get_cpuid(1, &eax, &ebx, &ecx, &edx) != 0) f.f16c = (ecx & (1u << 29)) != 0;
+#elif defined(__aarch64__) && defined(__ARM_NEON)
+  // Advanced SIMD is mandatory in AArch64; the compiler defines __ARM_NEON
+  // for every AArch64 target Linux and macOS use.
+  f.neon = true;
+#endif
   return f;
 }
 

@@ -13,6 +13,9 @@ struct CpuFeatures {
   bool avx512f = false;
   bool avx512bw = false;
   bool avx512vnni = false;
+  // AArch64 Advanced SIMD (NEON): part of every AArch64 CPU the Linux and
+  // macOS ABIs run on, so true whenever tokenmill is built for AArch64.
+  bool neon = false;
 
   // Whether the *_avx2.cc kernels may run: they are compiled with
   // -mavx2 -mfma -mf16c and use all three.
@@ -20,9 +23,11 @@ struct CpuFeatures {
   // Whether the *_avx512.cc kernels may run (the AVX-512 table keeps the
   // AVX2 kernels it does not replace).
   bool supports_avx512_kernels() const { return supports_avx2_kernels() && avx512f && avx512bw && avx512vnni; }
+  // Whether the *_neon.cc kernels may run.
+  bool supports_neon_kernels() const { return neon; }
 };
 
-// The features of this CPU. Thread-safe; cpuid runs once.
+// The features of this CPU. Thread-safe; detection runs once.
 const CpuFeatures& cpu_features();
 
 }  // namespace tokenmill::kernels

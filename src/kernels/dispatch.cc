@@ -1,13 +1,15 @@
 #include "kernels/dispatch.h"
 
+#include <fmt/format.h>
+
 #include <cstdlib>
+#include <iterator>
+#include <mutex>
+#include <string>
 #include <string_view>
 
 #include "kernels/ops.h"
-#include "kernels/gemm.h"
-#include "kernels/interleave.h"
 #include "kernels/quant.h"
-#include "kernels/vec_dot.h"
 #include "util/check.h"
 #include "util/error.h"
 
@@ -28,95 +30,71 @@ KernelTable make_scalar_table() {
   t.fused_supports = nullptr;
   t.fused_rows = nullptr;
   t.quantize_acts = quantize_acts_ref;
+  t.fp8_rows = matmul_fp8_rows_ref;
+  t.w8a8_rows = w8a8_rows_ref;
   t.attend_head = scalar::attend_head;
   t.paged_attend_group = scalar::paged_attend_group;
   return t;
 }
 
-// The table entry for an ISA's interleaved product: checks the contract,
-// then multiplies the copy matmul found on the weights.
-template <auto kGemm>
-void gemm_interleaved_entry(const WeightView& w, int64_t row_begin, int64_t row_end, const QuantizedActs& a,
-                            int64_t num_tokens, float* y) {
-  TM_CHECK(w.interleaved != nullptr);
-  TM_CHECK_MSG(interleave_supported(w.type), "gemm_interleaved: no interleaved layout for this type");
-  kGemm(w.type, static_cast<const uint8_t*>(w.interleaved), w.rows, w.cols, row_begin, row_end, a, num_tokens, y,
-        w.rows);
+// Every ISA tokenmill knows, in order of preference (the last one the CPU
+// runs wins under TOKENMILL_ISA=auto). `make` is null where this build has
+// no code for the ISA (another CPU family).
+struct IsaEntry {
+  Isa isa;
+  std::string_view name;
+  bool (*runs_on)(const CpuFeatures& cpu);
+  KernelTable (*make)();
+  // Why `cpu` cannot run it, for the error when TOKENMILL_ISA forces it.
+  std::string (*why_not)(const CpuFeatures& cpu);
+};
+
+#if defined(__x86_64__)
+constexpr KernelTable (*kMakeAvx2)() = make_avx2_table;
+constexpr KernelTable (*kMakeAvx512)() = make_avx512_table;
+#else
+constexpr KernelTable (*kMakeAvx2)() = nullptr;
+constexpr KernelTable (*kMakeAvx512)() = nullptr;
+#endif
+#if defined(__aarch64__)
+constexpr KernelTable (*kMakeNeon)() = make_neon_table;
+#else
+constexpr KernelTable (*kMakeNeon)() = nullptr;
+#endif
+
+const IsaEntry kIsas[] = {
+    {Isa::kScalar, "scalar", [](const CpuFeatures&) { return true; }, make_scalar_table,
+     [](const CpuFeatures&) { return std::string(); }},
+    {Isa::kAvx2, "avx2", [](const CpuFeatures& cpu) { return cpu.supports_avx2_kernels(); }, kMakeAvx2,
+     [](const CpuFeatures& cpu) {
+       return fmt::format("this CPU lacks AVX2, FMA or F16C (avx2={}, fma={}, f16c={})", cpu.avx2, cpu.fma, cpu.f16c);
+     }},
+    {Isa::kAvx512, "avx512", [](const CpuFeatures& cpu) { return cpu.supports_avx512_kernels(); }, kMakeAvx512,
+     [](const CpuFeatures& cpu) {
+       return fmt::format(
+           "this CPU lacks AVX2, FMA, F16C, AVX-512 F, BW or VNNI (avx2={}, fma={}, f16c={}, avx512f={}, "
+           "avx512bw={}, avx512vnni={})",
+           cpu.avx2, cpu.fma, cpu.f16c, cpu.avx512f, cpu.avx512bw, cpu.avx512vnni);
+     }},
+    {Isa::kNeon, "neon", [](const CpuFeatures& cpu) { return cpu.supports_neon_kernels(); }, kMakeNeon,
+     [](const CpuFeatures&) { return std::string("this CPU is not AArch64 with NEON"); }},
+};
+
+const IsaEntry& entry(Isa isa) {
+  for (const IsaEntry& e : kIsas) {
+    if (e.isa == isa) return e;
+  }
+  fail("unknown ISA {}", static_cast<int>(isa));
 }
 
-// Products with AVX2, FMA and F16C: row kernels for decode, per-call packed
-// GEMMs, and the kernels for Q4_0, Q8_0, Q4_K and Q6_K weights interleaved
-// at load.
-KernelTable make_avx2_table() {
-  KernelTable t;
-  t.isa = Isa::kAvx2;
-  t.rms_norm = avx2::rms_norm;
-  t.swiglu = avx2::swiglu;
-  t.geglu_tanh = avx2::geglu_tanh;
-  t.softmax = avx2::softmax;
-  t.add_inplace = avx2::add_inplace;
-  t.scale_inplace = avx2::scale_inplace;
-  t.gemm_f32 = avx2::gemm_f32;
-  t.dequantize_row = avx2::dequantize_row;
-  t.fused_supports = avx2::fused_supports;
-  t.fused_rows = avx2::fused_rows;
-  t.pack_rows = avx2::pack_rows;
-  t.gemm_packed = avx2::gemm_packed;
-  t.quantize_acts = avx2::quantize_acts;
-  t.q16_supports = avx2::q16_supports;
-  t.q16_rows = avx2::q16_rows;
-  t.q16_layout = avx2::q16_layout;
-  t.q16_decode_row = avx2::q16_decode_row;
-  t.pack_q16_rows = avx2::pack_q16_rows;
-  t.pack_q16_blocks_supports = avx2::pack_q16_blocks_supports;
-  t.pack_q16_blocks = avx2::pack_q16_blocks;
-  t.gemm_q16_packed = avx2::gemm_q16_packed;
-  t.gemm_interleaved = gemm_interleaved_entry<avx2::gemm_interleaved>;
-  // With 16 registers the interleaved tile is 3 tokens and decodes the
-  // nibbles once per tile, where the packed GEMM decodes once per call:
-  // TinyLlama-shaped Q4_0 / Q4_K_M, 2 threads, interleaved against packed:
-  // tg64 +17-37 %, 4-16 tokens about even or better, 32 tokens -10 %, pp512
-  // -15-30 % (also with 6-token tiles). So prefill keeps the packed GEMM.
-  t.interleaved_max_tokens = 16;
-  // kernels_bench GemmSwitch, 2048 x 5632, per core, packed against row
-  // kernel: Q4_K 95 / 98 GFLOP/s at 16 tokens; Q4_0 (packed straight from
-  // its blocks) 89 / 101 at 8, 110 / 101 at 12.
-  t.q16_row_max_tokens = 16;
-  t.q16_row_max_tokens_direct = 10;
-  t.attend_head = avx2::attend_head;
-  t.paged_attend_group = avx2::paged_attend_group;
-  return t;
-}
-
-// The AVX2 table with the 512-bit int16 GEMM micro-kernel (bit-identical
-// results, about 1.7x the products per cycle on Zen 5), the 512-bit FP32
-// GEMM micro-kernel and the 512-bit interleaved kernels (vpdpwssd).
-KernelTable make_avx512_table() {
-  KernelTable t = make_avx2_table();
-  t.isa = Isa::kAvx512;
-  t.gemm_q16_packed = avx512::gemm_q16_packed;
-  t.gemm_packed = avx512::gemm_packed;
-  t.gemm_interleaved = gemm_interleaved_entry<avx512::gemm_interleaved>;
-  t.interleaved_max_tokens = KernelTable::kAnyTokens;
-  t.paged_attend_group = avx512::paged_attend_group;
-  // The faster micro-kernel repays the per-call packing sooner: packed
-  // against row kernel, Q4_K 80 / 104 GFLOP/s at 8 tokens, 102 / 90 at 12;
-  // Q4_0 (packed straight from its blocks) 101 / 98 at 6, 118 / 105 at 8.
-  t.q16_row_max_tokens = 10;
-  t.q16_row_max_tokens_direct = 6;
-  return t;
-}
+// Whether this build has the ISA's code and `cpu` can run it.
+bool usable(const IsaEntry& e, const CpuFeatures& cpu) { return e.make != nullptr && e.runs_on(cpu); }
 
 }  // namespace
 
 std::string_view isa_name(Isa isa) {
-  switch (isa) {
-    case Isa::kScalar:
-      return "scalar";
-    case Isa::kAvx2:
-      return "avx2";
-    case Isa::kAvx512:
-      return "avx512";
+  for (const IsaEntry& e : kIsas) {
+    if (e.isa == isa) return e.name;
   }
   return "unknown";
 }
@@ -127,44 +105,46 @@ const KernelTable& scalar_kernels() {
 }
 
 const KernelTable* kernels_for(Isa isa) {
-  switch (isa) {
-    case Isa::kScalar:
-      return &scalar_kernels();
-    case Isa::kAvx2: {
-      if (!cpu_features().supports_avx2_kernels()) return nullptr;
-      static const KernelTable table = make_avx2_table();
-      return &table;
-    }
-    case Isa::kAvx512: {
-      if (!cpu_features().supports_avx512_kernels()) return nullptr;
-      static const KernelTable table = make_avx512_table();
-      return &table;
-    }
+  if (isa == Isa::kScalar) return &scalar_kernels();
+  // One table per ISA, made on first use (thread-safe: call_once per slot).
+  static std::once_flag once[std::size(kIsas)];
+  static KernelTable tables[std::size(kIsas)];
+  for (size_t i = 0; i < std::size(kIsas); ++i) {
+    const IsaEntry& e = kIsas[i];
+    if (e.isa != isa) continue;
+    if (!usable(e, cpu_features())) return nullptr;
+    std::call_once(once[i], [&] { tables[i] = e.make(); });
+    return &tables[i];
   }
   return nullptr;
 }
 
 KernelTable kernel_table_definition(Isa isa) {
-  switch (isa) {
-    case Isa::kScalar:
-      return make_scalar_table();
-    case Isa::kAvx2:
-      return make_avx2_table();
-    case Isa::kAvx512:
-      return make_avx512_table();
+  const IsaEntry& e = entry(isa);
+  if (e.make == nullptr) fail("kernel_table_definition: this build has no {} kernels", e.name);
+  return e.make();
+}
+
+std::vector<Isa> built_isas() {
+  std::vector<Isa> isas;
+  for (const IsaEntry& e : kIsas) {
+    if (e.make != nullptr) isas.push_back(e.isa);
   }
-  fail("kernel_table_definition: unknown ISA {}", static_cast<int>(isa));
+  return isas;
 }
 
 Isa best_isa(const CpuFeatures& cpu) {
-  if (cpu.supports_avx512_kernels()) return Isa::kAvx512;
-  return cpu.supports_avx2_kernels() ? Isa::kAvx2 : Isa::kScalar;
+  Isa best = Isa::kScalar;
+  for (const IsaEntry& e : kIsas) {
+    if (usable(e, cpu)) best = e.isa;
+  }
+  return best;
 }
 
 std::vector<const KernelTable*> available_kernels() {
   std::vector<const KernelTable*> tables;
-  for (Isa isa : {Isa::kScalar, Isa::kAvx2, Isa::kAvx512}) {
-    if (const KernelTable* t = kernels_for(isa)) tables.push_back(t);
+  for (const IsaEntry& e : kIsas) {
+    if (const KernelTable* t = kernels_for(e.isa)) tables.push_back(t);
   }
   return tables;
 }
@@ -172,23 +152,15 @@ std::vector<const KernelTable*> available_kernels() {
 Isa choose_isa(const char* request, const CpuFeatures& cpu) {
   const std::string_view want = request == nullptr ? "" : request;
   if (want.empty() || want == "auto") return best_isa(cpu);
-  if (want == "scalar") return Isa::kScalar;
-  if (want == "avx2") {
-    if (!cpu.supports_avx2_kernels()) {
-      fail("TOKENMILL_ISA=avx2, but this CPU lacks AVX2, FMA or F16C (avx2={}, fma={}, f16c={})",
-           cpu.avx2, cpu.fma, cpu.f16c);
-    }
-    return Isa::kAvx2;
+  std::string names = "auto";
+  for (const IsaEntry& e : kIsas) {
+    names += ", " + std::string(e.name);
+    if (e.name != want) continue;
+    if (e.make == nullptr) fail("TOKENMILL_ISA={}, but this build has no {} kernels (they are for another CPU family)", want, want);
+    if (!e.runs_on(cpu)) fail("TOKENMILL_ISA={}, but {}", want, e.why_not(cpu));
+    return e.isa;
   }
-  if (want == "avx512") {
-    if (!cpu.supports_avx512_kernels()) {
-      fail("TOKENMILL_ISA=avx512, but this CPU lacks AVX2, FMA, F16C, AVX-512 F, BW or VNNI (avx2={}, fma={}, "
-           "f16c={}, avx512f={}, avx512bw={}, avx512vnni={})",
-           cpu.avx2, cpu.fma, cpu.f16c, cpu.avx512f, cpu.avx512bw, cpu.avx512vnni);
-    }
-    return Isa::kAvx512;
-  }
-  fail("TOKENMILL_ISA='{}' is not one of: auto, scalar, avx2, avx512", want);
+  fail("TOKENMILL_ISA='{}' is not one of: {}", want, names);
 }
 
 const KernelTable& active_kernels() {

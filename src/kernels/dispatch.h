@@ -1,7 +1,15 @@
 // ISA dispatch: one table of kernel function pointers per instruction set,
-// chosen once at first use. The public entry points in matmul.h, ops.h and
-// attention.h call through active_kernels(); tests call a specific table to
-// compare each ISA with the scalar references.
+// chosen once at first use. The public entry points in matmul.h, ops.h,
+// attention.h, fp8.h and w8a8.h call through active_kernels(); tests call a
+// specific table to compare each ISA with the scalar references.
+//
+// Each ISA's table is made in one file (dispatch.cc: scalar; tables_x86.cc:
+// AVX2 and AVX-512; tables_neon.cc: NEON) and listed once in dispatch.cc's
+// registry, which isa_name, choose_isa, best_isa and available_kernels all
+// read. A null entry means "this ISA has no kernel of its own here"; matmul
+// then takes another path. Files for one CPU family (*_avx2.cc,
+// *_avx512.cc, *_x86.cc; *_neon.cc) are built only for that family
+// (CMakeLists.txt: tm_library).
 //
 // Rule for *_avx2.cc files (compiled with -mavx2 -mfma -mf16c): they may call
 // only intrinsics, their own internal-linkage helpers and out-of-line
@@ -12,7 +20,8 @@
 // which exists only when cpu_features() says the CPU has AVX2, FMA and F16C.
 // The same holds for *_avx512.cc files (also -mavx512f -mavx512bw
 // -mavx512vnni) and kernels_for(Isa::kAvx512): the AVX2 table with the
-// kernels that have a 512-bit version replaced.
+// kernels that have a 512-bit version replaced. *_neon.cc files need no
+// such care: NEON is part of the AArch64 baseline.
 #pragma once
 
 #include <cstdint>
@@ -22,14 +31,17 @@
 #include "gguf/tensor_type.h"
 #include "kernels/attention.h"
 #include "kernels/cpu_features.h"
+#include "kernels/fp8.h"
 #include "kernels/gemm.h"
 #include "kernels/matmul.h"
 #include "kernels/paged_attention.h"
 #include "kernels/quantize_act.h"
+#include "kernels/w8a8.h"
 
 namespace tokenmill::kernels {
 
-enum class Isa { kScalar, kAvx2, kAvx512 };
+// In the registry's order of preference within a CPU family.
+enum class Isa { kScalar, kAvx2, kAvx512, kNeon };
 
 std::string_view isa_name(Isa isa);
 
@@ -120,6 +132,14 @@ struct KernelTable {
   static constexpr int64_t kAnyTokens = INT64_MAX;
   int64_t interleaved_max_tokens = kAnyTokens;
 
+  // --- FP8 weights (fp8.h) and W8A8 (w8a8.h) ---
+  // Rows [row_begin, row_end) of matmul_fp8 / matmul_w8a8 for up to 4
+  // tokens; y[t * rows + r]. Every table has both (the scalar ones at least).
+  void (*fp8_rows)(const Fp8Matrix& w, int64_t row_begin, int64_t row_end, const float* x, int64_t num_tokens,
+                   float* y) = nullptr;
+  void (*w8a8_rows)(const WeightView& w, int64_t row_begin, int64_t row_end, const int8_t* qx, const float* sx,
+                    int64_t num_tokens, float* y) = nullptr;
+
   // --- attention building block ---
   // One (token, head) pair: out = softmax_j(score(q, k_j)) . v_j over keys
   // j in [j_begin, j_end), where score = scale * q.k_j, soft-capped if
@@ -165,13 +185,18 @@ const KernelTable* kernels_for(Isa isa);
 // tests that check which kernels each ISA's table holds on any machine.
 // Never call through it unless kernels_for(isa) is non-null.
 KernelTable kernel_table_definition(Isa isa);
-// The best ISA `cpu` can run (what TOKENMILL_ISA=auto picks).
+// The best ISA of this build that `cpu` can run (what TOKENMILL_ISA=auto
+// picks).
 Isa best_isa(const CpuFeatures& cpu);
+// The ISAs this build has kernels for (scalar first), whether or not this
+// CPU can run them.
+std::vector<Isa> built_isas();
 // Every table this CPU can run, scalar first (for tests comparing them).
 std::vector<const KernelTable*> available_kernels();
 // Picks the ISA from a TOKENMILL_ISA value: null, "" or "auto" mean the best
-// the CPU supports; "scalar", "avx2" and "avx512" force one. Throws tokenmill::Error for
-// an unknown name or an ISA this CPU lacks (never runs AVX2 without it).
+// the CPU supports; "scalar", "avx2", "avx512" and "neon" force one. Throws
+// tokenmill::Error for an unknown name, an ISA this CPU lacks (never runs
+// AVX2 without it) or one this build has no code for.
 Isa choose_isa(const char* request, const CpuFeatures& cpu);
 // The table every public kernel uses, chosen on first call from the
 // TOKENMILL_ISA environment variable and cpu_features(). Thread-safe.
@@ -190,7 +215,13 @@ void paged_attention_with(const KernelTable& kt, const AttentionShape& shape, co
                           std::span<const int32_t> block_table, int64_t n_ctx, float* out,
                           ThreadPool& pool, int64_t first_block = 0);
 
-// Per-ISA implementations, referenced by the tables in dispatch.cc.
+// The tables of the other CPU families' ISAs (tables_x86.cc, tables_neon.cc;
+// each defined only in a build for its family).
+KernelTable make_avx2_table();
+KernelTable make_avx512_table();
+KernelTable make_neon_table();
+
+// Per-ISA implementations, referenced by the tables.
 namespace scalar {
 void gemm_f32(const float* w, int64_t w_stride, int64_t num_rows, const float* x,
               int64_t x_stride, int64_t num_tokens, int64_t cols, float* y, int64_t y_stride);

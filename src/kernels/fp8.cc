@@ -5,7 +5,7 @@
 #include <cmath>
 #include <limits>
 
-#include "kernels/cpu_features.h"
+#include "kernels/dispatch.h"
 #include "util/check.h"
 
 namespace tokenmill::kernels {
@@ -87,6 +87,8 @@ const Fp8Table& table() {
   return t;
 }
 
+}  // namespace
+
 void matmul_fp8_rows_ref(const Fp8Matrix& w, int64_t row_begin, int64_t row_end, const float* x,
                          int64_t num_tokens, float* y) {
   const float* lut = table().v;
@@ -106,7 +108,6 @@ void matmul_fp8_rows_ref(const Fp8Matrix& w, int64_t row_begin, int64_t row_end,
   }
 }
 
-}  // namespace
 
 void matmul_fp8_ref(const Fp8Matrix& w, const float* x, int64_t num_tokens, float* y) {
   TM_CHECK(w.cols % kFp8Block == 0);
@@ -115,7 +116,7 @@ void matmul_fp8_ref(const Fp8Matrix& w, const float* x, int64_t num_tokens, floa
 
 void matmul_fp8(const Fp8Matrix& w, const float* x, int64_t num_tokens, float* y, ThreadPool& pool) {
   TM_CHECK(w.cols % kFp8Block == 0 && w.blocks != nullptr);
-  const bool simd = cpu_features().supports_avx2_kernels();
+  const auto rows = active_kernels().fp8_rows;
   // Token tiles of 4 keep a tile of x in L1 while each weight row is decoded
   // once per tile.
   constexpr int64_t kTile = 4;
@@ -123,11 +124,7 @@ void matmul_fp8(const Fp8Matrix& w, const float* x, int64_t num_tokens, float* y
     for (int64_t t0 = 0; t0 < num_tokens; t0 += kTile) {
       const int64_t nt = std::min(kTile, num_tokens - t0);
       // Outputs of tokens t0.. are written at y + t0 * rows; same row stride.
-      if (simd) {
-        avx2::matmul_fp8_rows(w, begin, end, x + t0 * w.cols, nt, y + t0 * w.rows);
-      } else {
-        matmul_fp8_rows_ref(w, begin, end, x + t0 * w.cols, nt, y + t0 * w.rows);
-      }
+      rows(w, begin, end, x + t0 * w.cols, nt, y + t0 * w.rows);
     }
   });
 }

@@ -57,11 +57,16 @@ struct Fp8Matrix {
 // y[t, r] = sum_c W[r, c] * x[t, c] for t < num_tokens, W converted on the
 // fly. x: [num_tokens, cols], y: [num_tokens, rows]. FP32 accumulation; rows
 // split over the pool. AVX2 when the CPU has it (E4M3 -> FP16 is a bit
-// shift, then F16C), else scalar; both give the same result up to the order
+// shift, then F16C) in the AVX2 and AVX-512 tables, else scalar (the
+// active kernel table's fp8_rows); both give the same result up to the order
 // of float additions.
 void matmul_fp8(const Fp8Matrix& w, const float* x, int64_t num_tokens, float* y, ThreadPool& pool);
 // The scalar path, for tests.
 void matmul_fp8_ref(const Fp8Matrix& w, const float* x, int64_t num_tokens, float* y);
+// Rows [row_begin, row_end) of matmul_fp8 for num_tokens (<= 4) tokens:
+// the scalar table's fp8_rows (dispatch.h).
+void matmul_fp8_rows_ref(const Fp8Matrix& w, int64_t row_begin, int64_t row_end, const float* x,
+                         int64_t num_tokens, float* y);
 
 namespace avx2 {
 // rows [row_begin, row_end) of matmul_fp8 (fp8_avx2.cc).

@@ -4,7 +4,7 @@
 #include <cmath>
 #include <vector>
 
-#include "kernels/cpu_features.h"
+#include "kernels/dispatch.h"
 #include "kernels/quant_blocks.h"
 #include "util/check.h"
 #include "util/fp16.h"
@@ -16,6 +16,8 @@ void check_weights(const WeightView& w) {
   TM_CHECK_MSG(w.type == gguf::TensorType::Q8_0, "W8A8 needs Q8_0 weights");
   TM_CHECK(w.cols % kQK8_0 == 0 && w.data != nullptr);
 }
+
+}  // namespace
 
 void w8a8_rows_ref(const WeightView& w, int64_t row_begin, int64_t row_end, const int8_t* qx, const float* sx,
                    int64_t num_tokens, float* y) {
@@ -36,7 +38,6 @@ void w8a8_rows_ref(const WeightView& w, int64_t row_begin, int64_t row_end, cons
   }
 }
 
-}  // namespace
 
 void quantize_activations_q8(const float* x, int64_t num_tokens, int64_t cols, int8_t* q, float* scales) {
   for (int64_t t = 0; t < num_tokens; ++t) {
@@ -66,17 +67,13 @@ void matmul_w8a8(const WeightView& w, const float* x, int64_t num_tokens, float*
   std::vector<int8_t> q(static_cast<size_t>(num_tokens * w.cols));
   std::vector<float> s(static_cast<size_t>(num_tokens));
   quantize_activations_q8(x, num_tokens, w.cols, q.data(), s.data());
-  const bool simd = cpu_features().supports_avx2_kernels();
+  const auto rows = active_kernels().w8a8_rows;
   constexpr int64_t kTile = 4;  // tokens per pass over a weight row
   pool.parallel_for(w.rows, [&](int, int64_t begin, int64_t end) {
     for (int64_t t0 = 0; t0 < num_tokens; t0 += kTile) {
       const int64_t nt = std::min(kTile, num_tokens - t0);
       const int8_t* qt = q.data() + t0 * w.cols;
-      if (simd) {
-        avx2::w8a8_rows(w, begin, end, qt, s.data() + t0, nt, y + t0 * w.rows);
-      } else {
-        w8a8_rows_ref(w, begin, end, qt, s.data() + t0, nt, y + t0 * w.rows);
-      }
+      rows(w, begin, end, qt, s.data() + t0, nt, y + t0 * w.rows);
     }
   });
 }

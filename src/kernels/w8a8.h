@@ -24,11 +24,16 @@ void quantize_activations_q8(const float* x, int64_t num_tokens, int64_t cols, i
 // y[t, r] = W8A8 product above. w.type must be Q8_0 and w.cols % 32 == 0
 // (checked). x: [num_tokens, w.cols], y: [num_tokens, w.rows]. Rows split
 // over the pool; activation quantization done once per call (cost: one pass
-// over x). Uses AVX2 (maddubs) when the CPU has it; the integer sums are
+// over x). Uses AVX2 (maddubs) where the active kernel table has it; the integer sums are
 // exact either way, so both paths agree up to float summation order.
 void matmul_w8a8(const WeightView& w, const float* x, int64_t num_tokens, float* y, ThreadPool& pool);
 // Scalar, single-threaded; for tests.
 void matmul_w8a8_ref(const WeightView& w, const float* x, int64_t num_tokens, float* y);
+// Rows [row_begin, row_end) for quantized activations qx [num_tokens, cols]
+// (num_tokens <= 4), scales sx [num_tokens]: the scalar table's w8a8_rows
+// (dispatch.h).
+void w8a8_rows_ref(const WeightView& w, int64_t row_begin, int64_t row_end, const int8_t* qx, const float* sx,
+                   int64_t num_tokens, float* y);
 
 namespace avx2 {
 // Rows [row_begin, row_end) for quantized activations qx [num_tokens, cols]

@@ -1,0 +1,39 @@
+// The AArch64 half of the dispatch tests: which kernels the NEON table holds
+// (its own where neon.h has one, the scalar references elsewhere), and that
+// AArch64 picks it.
+#include <gtest/gtest.h>
+
+#include "kernels/dispatch.h"
+#include "kernels/neon.h"
+#include "kernels/ops.h"
+#include "kernels/quantize_act.h"
+#include "util/error.h"
+
+namespace tokenmill::kernels {
+namespace {
+
+TEST(DispatchNeon, TableOwnsItsKernels) {
+  const KernelTable n = kernel_table_definition(Isa::kNeon);
+  EXPECT_EQ(n.isa, Isa::kNeon);
+  EXPECT_EQ(n.gemm_f32, &neon::gemm_f32);
+  EXPECT_EQ(n.quantize_acts, &neon::quantize_acts);
+  EXPECT_EQ(n.q16_supports, &neon::q16_supports);
+  EXPECT_EQ(n.q16_rows, &neon::q16_rows);
+  EXPECT_EQ(n.q16_row_max_tokens, kMaxQ16RowTokens);
+  // What it keeps from the scalar table, it keeps on purpose.
+  EXPECT_EQ(n.rms_norm, &rms_norm_ref);
+  EXPECT_EQ(n.attend_head, &scalar::attend_head);
+  EXPECT_EQ(n.fp8_rows, &matmul_fp8_rows_ref);
+  EXPECT_EQ(n.gemm_interleaved, nullptr);
+  EXPECT_EQ(n.gemm_q16_packed, nullptr);
+}
+
+TEST(DispatchNeon, AutoPicksNeonOnAarch64) {
+  EXPECT_TRUE(cpu_features().supports_neon_kernels());
+  EXPECT_EQ(best_isa(cpu_features()), Isa::kNeon);
+  EXPECT_EQ(choose_isa("neon", cpu_features()), Isa::kNeon);
+  EXPECT_THROW(choose_isa("avx2", CpuFeatures{true, true, true}), Error);  // no x86 code in this build
+}
+
+}  // namespace
+}  // namespace tokenmill::kernels

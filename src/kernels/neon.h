@@ -1,0 +1,41 @@
+// The NEON (AArch64 Advanced SIMD) kernels, built only for AArch64
+// (*_neon.cc; their table is made in tables_neon.cc). Same contracts as
+// the KernelTable entries they fill (dispatch.h).
+//
+// What they cover: the integer decode path (activations quantized to int16
+// blocks, quantize_act.h; weights widened per 32-column sub-block and
+// multiplied with SMULL/SMLAL into exact int32 sums, vec_dot.h's numerics)
+// for Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q4_K, Q5_K and Q6_K, and the FP32 panel
+// product that prefill and the other types use. Everything else in the NEON
+// table is the scalar reference.
+//
+// Why no dot-product extension (SDOT): it multiplies 8-bit values, and the
+// activations here are 16-bit (quantize_act.h explains why: 8-bit blocks put
+// Gemma 3 270M outside its KL budget), so SDOT would need a second, coarser
+// activation format.
+#pragma once
+
+#include <cstdint>
+
+#include "gguf/tensor_type.h"
+#include "kernels/matmul.h"
+#include "kernels/quantize_act.h"
+
+namespace tokenmill::kernels::neon {
+
+// KernelTable::gemm_f32: 4 x 4 register tiles of (rows x tokens), each
+// output one 4-lane FMA chain over the columns, then its lanes summed and
+// the remaining (cols % 4) columns added in order: the same operations
+// whatever the tiling (matmul_neon.cc).
+void gemm_f32(const float* w, int64_t w_stride, int64_t num_rows, const float* x, int64_t x_stride,
+              int64_t num_tokens, int64_t cols, float* y, int64_t y_stride);
+
+// KernelTable::quantize_acts: the reference's bits (matmul_neon.cc).
+void quantize_acts(const float* x, int64_t num_tokens, int64_t cols, const QuantizedActsOut& out);
+
+// KernelTable::q16_supports / q16_rows (vec_dot_neon.cc).
+bool q16_supports(gguf::TensorType type);
+void q16_rows(const WeightView& w, int64_t row_begin, int64_t row_end, const QuantizedActs& a, int64_t num_tokens,
+              float* y);
+
+}  // namespace tokenmill::kernels::neon
