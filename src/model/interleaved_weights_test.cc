@@ -89,7 +89,10 @@ TEST_P(InterleavedWeights, SameLogitsWithAndWithoutTheCopy) {
   const bool supported = kernels::active_kernels().gemm_interleaved != nullptr;
   EXPECT_EQ(l0.wq.interleaved != nullptr, supported);
   EXPECT_EQ(l0.w_gate.interleaved != nullptr, supported);
-  if (!supported) GTEST_SKIP() << "the active kernel table has no interleaved kernel (the scalar table)";
+  if (!supported) {
+    GTEST_SKIP() << "the active kernel table (" << kernels::isa_name(kernels::active_kernels().isa)
+                 << ") has no interleaved kernel";
+  }
   const std::vector<float> a = logits_of(*plain, pool), b = logits_of(*packed, pool);
   ASSERT_EQ(a.size(), b.size());
   double max_diff = 0, max_logit = 0;
