@@ -3,6 +3,7 @@ BUILD ?= build
 ASAN_BUILD ?= build-asan
 FUZZ_BUILD ?= build-fuzz
 TSAN_BUILD ?= build-tsan
+ARM_BUILD ?= build-aarch64
 JOBS ?= $(shell nproc)
 TOKENMILL = $(BUILD)/src/cli/tokenmill
 PROMPT ?= The capital of France is
@@ -28,7 +29,7 @@ generate: build
 	$(TOKENMILL) run -m "$$(scripts/default_model.sh)" -p "$(PROMPT)" -n 64
 
 # Every stage (build, unit and end-to-end per kernel ISA, ASan+UBSan,
-# TSan, fuzz) runs even after one fails; one summary at the end, and the
+# TSan, fuzz, the AArch64 cross build under qemu) runs even after one fails; one summary at the end, and the
 # exit status is non-zero if any stage failed (scripts/test_all.sh).
 test: setup
 	scripts/test_all.sh
@@ -42,6 +43,8 @@ test-tsan: setup
 	scripts/test_all.sh tsan
 fuzz-smoke: setup
 	scripts/test_all.sh fuzz
+test-aarch64: setup
+	scripts/test_all.sh aarch64
 
 clean:
-	rm -rf $(BUILD) $(ASAN_BUILD) $(TSAN_BUILD) $(FUZZ_BUILD) test-results
+	rm -rf $(BUILD) $(ASAN_BUILD) $(TSAN_BUILD) $(FUZZ_BUILD) $(ARM_BUILD) test-results
