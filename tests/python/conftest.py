@@ -7,6 +7,7 @@ with a reason starting "missing dependency:" on a developer's machine, and
 is a failure in strict mode (CI=true, as CI runs, or TOKENMILL_STRICT=1):
 there a skip would only hide an untested feature."""
 import importlib
+import json
 import os
 import subprocess
 
@@ -77,3 +78,11 @@ def run_tokenmill(binary, *args, input_text=None, check=True, timeout=600):
     if check and proc.returncode != 0:
         raise AssertionError(f"tokenmill {' '.join(args)} failed ({proc.returncode}):\n{proc.stderr}")
     return proc
+
+
+def run_json(binary, tmp, *args):
+    """Runs a tokenmill command with --json into tmp and returns the parsed result."""
+    out = os.path.join(tmp, "result.json")
+    run_tokenmill(binary, *args, "--json", out, "-t", "2")
+    with open(out) as f:
+        return json.load(f)
