@@ -193,7 +193,7 @@ void gemm_args(benchmark::internal::Benchmark* b) {
   // Where batched decode should switch from q16_rows to the packed kernel
   // (KernelTable::q16_row_max_tokens): both, on TinyLlama's FFN down shape
   // (run once per ISA, TOKENMILL_ISA=avx2 / avx512).
-  for (TensorType t : {TensorType::Q4_0, TensorType::Q4_K}) {
+  for (TensorType t : {TensorType::Q4_0, TensorType::Q4_K, TensorType::Q5_0, TensorType::Q5_K}) {
     for (int64_t tokens : {2, 4, 6, 8, 12, 16}) {
       for (int64_t path : {4, 5}) b->Args({id(t), 2048, 5632, tokens, 1, path, 4});
     }
