@@ -20,9 +20,10 @@ TEST(DispatchNeon, TableOwnsItsKernels) {
   EXPECT_EQ(n.q16_supports, &neon::q16_supports);
   EXPECT_EQ(n.q16_rows, &neon::q16_rows);
   EXPECT_EQ(n.q16_row_max_tokens, kMaxQ16RowTokens);
+  EXPECT_EQ(n.attend_head, &neon::attend_head);
+  EXPECT_EQ(n.paged_attend_group, &neon::paged_attend_group);
   // What it keeps from the scalar table, it keeps on purpose.
   EXPECT_EQ(n.rms_norm, &rms_norm_ref);
-  EXPECT_EQ(n.attend_head, &scalar::attend_head);
   EXPECT_EQ(n.fp8_rows, &matmul_fp8_rows_ref);
   EXPECT_EQ(n.gemm_interleaved, nullptr);
   EXPECT_EQ(n.gemm_q16_packed, nullptr);

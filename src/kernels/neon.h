@@ -5,9 +5,10 @@
 // What they cover: the integer decode path (activations quantized to int16
 // blocks, quantize_act.h; weights widened per 32-column sub-block and
 // multiplied with SMULL/SMLAL into exact int32 sums, vec_dot.h's numerics)
-// for Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q4_K, Q5_K and Q6_K, and the FP32 panel
-// product that prefill and the other types use. Everything else in the NEON
-// table is the scalar reference.
+// for Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q4_K, Q5_K and Q6_K, the FP32 panel
+// product that prefill and the other types use, and attention over float
+// K/V. Everything else in the NEON table (norms, activations, FP8, W8A8) is
+// the scalar reference.
 //
 // Why no dot-product extension (SDOT): it multiplies 8-bit values, and the
 // activations here are 16-bit (quantize_act.h explains why: 8-bit blocks put
@@ -19,6 +20,7 @@
 
 #include "gguf/tensor_type.h"
 #include "kernels/matmul.h"
+#include "kernels/paged_attention.h"
 #include "kernels/quantize_act.h"
 
 namespace tokenmill::kernels::neon {
@@ -37,5 +39,15 @@ void quantize_acts(const float* x, int64_t num_tokens, int64_t cols, const Quant
 bool q16_supports(gguf::TensorType type);
 void q16_rows(const WeightView& w, int64_t row_begin, int64_t row_end, const QuantizedActs& a, int64_t num_tokens,
               float* y);
+
+// KernelTable::attend_head / paged_attend_group (attention_neon.cc): the
+// scalar kernels' online softmax with vector dot products and row updates,
+// for head_dim a multiple of 4 up to 512 and F32 or F16 caches; other
+// shapes and the quantized caches go to the scalar kernels.
+void attend_head(const float* q, const float* k, const float* v, int64_t kv_stride, int64_t j_begin, int64_t j_end,
+                 int64_t head_dim, float scale, float softcap, float* out);
+void paged_attend_group(const PagedKv& kv, const int32_t* block_table, int64_t kv_head, const float* q,
+                        int64_t num_heads, int64_t j_begin, int64_t j_end, int64_t head_dim, float scale,
+                        float softcap, float* out);
 
 }  // namespace tokenmill::kernels::neon

@@ -17,6 +17,8 @@ KernelTable make_neon_table() {
   // (kMaxQ16RowTokens) dequantize panels of rows and use gemm_f32.
   t.q16_row_max_tokens = kMaxQ16RowTokens;
   t.q16_row_max_tokens_direct = kMaxQ16RowTokens;
+  t.attend_head = neon::attend_head;
+  t.paged_attend_group = neon::paged_attend_group;
   return t;
 }
 
