@@ -82,25 +82,12 @@ inline std::vector<int32_t> random_prompt(uint64_t seed, size_t n) {
   return ids;
 }
 
-// Greedy continuation computed without the engine: one private KV pool,
-// the whole prompt in one forward pass, then one token per pass; argmax
-// with ties to the lower id (the Sampler's greedy rule).
+// Greedy continuation computed without the engine (model::greedy_continuation
+// on one thread).
 inline std::vector<int32_t> reference_greedy(model::Model& m, const std::vector<int32_t>& prompt, int64_t n,
                                              kv::KvDtype dtype = kv::KvDtype::F16) {
   ThreadPool pool(1);
-  model::SingleSequence seq(m, static_cast<int64_t>(prompt.size()) + n, dtype);
-  std::vector<float> logits;
-  std::vector<int32_t> out;
-  seq.forward(prompt, false, logits, pool);
-  for (int64_t i = 0; i < n; ++i) {
-    int32_t best = 0;
-    for (int32_t v = 1; v < static_cast<int32_t>(logits.size()); ++v) {
-      if (logits[static_cast<size_t>(v)] > logits[static_cast<size_t>(best)]) best = v;
-    }
-    out.push_back(best);
-    if (i + 1 < n) seq.forward(std::span<const int32_t>(&out.back(), 1), false, logits, pool);
-  }
-  return out;
+  return model::greedy_continuation(m, prompt, n, dtype, pool);
 }
 
 }  // namespace tokenmill::engine::testing

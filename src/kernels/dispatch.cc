@@ -80,11 +80,17 @@ const IsaEntry kIsas[] = {
      [](const CpuFeatures&) { return std::string("this CPU is not AArch64 with NEON"); }},
 };
 
-const IsaEntry& entry(Isa isa) {
+const IsaEntry* find_entry(Isa isa) {
   for (const IsaEntry& e : kIsas) {
-    if (e.isa == isa) return e;
+    if (e.isa == isa) return &e;
   }
-  fail("unknown ISA {}", static_cast<int>(isa));
+  return nullptr;
+}
+
+const IsaEntry& entry(Isa isa) {
+  const IsaEntry* e = find_entry(isa);
+  if (e == nullptr) fail("unknown ISA {}", static_cast<int>(isa));
+  return *e;
 }
 
 // Whether this build has the ISA's code and `cpu` can run it.
@@ -92,20 +98,11 @@ bool usable(const IsaEntry& e, const CpuFeatures& cpu) { return e.make != nullpt
 
 }  // namespace
 
-std::string_view isa_name(Isa isa) {
-  for (const IsaEntry& e : kIsas) {
-    if (e.isa == isa) return e.name;
-  }
-  return "unknown";
-}
+std::string_view isa_name(Isa isa) { return find_entry(isa) != nullptr ? find_entry(isa)->name : "unknown"; }
 
-const KernelTable& scalar_kernels() {
-  static const KernelTable table = make_scalar_table();
-  return table;
-}
+const KernelTable& scalar_kernels() { return *kernels_for(Isa::kScalar); }  // every CPU runs it
 
 const KernelTable* kernels_for(Isa isa) {
-  if (isa == Isa::kScalar) return &scalar_kernels();
   // One table per ISA, made on first use (thread-safe: call_once per slot).
   static std::once_flag once[std::size(kIsas)];
   static KernelTable tables[std::size(kIsas)];

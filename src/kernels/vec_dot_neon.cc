@@ -322,38 +322,36 @@ void rows_of(const uint8_t* data, int64_t rows, int64_t cols, int64_t r0, int64_
                 });
 }
 
+// Calls f.template operator()<D>() with the decoder D of `type`; false
+// (nothing called) for a type without one. The one list of NEON decoders.
+template <class F>
+bool with_decoder(TensorType type, F&& f) {
+  switch (type) {
+    case TensorType::Q8_0: f.template operator()<Q8_0>(); return true;
+    case TensorType::Q4_0: f.template operator()<Q4_0>(); return true;
+    case TensorType::Q4_1: f.template operator()<Q4_1>(); return true;
+    case TensorType::Q5_0: f.template operator()<Q5_0>(); return true;
+    case TensorType::Q5_1: f.template operator()<Q5_1>(); return true;
+    case TensorType::Q4_K: f.template operator()<Q4_K>(); return true;
+    case TensorType::Q5_K: f.template operator()<Q5_K>(); return true;
+    case TensorType::Q6_K: f.template operator()<Q6_K>(); return true;
+    default: return false;
+  }
+}
+
 }  // namespace
 
 bool q16_supports(TensorType type) {
-  switch (type) {
-    case TensorType::Q8_0:
-    case TensorType::Q4_0:
-    case TensorType::Q4_1:
-    case TensorType::Q5_0:
-    case TensorType::Q5_1:
-    case TensorType::Q4_K:
-    case TensorType::Q5_K:
-    case TensorType::Q6_K:
-      return true;
-    default:
-      return false;
-  }
+  return with_decoder(type, []<class D>() {});
 }
 
 void q16_rows(const WeightView& w, int64_t row_begin, int64_t row_end, const QuantizedActs& a, int64_t num_tokens,
               float* y) {
   const auto* d = static_cast<const uint8_t*>(w.data);
-  switch (w.type) {
-    case TensorType::Q8_0: return rows_of<Q8_0>(d, w.rows, w.cols, row_begin, row_end, a, num_tokens, y);
-    case TensorType::Q4_0: return rows_of<Q4_0>(d, w.rows, w.cols, row_begin, row_end, a, num_tokens, y);
-    case TensorType::Q4_1: return rows_of<Q4_1>(d, w.rows, w.cols, row_begin, row_end, a, num_tokens, y);
-    case TensorType::Q5_0: return rows_of<Q5_0>(d, w.rows, w.cols, row_begin, row_end, a, num_tokens, y);
-    case TensorType::Q5_1: return rows_of<Q5_1>(d, w.rows, w.cols, row_begin, row_end, a, num_tokens, y);
-    case TensorType::Q4_K: return rows_of<Q4_K>(d, w.rows, w.cols, row_begin, row_end, a, num_tokens, y);
-    case TensorType::Q5_K: return rows_of<Q5_K>(d, w.rows, w.cols, row_begin, row_end, a, num_tokens, y);
-    case TensorType::Q6_K: return rows_of<Q6_K>(d, w.rows, w.cols, row_begin, row_end, a, num_tokens, y);
-    default: TM_CHECK_MSG(false, "neon::q16_rows: no decoder for this type (check q16_supports)");
-  }
+  const bool known = with_decoder(w.type, [&]<class D>() {
+    rows_of<D>(d, w.rows, w.cols, row_begin, row_end, a, num_tokens, y);
+  });
+  TM_CHECK_MSG(known, "neon::q16_rows: no decoder for this type (check q16_supports)");
 }
 
 }  // namespace tokenmill::kernels::neon

@@ -1,5 +1,6 @@
 #include "model/single_sequence.h"
 
+#include <algorithm>
 #include <numeric>
 
 #include "util/error.h"
@@ -33,6 +34,20 @@ void SingleSequence::forward(std::span<const int32_t> tokens, LogitRows rows, st
   const SequenceChunk chunk{tokens, size_, block_table_, rows, {}, 0};
   model_.forward({&chunk, 1}, storage_, logits, pool);
   size_ += n;
+}
+
+std::vector<int32_t> greedy_continuation(Model& model, std::span<const int32_t> prompt, int64_t n,
+                                         kv::KvDtype dtype, ThreadPool& pool) {
+  SingleSequence seq(model, static_cast<int64_t>(prompt.size()) + n, dtype);
+  std::vector<float> logits;
+  std::vector<int32_t> out;
+  seq.forward(prompt, false, logits, pool);
+  for (int64_t i = 0; i < n; ++i) {
+    // max_element returns the first maximum: ties go to the lower id.
+    out.push_back(static_cast<int32_t>(std::max_element(logits.begin(), logits.end()) - logits.begin()));
+    if (i + 1 < n) seq.forward(std::span<const int32_t>(&out.back(), 1), false, logits, pool);
+  }
+  return out;
 }
 
 }  // namespace tokenmill::model

@@ -48,4 +48,12 @@ class SingleSequence {
   std::vector<int32_t> block_table_;  // identity: [0, num_blocks)
 };
 
+// The greedy continuation of `prompt`: n tokens, each the argmax of the
+// previous step's logits (ties to the lower id, the Sampler's greedy rule),
+// the prompt in one forward pass and then one token per pass, in a private
+// SingleSequence with a `dtype` cache. A reference for tests of the engine
+// and of the kernels (no scheduler, no shared pool).
+std::vector<int32_t> greedy_continuation(Model& model, std::span<const int32_t> prompt, int64_t n,
+                                         kv::KvDtype dtype, ThreadPool& pool);
+
 }  // namespace tokenmill::model

@@ -58,19 +58,6 @@ int32_t argmax(const std::vector<float>& v) {
   return static_cast<int32_t>(std::max_element(v.begin(), v.end()) - v.begin());
 }
 
-// Feeds the prompt, then greedy tokens one at a time; returns n of them.
-std::vector<int32_t> greedy(Model& m, const std::vector<int32_t>& prompt, size_t n, ThreadPool& pool) {
-  SingleSequence seq(m, static_cast<int64_t>(prompt.size() + n), kv::KvDtype::F32);
-  std::vector<float> logits;
-  seq.forward(prompt, false, logits, pool);
-  std::vector<int32_t> out;
-  while (out.size() < n) {
-    out.push_back(argmax(logits));
-    if (out.size() < n) seq.forward({&out.back(), 1}, false, logits, pool);
-  }
-  return out;
-}
-
 class Stories260KGreedy : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -92,7 +79,8 @@ TEST_F(Stories260KGreedy, F32MatchesTheReferenceTokenForToken) {
   Stories s(checkpoint_, "F32");
   ThreadPool pool(2);
   for (const StoriesCase& c : cases_) {
-    EXPECT_EQ(greedy(s.model(), c.prompt, c.greedy.size(), pool), c.greedy)
+    EXPECT_EQ(greedy_continuation(s.model(), c.prompt, static_cast<int64_t>(c.greedy.size()), kv::KvDtype::F32, pool),
+              c.greedy)
         << kernels::isa_name(kernels::active_kernels().isa) << ", prompt of " << c.prompt.size() << " tokens";
   }
 }
