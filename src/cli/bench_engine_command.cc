@@ -105,7 +105,7 @@ void print_engine(const Engine& e, const BenchOptions& o) {
   std::printf("model %s (%s, %lld layers, n_embd %lld, ctx %lld) | threads %d | max_seqs %d | max_batch_tokens %lld | "
               "prefill_chunk %lld | prefix cache %s\n%s\n",
               o.model_path.c_str(), c.arch_name.c_str(), static_cast<long long>(c.n_layer),
-              static_cast<long long>(c.n_embd), static_cast<long long>(e.limits().max_model_len), e.num_threads(),
+              static_cast<long long>(c.n_embd), static_cast<long long>(e.limits().max_model_len()), e.num_threads(),
               e.config().max_seqs, static_cast<long long>(e.config().max_batch_tokens),
               static_cast<long long>(e.config().prefill_chunk), e.config().prefix_cache ? "on" : "off",
               kv_summary(e).c_str());
@@ -276,9 +276,9 @@ ChunkedRun chunked_pass(const BenchOptions& o, int64_t chunk) {
   Engine e(engine_config(oo));
   PromptSource prompts(o.seed, e.model_config().n_vocab);
   warm_up(e, prompts);
-  const int64_t room = e.limits().max_model_len - o.prompt_len;
-  if (o.long_prompt_len + 1 > e.limits().max_model_len || room < 16)
-    fail("the model context ({}) is too short for --long-prompt-len {} / --prompt-len {}", e.limits().max_model_len,
+  const int64_t room = e.limits().max_model_len() - o.prompt_len;
+  if (o.long_prompt_len + 1 > e.limits().max_model_len() || room < 16)
+    fail("the model context ({}) is too short for --long-prompt-len {} / --prompt-len {}", e.limits().max_model_len(),
          o.long_prompt_len, o.prompt_len);
   std::vector<std::unique_ptr<TokenClock>> running;
   for (int64_t i = 0; i < o.running; ++i)

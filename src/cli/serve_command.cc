@@ -91,7 +91,7 @@ void serve(const ServeOptions& o) {
                         ctx.model_names[0], engine.num_threads(), runtime_name(engine.matmul_hook()),
                         kv::kv_dtype_name(config.kv_dtype), engine.kv_bytes_per_token(), engine.num_kv_blocks(),
                         engine.num_window_kv_blocks(),
-                        config.block_size, engine.kv_bytes(), engine.limits().max_model_len,
+                        config.block_size, engine.kv_bytes(), engine.limits().max_model_len(),
                         ctx.chat ? std::string(tokenizer::chat_template_name(ctx.chat->kind)) : "none"));
   int sig = 0;
   sigwait(&signals, &sig);

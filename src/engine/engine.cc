@@ -155,7 +155,7 @@ void Engine::loop() {
     for (Inbox::Submission& s : submissions) core_->add(std::move(s.streams), s.request, s.submitted);
     for (RequestId id : cancels) core_->cancel(id);
     if (stopping && mode == StopMode::kAbort) {
-      core_->abort_all(sched::FinishReason::kCancelled, "the engine is shutting down");
+      core_->abort_all(FinishReason::kCancelled, "the engine is shutting down");
       return;
     }
     if (!core_->has_work()) {
@@ -168,7 +168,7 @@ void Engine::loop() {
     } catch (const std::exception& e) {
       // Not expected (bad input is refused at submit, a failed forward pass
       // ends only its batch); end everything rather than the process.
-      core_->abort_all(sched::FinishReason::kError, std::string("engine step failed: ") + e.what());
+      core_->abort_all(FinishReason::kError, std::string("engine step failed: ") + e.what());
     }
   }
 }

@@ -79,9 +79,8 @@ KvPoolSizes resolve_kv_pools(const EngineConfig& config, const model::ModelConfi
   // one pool would give it; never less than one sequence's window and step.
   const int64_t budget = budget_bytes(config, mem_available);
   const int64_t share = budget / (bytes_per_block + window_bytes_per_block);
-  const int64_t step = config.prefill_chunk > 0 ? std::min(config.prefill_chunk, config.max_batch_tokens)
-                                                : config.max_batch_tokens;
-  const int64_t minimum = ceil_div(model.sliding_window - 1 + step, config.block_size) + 1;
+  const int64_t minimum = sched::window_blocks_per_step(
+      model.sliding_window, config.block_size, sched::max_step_tokens(config.max_batch_tokens, config.prefill_chunk));
   sizes.window_blocks = std::max(std::min(ideal, share), minimum);
   const int64_t window_bytes = sizes.window_blocks * window_bytes_per_block;
   if (budget - window_bytes < bytes_per_block) {

@@ -13,11 +13,10 @@
 namespace tokenmill::engine {
 namespace {
 
-
 std::optional<Refusal> invalid(std::string message) { return Refusal{RejectReason::kInvalid, std::move(message)}; }
 
 std::optional<Refusal> check_fields(const GenerateRequest& r, const RequestLimits& limits) {
-  const int64_t max_n = std::min<int64_t>(kMaxSamples, limits.max_seqs);
+  const int64_t max_n = std::min<int64_t>(kMaxSamples, limits.capacity.max_seqs);
   if (r.n < 1 || r.n > max_n)
     return invalid(fmt::format("n = {}: parallel samples must be in [1, {}] (at most max_seqs)", r.n, max_n));
   if (r.prompt.empty()) return invalid("the prompt is empty");
@@ -49,35 +48,9 @@ std::optional<Refusal> check_fields(const GenerateRequest& r, const RequestLimit
 
 std::optional<Refusal> check_request(const GenerateRequest& r, const RequestLimits& limits) {
   if (std::optional<Refusal> bad = check_fields(r, limits)) return bad;
-  const int64_t prompt = static_cast<int64_t>(r.prompt.size());
   // max_tokens 0 still runs as one (discarded) sampled token.
-  const int64_t total = prompt + std::max<int64_t>(r.max_tokens, 1);
-  if (prompt >= limits.max_model_len) {
-    return Refusal{RejectReason::kPromptTooLong,
-                   fmt::format("the prompt ({} tokens) leaves no room in the context of {} tokens", prompt,
-                               limits.max_model_len)};
-  }
-  if (total > limits.max_model_len) {
-    return Refusal{RejectReason::kContextExceeded,
-                   fmt::format("prompt ({} tokens) + max_tokens ({}) = {} exceeds the context of {} tokens", prompt,
-                               r.max_tokens, total, limits.max_model_len)};
-  }
-  // The last sampled token never enters the cache: total - 1 positions.
-  // Parallel samples share the prompt's full blocks and own the rest.
-  const int64_t shared = prompt / limits.block_size;
-  const int64_t blocks = shared + r.n * (ceil_div(total - 1, limits.block_size) - shared);
-  if (blocks > limits.num_blocks) {
-    return Refusal{RejectReason::kKvNeverFits,
-                   fmt::format("prompt ({} tokens) + max_tokens ({}) needs {} KV blocks but the cache has {} "
-                               "({} tokens)",
-                               prompt, r.max_tokens, blocks, limits.num_blocks, limits.num_blocks * limits.block_size)};
-  }
-  if (limits.prefill_chunk == 0 && prompt > limits.max_batch_tokens) {
-    return Refusal{RejectReason::kPromptTooLong,
-                   fmt::format("prompt ({} tokens) exceeds max_batch_tokens ({}) with chunked prefill off", prompt,
-                               limits.max_batch_tokens)};
-  }
-  return std::nullopt;
+  return sched::never_fits(limits.capacity, static_cast<int64_t>(r.prompt.size()), std::max<int64_t>(r.max_tokens, 1),
+                           r.n);
 }
 
 EngineCore::EngineCore(const EngineConfig& config, Metrics& metrics)
@@ -102,8 +75,9 @@ EngineCore::EngineCore(const EngineConfig& config, Metrics& metrics)
       resolve_kv_pools(config_, mc, geometry.bytes_per_block(), split ? window_geometry.bytes_per_block() : 0,
                        mem_available_bytes().value_or(int64_t{1} << 30));
   const int64_t blocks = sizes.blocks;
-  storage_ = std::make_unique<kv::PagedKvStorage>(geometry, blocks);
-  if (split) window_storage_ = std::make_unique<kv::PagedKvStorage>(window_geometry, sizes.window_blocks);
+  runner_ = std::make_unique<runner::ModelRunner>(
+      *model_, std::make_unique<kv::PagedKvStorage>(geometry, blocks),
+      split ? std::make_unique<kv::PagedKvStorage>(window_geometry, sizes.window_blocks) : nullptr, pool_);
   metrics_.set_kv_layout(kv::kv_dtype_name(config_.kv_dtype), kv_bytes_per_token(), kv_bytes());
 
   sched::SchedulerConfig sc;
@@ -120,15 +94,9 @@ EngineCore::EngineCore(const EngineConfig& config, Metrics& metrics)
   sc.priority_aging_s = config_.priority_aging_s;
   sc.enable_prefix_cache = config_.prefix_cache;
   scheduler_ = std::make_unique<sched::Scheduler>(sc);
-  scheduler_->set_stop_check([this](const sched::Sequence& seq) { return stop_check(seq); });
 
   limits_.n_vocab = static_cast<int32_t>(mc.n_vocab);
-  limits_.max_model_len = sc.max_model_len;
-  limits_.num_blocks = blocks;
-  limits_.block_size = config_.block_size;
-  limits_.max_batch_tokens = config_.max_batch_tokens;
-  limits_.prefill_chunk = config_.prefill_chunk;
-  limits_.max_seqs = config_.max_seqs;
+  limits_.capacity = sc.capacity();
   limits_.has_tokenizer = tokenizer_.has_value();
   update_gauges();
 }
@@ -160,12 +128,10 @@ void EngineCore::add(std::vector<std::shared_ptr<RequestStream>> streams, const 
   seq->max_tokens = std::max<int64_t>(request.max_tokens, 1);  // 0: one token sampled, then discarded
   seq->skip_prefix_lookup = request.prompt_logprobs >= 0;
   seq->priority = static_cast<int>(request.priority);
-  seq->tenant = request.tenant;
   seq->cache_namespace =
       request_namespace(namespace_, config_.prefix_isolation == PrefixIsolation::kTenant, request.tenant);
   seq->arrival = submitted;
   if (request.timeout) seq->deadline = submitted + *request.timeout;
-  seq->sampling = request.sampling;
   for (size_t k = 0; k < streams.size(); ++k) {
     const RequestId sample_id = streams[k]->id();
     GenerateRequest sample = request;
@@ -194,23 +160,17 @@ void EngineCore::cancel(RequestId id) {
   ended.prompt = parent->prompt;
   ended.first_scheduled = parent->first_scheduled;
   ended.status = sched::SequenceStatus::kFinished;
-  ended.finish_reason = sched::FinishReason::kCancelled;
+  ended.finish_reason = FinishReason::kCancelled;
   finish_request(id, ended, SteadyClock::now());
 }
 
-void EngineCore::abort_all(sched::FinishReason reason, const std::string& message) {
+void EngineCore::abort_all(FinishReason reason, const std::string& message) {
   const SteadyClock::time_point now = SteadyClock::now();
   for (std::unique_ptr<sched::Sequence>& seq : scheduler_->finish_all(reason, now)) {
     seq->error = message;
     finish_sequence(*seq, now);
   }
   update_gauges();
-}
-
-sched::FinishReason EngineCore::stop_check(const sched::Sequence& seq) {
-  const auto it = states_.find(seq.id);
-  TM_CHECK(it != states_.end());
-  return it->second.on_token(seq, commit_time_, metrics_);
 }
 
 void EngineCore::finish_sequence(const sched::Sequence& seq, SteadyClock::time_point now) {
@@ -239,7 +199,7 @@ bool EngineCore::step() {
   const bool progressed = !batch.empty() || !batch.finished.empty();
   if (!batch.empty()) {
     StepStats stats;
-    run_batch(batch, stats);
+    execute(batch, stats);
     stats.step_ms = std::chrono::duration<double, std::milli>(SteadyClock::now() - start).count();
     metrics_.on_step(stats);
     ++num_steps_;
@@ -248,89 +208,88 @@ bool EngineCore::step() {
   return progressed;
 }
 
-void EngineCore::run_batch(const sched::ScheduledBatch& batch, StepStats& stats) {
-  for (const kv::BlockCopy& c : batch.copies) storage_->copy_block(c.src, c.dst);
-  for (const kv::BlockCopy& c : batch.window_copies) window_storage_->copy_block(c.src, c.dst);
+// run -> sample -> commit -> emit for a scheduled batch.
+void EngineCore::execute(const sched::ScheduledBatch& batch, StepStats& stats) {
+  const std::vector<model::LogitRows> rows = logit_rows(batch, stats);
   const size_t num_copies = batch.copies.size() + batch.window_copies.size();
   if (num_copies > 0) metrics_.on_cow_copies(num_copies);
-
-  std::vector<model::SequenceChunk> chunks = build_chunks(batch, stats);
+  runner::StepLogits logits;
   try {
-    model_->forward(chunks, model::KvPools{storage_.get(), window_storage_.get()}, logits_, pool_);
+    logits = runner_->run(batch, rows);
   } catch (const std::exception& e) {
     const std::string message = fmt::format("forward pass failed: {}", e.what());
     for (auto& seq : scheduler_->fail_batch(batch, message, SteadyClock::now())) finish_sequence(*seq, SteadyClock::now());
     return;
   }
-  const std::vector<std::optional<int32_t>> sampled = sample_rows(batch, chunks, stats);
-  commit_time_ = SteadyClock::now();
-  for (auto& seq : scheduler_->commit(batch, sampled, commit_time_, fork_tokens_)) finish_sequence(*seq, commit_time_);
+  sched::SampledStep sampled = sample(batch, rows, logits, stats);
+  const SteadyClock::time_point now = SteadyClock::now();
+  check_stops(sampled, now);
+  const std::vector<std::unique_ptr<sched::Sequence>> finished = scheduler_->commit(batch, sampled, now);
+  emit(sampled, finished, now);
 }
 
-std::vector<model::SequenceChunk> EngineCore::build_chunks(const sched::ScheduledBatch& batch, StepStats& stats) {
-  const size_t n = batch.seqs.size();
-  chunk_tokens_.resize(n);
-  std::vector<model::SequenceChunk> chunks(n);
-  for (size_t i = 0; i < n; ++i) {
-    const sched::ScheduledSeq& s = batch.seqs[i];
-    states_.at(s.seq->id).note_scheduled(*s.seq, num_steps_);
-    chunk_tokens_[i] = s.seq->tokens(s.start_pos, s.num_tokens);
-    chunks[i].tokens = chunk_tokens_[i];
-    chunks[i].start_pos = s.start_pos;
-    chunks[i].block_table = s.seq->blocks.blocks();
-    chunks[i].window_table = s.seq->window_blocks.blocks();
-    chunks[i].window_first = s.seq->window_blocks.first_block();
-    chunks[i].logits = s.samples ? model::LogitRows::kLast : model::LogitRows::kNone;
-    if (states_.at(s.seq->id).wants_prompt_logits(s.start_pos, s.num_tokens)) chunks[i].logits = model::LogitRows::kAll;
-    (s.is_decode ? stats.decode_tokens : stats.prefill_tokens) += s.num_tokens;
-  }
-  stats.num_seqs = static_cast<int64_t>(n);
-  return chunks;
-}
-
-// Rows in batch order: every token's for kAll entries (prompt
-// log-probabilities; the last one samples), one for kLast, none for kNone.
-// Fills fork_tokens_ for sequences whose forks are made in this commit.
-std::vector<std::optional<int32_t>> EngineCore::sample_rows(const sched::ScheduledBatch& batch,
-                                                            std::span<const model::SequenceChunk> chunks,
-                                                            StepStats& stats) {
-  const size_t n = batch.seqs.size();
-  fork_tokens_.assign(n, {});
-  const size_t vocab = static_cast<size_t>(limits_.n_vocab);
-  std::vector<std::optional<int32_t>> sampled(n);
-  size_t row_index = 0;
-  for (size_t i = 0; i < n; ++i) {
+// Which logits rows each entry needs: the last where it samples, every row
+// of a prefill chunk whose prompt log-probabilities are asked for, else
+// none. Also records when each request was first scheduled.
+std::vector<model::LogitRows> EngineCore::logit_rows(const sched::ScheduledBatch& batch, StepStats& stats) {
+  std::vector<model::LogitRows> rows(batch.seqs.size());
+  for (size_t i = 0; i < batch.seqs.size(); ++i) {
     const sched::ScheduledSeq& s = batch.seqs[i];
     RequestState& state = states_.at(s.seq->id);
-    if (chunks[i].logits == model::LogitRows::kAll) {
-      for (int64_t j = 0; j < s.num_tokens; ++j) {
-        const std::span<const float> row(logits_.data() + (row_index + static_cast<size_t>(j)) * vocab, vocab);
-        state.record_prompt_logprob(*s.seq, s.start_pos + j, row);
-      }
-      row_index += static_cast<size_t>(s.num_tokens) - 1;  // the last row is the sampling row below
+    state.note_scheduled(*s.seq, num_steps_);
+    rows[i] = s.samples ? model::LogitRows::kLast : model::LogitRows::kNone;
+    if (state.wants_prompt_logits(s.start_pos, s.num_tokens)) rows[i] = model::LogitRows::kAll;
+    (s.is_decode ? stats.decode_tokens : stats.prefill_tokens) += s.num_tokens;
+  }
+  stats.num_seqs = static_cast<int64_t>(batch.seqs.size());
+  return rows;
+}
+
+// Records prompt log-probabilities from kAll rows and samples each sampling
+// entry's next token from its last row; a sequence whose prefill completes
+// here also samples the first token of each pending fork (parallel sample)
+// from that row, by the fork's own state (its own seed).
+sched::SampledStep EngineCore::sample(const sched::ScheduledBatch& batch, std::span<const model::LogitRows> rows,
+                                      const runner::StepLogits& logits, StepStats& stats) {
+  sched::SampledStep sampled;
+  sampled.entries.resize(batch.seqs.size());
+  for (size_t i = 0; i < batch.seqs.size(); ++i) {
+    const sched::ScheduledSeq& s = batch.seqs[i];
+    RequestState& state = states_.at(s.seq->id);
+    if (rows[i] == model::LogitRows::kAll) {
+      for (size_t j = 0; j < logits.num_rows(i); ++j)
+        state.record_prompt_logprob(*s.seq, s.start_pos + static_cast<int64_t>(j), logits.row(i, j));
     }
-    if (chunks[i].logits == model::LogitRows::kNone) continue;
-    const std::span<const float> row(logits_.data() + row_index++ * vocab, vocab);
-    if (!s.samples) continue;  // a kAll chunk that does not end the prefill
-    sampled[i] = state.sample(row, sampler_scratch_);
-    ++stats.sampled_tokens;
-    sample_forks(*s.seq, state, row, i, stats);
+    if (!s.samples) continue;
+    const std::span<const float> row = logits.last_row(i);
+    sched::SampledEntry& entry = sampled.entries[i];
+    entry.token = sched::SampledToken{s.seq->id, state.sample(row, sampler_scratch_)};
+    for (uint64_t fork : s.seq->fork_ids) {
+      RequestState& fork_state = states_.at(fork);
+      fork_state.inherit_prefill(state);
+      entry.forks.push_back(sched::SampledToken{fork, fork_state.sample(row, sampler_scratch_)});
+      fork_parent_.erase(fork);
+    }
+    stats.sampled_tokens += 1 + static_cast<int64_t>(entry.forks.size());
   }
   return sampled;
 }
 
-// The first tokens of a sequence's pending forks (parallel samples), each
-// sampled from the parent's row by the fork's own state (its own seed);
-// the scheduler makes the forks in commit().
-void EngineCore::sample_forks(const sched::Sequence& seq, const RequestState& parent, std::span<const float> row,
-                              size_t entry, StepStats& stats) {
-  for (uint64_t fork : seq.fork_ids) {
-    RequestState& state = states_.at(fork);
-    state.inherit_prefill(parent);
-    fork_tokens_[entry].push_back(state.sample(row, sampler_scratch_));
-    fork_parent_.erase(fork);
-    ++stats.sampled_tokens;
+// The stop decision of every sampled token (EOS, stop strings, sampler
+// failure), made by its request's state; the scheduler adds max_tokens.
+void EngineCore::check_stops(sched::SampledStep& sampled, SteadyClock::time_point now) {
+  for (sched::SampledEntry& e : sampled.entries) {
+    for (sched::SampledToken& f : e.forks) f.stop = states_.at(f.seq_id).accept_token(f.token, now, metrics_);
+    if (e.token) e.token->stop = states_.at(e.token->seq_id).accept_token(e.token->token, now, metrics_);
   }
+}
+
+// Token events first, so that a finished request's final event follows its
+// last token.
+void EngineCore::emit(const sched::SampledStep& sampled, std::span<const std::unique_ptr<sched::Sequence>> finished,
+                      SteadyClock::time_point now) {
+  sampled.for_each_token([&](const sched::SampledToken& t) { states_.at(t.seq_id).emit_token(); });
+  for (const std::unique_ptr<sched::Sequence>& seq : finished) finish_sequence(*seq, now);
 }
 
 void EngineCore::update_gauges() {

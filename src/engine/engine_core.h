@@ -1,9 +1,13 @@
-// The single-threaded heart of the engine: the model, the paged KV pool,
-// the scheduler and the per-request states, driven one step at a time:
+// The single-threaded heart of the engine: the model runner (model + paged
+// KV pools), the scheduler and the per-request states, driven one step at a
+// time. A step (step()) is five named calls:
 //
-//   schedule() -> copy-on-write block copies -> SequenceChunks ->
-//   Model::forward() -> sample where a chunk ends a prefill or decodes ->
-//   commit() (stop checks push token events) -> final events.
+//   schedule  Scheduler::schedule: what runs (ScheduledBatch)
+//   run       ModelRunner::run: block copies, chunks, forward pass (StepLogits)
+//   sample    RequestState::sample per sampling entry and fork, then
+//             accept_token decides stops (SampledStep)
+//   commit    Scheduler::commit: appends, forks, frees what finished
+//   emit      token events, then the final events of finished requests
 //
 // Engine (engine.h) wraps it with a thread and a thread-safe inbox; tests
 // may also drive it directly, step by step, for exact scheduling checks.
@@ -27,6 +31,7 @@
 #include "kv/paged_kv_storage.h"
 #include "kv/prefix_cache.h"
 #include "model/model.h"
+#include "runner/model_runner.h"
 #include "sample/sampler.h"
 #include "sched/scheduler.h"
 #include "tokenizer/tokenizer.h"
@@ -37,22 +42,15 @@ namespace tokenmill::engine {
 // What submit() can check without the engine thread.
 struct RequestLimits {
   int32_t n_vocab = 0;
-  int64_t max_model_len = 0;
-  int64_t num_blocks = 0;
-  int64_t block_size = 0;
-  int64_t max_batch_tokens = 0;
-  int64_t prefill_chunk = 0;
-  int64_t max_seqs = 1;  // also bounds GenerateRequest::n
+  sched::CapacityLimits capacity;  // capacity.max_seqs also bounds GenerateRequest::n
   bool has_tokenizer = false;
+  int64_t max_model_len() const { return capacity.max_model_len; }
 };
 
 // nullopt when the request may be queued; else why it is refused at once
-// (kInvalid, kPromptTooLong, kContextExceeded or kKvNeverFits) and a
-// message naming the problem.
-struct Refusal {
-  RejectReason reason;
-  std::string message;
-};
+// (kInvalid, or what sched::never_fits says) and a message naming the
+// problem.
+using sched::Refusal;
 std::optional<Refusal> check_request(const GenerateRequest& request, const RequestLimits& limits);
 
 class EngineCore {
@@ -75,7 +73,7 @@ class EngineCore {
   void cancel(RequestId id);
   // Ends every request with `reason` (kCancelled at shutdown, kError after
   // an unexpected exception) and `message`.
-  void abort_all(sched::FinishReason reason, const std::string& message);
+  void abort_all(FinishReason reason, const std::string& message);
 
   bool has_work() const { return scheduler_->has_work(); }
   // One engine step. Returns false when it made no progress (nothing ran
@@ -90,36 +88,35 @@ class EngineCore {
   const kv::CacheNamespace& cache_namespace() const { return namespace_; }
   // The full-attention pool (every layer with one pool) and the
   // sliding-window pool (0 blocks with one pool).
-  int64_t num_kv_blocks() const { return storage_->num_blocks(); }
-  int64_t num_window_kv_blocks() const { return window_storage_ ? window_storage_->num_blocks() : 0; }
+  int64_t num_kv_blocks() const { return runner_->full_pool().num_blocks(); }
+  int64_t num_window_kv_blocks() const { return runner_->window_pool() ? runner_->window_pool()->num_blocks() : 0; }
   // Both pools' bytes.
-  int64_t kv_bytes() const { return storage_->total_bytes() + (window_storage_ ? window_storage_->total_bytes() : 0); }
+  int64_t kv_bytes() const { return runner_->kv_bytes(); }
   // Scheduler gauges (block counts of both pools), for tests and tools.
   sched::SchedulerStats scheduler_stats() const { return scheduler_->stats(); }
   // K and V of one position, all layers, quantization scales included.
   // Both pools together (a window-pool position costs this only while it is
   // in the window).
-  int64_t kv_bytes_per_token() const {
-    return storage_->geometry().bytes_per_token() + (window_storage_ ? window_storage_->geometry().bytes_per_token() : 0);
-  }
+  int64_t kv_bytes_per_token() const { return runner_->kv_bytes_per_token(); }
   // The weight runtime's hook (config().matmul_hook_factory), or null.
   const model::MatmulHook* matmul_hook() const { return matmul_hook_.get(); }
   int num_threads() const { return pool_.num_threads(); }
   int64_t steps() const { return num_steps_; }
 
  private:
-  sched::FinishReason stop_check(const sched::Sequence& seq);
   // Pushes the final event of `id`'s request, as `seq` ended (seq is the
   // request's own sequence, or its parent for a sample not forked yet).
   void finish_request(RequestId id, const sched::Sequence& seq, SteadyClock::time_point now);
   // finish_request for the sequence and for each of its samples not forked yet.
   void finish_sequence(const sched::Sequence& seq, SteadyClock::time_point now);
-  void run_batch(const sched::ScheduledBatch& batch, StepStats& stats);
-  std::vector<model::SequenceChunk> build_chunks(const sched::ScheduledBatch& batch, StepStats& stats);
-  std::vector<std::optional<int32_t>> sample_rows(const sched::ScheduledBatch& batch,
-                                                  std::span<const model::SequenceChunk> chunks, StepStats& stats);
-  void sample_forks(const sched::Sequence& seq, const RequestState& parent, std::span<const float> row, size_t entry,
-                    StepStats& stats);
+  // The step's phases after schedule (see the top of this file).
+  void execute(const sched::ScheduledBatch& batch, StepStats& stats);
+  std::vector<model::LogitRows> logit_rows(const sched::ScheduledBatch& batch, StepStats& stats);
+  sched::SampledStep sample(const sched::ScheduledBatch& batch, std::span<const model::LogitRows> rows,
+                            const runner::StepLogits& logits, StepStats& stats);
+  void check_stops(sched::SampledStep& sampled, SteadyClock::time_point now);
+  void emit(const sched::SampledStep& sampled, std::span<const std::unique_ptr<sched::Sequence>> finished,
+            SteadyClock::time_point now);
   void update_gauges();
 
   EngineConfig config_;
@@ -129,17 +126,12 @@ class EngineCore {
   std::optional<tokenizer::Tokenizer> tokenizer_;
   kv::CacheNamespace namespace_;
   RequestLimits limits_;
-  std::unique_ptr<kv::PagedKvStorage> storage_;         // full-attention layers, or all
-  std::unique_ptr<kv::PagedKvStorage> window_storage_;  // sliding-window layers; null: one pool
-  std::unique_ptr<sched::Scheduler> scheduler_;
   ThreadPool pool_;
+  std::unique_ptr<runner::ModelRunner> runner_;
+  std::unique_ptr<sched::Scheduler> scheduler_;
   std::unordered_map<RequestId, RequestState> states_;
   std::unordered_map<RequestId, RequestId> fork_parent_;  // samples not forked yet -> sample 0
   sample::SamplerScratch sampler_scratch_;
-  std::vector<std::vector<int32_t>> chunk_tokens_;  // per batch entry, this step
-  std::vector<float> logits_;                       // [logits rows, n_vocab]
-  std::vector<std::vector<int32_t>> fork_tokens_;   // per batch entry: first tokens of its forks
-  SteadyClock::time_point commit_time_{};           // `now` of the commit in progress
   int64_t num_steps_ = 0;
 };
 

@@ -208,11 +208,11 @@ TEST(EngineCoreTest, AddRefusesWhatCheckRequestRefuses) {
 TEST(EngineCoreTest, CheckRequestNamesTheProblem) {
   RequestLimits limits;
   limits.n_vocab = 100;
-  limits.max_model_len = 64;
-  limits.num_blocks = 2;
-  limits.block_size = 16;
-  limits.max_batch_tokens = 20;
-  limits.prefill_chunk = 0;
+  limits.capacity.max_model_len = 64;
+  limits.capacity.num_blocks = 2;
+  limits.capacity.block_size = 16;
+  limits.capacity.max_batch_tokens = 20;
+  limits.capacity.prefill_chunk = 0;
   EXPECT_FALSE(check_request(greedy_request({1, 2, 3}, 4), limits).has_value());
   // 20 + 14 = 34 tokens; 33 positions need 3 blocks of 16 > 2.
   std::optional<Refusal> r = check_request(greedy_request(std::vector<int32_t>(20, 1), 14), limits);

@@ -21,41 +21,20 @@
 #include <utility>
 #include <vector>
 
+#include "sched/request_outcome.h"
+
 namespace tokenmill::engine {
 
 using RequestId = uint64_t;
 
-enum class FinishReason {
-  kStop,       // end-of-generation token or a stop string
-  kLength,     // max_tokens reached (or the model's context is full)
-  kCancelled,  // cancel() by the client or engine shutdown
-  kTimeout,    // the request's deadline passed
-  kRejected,   // refused at submit (see RejectReason)
-  kError,      // an internal failure while running (message in FinalEvent::error)
-};
-inline constexpr int kNumFinishReasons = 6;
-std::string_view finish_reason_name(FinishReason reason);  // "stop", "length", ...
-
-// Why a request was refused. kInvalid .. kKvNeverFits can never succeed as
-// sent (HTTP 400); the rest are transient overload (429 / 503, retry later).
-enum class RejectReason {
-  kNone,
-  kInvalid,          // bad parameters (empty prompt, token ids out of range, sampling)
-  kPromptTooLong,    // the prompt alone fills the context (or an unchunked step)
-  kContextExceeded,  // prompt + max_tokens exceeds the model context
-  kKvNeverFits,      // prompt + max_tokens needs more KV blocks than the whole pool
-  kQueueFull,        // the waiting queue is at max_waiting
-  kKvExhausted,      // no KV blocks free now under the reject policy
-  kDeadlineExpired,  // the request's deadline passed while it was still queued
-  kShuttingDown,     // the engine is stopping or stopped
-};
-inline constexpr int kNumRejectReasons = 9;
-// "none", "invalid", "prompt_too_long", "context_exceeded", "kv_never_fits",
-// "queue_full", "kv_exhausted", "deadline_expired", "shutting_down": the
-// `reason` label of tokenmill_requests_rejected_total.
-std::string_view reject_reason_name(RejectReason reason);
-// True for the reasons that may succeed when retried later.
-bool is_transient(RejectReason reason);
+// The outcome enums are the scheduler's (one family from sequence to HTTP).
+using sched::FinishReason;
+using sched::finish_reason_name;
+using sched::is_transient;
+using sched::kNumFinishReasons;
+using sched::kNumRejectReasons;
+using sched::reject_reason_name;
+using sched::RejectReason;
 
 // Log-probabilities of a generated token under the model's plain softmax
 // (temperature 1, no filters), as the OpenAI API reports them.

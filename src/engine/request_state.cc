@@ -14,33 +14,6 @@ double ms_between(SteadyClock::time_point a, SteadyClock::time_point b) {
 
 }  // namespace
 
-FinishReason to_finish_reason(sched::FinishReason reason) {
-  switch (reason) {
-    case sched::FinishReason::kStop: return FinishReason::kStop;
-    case sched::FinishReason::kLength: return FinishReason::kLength;
-    case sched::FinishReason::kCancelled: return FinishReason::kCancelled;
-    case sched::FinishReason::kTimeout: return FinishReason::kTimeout;
-    case sched::FinishReason::kRejected: return FinishReason::kRejected;
-    case sched::FinishReason::kNone:
-    case sched::FinishReason::kError: return FinishReason::kError;
-  }
-  return FinishReason::kError;
-}
-
-RejectReason to_reject_reason(sched::RejectReason reason) {
-  switch (reason) {
-    case sched::RejectReason::kNone: return RejectReason::kNone;
-    case sched::RejectReason::kInvalid: return RejectReason::kInvalid;
-    case sched::RejectReason::kPromptTooLong: return RejectReason::kPromptTooLong;
-    case sched::RejectReason::kContextExceeded: return RejectReason::kContextExceeded;
-    case sched::RejectReason::kKvNeverFits: return RejectReason::kKvNeverFits;
-    case sched::RejectReason::kQueueFull: return RejectReason::kQueueFull;
-    case sched::RejectReason::kKvExhausted: return RejectReason::kKvExhausted;
-    case sched::RejectReason::kDeadlineExpired: return RejectReason::kDeadlineExpired;
-  }
-  return RejectReason::kInvalid;
-}
-
 RequestState::RequestState(std::shared_ptr<RequestStream> stream, const GenerateRequest& request, int32_t n_vocab,
                            const tokenizer::Tokenizer* tokenizer, SteadyClock::time_point submitted,
                            int sample_index)
@@ -110,16 +83,14 @@ int32_t RequestState::sample(std::span<const float> logits, sample::SamplerScrat
   return id;
 }
 
-sched::FinishReason RequestState::on_token(const sched::Sequence& seq, SteadyClock::time_point now,
-                                           Metrics& metrics) {
-  if (!sample_error_.empty()) return sched::FinishReason::kError;
-  if (discard_output_) return sched::FinishReason::kLength;  // max_tokens 0: scored the prompt only
-  const int32_t id = seq.output.back();
+FinishReason RequestState::accept_token(int32_t id, SteadyClock::time_point now, Metrics& metrics) {
+  if (!sample_error_.empty()) return FinishReason::kError;
+  if (discard_output_) return FinishReason::kLength;  // max_tokens 0: scored the prompt only
   history_.push_back(id);
   if (last_token_) metrics.on_token_gap(ms_between(*last_token_, now));
   last_token_ = now;
   if (!ignore_eos_ && tokenizer_ != nullptr && tokenizer_->is_end_of_generation(id)) {
-    return sched::FinishReason::kStop;  // EOS is counted but not streamed
+    return FinishReason::kStop;  // EOS is counted but not streamed
   }
   TokenEvent event;
   event.token = id;
@@ -135,8 +106,14 @@ sched::FinishReason RequestState::on_token(const sched::Sequence& seq, SteadyClo
     event.text = std::move(r.emit);
     stopped = r.stopped;
   }
-  stream_->push_token(std::move(event));
-  return stopped ? sched::FinishReason::kStop : sched::FinishReason::kNone;
+  unsent_event_ = std::move(event);
+  return stopped ? FinishReason::kStop : FinishReason::kNone;
+}
+
+void RequestState::emit_token() {
+  if (!unsent_event_) return;
+  stream_->push_token(std::move(*unsent_event_));
+  unsent_event_.reset();
 }
 
 std::string RequestState::release_held_text() {
@@ -148,8 +125,9 @@ std::string RequestState::release_held_text() {
 
 FinalEvent RequestState::make_final(const sched::Sequence& seq, SteadyClock::time_point now) {
   FinalEvent f;
-  f.reason = to_finish_reason(seq.finish_reason);
-  f.reject = to_reject_reason(seq.reject_reason);
+  // kNone cannot end a sequence: an internal error if it ever does.
+  f.reason = seq.finish_reason == FinishReason::kNone ? FinishReason::kError : seq.finish_reason;
+  f.reject = seq.reject_reason;
   f.error = !sample_error_.empty() ? sample_error_ : seq.error;
   if (f.reason == FinishReason::kError && f.error.empty()) f.error = "internal error";
   if (f.reason != FinishReason::kRejected) f.text = release_held_text();

@@ -25,10 +25,6 @@
 
 namespace tokenmill::engine {
 
-// Maps the scheduler's finish / reject reasons to the stream's.
-FinishReason to_finish_reason(sched::FinishReason reason);
-RejectReason to_reject_reason(sched::RejectReason reason);
-
 class RequestState {
  public:
   // Precondition: request validated (its sampling params construct a
@@ -62,15 +58,19 @@ class RequestState {
 
   // Picks the next token from the sequence's logits row and, when asked,
   // computes its log-probabilities. A sampler failure (every token banned)
-  // is recorded and returns 0; on_token then ends the request with kError.
+  // is recorded and returns 0; accept_token then ends the request with kError.
   int32_t sample(std::span<const float> logits,  // [n_vocab]
                  sample::SamplerScratch& scratch);
 
-  // The scheduler's stop check, right after the sampled token was appended
-  // to seq.output: detokenizes it, matches stop strings, pushes the token
-  // event and returns kStop (EOS unless ignore_eos, or a stop string),
-  // kError, or kNone to go on (the scheduler then checks max_tokens).
-  sched::FinishReason on_token(const sched::Sequence& seq, SteadyClock::time_point now, Metrics& metrics);
+  // Takes the token sample() picked: detokenizes it, matches stop strings
+  // and prepares its event (emit_token pushes it, after the commit).
+  // Returns why generation ends with this token: kStop (EOS unless
+  // ignore_eos, or a stop string), kError (the sampler failed), kLength
+  // (max_tokens 0: the prompt was only scored), or kNone to go on (the
+  // scheduler then checks max_tokens).
+  FinishReason accept_token(int32_t id, SteadyClock::time_point now, Metrics& metrics);
+  // Pushes the event accept_token prepared, if any (EOS prepares none).
+  void emit_token();
 
   // The final event of a finished (or rejected) sequence: releases held
   // text, fills usage and timings. The caller pushes it.
@@ -89,6 +89,7 @@ class RequestState {
   sample::StopStringMatcher stops_;
   std::vector<int32_t> history_;  // prompt + sampled tokens, for penalties
   std::optional<TokenLogprob> pending_logprob_;
+  std::optional<TokenEvent> unsent_event_;  // accept_token -> emit_token
   int prompt_logprobs_ = -1;            // GenerateRequest::prompt_logprobs
   bool discard_output_ = false;         // max_tokens 0: the one sampled token is not output
   int64_t num_prompt_tokens_ = 0;

@@ -187,8 +187,7 @@ void Model::forward(std::span<const SequenceChunk> chunks, const KvPools& kv, st
   int64_t R = 0;
   for (const SequenceChunk& ch : chunks) {
     T += static_cast<int64_t>(ch.tokens.size());
-    R += ch.logits == LogitRows::kAll ? static_cast<int64_t>(ch.tokens.size())
-         : ch.logits == LogitRows::kLast ? 1 : 0;
+    R += num_logit_rows(ch);
   }
   s.num_tokens = T;
   resize(s.x, T * c.n_embd);
@@ -223,7 +222,7 @@ void Model::forward(std::span<const SequenceChunk> chunks, const KvPools& kv, st
   t = 0;
   for (const SequenceChunk& ch : chunks) {
     const int64_t n = static_cast<int64_t>(ch.tokens.size());
-    const int64_t first = ch.logits == LogitRows::kAll ? t : ch.logits == LogitRows::kLast ? t + n - 1 : t + n;
+    const int64_t first = t + n - num_logit_rows(ch);
     for (int64_t i = first; i < t + n; ++i, ++r) {
       kernels::rms_norm(s.x.data() + i * c.n_embd, weights_.output_norm.data,
                         s.rows.data() + r * c.n_embd, c.n_embd, c.rms_eps);

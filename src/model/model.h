@@ -50,6 +50,17 @@ struct SequenceChunk {
   int64_t window_first = 0;
 };
 
+// How many logits rows forward() returns for a chunk (kAll: one per token,
+// kLast: one, kNone: none); chunks' rows follow each other in chunk order.
+inline int64_t num_logit_rows(const SequenceChunk& chunk) {
+  switch (chunk.logits) {
+    case LogitRows::kAll: return static_cast<int64_t>(chunk.tokens.size());
+    case LogitRows::kLast: return 1;
+    case LogitRows::kNone: return 0;
+  }
+  return 0;
+}
+
 // Which layers' K/V a pool holds.
 enum class KvGroup {
   kAll,     // every layer (one pool)

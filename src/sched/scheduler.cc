@@ -11,11 +11,6 @@
 
 namespace tokenmill::sched {
 
-namespace {
-
-
-}  // namespace
-
 void SchedulerConfig::validate() const {
   if (num_blocks <= 0) fail("scheduler: num_blocks must be positive, got {}", num_blocks);
   if (block_size <= 0) fail("scheduler: block_size must be positive, got {}", block_size);
@@ -36,12 +31,23 @@ void SchedulerConfig::validate() const {
          num_window_blocks, window_blocks_per_seq());
 }
 
-int64_t SchedulerConfig::max_step_tokens() const {
-  return prefill_chunk > 0 ? std::min(prefill_chunk, max_batch_tokens) : max_batch_tokens;
-}
+int64_t SchedulerConfig::max_step_tokens() const { return sched::max_step_tokens(max_batch_tokens, prefill_chunk); }
 
 int64_t SchedulerConfig::window_blocks_per_step(int64_t step_tokens) const {
-  return ceil_div(sliding_window - 1 + step_tokens, block_size) + 1;
+  return sched::window_blocks_per_step(sliding_window, block_size, step_tokens);
+}
+
+CapacityLimits SchedulerConfig::capacity() const {
+  CapacityLimits l;
+  l.max_model_len = max_model_len;
+  l.num_blocks = num_blocks;
+  l.block_size = block_size;
+  l.max_batch_tokens = max_batch_tokens;
+  l.prefill_chunk = prefill_chunk;
+  l.max_seqs = max_seqs;
+  l.num_window_blocks = num_window_blocks;
+  l.sliding_window = sliding_window;
+  return l;
 }
 
 int64_t SchedulerConfig::window_blocks_per_seq() const { return window_blocks_per_step(max_step_tokens()); }
@@ -72,7 +78,7 @@ std::unique_ptr<Sequence> Scheduler::add(std::unique_ptr<Sequence> seq, TimePoin
   TM_CHECK(seq != nullptr);
   TM_CHECK_MSG(seq->status == SequenceStatus::kWaiting && seq->output.empty(), "add() of a used sequence");
   seq->queued = now;
-  if (std::optional<Rejection> r = admission_error(*seq)) {
+  if (std::optional<Refusal> r = admission_error(*seq)) {
     seq->status = SequenceStatus::kFinished;
     seq->finish_reason = FinishReason::kRejected;
     seq->reject_reason = r->reason;
@@ -88,71 +94,37 @@ std::unique_ptr<Sequence> Scheduler::add(std::unique_ptr<Sequence> seq, TimePoin
   return nullptr;
 }
 
-std::optional<Scheduler::Rejection> Scheduler::admission_error(const Sequence& seq) const {
+// The request's own shape, the capacity it can never exceed (admission.h),
+// then what depends on this moment: the queue bound and, under kReject, the
+// blocks free now.
+std::optional<Refusal> Scheduler::admission_error(const Sequence& seq) const {
   const int64_t prompt_len = seq.num_prompt_tokens();
-  if (prompt_len == 0) return Rejection{RejectReason::kInvalid, "the prompt is empty"};
+  if (prompt_len == 0) return Refusal{RejectReason::kInvalid, "the prompt is empty"};
   if (seq.max_tokens < 1) {
-    return Rejection{RejectReason::kInvalid, fmt::format("max_tokens must be at least 1, got {}", seq.max_tokens)};
+    return Refusal{RejectReason::kInvalid, fmt::format("max_tokens must be at least 1, got {}", seq.max_tokens)};
   }
   if (seq.priority < 0) {
-    return Rejection{RejectReason::kInvalid, fmt::format("priority must be >= 0, got {}", seq.priority)};
+    return Refusal{RejectReason::kInvalid, fmt::format("priority must be >= 0, got {}", seq.priority)};
   }
   if (find(seq.id) != nullptr) {
-    return Rejection{RejectReason::kInvalid, fmt::format("request id {} is already scheduled", seq.id)};
+    return Refusal{RejectReason::kInvalid, fmt::format("request id {} is already scheduled", seq.id)};
   }
   if (seq.num_samples() > config_.max_seqs) {
-    return Rejection{RejectReason::kInvalid, fmt::format("{} parallel samples exceed max_seqs ({})", seq.num_samples(),
-                                                         config_.max_seqs)};
+    return Refusal{RejectReason::kInvalid, fmt::format("{} parallel samples exceed max_seqs ({})", seq.num_samples(),
+                                                       config_.max_seqs)};
   }
-  const int64_t total = prompt_len + seq.max_tokens;
-  if (config_.max_model_len > 0 && prompt_len >= config_.max_model_len) {
-    return Rejection{RejectReason::kPromptTooLong,
-                     fmt::format("the prompt ({} tokens) leaves no room in the model context of {} tokens",
-                                 prompt_len, config_.max_model_len)};
-  }
-  if (config_.max_model_len > 0 && total > config_.max_model_len) {
-    return Rejection{RejectReason::kContextExceeded,
-                     fmt::format("prompt ({} tokens) + max_tokens ({}) = {} exceeds the model context of {} tokens",
-                                 prompt_len, seq.max_tokens, total, config_.max_model_len)};
-  }
-  // The last sampled token is never run through the model, so the K/V of
-  // total - 1 positions must fit.
-  const int64_t bs = config_.block_size;
-  // Forks share the prompt's full blocks and own the rest.
-  const int64_t shared = prompt_len / bs;
-  const int64_t blocks = shared + seq.num_samples() * (ceil_div(total - 1, bs) - shared);
-  if (blocks > config_.num_blocks) {
-    return Rejection{RejectReason::kKvNeverFits,
-                     fmt::format("prompt ({} tokens) + max_tokens ({}) needs {} KV blocks, but the whole cache has "
-                                 "{} blocks ({} tokens)",
-                                 prompt_len, seq.max_tokens, blocks, config_.num_blocks, config_.num_blocks * bs)};
-  }
-  if (window_allocator_ && seq.num_samples() > 1) {
-    // Every sample decodes at once, each holding up to a decode step's window.
-    const int64_t per_sample = std::min(ceil_div(total - 1, bs), config_.window_blocks_per_step(1));
-    const int64_t window = std::max(seq.num_samples() * per_sample, config_.window_blocks_per_seq());
-    if (window > config_.num_window_blocks) {
-      return Rejection{RejectReason::kKvNeverFits,
-                       fmt::format("{} parallel samples need {} sliding-window KV blocks, but the window pool has {}",
-                                   seq.num_samples(), window, config_.num_window_blocks)};
-    }
-  }
-  if (config_.prefill_chunk == 0 && prompt_len > config_.max_batch_tokens) {
-    return Rejection{RejectReason::kPromptTooLong,
-                     fmt::format("prompt ({} tokens) exceeds max_batch_tokens ({}) and chunked prefill is off",
-                                 prompt_len, config_.max_batch_tokens)};
-  }
+  if (std::optional<Refusal> never = never_fits(config_.capacity(), prompt_len, seq.max_tokens, seq.num_samples()))
+    return never;
   if (config_.max_waiting > 0 && num_waiting() >= config_.max_waiting) {
-    return Rejection{RejectReason::kQueueFull,
-                     fmt::format("the waiting queue is full ({} requests)", num_waiting())};
+    return Refusal{RejectReason::kQueueFull, fmt::format("the waiting queue is full ({} requests)", num_waiting())};
   }
   if (config_.on_kv_exhausted == KvExhaustedPolicy::kReject) {
-    const int64_t need = ceil_div(prompt_len, bs);
+    const int64_t need = ceil_div(prompt_len, config_.block_size);
     const int64_t free = allocator_.num_available() - blocks_reserved_by_running() - blocks_wanted_by_waiting();
     if (need > free) {
-      return Rejection{RejectReason::kKvExhausted,
-                       fmt::format("the KV cache is exhausted: the prompt needs {} blocks, {} are free", need,
-                                   std::max<int64_t>(0, free))};
+      return Refusal{RejectReason::kKvExhausted,
+                     fmt::format("the KV cache is exhausted: the prompt needs {} blocks, {} are free", need,
+                                 std::max<int64_t>(0, free))};
     }
   }
   return std::nullopt;
@@ -205,49 +177,53 @@ void Scheduler::publish_computed(Sequence& seq) {
                         seq.window_blocks.blocks(), seq.window_blocks.first_block());
 }
 
-std::vector<std::unique_ptr<Sequence>> Scheduler::commit(const ScheduledBatch& batch,
-                                                         std::span<const std::optional<int32_t>> sampled,
-                                                         TimePoint now,
-                                                         std::span<const std::vector<int32_t>> fork_tokens) {
-  TM_CHECK(sampled.size() == batch.seqs.size());
+std::vector<std::unique_ptr<Sequence>> Scheduler::commit(const ScheduledBatch& batch, const SampledStep& sampled,
+                                                         TimePoint now) {
+  TM_CHECK(sampled.entries.size() == batch.seqs.size());
   TM_CHECK_MSG(batch_outstanding_ || batch.seqs.empty(), "commit() without a matching schedule()");
   batch_outstanding_ = false;
   std::vector<std::unique_ptr<Sequence>> done;
   for (size_t i = 0; i < batch.seqs.size(); ++i) {
     const ScheduledSeq& s = batch.seqs[i];
+    const SampledEntry& entry = sampled.entries[i];
     Sequence& seq = *s.seq;
     TM_CHECK(seq.status == SequenceStatus::kRunning && seq.num_computed_tokens == s.start_pos);
-    TM_CHECK_MSG(sampled[i].has_value() == s.samples, "a token must be sampled exactly where samples is set");
+    TM_CHECK_MSG(entry.token.has_value() == s.samples, "a token must be sampled exactly where samples is set");
     seq.num_computed_tokens += s.num_tokens;
     TM_CHECK(seq.num_computed_tokens <= seq.blocks.num_tokens());
     publish_computed(seq);
     if (!s.samples) continue;
-    if (!seq.fork_ids.empty()) {
-      TM_CHECK_MSG(i < fork_tokens.size(), "a sequence with fork_ids sampled without fork tokens");
-      make_forks(seq, fork_tokens[i], now, done);
-    }
-    seq.output.push_back(*sampled[i]);
-    if (!seq.first_token) seq.first_token = now;
-    FinishReason reason = stop_check_ ? stop_check_(seq) : FinishReason::kNone;
-    if (reason == FinishReason::kNone && seq.num_output_tokens() >= seq.max_tokens) reason = FinishReason::kLength;
-    if (reason == FinishReason::kNone) continue;
-    std::unique_ptr<Sequence> owned = take_running(&seq);
-    finish(*owned, reason, now);
-    done.push_back(std::move(owned));
+    TM_CHECK(entry.token->seq_id == seq.id);
+    if (!seq.fork_ids.empty()) make_forks(seq, entry.forks, now, done);
+    if (append_token(seq, *entry.token, now)) done.push_back(finish_running(&seq, entry.token->stop, now));
   }
   return done;
+}
+
+bool Scheduler::append_token(Sequence& seq, const SampledToken& sampled, TimePoint now) {
+  seq.output.push_back(sampled.token);
+  if (!seq.first_token) seq.first_token = now;
+  return sampled.stop != FinishReason::kNone || seq.num_output_tokens() >= seq.max_tokens;
+}
+
+std::unique_ptr<Sequence> Scheduler::finish_running(const Sequence* seq, FinishReason stop, TimePoint now) {
+  std::unique_ptr<Sequence> owned = take_running(seq);
+  finish(*owned, stop != FinishReason::kNone ? stop : FinishReason::kLength, now);
+  return owned;
 }
 
 // Creates one sequence per fork id of `parent`, whose step has just
 // computed its last known token: a copy sharing every block (retained once
 // more), with its own first token. Forks that finish at once (a stop, or
 // max_tokens 1) go to `done` with their blocks released.
-void Scheduler::make_forks(Sequence& parent, std::span<const int32_t> first_tokens, TimePoint now,
+void Scheduler::make_forks(Sequence& parent, std::span<const SampledToken> first_tokens, TimePoint now,
                            std::vector<std::unique_ptr<Sequence>>& done) {
-  TM_CHECK(first_tokens.size() == parent.fork_ids.size() && parent.output.empty());
+  TM_CHECK_MSG(first_tokens.size() == parent.fork_ids.size() && parent.output.empty(),
+               "a sequence with fork_ids sampled without one first token per fork");
   const std::vector<uint64_t> ids = std::move(parent.fork_ids);
   parent.fork_ids.clear();
   for (size_t k = 0; k < ids.size(); ++k) {
+    TM_CHECK(first_tokens[k].seq_id == ids[k]);
     // The copy's block ids are replaced at once: it holds no references of
     // its own until fork() retains every block once more, in both groups
     // (the window table keeps its first held block).
@@ -255,15 +231,13 @@ void Scheduler::make_forks(Sequence& parent, std::span<const int32_t> first_toke
     child->blocks = parent.blocks.fork(allocator_);
     if (window_allocator_) child->window_blocks = parent.window_blocks.fork(*window_allocator_);
     child->id = ids[k];
-    child->output.push_back(first_tokens[k]);
-    child->first_token = now;
-    FinishReason reason = stop_check_ ? stop_check_(*child) : FinishReason::kNone;
-    if (reason == FinishReason::kNone && child->num_output_tokens() >= child->max_tokens) reason = FinishReason::kLength;
-    if (reason == FinishReason::kNone) {
+    child->output.clear();
+    const bool ends = append_token(*child, first_tokens[k], now);
+    if (!ends) {
       running_.push_back(std::move(child));
       continue;
     }
-    finish(*child, reason, now);
+    finish(*child, first_tokens[k].stop != FinishReason::kNone ? first_tokens[k].stop : FinishReason::kLength, now);
     done.push_back(std::move(child));
   }
 }

@@ -4,7 +4,6 @@
 // USAGE (engine thread only; nothing here is thread-safe):
 //
 //   Scheduler sched(config);                 // owns the block allocator and prefix cache
-//   sched.set_stop_check([&](const Sequence& s) { return eos_or_stop_string(s); });
 //   // for each new request:
 //   if (auto rejected = sched.add(std::move(seq), now)) report(*rejected);  // kRejected + error
 //   // the step loop:
@@ -12,10 +11,9 @@
 //     ScheduledBatch batch = sched.schedule(now);
 //     for (auto& s : batch.finished) report(*s);    // cancelled / timed out / rejected
 //     if (batch.empty()) continue;                  // only when nothing is left to run
-//     for (const kv::BlockCopy& c : batch.copies) storage.copy_block(c.src, c.dst);  // in order
-//     logits = runner.run(batch);                   // rows for entries with samples == true
-//     std::vector<std::optional<int32_t>> sampled(batch.seqs.size());  // sampled[i] set
-//     ...                                           //   iff batch.seqs[i].samples
+//     logits = runner.run(batch);                   // block copies, then the forward pass
+//     SampledStep sampled = sample(batch, logits);  // a token (and stop decision) per
+//                                                   //   entry with samples == true
 //     for (auto& s : sched.commit(batch, sampled, now)) report(*s);  // stop / length
 //   }
 //   // on a failed forward pass: sched.fail_batch(batch, message, now) instead of commit.
@@ -100,7 +98,6 @@
 #pragma once
 
 #include <cstdint>
-#include <functional>
 #include <memory>
 #include <optional>
 #include <span>
@@ -109,6 +106,8 @@
 
 #include "kv/block_allocator.h"
 #include "kv/prefix_cache.h"
+#include "sched/admission.h"
+#include "sched/sampled_step.h"
 #include "sched/scheduled_batch.h"
 #include "sched/sequence.h"
 
@@ -144,6 +143,8 @@ struct SchedulerConfig {
   int64_t window_blocks_per_step(int64_t step_tokens) const;
   // The same for the longest step (max_step_tokens).
   int64_t window_blocks_per_seq() const;
+  // The limits admission checks requests against (admission.h).
+  CapacityLimits capacity() const;
 };
 
 struct SchedulerStats {
@@ -165,11 +166,6 @@ struct SchedulerStats {
   kv::PrefixCacheStats prefix_cache;
 };
 
-// Called after each sampled token is appended: kNone to continue, or the
-// reason to finish (kStop for EOS / stop strings). Checked before max_tokens,
-// so a stop on the last allowed token reports kStop.
-using StopCheck = std::function<FinishReason(const Sequence&)>;
-
 class Scheduler {
  public:
   // Throws Error when config.validate() does.
@@ -177,8 +173,6 @@ class Scheduler {
   ~Scheduler();  // frees the blocks of all remaining sequences
   Scheduler(const Scheduler&) = delete;
   Scheduler& operator=(const Scheduler&) = delete;
-
-  void set_stop_check(StopCheck check) { stop_check_ = std::move(check); }
 
   // Takes ownership of a new sequence (status kWaiting, no output yet).
   // Returns nullptr when accepted; otherwise returns it back finished with
@@ -194,19 +188,17 @@ class Scheduler {
   // until the matching commit()/fail_batch().
   ScheduledBatch schedule(TimePoint now);
 
-  // Applies a step's results. sampled: [batch.seqs.size()]; sampled[i] holds
-  // the token sampled for batch.seqs[i] iff batch.seqs[i].samples.
-  // fork_tokens: empty, or [batch.seqs.size()] where entry i holds one first
-  // token per fork id of batch.seqs[i].seq when that entry samples and the
-  // sequence has fork_ids (sampled from the same logits row): those forks
-  // are created here, before the entry's own token is appended, sharing its
-  // blocks (refcounts up; the partly filled last block is copied on the
-  // first write), each with its token as its first output.
-  // Returns the sequences that finished (kStop / kLength), blocks freed.
-  std::vector<std::unique_ptr<Sequence>> commit(const ScheduledBatch& batch,
-                                                std::span<const std::optional<int32_t>> sampled,
-                                                TimePoint now,
-                                                std::span<const std::vector<int32_t>> fork_tokens = {});
+  // Applies a step's results (see sampled_step.h): every entry's tokens
+  // count as computed, full blocks are published to the prefix cache, and
+  // each sampled token is appended. A sequence with pending forks forks
+  // first, before its own token is appended: one sequence per fork id
+  // sharing its blocks (refcounts up; the partly filled last block is copied
+  // on the first write), each with its own first token. A token whose stop
+  // is set ends its sequence with that reason; otherwise reaching
+  // max_tokens ends it with kLength. Returns the sequences that finished,
+  // blocks freed.
+  std::vector<std::unique_ptr<Sequence>> commit(const ScheduledBatch& batch, const SampledStep& sampled,
+                                                TimePoint now);
   // Drops a fork that was not made yet (a sample cancelled before its
   // prompt's prefill completed). False when `parent` is unknown or has no
   // such pending fork.
@@ -237,13 +229,9 @@ class Scheduler {
     FinishReason reason;
     std::string message;
   };
-  struct Rejection {
-    RejectReason reason;
-    std::string message;
-  };
   struct StepState;  // per-schedule() working set (scheduler_step.cc)
 
-  std::optional<Rejection> admission_error(const Sequence& seq) const;
+  std::optional<Refusal> admission_error(const Sequence& seq) const;
 
   void apply_pending_finishes(ScheduledBatch& batch, TimePoint now);
   void expire_deadlines(ScheduledBatch& batch, TimePoint now);
@@ -268,14 +256,17 @@ class Scheduler {
   bool append_slots(Sequence& seq, int64_t n, ScheduledBatch& batch);
   int64_t max_appendable(const Sequence& seq) const;
   int64_t running_slots() const;  // running sequences plus their pending forks
-  void make_forks(Sequence& parent, std::span<const int32_t> first_tokens, TimePoint now,
+  void make_forks(Sequence& parent, std::span<const SampledToken> first_tokens, TimePoint now,
                   std::vector<std::unique_ptr<Sequence>>& done);
+  // Appends one sampled token; true when the sequence ends with it.
+  bool append_token(Sequence& seq, const SampledToken& sampled, TimePoint now);
+  // Takes a running sequence out and finishes it: `stop`, or kLength.
+  std::unique_ptr<Sequence> finish_running(const Sequence* seq, FinishReason stop, TimePoint now);
 
   SchedulerConfig config_;
   kv::BlockAllocator allocator_;
   std::optional<kv::BlockAllocator> window_allocator_;  // two KV groups only
   kv::PrefixCache prefix_cache_;
-  StopCheck stop_check_;
   std::vector<std::unique_ptr<Sequence>> running_;
   std::vector<std::unique_ptr<Sequence>> waiting_;
   std::vector<PendingFinish> pending_finishes_;

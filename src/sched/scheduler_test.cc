@@ -16,6 +16,7 @@ using sched_test::Driver;
 using sched_test::Entry;
 using sched_test::make_seq;
 using sched_test::reference_generate;
+using sched_test::sampled_tokens;
 using std::chrono::milliseconds;
 
 SchedulerConfig config(int32_t num_blocks, int32_t block_size, int64_t max_batch_tokens, int32_t max_seqs,
@@ -302,9 +303,7 @@ TEST(Scheduler, StopCheckEndsWithStopBeforeLength) {
   Driver d(config(64, 4, 64, 4));
   auto seq = make_seq(1, 5, 10);
   const std::vector<int32_t> expected = reference_generate(seq->prompt, 3);
-  d.sched.set_stop_check([&](const Sequence& s) {
-    return s.output.back() == expected[2] ? FinishReason::kStop : FinishReason::kNone;
-  });
+  d.stop = [&](const SampledToken& t) { return t.token == expected[2] ? FinishReason::kStop : FinishReason::kNone; };
   d.add(std::move(seq));
   d.run_to_completion();
   const Sequence* s = d.finished_seq(1);
@@ -329,8 +328,7 @@ TEST(Scheduler, FailBatchAndFinishAllReleaseEverything) {
   EXPECT_EQ(s.allocator().num_used(), 0);
   ASSERT_EQ(s.add(make_seq(3, 6, 4), TimePoint{}), nullptr);
   batch = s.schedule(TimePoint{});
-  std::vector<std::optional<int32_t>> sampled{7};
-  EXPECT_TRUE(s.commit(batch, sampled, TimePoint{}).empty());
+  EXPECT_TRUE(s.commit(batch, sampled_tokens(batch, {7}), TimePoint{}).empty());
   ASSERT_EQ(s.add(make_seq(4, 6, 4), TimePoint{}), nullptr);
   auto all = s.finish_all(FinishReason::kCancelled, TimePoint{});
   EXPECT_EQ(all.size(), 2u);

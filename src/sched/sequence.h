@@ -18,7 +18,7 @@
 
 #include "kv/block_table.h"
 #include "kv/prefix_cache.h"
-#include "sample/sampling_params.h"
+#include "sched/request_outcome.h"
 #include "util/clock.h"
 
 namespace tokenmill::sched {
@@ -27,38 +27,18 @@ using TimePoint = SteadyClock::time_point;
 
 enum class SequenceStatus { kWaiting, kRunning, kPreempted, kFinished };
 
-enum class FinishReason { kNone, kStop, kLength, kCancelled, kTimeout, kRejected, kError };
-std::string_view finish_reason_name(FinishReason reason);  // "none", "stop", "length", ...
-
-// Why a sequence was refused (FinishReason::kRejected): at add(), or later
-// while it still waited (kKvExhausted, kDeadlineExpired). The first four
-// can never succeed as sent; the rest are transient overload.
-enum class RejectReason {
-  kNone,
-  kInvalid,          // empty prompt, max_tokens < 1, bad priority, duplicate id
-  kPromptTooLong,    // the prompt alone exceeds the context, or an unchunked step
-  kContextExceeded,  // prompt + max_tokens exceeds the model context
-  kKvNeverFits,      // prompt + max_tokens needs more KV blocks than the whole pool
-  kQueueFull,        // max_waiting requests already wait
-  kKvExhausted,      // kReject policy: no KV blocks for it now
-  kDeadlineExpired,  // its deadline passed before it was ever scheduled
-};
-std::string_view reject_reason_name(RejectReason reason);  // "none", "invalid", "queue_full", ...
-
 struct Sequence {
   // ---- set by the caller before Scheduler::add ----
   uint64_t id = 0;
   std::vector<int32_t> prompt;  // must be non-empty
   int64_t max_tokens = 16;      // output tokens at most (>= 1)
   int priority = 1;             // class: 0 = highest; larger = lower
-  std::string tenant;
   // Prefix-cache namespace (kv::namespace_id or the engine's own): sequences
   // share cached blocks only within one namespace. Include the tenant when
   // isolating tenants.
   uint64_t cache_namespace = 0;
   TimePoint arrival{};                 // when the request reached the server
   std::optional<TimePoint> deadline;   // finishes with kTimeout once passed
-  sample::SamplingParams sampling;     // carried for the engine; unused here
   // Never take prefix-cache hits at admission: every position must be
   // computed (prompt log-probabilities need their logits). Still publishes.
   bool skip_prefix_lookup = false;

@@ -14,6 +14,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <span>
@@ -63,7 +64,8 @@ class FakeModel {
 
   // Applies copies, writes the step's tokens into their slots, and for each
   // sampling entry predicts from the tokens read back through the table(s).
-  std::vector<std::optional<int32_t>> run(const ScheduledBatch& batch) {
+  // No stops and no fork tokens (Driver::step adds those).
+  SampledStep run(const ScheduledBatch& batch) {
     apply(batch.copies, slots_);
     apply(batch.window_copies, window_slots_);
     for (const ScheduledSeq& s : batch.seqs) {
@@ -72,7 +74,8 @@ class FakeModel {
         if (window_ > 0) window_slot(*s.seq, p) = s.seq->token_at(p);
       }
     }
-    std::vector<std::optional<int32_t>> sampled(batch.seqs.size());
+    SampledStep sampled;
+    sampled.entries.resize(batch.seqs.size());
     for (size_t i = 0; i < batch.seqs.size(); ++i) {
       const ScheduledSeq& s = batch.seqs[i];
       if (!s.samples) continue;
@@ -82,7 +85,7 @@ class FakeModel {
         seen.push_back(p >= window_start ? window_slot(*s.seq, p) : slot(*s.seq, p));
       }
       EXPECT_EQ(seen, s.seq->all_tokens()) << "KV contents of request " << s.seq->id;
-      sampled[i] = next_token(seen);
+      sampled.entries[i].token = SampledToken{s.seq->id, next_token(seen)};
     }
     return sampled;
   }
@@ -164,19 +167,25 @@ class Driver {
     std::vector<Entry> ran;
     for (const ScheduledSeq& s : batch.seqs) ran.push_back({s.seq->id, s.start_pos, s.num_tokens, s.samples, s.is_decode});
     if (!batch.empty()) {
-      const auto sampled = model.run(batch);
+      SampledStep sampled = model.run(batch);
       // Forks: each gets its own first token (fork_token), as the engine
       // samples each from the same row with its own seed.
-      std::vector<std::vector<int32_t>> forks(batch.seqs.size());
       for (size_t i = 0; i < batch.seqs.size(); ++i) {
         const Sequence& s = *batch.seqs[i].seq;
-        if (!batch.seqs[i].samples) continue;
+        SampledEntry& e = sampled.entries[i];
+        if (!e.token) continue;
         for (size_t k = 0; k < s.fork_ids.size(); ++k) {
-          forks[i].push_back(fork_token(*sampled[i], k + 1));
+          e.forks.push_back({s.fork_ids[k], fork_token(e.token->token, k + 1)});
           forked.push_back(s.fork_ids[k]);
         }
       }
-      for (auto& f : sched.commit(batch, sampled, now, forks)) finished.push_back(std::move(f));
+      if (stop) {
+        for (SampledEntry& e : sampled.entries) {
+          for (SampledToken& f : e.forks) f.stop = stop(f);
+          if (e.token) e.token->stop = stop(*e.token);
+        }
+      }
+      for (auto& f : sched.commit(batch, sampled, now)) finished.push_back(std::move(f));
     }
     now += dt;
     ++steps;
@@ -217,11 +226,29 @@ class Driver {
 
   Scheduler sched;
   FakeModel model;
+  // The engine's stop decision per sampled token (EOS, stop strings); none
+  // when empty.
+  std::function<FinishReason(const SampledToken&)> stop;
   TimePoint now;
   std::vector<std::unique_ptr<Sequence>> finished;
   std::vector<uint64_t> forked;  // ids of the sequences made by forks
   int64_t num_preempted = 0;
   int steps = 0;
 };
+
+}  // namespace tokenmill::sched::sched_test
+
+namespace tokenmill::sched::sched_test {
+
+// A SampledStep of plain tokens (no forks, no stops), one per entry of
+// `batch`: tokens[i] must be set exactly where batch.seqs[i].samples.
+inline SampledStep sampled_tokens(const ScheduledBatch& batch, const std::vector<std::optional<int32_t>>& tokens) {
+  SampledStep step;
+  step.entries.resize(batch.seqs.size());
+  for (size_t i = 0; i < batch.seqs.size() && i < tokens.size(); ++i) {
+    if (tokens[i]) step.entries[i].token = SampledToken{batch.seqs[i].seq->id, *tokens[i]};
+  }
+  return step;
+}
 
 }  // namespace tokenmill::sched::sched_test

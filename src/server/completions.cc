@@ -22,16 +22,6 @@ using nlohmann::json;
 
 constexpr int64_t kDefaultCompletionTokens = 16;  // OpenAI's default for /v1/completions
 
-// The most tokens each of n samples of a prompt can ever hold: the context,
-// or its share of the KV pool when that is smaller (the samples share the
-// prompt's full blocks; the last sampled token needs no KV slot).
-int64_t capacity(const engine::Engine& e, int64_t prompt_len, int n) {
-  const engine::RequestLimits& l = e.limits();
-  const int64_t shared = std::min(prompt_len / l.block_size, l.num_blocks);
-  const int64_t per_sample = (l.num_blocks - shared) / std::max(n, 1);
-  return std::min(l.max_model_len, (shared + per_sample) * l.block_size + 1);
-}
-
 engine::GenerateRequest base_request(const SamplingRequest& c, const std::string& tenant, int64_t max_tokens,
                                      int prompt_logprobs) {
   engine::GenerateRequest r;
@@ -234,7 +224,7 @@ void handle_chat_completions(ServingContext& ctx, const httplib::Request& req, h
     bad_request("messages", "{}", e.what());
   }
   const int64_t room =
-      capacity(engine, static_cast<int64_t>(prompt.size()), r.common.n) - static_cast<int64_t>(prompt.size());
+      sched::max_completion_tokens(engine.limits().capacity, static_cast<int64_t>(prompt.size()), r.common.n);
   job.max_tokens = r.common.max_tokens.value_or(std::max<int64_t>(room, 1));
   job.prompts.push_back(std::move(prompt));
   job.common = std::move(r.common);

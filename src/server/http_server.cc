@@ -241,7 +241,7 @@ void HttpServer::handle_models(const httplib::Request& req, httplib::Response& r
   const engine::Engine* e = ctx_.engine.load();
   auto card = [&](const std::string& name) {
     json m = {{"id", name}, {"object", "model"}, {"created", ctx_.created}, {"owned_by", "tokenmill"}};
-    if (e) m["max_model_len"] = e->limits().max_model_len;
+    if (e) m["max_model_len"] = e->limits().max_model_len();
     return m;
   };
   if (req.matches.size() > 1) {
@@ -267,7 +267,7 @@ void HttpServer::handle_tokenize(const httplib::Request& req, httplib::Response&
   } else {
     ids = tok.encode(r.prompt, r.add_special_tokens, /*parse_special=*/false);
   }
-  json body = {{"tokens", ids}, {"count", ids.size()}, {"max_model_len", e.limits().max_model_len}};
+  json body = {{"tokens", ids}, {"count", ids.size()}, {"max_model_len", e.limits().max_model_len()}};
   if (r.with_pieces) {
     json pieces = json::array();
     for (int32_t id : ids) pieces.push_back(token_display(tok.token_to_piece(id, /*special=*/true)));

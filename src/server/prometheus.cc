@@ -70,7 +70,7 @@ void write_requests(PrometheusWriter& w, const engine::MetricsSnapshot& m) {
   w.counter("tokenmill_requests_submitted_total", "Requests submitted to the engine.",
             static_cast<double>(m.requests_submitted));
   w.family("tokenmill_requests_finished_total", "counter", "Requests finished, by how they ended.");
-  for (int i = 0; i < engine::kNumFinishReasons; ++i) {
+  for (int i = 1; i < engine::kNumFinishReasons; ++i) {  // not kNone
     const auto reason = static_cast<engine::FinishReason>(i);
     w.sample("tokenmill_requests_finished_total", prometheus_label("reason", engine::finish_reason_name(reason)),
              static_cast<double>(m.requests_finished[static_cast<size_t>(i)]));

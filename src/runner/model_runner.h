@@ -1,0 +1,56 @@
+// Runs one scheduled step on the model: applies the batch's copy-on-write
+// block copies to the KV pools it owns, turns each batch entry into a
+// SequenceChunk (its tokens, positions and block tables), runs
+// Model::forward and hands back the logits by batch entry (StepLogits).
+//
+// This is the seam between scheduling and compute: what a step computes is
+// decided by the Scheduler (ScheduledBatch) and by the engine (which rows
+// of logits each entry needs); nothing here samples or changes a sequence.
+//
+// Thread-safety: engine thread only; the forward pass runs on `pool`.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <vector>
+
+#include "kv/paged_kv_storage.h"
+#include "model/model.h"
+#include "runner/step_logits.h"
+#include "sched/scheduled_batch.h"
+#include "util/thread_pool.h"
+
+namespace tokenmill::runner {
+
+class ModelRunner {
+ public:
+  // `window` is null with one KV pool (every layer in `full`); else `full`
+  // holds the full-attention layers and `window` the sliding-window ones
+  // (model::KvPools). The model and the thread pool must outlive the runner.
+  ModelRunner(model::Model& model, std::unique_ptr<kv::PagedKvStorage> full,
+              std::unique_ptr<kv::PagedKvStorage> window, ThreadPool& pool);
+
+  // Runs the step: block copies first (in order), then one chunk per entry
+  // of `batch` at positions [start_pos, start_pos + num_tokens) with
+  // rows[i] logits rows. The view is valid until the next run(). Throws
+  // what Model::forward throws (the KV contents of the step's positions are
+  // then undefined; the caller fails the batch).
+  StepLogits run(const sched::ScheduledBatch& batch, std::span<const model::LogitRows> rows);
+
+  const kv::PagedKvStorage& full_pool() const { return *full_; }
+  const kv::PagedKvStorage* window_pool() const { return window_.get(); }
+  // Both pools' bytes, and the bytes of one position in both.
+  int64_t kv_bytes() const;
+  int64_t kv_bytes_per_token() const;
+
+ private:
+  model::Model& model_;
+  std::unique_ptr<kv::PagedKvStorage> full_;
+  std::unique_ptr<kv::PagedKvStorage> window_;
+  ThreadPool& pool_;
+  std::vector<std::vector<int32_t>> chunk_tokens_;  // per entry: the tokens the chunks point into
+  std::vector<float> logits_;                       // [rows, n_vocab]
+};
+
+}  // namespace tokenmill::runner
