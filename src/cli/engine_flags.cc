@@ -70,6 +70,16 @@ void add_engine_flags(CLI::App& cmd, EngineFlags& f, EngineFlagSet set) {
   cmd.add_option("--priority-aging", f.aging_s, "Seconds per priority class of aging")->capture_default_str();
 }
 
+engine::MatmulHookFactory runtime_hook_factory(const std::string& runtime) {
+  // Checked before the (possibly long) model load; the file-dependent part
+  // (does it hold matrices this runtime can run?) is checked after it.
+  if (runtime != "auto" && !quant::runtime_from_name(runtime))
+    fail("--runtime '{}': use auto, dense, w8a8 or fp8_e4m3", runtime);
+  return [runtime](const model::Model& m) -> std::unique_ptr<model::MatmulHook> {
+    return quant::make_weight_runtime(m, runtime);
+  };
+}
+
 engine::EngineConfig engine_config(const std::string& model_path, const EngineFlags& f) {
   engine::EngineConfig c;
   c.model_path = model_path;
@@ -78,14 +88,7 @@ engine::EngineConfig engine_config(const std::string& model_path, const EngineFl
   c.kv_memory_fraction = f.kv_fraction;
   c.block_size = f.block_size;
   c.kv_dtype = parse_kv_dtype(f.kv_dtype);
-  // Checked before the (possibly long) model load; the file-dependent part
-  // (does it hold matrices this runtime can run?) is checked after it.
-  if (f.runtime != "auto" && !quant::runtime_from_name(f.runtime))
-    fail("--runtime '{}': use auto, dense, w8a8 or fp8_e4m3", f.runtime);
-  const std::string runtime = f.runtime;
-  c.matmul_hook_factory = [runtime](const model::Model& m) -> std::unique_ptr<model::MatmulHook> {
-    return quant::make_weight_runtime(m, runtime);
-  };
+  c.matmul_hook_factory = runtime_hook_factory(f.runtime);
   c.max_batch_tokens = f.max_batch_tokens;
   c.max_seqs = f.max_seqs;
   c.prefill_chunk = f.prefill_chunk;

@@ -53,6 +53,11 @@ class RuntimeModel {
 // FP8-grid BF16 ones). Cost: FP8 packs its matrices once (one pass).
 std::unique_ptr<RuntimeModel> load_runtime_model(const std::string& path, const std::string& runtime);
 
+// The engine's factory for the --runtime value (see add_runtime_option).
+// Throws Error for an unknown name at once; what the file cannot use fails
+// when the engine loads it.
+engine::MatmulHookFactory runtime_hook_factory(const std::string& runtime);
+
 // "dense", or the runtime of a WeightRuntimeHook the engine holds.
 std::string runtime_name(const model::MatmulHook* hook);
 

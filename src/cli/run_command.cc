@@ -1,6 +1,7 @@
 // `tokenmill run`: generate from one prompt, streaming text to stdout, then a
-// one-line timing summary on stderr. Single sequence; the serving engine runs
-// many at once.
+// one-line timing summary on stderr. A client of the serving engine with one
+// sequence: the same scheduler, sampler and text stream as the server, so
+// the same request gives the same text.
 #include <cstdio>
 #include <optional>
 #include <random>
@@ -10,14 +11,13 @@
 #include "cli/cli_util.h"
 #include "cli/commands.h"
 #include "cli/engine_flags.h"
+#include "engine/engine.h"
+#include "gguf/reader.h"
 #include "kv/kv_dtype.h"
-#include "model/model.h"
-#include "model/single_sequence.h"
-#include "sample/sampler.h"
-#include "sample/stop_criteria.h"
+#include "server/chat_prompt.h"
 #include "tokenizer/chat_template.h"
-#include "tokenizer/incremental_detokenizer.h"
 #include "tokenizer/tokenizer.h"
+#include "util/check.h"
 #include "util/clock.h"
 #include "util/error.h"
 
@@ -44,13 +44,6 @@ struct RunOptions {
   sample::SamplingParams sampling;
 };
 
-struct Timings {
-  int64_t prompt_tokens = 0;
-  int64_t generated = 0;
-  double prefill_s = 0;
-  double decode_s = 0;
-};
-
 std::vector<std::pair<int32_t, float>> parse_logit_bias(const std::vector<std::string>& items) {
   std::vector<std::pair<int32_t, float>> out;
   for (const std::string& item : items) {
@@ -69,115 +62,114 @@ std::vector<std::pair<int32_t, float>> parse_logit_bias(const std::vector<std::s
   return out;
 }
 
-std::vector<int32_t> prompt_tokens(const RunOptions& o, const std::optional<tokenizer::Tokenizer>& tok,
-                                   const gguf::GgufFile& file) {
+std::vector<int32_t> prompt_tokens(const RunOptions& o, const tokenizer::Tokenizer* tok, const gguf::GgufFile& file) {
   const int given = !o.prompt.empty() + !o.prompt_file.empty() + !o.prompt_ids.empty();
   if (given != 1) fail("give exactly one of -p PROMPT, -f FILE or --prompt-ids IDS");
   if (!o.prompt_ids.empty()) {
     if (o.chat) fail("--chat needs a text prompt, not --prompt-ids");
     return parse_id_list(o.prompt_ids);
   }
-  if (!tok) fail("{}: the model has no tokenizer; use --prompt-ids", file.name());
-  std::string text = o.prompt_file.empty() ? o.prompt : read_text_file(o.prompt_file);
-  if (o.chat) {
-    std::optional<tokenizer::ChatTemplateKind> kind;
-    if (!o.chat_template.empty()) {
-      kind = tokenizer::chat_template_from_name(o.chat_template);
-    } else if (const gguf::Value* t = file.find("tokenizer.chat_template"); t && t->is_string()) {
-      kind = tokenizer::detect_chat_template(t->as_string());
-    } else if (file.get_string("general.architecture") == "gemma3") {
-      kind = tokenizer::ChatTemplateKind::Gemma;  // Gemma files often ship without a template
-    }
-    if (!kind) fail("{}: no recognisable chat template; pass --chat-template NAME", file.name());
-    std::vector<tokenizer::ChatMessage> messages;
-    if (!o.system_prompt.empty()) messages.push_back({"system", o.system_prompt});
-    messages.push_back({"user", text});
-    text = tokenizer::render_chat(*kind, messages, /*add_generation_prompt=*/true, "");
-  }
-  return tok->encode(text, /*add_special=*/true, /*parse_special=*/o.chat);
+  if (tok == nullptr) fail("{}: the model has no tokenizer; use --prompt-ids", file.name());
+  const std::string text = o.prompt_file.empty() ? o.prompt : read_text_file(o.prompt_file);
+  if (!o.chat) return tok->encode(text, /*add_special=*/true, /*parse_special=*/false);
+  // The server's template choice and rendering, so that `run --chat` and
+  // /v1/chat/completions see the same prompt.
+  const std::optional<server::ChatFormat> format = server::select_chat_format(o.chat_template, file, tok);
+  if (!format) fail("{}: no recognisable chat template; pass --chat-template NAME", file.name());
+  std::vector<tokenizer::ChatMessage> messages;
+  if (!o.system_prompt.empty()) messages.push_back({"system", o.system_prompt});
+  messages.push_back({"user", text});
+  return server::chat_prompt_tokens(*format, *tok, messages, /*add_generation_prompt=*/true);
+}
+
+// One sequence on the serving engine, sized for it: a KV pool of exactly
+// the context's blocks, one sequence, prefill chunks of --batch tokens.
+engine::EngineConfig run_engine_config(const RunOptions& o, int64_t context) {
+  engine::EngineConfig c;
+  c.model_path = o.model_path;
+  c.num_threads = o.threads;
+  c.kv_dtype = parse_kv_dtype(o.kv_dtype);
+  c.matmul_hook_factory = runtime_hook_factory(o.runtime);
+  c.block_size = 16;
+  c.kv_num_blocks = (context + c.block_size - 1) / c.block_size;
+  c.max_model_len = context;
+  c.max_seqs = 1;
+  c.max_batch_tokens = o.batch;
+  c.prefill_chunk = o.batch;
+  c.prefix_cache = false;
+  c.validate();
+  return c;
 }
 
 void run(RunOptions o) {
   const SteadyClock::time_point start = SteadyClock::now();
-  const kv::KvDtype kv_dtype = parse_kv_dtype(o.kv_dtype);
-  const std::unique_ptr<RuntimeModel> loaded = load_runtime_model(o.model_path, o.runtime);
-  model::Model* m = &loaded->model();
-  const model::ModelConfig& c = m->config();
-  std::optional<tokenizer::Tokenizer> tok;
-  if (tokenizer::Tokenizer::present_in(m->file())) tok = tokenizer::Tokenizer::from_gguf(m->file());
-
-  std::vector<int32_t> tokens = prompt_tokens(o, tok, m->file());
-  if (tokens.empty()) fail("the prompt is empty");
   if (o.n_predict < 0) fail("-n must be >= 0, got {}", o.n_predict);
   if (o.batch < 1) fail("--batch must be >= 1, got {}", o.batch);
-  const int64_t needed = static_cast<int64_t>(tokens.size()) + o.n_predict;
-  const int64_t ctx = o.ctx_size > 0 ? o.ctx_size : std::min(needed, c.n_ctx_train);
-  if (static_cast<int64_t>(tokens.size()) > ctx)
-    fail("the prompt has {} tokens but the context holds {}", tokens.size(), ctx);
-
-  o.sampling.seed = o.seed ? *o.seed : std::random_device{}();
-  o.sampling.logit_bias = parse_logit_bias(o.logit_bias);
-  sample::Sampler sampler(o.sampling, static_cast<int32_t>(c.n_vocab));
-  sample::StopStringMatcher stops(o.sampling.stop);
-  std::optional<tokenizer::IncrementalDetokenizer> detok;
-  if (tok) detok.emplace(*tok);
-
-  ThreadPool pool(o.threads);
-  model::SingleSequence seq(*m, ctx, kv_dtype);
-  std::vector<float> logits;
-  Timings tm;
-  tm.prompt_tokens = static_cast<int64_t>(tokens.size());
-
-  // Prefill in chunks of --batch tokens; only the last chunk's logits matter.
-  const SteadyClock::time_point prefill_start = SteadyClock::now();
-  for (size_t pos = 0; pos < tokens.size(); pos += static_cast<size_t>(o.batch)) {
-    const size_t n = std::min(tokens.size() - pos, static_cast<size_t>(o.batch));
-    const bool last_chunk = pos + n == tokens.size();
-    seq.forward({tokens.data() + pos, n}, last_chunk ? model::LogitRows::kLast : model::LogitRows::kNone, logits, pool);
+  std::vector<int32_t> prompt;
+  {
+    // The prompt decides the context (and so the KV pool) the engine is
+    // built with: tokenize from the file's metadata before loading weights.
+    const gguf::GgufFile file = gguf::GgufFile::open(o.model_path);
+    std::optional<tokenizer::Tokenizer> tok;
+    if (tokenizer::Tokenizer::present_in(file)) tok = tokenizer::Tokenizer::from_gguf(file);
+    prompt = prompt_tokens(o, tok ? &*tok : nullptr, file);
   }
-  tm.prefill_s = seconds_since(prefill_start);
+  if (prompt.empty()) fail("the prompt is empty");
+  const int64_t prompt_len = static_cast<int64_t>(prompt.size());
+  // -n 0 still runs the prefill (and samples one token, not shown).
+  const int64_t wanted = std::max<int64_t>(o.n_predict, 1);
+  const int64_t context = o.ctx_size > 0 ? o.ctx_size : prompt_len + wanted;
+  engine::Engine engine(run_engine_config(o, context));
+  const int64_t max_len = engine.limits().max_model_len();  // the context, capped by the model's
+  if (prompt_len >= max_len) fail("the prompt has {} tokens but the context holds {}", prompt_len, max_len);
 
+  engine::GenerateRequest request;
+  request.prompt = std::move(prompt);
+  request.max_tokens = std::min(wanted, max_len - prompt_len);
+  request.sampling = o.sampling;
+  request.sampling.seed = o.seed ? *o.seed : std::random_device{}();
+  request.sampling.logit_bias = parse_logit_bias(o.logit_bias);
+  engine::RequestHandle handle = engine.submit(request);
+
+  const bool show_text = o.n_predict > 0 && !o.print_ids && engine.tokenizer() != nullptr;
   std::vector<int32_t> generated;
-  const SteadyClock::time_point decode_start = SteadyClock::now();
-  bool stopped = false;
-  while (!stopped && static_cast<int64_t>(generated.size()) < o.n_predict) {
-    const int32_t id = sampler.sample(logits, tokens);
-    if (tok && tok->is_end_of_generation(id) && !o.sampling.ignore_eos) break;
-    generated.push_back(id);
-    tokens.push_back(id);
-    if (!o.print_ids && detok) {
-      const sample::StopResult r = stops.push(detok->push(id));
-      std::fputs(r.emit.c_str(), stdout);
-      std::fflush(stdout);
-      stopped = r.stopped;
-    }
-    if (stopped || static_cast<int64_t>(generated.size()) >= o.n_predict) break;
-    if (seq.size() >= seq.capacity()) {
-      std::fprintf(stderr, "\n[context full at %lld tokens]\n", static_cast<long long>(seq.size()));
+  std::optional<engine::FinalEvent> final;
+  while (std::optional<engine::StreamEvent> e = handle.next()) {
+    if (e->final) {
+      final = std::move(e->final);
       break;
     }
-    seq.forward({&tokens.back(), 1}, /*all_logits=*/false, logits, pool);
+    if (o.n_predict == 0) continue;
+    generated.push_back(e->token->token);
+    if (show_text) {
+      std::fputs(e->token->text.c_str(), stdout);
+      std::fflush(stdout);
+    }
   }
-  tm.decode_s = seconds_since(decode_start);
-  tm.generated = static_cast<int64_t>(generated.size());
+  TM_CHECK(final.has_value());
+  if (final->reason == engine::FinishReason::kRejected || final->reason == engine::FinishReason::kError)
+    fail("{}", final->error);
   if (o.print_ids) {
     std::printf("%s\n", format_id_list(generated).c_str());
-  } else if (detok && !stopped) {
-    std::fputs(stops.push(detok->flush()).emit.c_str(), stdout);
-    std::fputs(stops.flush().c_str(), stdout);
+  } else if (show_text) {
+    std::fputs(final->text.c_str(), stdout);
     std::fputs("\n", stdout);
   }
   std::fflush(stdout);
+  if (final->reason == engine::FinishReason::kLength && request.max_tokens < wanted)
+    std::fprintf(stderr, "[context full at %lld tokens]\n", static_cast<long long>(max_len));
+
+  const engine::Timings& t = final->timings;
   // Decode rate counts the forward steps after the first token.
-  const double decode_steps = static_cast<double>(std::max<int64_t>(tm.generated - 1, 0));
+  const double decode_steps = static_cast<double>(std::max<int64_t>(static_cast<int64_t>(generated.size()) - 1, 0));
   std::fprintf(stderr,
                "prompt %lld tokens | prefill %.1f tok/s | TTFT %.1f ms | generated %lld tokens | "
                "decode %.1f tok/s | threads %d | runtime %s | KV %s | seed %llu | total %.2f s\n",
-               static_cast<long long>(tm.prompt_tokens), tm.prompt_tokens / std::max(tm.prefill_s, 1e-9),
-               tm.prefill_s * 1e3, static_cast<long long>(tm.generated),
-               decode_steps / std::max(tm.decode_s, 1e-9), pool.num_threads(), loaded->runtime_name().c_str(),
-               std::string(kv::kv_dtype_name(kv_dtype)).c_str(), static_cast<unsigned long long>(o.sampling.seed),
-               seconds_since(start));
+               static_cast<long long>(prompt_len), prompt_len / std::max(t.prefill_ms * 1e-3, 1e-9), t.ttft_ms,
+               static_cast<long long>(generated.size()), decode_steps / std::max(t.decode_ms * 1e-3, 1e-9),
+               engine.num_threads(), runtime_name(engine.matmul_hook()).c_str(),
+               std::string(kv::kv_dtype_name(engine.config().kv_dtype)).c_str(),
+               static_cast<unsigned long long>(request.sampling.seed), seconds_since(start));
 }
 
 }  // namespace

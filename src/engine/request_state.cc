@@ -23,15 +23,13 @@ RequestState::RequestState(std::shared_ptr<RequestStream> stream, const Generate
       ignore_eos_(request.sampling.ignore_eos),
       sampler_(request.sampling, n_vocab),
       tokenizer_(tokenizer),
-      stops_(request.sampling.stop),
       history_(request.prompt),
       prompt_logprobs_(request.prompt_logprobs),
       discard_output_(request.max_tokens == 0),
       num_prompt_tokens_(static_cast<int64_t>(request.prompt.size())),
       sample_index_(sample_index),
       submitted_(submitted) {
-  // The output continues the prompt: its first word keeps its leading space.
-  if (tokenizer_ != nullptr) detok_.emplace(*tokenizer_, /*skip_special=*/true, /*at_text_start=*/false);
+  if (tokenizer_ != nullptr) text_.emplace(*tokenizer_, request.sampling.stop);
 }
 
 void RequestState::note_scheduled(const sched::Sequence& seq, int64_t step) {
@@ -101,10 +99,10 @@ FinishReason RequestState::accept_token(int32_t id, SteadyClock::time_point now,
   event.logprob = std::move(pending_logprob_);
   pending_logprob_.reset();
   bool stopped = false;
-  if (detok_) {
-    sample::StopResult r = stops_.push(detok_->push(id));
-    event.text = std::move(r.emit);
-    stopped = r.stopped;
+  if (text_) {
+    TextStream::Piece piece = text_->push(id);
+    event.text = std::move(piece.text);
+    stopped = piece.stopped;
   }
   unsent_event_ = std::move(event);
   return stopped ? FinishReason::kStop : FinishReason::kNone;
@@ -116,13 +114,6 @@ void RequestState::emit_token() {
   unsent_event_.reset();
 }
 
-std::string RequestState::release_held_text() {
-  if (!detok_ || stops_.stopped()) return {};
-  std::string text = stops_.push(detok_->flush()).emit;
-  if (!stops_.stopped()) text += stops_.flush();
-  return text;
-}
-
 FinalEvent RequestState::make_final(const sched::Sequence& seq, SteadyClock::time_point now) {
   FinalEvent f;
   // kNone cannot end a sequence: an internal error if it ever does.
@@ -130,7 +121,7 @@ FinalEvent RequestState::make_final(const sched::Sequence& seq, SteadyClock::tim
   f.reject = seq.reject_reason;
   f.error = !sample_error_.empty() ? sample_error_ : seq.error;
   if (f.reason == FinishReason::kError && f.error.empty()) f.error = "internal error";
-  if (f.reason != FinishReason::kRejected) f.text = release_held_text();
+  if (f.reason != FinishReason::kRejected && text_) f.text = text_->finish();
   f.usage.prompt_tokens = seq.num_prompt_tokens();
   f.usage.cached_prompt_tokens = cached_prompt_tokens_;
   f.usage.completion_tokens = discard_output_ ? 0 : seq.num_output_tokens();

@@ -16,10 +16,9 @@
 #include "engine/metrics.h"
 #include "engine/output_stream.h"
 #include "engine/request.h"
+#include "engine/text_stream.h"
 #include "sample/sampler.h"
-#include "sample/stop_criteria.h"
 #include "sched/sequence.h"
-#include "tokenizer/incremental_detokenizer.h"
 #include "tokenizer/tokenizer.h"
 #include "util/clock.h"
 
@@ -77,16 +76,13 @@ class RequestState {
   FinalEvent make_final(const sched::Sequence& seq, SteadyClock::time_point now);
 
  private:
-  std::string release_held_text();
-
   std::shared_ptr<RequestStream> stream_;
   bool want_logprobs_;
   int top_logprobs_;
   bool ignore_eos_;
   sample::Sampler sampler_;
   const tokenizer::Tokenizer* tokenizer_;
-  std::optional<tokenizer::IncrementalDetokenizer> detok_;
-  sample::StopStringMatcher stops_;
+  std::optional<TextStream> text_;  // null without a tokenizer
   std::vector<int32_t> history_;  // prompt + sampled tokens, for penalties
   std::optional<TokenLogprob> pending_logprob_;
   std::optional<TokenEvent> unsent_event_;  // accept_token -> emit_token

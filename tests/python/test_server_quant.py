@@ -1,7 +1,7 @@
 """`tokenmill serve` with a quantized KV cache and the W8A8 weight runtime,
 on tiny synthetic models: a greedy completion through the official openai
-client equals `tokenmill run` with the same flags (an independent path: the
-single-sequence generator), and the start-up event and /metrics report the
+client equals `tokenmill run` with the same flags (run drives the same
+engine with one sequence, without HTTP; the texts must be identical), and the start-up event and /metrics report the
 KV bytes per token that the model's shape gives."""
 import numpy as np
 import pytest
@@ -50,13 +50,6 @@ def kv_bytes_per_token(path, dtype):
     return 2 * n_layer * kv_row_bytes(dtype, n_kv_dim)
 
 
-def same_continuation(served, ran):
-    """`run` detokenizes at the start of a text, where the SPM rule drops the
-    first piece's leading space; the server continues the prompt's text and
-    keeps it. Otherwise the texts are equal."""
-    return served == ran or served == " " + ran
-
-
 CASES = [
     # (model, serve/run flags, KV dtype, runtime the server reports)
     ("f32", ["--kv-dtype", "q8_0"], "q8_0", "dense"),
@@ -76,7 +69,7 @@ def test_serve_matches_run_and_reports_kv_bytes(tokenmill_bin, models, name, fla
     with Server(tokenmill_bin, model, "-t", "1", "--kv-memory", "4M", *flags) as s:
         r = s.client().completions.create(model="tiny" if name == "f32" else "tiny-w8a8", prompt=PROMPT,
                                           max_tokens=N, temperature=0)
-        assert same_continuation(r.choices[0].text, run.stdout[:-1])  # run ends its output with a newline
+        assert r.choices[0].text == run.stdout[:-1]  # run ends its output with a newline
         assert r.usage.completion_tokens == N or r.choices[0].finish_reason == "stop"
         ready = [e for e in s.events() if e.get("event") == "ready"][0]
         assert ready["kv_dtype"] == dtype and ready["weights_runtime"] == runtime, ready
