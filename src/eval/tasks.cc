@@ -116,22 +116,15 @@ std::vector<TaskItem> builtin_task_set() {
 std::string greedy_line(const ModelUnderTest& m, const tokenizer::Tokenizer& tok, const std::string& prompt,
                         int max_new_tokens, ThreadPool& pool, int64_t* prompt_tokens, int64_t* generated) {
   const std::vector<int32_t> ids = tok.encode(prompt, true, false);
-  model::SingleSequence seq(*m.model, static_cast<int64_t>(ids.size()) + max_new_tokens, m.kv_dtype);
+  // One line: stop at end-of-generation (not kept) or once the text has a newline.
   m.model->set_matmul_hook(m.hook);
-  std::vector<float> logits;
-  std::vector<int32_t> out;
-  std::string text;
-  seq.forward(ids, false, logits, pool);
-  const int64_t n_vocab = m.model->config().n_vocab;
-  for (int i = 0; i < max_new_tokens; ++i) {
-    const int32_t next = argmax(logits.data(), n_vocab);
-    if (tok.is_end_of_generation(next)) break;
-    out.push_back(next);
-    text = tok.decode(out, true);
-    if (text.find('\n') != std::string::npos || i + 1 == max_new_tokens) break;
-    seq.forward({&next, 1}, false, logits, pool);
-  }
+  std::vector<int32_t> out = model::greedy_continuation(
+      *m.model, ids, max_new_tokens, m.kv_dtype, pool, [&](std::span<const int32_t> so_far) {
+        return tok.is_end_of_generation(so_far.back()) || tok.decode(so_far, true).find('\n') != std::string::npos;
+      });
   m.model->set_matmul_hook(nullptr);
+  if (!out.empty() && tok.is_end_of_generation(out.back())) out.pop_back();
+  const std::string text = tok.decode(out, true);
   if (prompt_tokens) *prompt_tokens += static_cast<int64_t>(ids.size());
   if (generated) *generated += static_cast<int64_t>(out.size());
   return text.substr(0, text.find('\n'));

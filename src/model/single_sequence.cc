@@ -37,7 +37,7 @@ void SingleSequence::forward(std::span<const int32_t> tokens, LogitRows rows, st
 }
 
 std::vector<int32_t> greedy_continuation(Model& model, std::span<const int32_t> prompt, int64_t n,
-                                         kv::KvDtype dtype, ThreadPool& pool) {
+                                         kv::KvDtype dtype, ThreadPool& pool, const GreedyDone& done) {
   SingleSequence seq(model, static_cast<int64_t>(prompt.size()) + n, dtype);
   std::vector<float> logits;
   std::vector<int32_t> out;
@@ -45,6 +45,7 @@ std::vector<int32_t> greedy_continuation(Model& model, std::span<const int32_t> 
   for (int64_t i = 0; i < n; ++i) {
     // max_element returns the first maximum: ties go to the lower id.
     out.push_back(static_cast<int32_t>(std::max_element(logits.begin(), logits.end()) - logits.begin()));
+    if (done && done(out)) break;
     if (i + 1 < n) seq.forward(std::span<const int32_t>(&out.back(), 1), false, logits, pool);
   }
   return out;

@@ -8,6 +8,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <span>
 #include <vector>
 
@@ -52,8 +53,11 @@ class SingleSequence {
 // previous step's logits (ties to the lower id, the Sampler's greedy rule),
 // the prompt in one forward pass and then one token per pass, in a private
 // SingleSequence with a `dtype` cache. A reference for tests of the engine
-// and of the kernels (no scheduler, no shared pool).
+// and of the kernels (no scheduler, no shared pool), and the generator of
+// the eval task set. `done`, when given, is asked after each token (the
+// output so far, that token last) whether to stop there.
+using GreedyDone = std::function<bool(std::span<const int32_t> output)>;
 std::vector<int32_t> greedy_continuation(Model& model, std::span<const int32_t> prompt, int64_t n,
-                                         kv::KvDtype dtype, ThreadPool& pool);
+                                         kv::KvDtype dtype, ThreadPool& pool, const GreedyDone& done = {});
 
 }  // namespace tokenmill::model
