@@ -66,24 +66,26 @@ EngineCore::EngineCore(const EngineConfig& config, Metrics& metrics)
   namespace_ = make_cache_namespace(config_.model_path, mc, tokenizer(), config_.adapter_id, config_.kv_dtype);
 
   // Two pools when the model has both kinds of layers (see resolve_kv_pools).
-  const bool split = config_.kv_window_pool && model_->has_window_group();
-  const kv::KvGeometry geometry =
-      model_->kv_geometry(config_.block_size, config_.kv_dtype, split ? model::KvGroup::kFull : model::KvGroup::kAll);
-  const kv::KvGeometry window_geometry =
-      split ? model_->kv_geometry(config_.block_size, config_.kv_dtype, model::KvGroup::kWindow) : kv::KvGeometry{};
+  const std::vector<model::KvLayerGroup> groups = model_->kv_layer_groups(config_.kv_window_pool);
+  std::vector<kv::KvGeometry> geometries;
+  for (const model::KvLayerGroup& g : groups)
+    geometries.push_back(model_->kv_geometry(config_.block_size, config_.kv_dtype, g.layers));
   const KvPoolSizes sizes =
-      resolve_kv_pools(config_, mc, geometry.bytes_per_block(), split ? window_geometry.bytes_per_block() : 0,
+      resolve_kv_pools(config_, mc, geometries[0].bytes_per_block(),
+                       groups.size() > 1 ? geometries[1].bytes_per_block() : 0,
                        mem_available_bytes().value_or(int64_t{1} << 30));
-  const int64_t blocks = sizes.blocks;
-  runner_ = std::make_unique<runner::ModelRunner>(
-      *model_, std::make_unique<kv::PagedKvStorage>(geometry, blocks),
-      split ? std::make_unique<kv::PagedKvStorage>(window_geometry, sizes.window_blocks) : nullptr, pool_);
+  std::vector<std::unique_ptr<kv::PagedKvStorage>> pools;
+  std::vector<sched::KvGroupConfig> kv_groups;
+  for (size_t g = 0; g < groups.size(); ++g) {
+    const int64_t blocks = g == 0 ? sizes.blocks : sizes.window_blocks;
+    pools.push_back(std::make_unique<kv::PagedKvStorage>(geometries[g], blocks));
+    kv_groups.push_back({static_cast<int32_t>(blocks), groups[g].window});
+  }
+  runner_ = std::make_unique<runner::ModelRunner>(*model_, std::move(pools), pool_);
   metrics_.set_kv_layout(kv::kv_dtype_name(config_.kv_dtype), kv_bytes_per_token(), kv_bytes());
 
   sched::SchedulerConfig sc;
-  sc.num_blocks = static_cast<int32_t>(blocks);
-  sc.num_window_blocks = static_cast<int32_t>(sizes.window_blocks);
-  sc.sliding_window = split ? mc.sliding_window : 0;
+  sc.kv_groups = std::move(kv_groups);
   sc.block_size = static_cast<int32_t>(config_.block_size);
   sc.max_batch_tokens = config_.max_batch_tokens;
   sc.max_seqs = config_.max_seqs;
@@ -211,7 +213,7 @@ bool EngineCore::step() {
 // run -> sample -> commit -> emit for a scheduled batch.
 void EngineCore::execute(const sched::ScheduledBatch& batch, StepStats& stats) {
   const std::vector<model::LogitRows> rows = logit_rows(batch, stats);
-  const size_t num_copies = batch.copies.size() + batch.window_copies.size();
+  const size_t num_copies = batch.num_copies();
   if (num_copies > 0) metrics_.on_cow_copies(num_copies);
   runner::StepLogits logits;
   try {

@@ -88,8 +88,8 @@ class EngineCore {
   const kv::CacheNamespace& cache_namespace() const { return namespace_; }
   // The full-attention pool (every layer with one pool) and the
   // sliding-window pool (0 blocks with one pool).
-  int64_t num_kv_blocks() const { return runner_->full_pool().num_blocks(); }
-  int64_t num_window_kv_blocks() const { return runner_->window_pool() ? runner_->window_pool()->num_blocks() : 0; }
+  int64_t num_kv_blocks() const { return runner_->pool(0).num_blocks(); }
+  int64_t num_window_kv_blocks() const { return runner_->num_pools() > 1 ? runner_->pool(1).num_blocks() : 0; }
   // Both pools' bytes.
   int64_t kv_bytes() const { return runner_->kv_bytes(); }
   // Scheduler gauges (block counts of both pools), for tests and tools.

@@ -209,7 +209,7 @@ TEST(EngineCoreTest, CheckRequestNamesTheProblem) {
   RequestLimits limits;
   limits.n_vocab = 100;
   limits.capacity.max_model_len = 64;
-  limits.capacity.num_blocks = 2;
+  limits.capacity.kv_groups = {{2, 0}};
   limits.capacity.block_size = 16;
   limits.capacity.max_batch_tokens = 20;
   limits.capacity.prefill_chunk = 0;

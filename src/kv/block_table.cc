@@ -6,7 +6,34 @@
 
 namespace tokenmill::kv {
 
-BlockTable::BlockTable(int32_t block_size) : block_size_(block_size) { TM_CHECK(block_size > 0); }
+BlockTable::BlockTable(BlockAllocator& allocator, int32_t block_size) : allocator_(&allocator), block_size_(block_size) {
+  TM_CHECK(block_size > 0);
+}
+
+BlockTable::BlockTable(BlockTable&& other) noexcept
+    : allocator_(other.allocator_),
+      block_size_(other.block_size_),
+      num_tokens_(other.num_tokens_),
+      first_block_(other.first_block_),
+      blocks_(std::move(other.blocks_)) {
+  other.blocks_.clear();
+  other.num_tokens_ = 0;
+  other.first_block_ = 0;
+}
+
+BlockTable& BlockTable::operator=(BlockTable&& other) noexcept {
+  if (this == &other) return *this;
+  free();
+  allocator_ = other.allocator_;
+  block_size_ = other.block_size_;
+  num_tokens_ = other.num_tokens_;
+  first_block_ = other.first_block_;
+  blocks_ = std::move(other.blocks_);
+  other.blocks_.clear();
+  other.num_tokens_ = 0;
+  other.first_block_ = 0;
+  return *this;
+}
 
 namespace {
 
@@ -19,15 +46,19 @@ bool last_block_needs_copy(int64_t num_tokens, int32_t block_size, const std::ve
 
 }  // namespace
 
-int64_t BlockTable::blocks_needed(int64_t n, const BlockAllocator& allocator) const {
+int64_t BlockTable::blocks_needed(int64_t n) const {
   if (n <= 0) return 0;
+  TM_CHECK(allocator_ != nullptr);
+  const BlockAllocator& allocator = *allocator_;
   const int64_t slack = end_block() * block_size_ - num_tokens_;
   const int64_t beyond = std::max<int64_t>(0, n - slack);
   const int64_t cow = last_block_needs_copy(num_tokens_, block_size_, blocks_, allocator) ? 1 : 0;
   return (beyond + block_size_ - 1) / block_size_ + cow;
 }
 
-int64_t BlockTable::max_appendable(int64_t available, const BlockAllocator& allocator) const {
+int64_t BlockTable::max_appendable(int64_t available) const {
+  TM_CHECK(allocator_ != nullptr);
+  const BlockAllocator& allocator = *allocator_;
   int64_t slack = end_block() * block_size_ - num_tokens_;
   if (last_block_needs_copy(num_tokens_, block_size_, blocks_, allocator)) {
     if (available < 1) return 0;
@@ -36,10 +67,12 @@ int64_t BlockTable::max_appendable(int64_t available, const BlockAllocator& allo
   return slack + std::max<int64_t>(0, available) * block_size_;
 }
 
-bool BlockTable::append_slots(int64_t n, BlockAllocator& allocator, std::vector<BlockCopy>* copies) {
+bool BlockTable::append_slots(int64_t n, std::vector<BlockCopy>* copies) {
   TM_CHECK(n >= 0);
   if (n == 0) return true;
-  if (blocks_needed(n, allocator) > allocator.num_available()) return false;
+  TM_CHECK(allocator_ != nullptr);
+  BlockAllocator& allocator = *allocator_;
+  if (blocks_needed(n) > allocator.num_available()) return false;
   if (last_block_needs_copy(num_tokens_, block_size_, blocks_, allocator)) {
     const BlockId src = blocks_.back();
     const std::optional<BlockId> dst = allocator.allocate();
@@ -66,30 +99,31 @@ void BlockTable::assign_prefix(std::span<const BlockId> blocks, int64_t first_bl
   num_tokens_ = end_block() * block_size_;
 }
 
-int64_t BlockTable::drop_before(int64_t pos, BlockAllocator& allocator) {
+int64_t BlockTable::drop_before(int64_t pos) {
   TM_CHECK(pos <= num_tokens_);
   // Logical block b ends at (b + 1) * block_size; it goes when that is <= pos.
   const int64_t keep_from = std::max<int64_t>(first_block_, pos / block_size_);
   const int64_t n = std::min<int64_t>(keep_from - first_block_, static_cast<int64_t>(blocks_.size()));
-  for (int64_t i = 0; i < n; ++i) allocator.release(blocks_[static_cast<size_t>(i)]);
+  for (int64_t i = 0; i < n; ++i) allocator_->release(blocks_[static_cast<size_t>(i)]);
   blocks_.erase(blocks_.begin(), blocks_.begin() + n);
   first_block_ += n;
   return n;
 }
 
-BlockTable BlockTable::fork(BlockAllocator& allocator) const {
-  for (BlockId id : blocks_) allocator.retain(id);
-  BlockTable copy(block_size_);
+BlockTable BlockTable::fork() const {
+  TM_CHECK(allocator_ != nullptr);
+  for (BlockId id : blocks_) allocator_->retain(id);
+  BlockTable copy(*allocator_, block_size_);
   copy.blocks_ = blocks_;
   copy.num_tokens_ = num_tokens_;
   copy.first_block_ = first_block_;
   return copy;
 }
 
-void BlockTable::free(BlockAllocator& allocator) {
+void BlockTable::free() {
   // Tail first: cached blocks then sit in the evictable LRU list tail-first,
   // so eviction eats a cached chain from its end and its prefix stays usable.
-  for (auto it = blocks_.rbegin(); it != blocks_.rend(); ++it) allocator.release(*it);
+  for (auto it = blocks_.rbegin(); it != blocks_.rend(); ++it) allocator_->release(*it);
   blocks_.clear();
   num_tokens_ = 0;
   first_block_ = 0;

@@ -17,9 +17,10 @@
 // The order matters: a source released here may be freed and handed out as
 // a later copy's destination within the same step.
 //
-// The table does not own a reference to the allocator: every call that
-// changes refcounts takes it. free() must be called before the table is
-// dropped, or its blocks leak (the Scheduler does this for every sequence).
+// The table owns one reference on each block it holds and releases them
+// all when it is destroyed or assigned over (or by free()): a table cannot
+// leak blocks. It is move-only; fork() is the explicit way to share. The
+// allocator must outlive every table made from it.
 //
 // Thread-safety: none. Cost: append_slots is O(new blocks); fork and free are
 // O(blocks).
@@ -42,9 +43,14 @@ struct BlockCopy {
 
 class BlockTable {
  public:
-  BlockTable() = default;
+  BlockTable() = default;  // holds nothing, belongs to no pool
   // Precondition: block_size > 0.
-  explicit BlockTable(int32_t block_size);
+  BlockTable(BlockAllocator& allocator, int32_t block_size);
+  ~BlockTable() { free(); }
+  BlockTable(BlockTable&& other) noexcept;
+  BlockTable& operator=(BlockTable&& other) noexcept;  // releases this table's blocks first
+  BlockTable(const BlockTable&) = delete;
+  BlockTable& operator=(const BlockTable&) = delete;
 
   int32_t block_size() const { return block_size_; }
   // The held blocks, logical blocks [first_block(), end_block()).
@@ -53,18 +59,19 @@ class BlockTable {
   int64_t end_block() const { return first_block_ + static_cast<int64_t>(blocks_.size()); }
   int64_t num_tokens() const { return num_tokens_; }  // reserved slots (dropped ones included)
   bool empty() const { return blocks_.empty(); }
+  const BlockAllocator* allocator() const { return allocator_; }
 
   // Blocks that appending n slots would take from the allocator, counting
-  // the copy-on-write of a shared last block (needs the allocator for that).
-  int64_t blocks_needed(int64_t n, const BlockAllocator& allocator) const;
+  // the copy-on-write of a shared last block.
+  int64_t blocks_needed(int64_t n) const;
   // Most slots appendable with `available` blocks from the allocator.
-  int64_t max_appendable(int64_t available, const BlockAllocator& allocator) const;
+  int64_t max_appendable(int64_t available) const;
 
   // Reserves n more slots, allocating blocks as needed and un-sharing the
   // last block if it will be written while shared (the copy is appended to
   // *copies). All or nothing: returns false and changes nothing when the
   // allocator cannot supply every block.
-  bool append_slots(int64_t n, BlockAllocator& allocator, std::vector<BlockCopy>* copies);
+  bool append_slots(int64_t n, std::vector<BlockCopy>* copies);
 
   // Adopts full blocks whose references the caller already holds (prefix
   // cache hits) as logical blocks [first_block, first_block + blocks.size());
@@ -75,16 +82,18 @@ class BlockTable {
   // Releases, oldest first, the held blocks whose every position is below
   // `pos` (they left the sliding window). Returns how many were released.
   // Precondition: pos <= num_tokens(). Cost: O(released).
-  int64_t drop_before(int64_t pos, BlockAllocator& allocator);
+  int64_t drop_before(int64_t pos);
 
   // A second table sharing every block (each retained once more), for
-  // parallel sampling. Explicitly named: it changes refcounts.
-  BlockTable fork(BlockAllocator& allocator) const;
+  // parallel sampling.
+  BlockTable fork() const;
 
-  // Releases every block, last first (see block_table.cc), and empties the table.
-  void free(BlockAllocator& allocator);
+  // Releases every block, last first (see block_table.cc), and empties the
+  // table; it stays bound to its allocator.
+  void free();
 
  private:
+  BlockAllocator* allocator_ = nullptr;
   int32_t block_size_ = 16;
   int64_t num_tokens_ = 0;
   int64_t first_block_ = 0;  // logical index of blocks_[0]

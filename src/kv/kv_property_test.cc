@@ -37,9 +37,12 @@ constexpr int kMaxAppend = 14;  // longest single write (a fresh prompt)
 struct LiveSeq {
   uint64_t ns = 0;
   std::vector<int32_t> tokens;  // all computed
-  BlockTable table{kBs};
-  BlockTable wtable{kBs};  // window group (two groups only)
+  std::vector<BlockTable> tables;  // full group, then the window group (two groups only)
   std::vector<BlockHash> hashes;
+  BlockTable& table() { return tables[0]; }
+  BlockTable& wtable() { return tables[1]; }
+  const BlockTable& table() const { return tables[0]; }
+  const BlockTable& wtable() const { return tables[1]; }
 };
 
 class World {
@@ -50,7 +53,9 @@ class World {
         window_(window),
         alloc_(kBlocks),
         walloc_(kWindowBlocks),
-        cache_(alloc_, kBs, true, WindowGroup{window > 0 ? &walloc_ : nullptr, window}),
+        cache_(window > 0 ? std::vector<CacheGroup>{{&alloc_, 0}, {&walloc_, window}}
+                          : std::vector<CacheGroup>{{&alloc_, 0}},
+               kBs),
         slots_(kBlocks * kBs, -1),
         wslots_(kWindowBlocks * kBs, -1) {}
 
@@ -75,7 +80,7 @@ class World {
     if (window_ > 0) reclaim_all(walloc_, kWindowBlocks);
     reclaim_all(alloc_, kBlocks);
     EXPECT_EQ(cache_.stats().blocks_held, 0);
-    EXPECT_EQ(cache_.stats().window_blocks_held, 0);
+    EXPECT_EQ(cache_.stats().other_group_blocks_held, 0);
   }
 
   int64_t hits() const { return cache_.stats().hit_tokens; }
@@ -98,29 +103,36 @@ class World {
     EXPECT_EQ(a.num_free(), n);
   }
 
+  LiveSeq new_seq() {
+    LiveSeq s;
+    s.tables.emplace_back(alloc_, kBs);
+    if (window_ > 0) s.tables.emplace_back(walloc_, kBs);
+    return s;
+  }
+
   // A prompt over a tiny alphabet so that prefixes repeat often.
   void start() {
-    LiveSeq s;
+    LiveSeq s = new_seq();
     s.ns = static_cast<uint64_t>(pick(0, 1));
     const int len = pick(1, kMaxAppend);
     for (int i = 0; i < len; ++i) s.tokens.push_back(pick(0, 1));
     const PrefixMatch m = cache_.lookup(s.ns, s.tokens);
     // Admission as the scheduler does it: all blocks or nothing.
-    const int64_t revived = std::count_if(m.blocks.begin(), m.blocks.end(),
-                                          [&](BlockId b) { return alloc_.is_evictable(b); });
-    const int64_t need = (len + kBs - 1) / kBs - static_cast<int64_t>(m.blocks.size());
+    const std::span<const BlockId> hit = m.blocks();
+    const int64_t revived = std::count_if(hit.begin(), hit.end(), [&](BlockId b) { return alloc_.is_evictable(b); });
+    const int64_t need = (len + kBs - 1) / kBs - static_cast<int64_t>(hit.size());
     if (need + revived > alloc_.num_available()) return;
     if (window_ > 0) {
-      const int64_t wrevived = std::count_if(m.window_blocks.begin(), m.window_blocks.end(),
-                                             [&](BlockId b) { return walloc_.is_evictable(b); });
-      const int64_t wneed = (len + kBs - 1) / kBs - m.window_first - static_cast<int64_t>(m.window_blocks.size());
+      const GroupBlocks& w = m.groups[1];
+      const int64_t wrevived =
+          std::count_if(w.blocks.begin(), w.blocks.end(), [&](BlockId b) { return walloc_.is_evictable(b); });
+      const int64_t wneed = (len + kBs - 1) / kBs - w.first - static_cast<int64_t>(w.blocks.size());
       if (wneed + wrevived > walloc_.num_available()) return;
     } else {
-      EXPECT_TRUE(m.window_blocks.empty());
+      EXPECT_EQ(m.groups.size(), 1u);
     }
     cache_.acquire(m, len);
-    s.table.assign_prefix(m.blocks);
-    if (window_ > 0) s.wtable.assign_prefix(m.window_blocks, m.window_first);
+    for (size_t g = 0; g < s.tables.size(); ++g) s.tables[g].assign_prefix(m.groups[g].blocks, m.groups[g].first);
     s.hashes = m.hashes;
     std::vector<int32_t> rest(s.tokens.begin() + m.num_tokens, s.tokens.end());
     s.tokens.resize(static_cast<size_t>(m.num_tokens));
@@ -138,28 +150,28 @@ class World {
   // publishes full blocks. Returns false when the pool is dry.
   bool write(LiveSeq& s, const std::vector<int32_t>& fresh) {
     std::vector<BlockCopy> cp, wcp;
-    const int64_t start = s.table.num_tokens();
+    const int64_t start = s.table().num_tokens();
     const int64_t n = static_cast<int64_t>(fresh.size());
     if (window_ > 0) {
       // As the scheduler: drop what the next token no longer attends, then
       // append to both groups or neither.
-      if (start - window_ + 1 > 0) num_window_drops_ += s.wtable.drop_before(start - window_ + 1, walloc_);
-      if (s.wtable.blocks_needed(n, walloc_) > walloc_.num_available()) return false;
+      if (start - window_ + 1 > 0) num_window_drops_ += s.wtable().drop_before(start - window_ + 1);
+      if (s.wtable().blocks_needed(n) > walloc_.num_available()) return false;
     }
-    if (!s.table.append_slots(n, alloc_, &cp)) return false;
+    if (!s.table().append_slots(n, &cp)) return false;
     if (window_ > 0) {
-      EXPECT_TRUE(s.wtable.append_slots(n, walloc_, &wcp));
+      EXPECT_TRUE(s.wtable().append_slots(n, &wcp));
     }
     for (const BlockCopy& c : cp) std::copy_n(slots_.begin() + c.src * kBs, kBs, slots_.begin() + c.dst * kBs);
     for (const BlockCopy& c : wcp) std::copy_n(wslots_.begin() + c.src * kBs, kBs, wslots_.begin() + c.dst * kBs);
     num_copies_ += static_cast<int64_t>(cp.size() + wcp.size());
     for (size_t k = 0; k < fresh.size(); ++k) {
       const int64_t pos = start + static_cast<int64_t>(k);
-      slots_[slot(s.table, pos)] = fresh[k];
-      if (window_ > 0) wslots_[slot(s.wtable, pos)] = fresh[k];
+      slots_[slot(s.table(), pos)] = fresh[k];
+      if (window_ > 0) wslots_[slot(s.wtable(), pos)] = fresh[k];
       s.tokens.push_back(fresh[k]);
     }
-    cache_.publish(s.ns, s.tokens, s.table.blocks(), &s.hashes, s.wtable.blocks(), s.wtable.first_block());
+    cache_.publish(s.ns, s.tokens, s.tables, &s.hashes);
     return true;
   }
 
@@ -173,40 +185,37 @@ class World {
     c.ns = p.ns;
     c.tokens = p.tokens;
     c.hashes = p.hashes;
-    c.table = p.table.fork(alloc_);
-    if (window_ > 0) c.wtable = p.wtable.fork(walloc_);
+    for (const BlockTable& t : p.tables) c.tables.push_back(t.fork());
     seqs_.push_back(std::move(c));
   }
 
   void finish(int i) {
-    seqs_[static_cast<size_t>(i)].table.free(alloc_);
-    seqs_[static_cast<size_t>(i)].wtable.free(walloc_);
     seqs_.erase(seqs_.begin() + i);
   }
 
   void check() {
     std::map<BlockId, int> expected, wexpected;
     for (const LiveSeq& s : seqs_) {
-      for (BlockId b : s.table.blocks()) ++expected[b];
-      ASSERT_EQ(s.table.num_tokens(), static_cast<int64_t>(s.tokens.size()));
+      for (BlockId b : s.table().blocks()) ++expected[b];
+      ASSERT_EQ(s.table().num_tokens(), static_cast<int64_t>(s.tokens.size()));
       for (size_t pos = 0; pos < s.tokens.size(); ++pos) {
-        ASSERT_EQ(slots_[slot(s.table, static_cast<int64_t>(pos))], s.tokens[pos]) << "position " << pos;
+        ASSERT_EQ(slots_[slot(s.table(), static_cast<int64_t>(pos))], s.tokens[pos]) << "position " << pos;
       }
       if (window_ == 0) {
-        ASSERT_TRUE(s.wtable.empty());
+        ASSERT_EQ(s.tables.size(), 1u);
         continue;
       }
-      for (BlockId b : s.wtable.blocks()) ++wexpected[b];
+      for (BlockId b : s.wtable().blocks()) ++wexpected[b];
       const int64_t size = static_cast<int64_t>(s.tokens.size());
-      ASSERT_EQ(s.wtable.num_tokens(), size);
-      ASSERT_LE(s.wtable.first_block() * kBs, std::max<int64_t>(0, size - window_ + 1));
-      ASSERT_LE(static_cast<int64_t>(s.wtable.blocks().size()), (window_ - 1 + kMaxAppend + kBs - 1) / kBs + 1);
-      for (int64_t pos = s.wtable.first_block() * kBs; pos < size; ++pos) {
-        ASSERT_EQ(wslots_[slot(s.wtable, pos)], s.tokens[static_cast<size_t>(pos)]) << "window position " << pos;
+      ASSERT_EQ(s.wtable().num_tokens(), size);
+      ASSERT_LE(s.wtable().first_block() * kBs, std::max<int64_t>(0, size - window_ + 1));
+      ASSERT_LE(static_cast<int64_t>(s.wtable().blocks().size()), (window_ - 1 + kMaxAppend + kBs - 1) / kBs + 1);
+      for (int64_t pos = s.wtable().first_block() * kBs; pos < size; ++pos) {
+        ASSERT_EQ(wslots_[slot(s.wtable(), pos)], s.tokens[static_cast<size_t>(pos)]) << "window position " << pos;
       }
     }
     check_pool(alloc_, kBlocks, expected, cache_.stats().blocks_held);
-    check_pool(walloc_, kWindowBlocks, wexpected, cache_.stats().window_blocks_held);
+    check_pool(walloc_, kWindowBlocks, wexpected, cache_.stats().other_group_blocks_held);
   }
 
   static void check_pool(const BlockAllocator& a, int32_t n, const std::map<BlockId, int>& expected, int64_t held) {

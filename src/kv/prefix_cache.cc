@@ -36,25 +36,19 @@ uint64_t namespace_id(const CacheNamespace& ns) {
   return XXH3_64bits(bytes.data(), bytes.size());
 }
 
-PrefixCache::PrefixCache(BlockAllocator& allocator, int32_t block_size, bool enabled, WindowGroup window)
-    : allocator_(allocator),
-      window_(window),
-      block_size_(block_size),
-      enabled_(enabled),
-      hash_of_block_(static_cast<size_t>(allocator.num_blocks())) {
-  TM_CHECK(block_size > 0);
-  allocator_.set_evict_callback([this](BlockId block) { on_evict(block); });
-  if (window_.allocator != nullptr) {
-    TM_CHECK(window_.window > 0);
-    hash_of_window_block_.resize(static_cast<size_t>(window_.allocator->num_blocks()));
-    window_.allocator->set_evict_callback([this](BlockId block) { on_window_evict(block); });
+PrefixCache::PrefixCache(std::vector<CacheGroup> groups, int32_t block_size, bool enabled)
+    : groups_(std::move(groups)), block_size_(block_size), enabled_(enabled) {
+  TM_CHECK(block_size > 0 && !groups_.empty() && groups_[0].window == 0);
+  for (size_t g = 0; g < groups_.size(); ++g) {
+    TM_CHECK(groups_[g].allocator != nullptr && groups_[g].window >= 0);
+    hash_of_block_.emplace_back(static_cast<size_t>(groups_[g].allocator->num_blocks()));
+    groups_[g].allocator->set_evict_callback([this, g](BlockId block) { on_evict(g, block); });
   }
 }
 
 PrefixCache::~PrefixCache() {
   clear();
-  allocator_.set_evict_callback(nullptr);
-  if (window_.allocator != nullptr) window_.allocator->set_evict_callback(nullptr);
+  for (const CacheGroup& group : groups_) group.allocator->set_evict_callback(nullptr);
 }
 
 BlockHash PrefixCache::hash_block(uint64_t ns, const BlockHash* parent, std::span<const int32_t> tokens) {
@@ -77,6 +71,7 @@ bool PrefixCache::entry_matches(const Entry& entry, uint64_t ns, const BlockHash
 
 PrefixMatch PrefixCache::lookup(uint64_t ns, std::span<const int32_t> tokens) const {
   PrefixMatch match;
+  match.groups.resize(groups_.size());
   if (!enabled_ || tokens.empty()) return match;
   std::vector<const Entry*> entries;
   const size_t max_blocks = (tokens.size() - 1) / static_cast<size_t>(block_size_);
@@ -88,43 +83,42 @@ PrefixMatch PrefixCache::lookup(uint64_t ns, std::span<const int32_t> tokens) co
     if (it == index_.end()) break;
     const Entry& entry = it->second;
     if (!entry_matches(entry, ns, parent, block_tokens)) break;  // a hash collision: treat as a miss
-    match.blocks.push_back(entry.block);
     match.hashes.push_back(hash);  // invalidates parent; recomputed next iteration
     entries.push_back(&entry);
   }
-  if (window_.allocator != nullptr) {
-    const size_t hit = window_limited_hit(entries);
-    match.blocks.resize(hit);
-    match.hashes.resize(hit);
-    const int64_t boundary = static_cast<int64_t>(hit) * block_size_;
-    match.window_first = std::max<int64_t>(0, boundary - window_.window + 1) / block_size_;
-    for (size_t i = static_cast<size_t>(match.window_first); i < hit; ++i) {
-      match.window_blocks.push_back(entries[i]->window_block);
-    }
+  const size_t hit = groups_limited_hit(entries);
+  match.hashes.resize(hit);
+  match.num_tokens = static_cast<int64_t>(hit) * block_size_;
+  for (size_t g = 0; g < groups_.size(); ++g) {
+    GroupBlocks& out = match.groups[g];
+    out.first = first_attended_block(match.num_tokens, groups_[g].window, block_size_);
+    for (size_t i = static_cast<size_t>(out.first); i < hit; ++i) out.blocks.push_back(entries[i]->blocks[g]);
   }
-  match.num_tokens = static_cast<int64_t>(match.blocks.size()) * block_size_;
   return match;
 }
 
-size_t PrefixCache::window_limited_hit(const std::vector<const Entry*>& entries) const {
-  // run = how many consecutive entries ending at i have their window block.
-  std::vector<int64_t> run(entries.size());
-  for (size_t i = 0; i < entries.size(); ++i) {
-    run[i] = entries[i]->window_block < 0 ? 0 : (i > 0 ? run[i - 1] : 0) + 1;
+size_t PrefixCache::groups_limited_hit(const std::vector<const Entry*>& entries) const {
+  size_t hit = entries.size();
+  for (size_t g = 1; g < groups_.size() && hit > 0; ++g) {
+    // run = how many consecutive entries ending at i have group g's block.
+    std::vector<int64_t> run(hit);
+    for (size_t i = 0; i < hit; ++i) run[i] = entries[i]->blocks[g] < 0 ? 0 : (i > 0 ? run[i - 1] : 0) + 1;
+    size_t ok = hit;
+    for (; ok > 0; --ok) {
+      const int64_t first = first_attended_block(static_cast<int64_t>(ok) * block_size_, groups_[g].window, block_size_);
+      const int64_t needed = static_cast<int64_t>(ok) - first;
+      if (needed == 0 || run[ok - 1] >= needed) break;
+    }
+    hit = ok;  // a shorter hit needs no more of the groups already checked
   }
-  for (size_t hit = entries.size(); hit > 0; --hit) {
-    const int64_t boundary = static_cast<int64_t>(hit) * block_size_;
-    const int64_t first = std::max<int64_t>(0, boundary - window_.window + 1) / block_size_;
-    const int64_t needed = static_cast<int64_t>(hit) - first;
-    if (needed == 0 || run[hit - 1] >= needed) return hit;
-  }
-  return 0;
+  return hit;
 }
 
 void PrefixCache::acquire(const PrefixMatch& match, int64_t num_query_tokens) {
-  for (BlockId id : match.blocks) allocator_.retain(id);
-  if (!match.window_blocks.empty()) TM_CHECK(window_.allocator != nullptr);
-  for (BlockId id : match.window_blocks) window_.allocator->retain(id);
+  TM_CHECK(match.groups.size() == groups_.size() || match.num_tokens == 0);
+  for (size_t g = 0; g < match.groups.size(); ++g) {
+    for (BlockId id : match.groups[g].blocks) groups_[g].allocator->retain(id);
+  }
   ++stats_.lookups;
   stats_.hit_tokens += match.num_tokens;
   stats_.miss_tokens += std::max<int64_t>(0, num_query_tokens - match.num_tokens);
@@ -136,67 +130,73 @@ PrefixMatch PrefixCache::match(uint64_t ns, std::span<const int32_t> tokens) {
   return m;
 }
 
-void PrefixCache::publish(uint64_t ns, std::span<const int32_t> tokens, std::span<const BlockId> blocks,
-                          std::vector<BlockHash>* hashes, std::span<const BlockId> window_blocks,
-                          int64_t window_first) {
-  TM_CHECK(hashes != nullptr);
-  TM_CHECK(window_blocks.empty() || window_.allocator != nullptr);
+void PrefixCache::publish(uint64_t ns, std::span<const int32_t> tokens, std::span<const BlockTable> tables,
+                          std::vector<BlockHash>* hashes) {
+  TM_CHECK(hashes != nullptr && tables.size() == groups_.size());
   if (!enabled_) return;
-  const auto window_block_of = [&](size_t i) -> BlockId {
-    const int64_t w = static_cast<int64_t>(i) - window_first;
-    return w >= 0 && w < static_cast<int64_t>(window_blocks.size()) ? window_blocks[static_cast<size_t>(w)] : -1;
+  // Group g's block of logical block i, or -1 where its table holds none.
+  const auto block_of = [&](size_t g, size_t i) -> BlockId {
+    const BlockTable& t = tables[g];
+    const int64_t at = static_cast<int64_t>(i) - t.first_block();
+    return at >= 0 && at < static_cast<int64_t>(t.blocks().size()) ? t.blocks()[static_cast<size_t>(at)] : -1;
   };
-  const size_t full = std::min(tokens.size() / static_cast<size_t>(block_size_), blocks.size());
+  BlockAllocator& primary = *groups_[0].allocator;
+  const size_t full = std::min(tokens.size() / static_cast<size_t>(block_size_), tables[0].blocks().size());
   for (size_t i = hashes->size(); i < full; ++i) {
     const BlockHash* parent = i > 0 ? &(*hashes)[i - 1] : nullptr;
     const std::span<const int32_t> block_tokens = tokens.subspan(i * block_size_, block_size_);
     const BlockHash hash = hash_block(ns, parent, block_tokens);
-    const BlockId block = blocks[i];
-    const auto it = index_.find(hash);
-    if (it == index_.end() && !allocator_.is_cached(block)) {
+    const BlockId block = block_of(0, i);
+    auto it = index_.find(hash);
+    if (it == index_.end() && !primary.is_cached(block)) {
       Entry entry;
-      entry.block = block;
+      entry.blocks.assign(groups_.size(), -1);
+      entry.blocks[0] = block;
       entry.ns = ns;
       entry.has_parent = parent != nullptr;
       if (parent != nullptr) entry.parent = *parent;
       entry.tokens.assign(block_tokens.begin(), block_tokens.end());
-      hash_of_block_[block] = hash;
-      allocator_.set_cached(block, true);
-      attach_window_block(index_.emplace(hash, std::move(entry)).first->second, hash, window_block_of(i));
-    } else if (it != index_.end() && entry_matches(it->second, ns, parent, block_tokens)) {
-      attach_window_block(it->second, hash, window_block_of(i));
+      hash_of_block_[0][static_cast<size_t>(block)] = hash;
+      primary.set_cached(block, true);
+      it = index_.emplace(hash, std::move(entry)).first;
+    } else if (it == index_.end() || !entry_matches(it->second, ns, parent, block_tokens)) {
+      hashes->push_back(hash);
+      continue;
     }
+    for (size_t g = 1; g < groups_.size(); ++g) attach_block(it->second, g, hash, block_of(g, i));
     hashes->push_back(hash);
   }
 }
 
-void PrefixCache::attach_window_block(Entry& entry, const BlockHash& hash, BlockId wb) {
-  if (wb < 0 || entry.window_block >= 0 || window_.allocator->is_cached(wb)) return;
-  entry.window_block = wb;
-  hash_of_window_block_[static_cast<size_t>(wb)] = hash;
-  window_.allocator->set_cached(wb, true);
+void PrefixCache::attach_block(Entry& entry, size_t group, const BlockHash& hash, BlockId b) {
+  BlockAllocator& allocator = *groups_[group].allocator;
+  if (b < 0 || entry.blocks[group] >= 0 || allocator.is_cached(b)) return;
+  entry.blocks[group] = b;
+  hash_of_block_[group][static_cast<size_t>(b)] = hash;
+  allocator.set_cached(b, true);
 }
 
-void PrefixCache::on_evict(BlockId block) {
-  const auto it = index_.find(hash_of_block_[block]);
-  TM_CHECK(it != index_.end() && it->second.block == block);
-  // Without its full-attention half the entry is useless: its window block
-  // goes back to its holders (or to the free list).
-  if (it->second.window_block >= 0) window_.allocator->set_cached(it->second.window_block, false);
+void PrefixCache::on_evict(size_t group, BlockId block) {
+  const auto it = index_.find(hash_of_block_[group][static_cast<size_t>(block)]);
+  TM_CHECK(it != index_.end() && it->second.blocks[group] == block);
+  if (group > 0) {  // only that slot goes
+    it->second.blocks[group] = -1;
+    return;
+  }
+  // Without its primary block the entry is useless: the other groups'
+  // blocks go back to their holders (or to the free list).
+  for (size_t g = 1; g < groups_.size(); ++g) {
+    if (it->second.blocks[g] >= 0) groups_[g].allocator->set_cached(it->second.blocks[g], false);
+  }
   index_.erase(it);
   ++stats_.evictions;
 }
 
-void PrefixCache::on_window_evict(BlockId block) {
-  const auto it = index_.find(hash_of_window_block_[static_cast<size_t>(block)]);
-  TM_CHECK(it != index_.end() && it->second.window_block == block);
-  it->second.window_block = -1;
-}
-
 void PrefixCache::clear() {
   for (const auto& [hash, entry] : index_) {
-    allocator_.set_cached(entry.block, false);
-    if (entry.window_block >= 0) window_.allocator->set_cached(entry.window_block, false);
+    for (size_t g = 0; g < groups_.size(); ++g) {
+      if (entry.blocks[g] >= 0) groups_[g].allocator->set_cached(entry.blocks[g], false);
+    }
   }
   index_.clear();
 }
@@ -209,7 +209,9 @@ void PrefixCache::set_enabled(bool enabled) {
 PrefixCacheStats PrefixCache::stats() const {
   PrefixCacheStats s = stats_;
   s.blocks_held = static_cast<int64_t>(index_.size());
-  for (const auto& [hash, entry] : index_) s.window_blocks_held += entry.window_block >= 0 ? 1 : 0;
+  for (const auto& [hash, entry] : index_) {
+    for (size_t g = 1; g < groups_.size(); ++g) s.other_group_blocks_held += entry.blocks[g] >= 0 ? 1 : 0;
+  }
   return s;
 }
 

@@ -22,15 +22,15 @@ std::vector<int32_t> iota_tokens(int n, int start = 100) {
 
 // A sequence that computed `tokens` into fresh blocks and published them.
 struct Computed {
-  BlockTable table{kBlockSize};
+  BlockTable table;
   std::vector<BlockHash> hashes;
 };
 
 Computed compute_and_publish(PrefixCache& cache, BlockAllocator& a, uint64_t ns, const std::vector<int32_t>& tokens) {
-  Computed c;
+  Computed c{BlockTable(a, kBlockSize), {}};
   std::vector<BlockCopy> copies;
-  EXPECT_TRUE(c.table.append_slots(static_cast<int64_t>(tokens.size()), a, &copies));
-  cache.publish(ns, tokens, c.table.blocks(), &c.hashes);
+  EXPECT_TRUE(c.table.append_slots(static_cast<int64_t>(tokens.size()), &copies));
+  cache.publish(ns, tokens, std::span<const BlockTable>(&c.table, 1), &c.hashes);
   return c;
 }
 
@@ -44,9 +44,9 @@ TEST(PrefixCache, IdenticalPromptsShareFullBlocks) {
 
   const PrefixMatch m = cache.match(7, tokens);
   EXPECT_EQ(m.num_tokens, 8);
-  EXPECT_EQ(m.blocks, (std::vector<BlockId>{first.table.blocks()[0], first.table.blocks()[1]}));
+  EXPECT_EQ(m.groups[0].blocks, (std::vector<BlockId>{first.table.blocks()[0], first.table.blocks()[1]}));
   EXPECT_EQ(m.hashes, first.hashes);
-  EXPECT_EQ(a.ref_count(m.blocks[0]), 2);  // retained for the caller
+  EXPECT_EQ(a.ref_count(m.groups[0].blocks[0]), 2);  // retained for the caller
 
   // A prompt diverging inside block 1 matches block 0 only.
   auto other = tokens;
@@ -58,9 +58,9 @@ TEST(PrefixCache, IdenticalPromptsShareFullBlocks) {
   other[0] = 9999;
   EXPECT_EQ(cache.lookup(7, other).num_tokens, 0);
 
-  for (BlockId b : m.blocks) a.release(b);
-  for (BlockId b : m2.blocks) a.release(b);
-  first.table.free(a);
+  for (BlockId b : m.groups[0].blocks) a.release(b);
+  for (BlockId b : m2.groups[0].blocks) a.release(b);
+  first.table.free();
   EXPECT_EQ(a.num_used(), 0);
   EXPECT_EQ(a.num_evictable(), 2);
   EXPECT_EQ(a.num_available(), 16);
@@ -80,7 +80,7 @@ TEST(PrefixCache, NeverCoversTheLastToken) {
   // 1 token: nothing.
   EXPECT_EQ(cache.lookup(1, std::vector<int32_t>{100}).num_tokens, 0);
   EXPECT_EQ(cache.lookup(1, std::vector<int32_t>{}).num_tokens, 0);
-  c.table.free(a);
+  c.table.free();
 }
 
 TEST(PrefixCache, NamespaceIdDiffersInEveryComponent) {
@@ -128,10 +128,10 @@ TEST(PrefixCache, DifferentNamespacesNeverShare) {
   // The same content published in another namespace is a separate entry.
   Computed d = compute_and_publish(cache, a, namespace_id(variants[6]), tokens);
   EXPECT_EQ(cache.stats().blocks_held, 4);
-  EXPECT_EQ(cache.lookup(namespace_id(variants[6]), tokens).blocks, (std::vector<BlockId>{
+  EXPECT_EQ(cache.lookup(namespace_id(variants[6]), tokens).groups[0].blocks, (std::vector<BlockId>{
                                                                           d.table.blocks()[0], d.table.blocks()[1]}));
-  c.table.free(a);
-  d.table.free(a);
+  c.table.free();
+  d.table.free();
 }
 
 TEST(PrefixCache, DuplicateContentIsNotPublishedTwice) {
@@ -143,8 +143,8 @@ TEST(PrefixCache, DuplicateContentIsNotPublishedTwice) {
   EXPECT_EQ(cache.stats().blocks_held, 2);
   EXPECT_EQ(c2.hashes, c1.hashes);
   EXPECT_FALSE(a.is_cached(c2.table.blocks()[0]));
-  c1.table.free(a);
-  c2.table.free(a);
+  c1.table.free();
+  c2.table.free();
   EXPECT_EQ(a.num_evictable(), 2);
   EXPECT_EQ(a.num_free(), 14);
 }
@@ -155,15 +155,15 @@ TEST(PrefixCache, EvictsLeastRecentlyUsedAndForgetsEvictedBlocks) {
   const auto p1 = iota_tokens(5, 0), p2 = iota_tokens(5, 10), p3 = iota_tokens(5, 20);
   Computed c1 = compute_and_publish(cache, a, 1, p1);  // block 0 cached, block 1 partial
   Computed c2 = compute_and_publish(cache, a, 1, p2);  // blocks 2 (cached), 3
-  c1.table.free(a);  // block 0 evictable, block 1 free
-  c2.table.free(a);  // block 2 evictable, block 3 free
+  c1.table.free();  // block 0 evictable, block 1 free
+  c2.table.free();  // block 2 evictable, block 3 free
   Computed c3 = compute_and_publish(cache, a, 1, p3);  // takes the two free blocks
   EXPECT_EQ(cache.stats().blocks_held, 3);
-  c3.table.free(a);
+  c3.table.free();
   // LRU order now: p1's block, p2's block, p3's block. A hit on p1 refreshes it.
   PrefixMatch hit = cache.match(1, p1);
   ASSERT_EQ(hit.num_tokens, 4);
-  for (BlockId b : hit.blocks) a.release(b);
+  for (BlockId b : hit.groups[0].blocks) a.release(b);
   // Three fresh allocations: one free block, then evict p2's, then p3's.
   std::vector<BlockId> taken;
   for (int i = 0; i < 3; ++i) taken.push_back(*a.allocate());
@@ -190,8 +190,8 @@ TEST(PrefixCache, CountsLookupsHitsAndMisses) {
   EXPECT_EQ(s.hit_tokens, 8);
   EXPECT_EQ(s.miss_tokens, 8);
   EXPECT_DOUBLE_EQ(s.hit_rate(), 0.5);
-  for (BlockId b : m1.blocks) a.release(b);
-  c.table.free(a);
+  for (BlockId b : m1.groups[0].blocks) a.release(b);
+  c.table.free();
 }
 
 TEST(PrefixCache, DisabledCacheNeitherMatchesNorPublishes) {
@@ -199,7 +199,7 @@ TEST(PrefixCache, DisabledCacheNeitherMatchesNorPublishes) {
   PrefixCache cache(a, kBlockSize);
   const auto tokens = iota_tokens(9);
   Computed c = compute_and_publish(cache, a, 1, tokens);
-  c.table.free(a);
+  c.table.free();
   EXPECT_EQ(a.num_evictable(), 2);
   cache.set_enabled(false);
   EXPECT_EQ(a.num_evictable(), 0);  // dropped entries return to the free list
@@ -207,7 +207,7 @@ TEST(PrefixCache, DisabledCacheNeitherMatchesNorPublishes) {
   EXPECT_EQ(cache.lookup(1, tokens).num_tokens, 0);
   Computed d = compute_and_publish(cache, a, 1, tokens);
   EXPECT_EQ(cache.stats().blocks_held, 0);
-  d.table.free(a);
+  d.table.free();
   cache.set_enabled(true);
   EXPECT_EQ(cache.lookup(1, tokens).num_tokens, 0);
 }
@@ -216,13 +216,13 @@ TEST(PrefixCache, PublishIsIncremental) {
   BlockAllocator a(16);
   PrefixCache cache(a, kBlockSize);
   const auto tokens = iota_tokens(12);
-  BlockTable t(kBlockSize);
+  BlockTable t(a, kBlockSize);
   std::vector<BlockCopy> copies;
-  ASSERT_TRUE(t.append_slots(12, a, &copies));
+  ASSERT_TRUE(t.append_slots(12, &copies));
   std::vector<BlockHash> hashes;
-  cache.publish(1, std::span(tokens).first(5), t.blocks(), &hashes);
+  cache.publish(1, std::span(tokens).first(5), std::span<const BlockTable>(&t, 1), &hashes);
   EXPECT_EQ(hashes.size(), 1u);
-  cache.publish(1, tokens, t.blocks(), &hashes);
+  cache.publish(1, tokens, std::span<const BlockTable>(&t, 1), &hashes);
   EXPECT_EQ(hashes.size(), 3u);
   // The chain matches a from-scratch computation.
   const BlockHash h0 = PrefixCache::hash_block(1, nullptr, std::span(tokens).first(4));
@@ -230,7 +230,7 @@ TEST(PrefixCache, PublishIsIncremental) {
   EXPECT_EQ(hashes[0], h0);
   EXPECT_EQ(hashes[1], h1);
   EXPECT_EQ(cache.stats().blocks_held, 3);
-  t.free(a);
+  t.free();
 }
 
 // Two groups, window 5, blocks of 4: the first token after a hit of B
@@ -239,22 +239,25 @@ TEST(PrefixCache, PublishIsIncremental) {
 struct TwoGroups {
   BlockAllocator full{16};
   BlockAllocator window{8};
-  PrefixCache cache{full, kBlockSize, true, WindowGroup{&window, 5}};
+  PrefixCache cache{std::vector<CacheGroup>{{&full, 0}, {&window, 5}}, kBlockSize};
 };
 
 // A sequence that computed `tokens` into both groups and published them.
 struct ComputedTwo {
-  BlockTable table{kBlockSize};
-  BlockTable wtable{kBlockSize};
+  std::vector<BlockTable> tables;  // full, window
   std::vector<BlockHash> hashes;
+  BlockTable& table() { return tables[0]; }
+  BlockTable& wtable() { return tables[1]; }
 };
 ComputedTwo compute_two(TwoGroups& g, const std::vector<int32_t>& tokens) {
   ComputedTwo c;
+  c.tables.emplace_back(g.full, kBlockSize);
+  c.tables.emplace_back(g.window, kBlockSize);
   std::vector<BlockCopy> copies;
   const int64_t n = static_cast<int64_t>(tokens.size());
-  EXPECT_TRUE(c.table.append_slots(n, g.full, &copies));
-  EXPECT_TRUE(c.wtable.append_slots(n, g.window, &copies));
-  g.cache.publish(1, tokens, c.table.blocks(), &c.hashes, c.wtable.blocks(), c.wtable.first_block());
+  EXPECT_TRUE(c.table().append_slots(n, &copies));
+  EXPECT_TRUE(c.wtable().append_slots(n, &copies));
+  g.cache.publish(1, tokens, c.tables, &c.hashes);
   return c;
 }
 
@@ -263,48 +266,48 @@ TEST(PrefixCache, TwoGroupsHitNeedsTheWindowBlocksBeforeTheBoundary) {
   const auto tokens = iota_tokens(17);  // 4 full blocks + 1
   ComputedTwo c = compute_two(g, tokens);
   EXPECT_EQ(g.cache.stats().blocks_held, 4);
-  EXPECT_EQ(g.cache.stats().window_blocks_held, 4);
+  EXPECT_EQ(g.cache.stats().other_group_blocks_held, 4);
   PrefixMatch m = g.cache.lookup(1, tokens);
   EXPECT_EQ(m.num_tokens, 16);
-  EXPECT_EQ(m.window_first, 3);
-  EXPECT_EQ(m.window_blocks, (std::vector<BlockId>{c.wtable.blocks()[3]}));
-  const BlockId last_window = c.wtable.blocks()[3];
-  c.table.free(g.full);
-  c.wtable.free(g.window);  // tail first: logical block 3's window block is evicted first
+  EXPECT_EQ(m.groups[1].first, 3);
+  EXPECT_EQ(m.groups[1].blocks, (std::vector<BlockId>{c.wtable().blocks()[3]}));
+  const BlockId last_window = c.wtable().blocks()[3];
+  c.table().free();
+  c.wtable().free();  // tail first: logical block 3's window block is evicted first
 
   std::vector<BlockId> taken;
   for (int i = 0; i < 4; ++i) taken.push_back(*g.window.allocate());  // the free blocks
-  EXPECT_EQ(g.cache.stats().window_blocks_held, 4);
+  EXPECT_EQ(g.cache.stats().other_group_blocks_held, 4);
   taken.push_back(*g.window.allocate());
   EXPECT_EQ(taken.back(), last_window);
-  EXPECT_EQ(g.cache.stats().window_blocks_held, 3);
+  EXPECT_EQ(g.cache.stats().other_group_blocks_held, 3);
   EXPECT_EQ(g.cache.stats().blocks_held, 4);  // the full-attention half stays
   m = g.cache.lookup(1, tokens);
   EXPECT_EQ(m.num_tokens, 12);  // boundary 12 needs logical block 2 (positions 8..11)
-  EXPECT_EQ(m.window_first, 2);
-  ASSERT_EQ(m.window_blocks.size(), 1u);
+  EXPECT_EQ(m.groups[1].first, 2);
+  ASSERT_EQ(m.groups[1].blocks.size(), 1u);
   g.cache.acquire(m, 17);  // one reference per block of both groups
-  EXPECT_EQ(g.window.ref_count(m.window_blocks[0]), 1);
+  EXPECT_EQ(g.window.ref_count(m.groups[1].blocks[0]), 1);
   EXPECT_EQ(g.full.num_used(), 3);
-  for (BlockId b : m.blocks) g.full.release(b);
-  for (BlockId b : m.window_blocks) g.window.release(b);
+  for (BlockId b : m.groups[0].blocks) g.full.release(b);
+  for (BlockId b : m.groups[1].blocks) g.window.release(b);
   for (BlockId b : taken) g.window.release(b);
 
   // Recomputing the same prompt fills the entry's missing window block.
   ComputedTwo again = compute_two(g, tokens);
   EXPECT_EQ(g.cache.stats().blocks_held, 4);
-  EXPECT_EQ(g.cache.stats().window_blocks_held, 4);
+  EXPECT_EQ(g.cache.stats().other_group_blocks_held, 4);
   EXPECT_EQ(g.cache.lookup(1, tokens).num_tokens, 16);
-  again.table.free(g.full);
-  again.wtable.free(g.window);
+  again.table().free();
+  again.wtable().free();
 }
 
 TEST(PrefixCache, TwoGroupsEvictingTheFullBlockUncachesItsWindowBlock) {
   TwoGroups g;
   const auto tokens = iota_tokens(9);  // 2 full blocks + 1
   ComputedTwo c = compute_two(g, tokens);
-  c.table.free(g.full);
-  c.wtable.free(g.window);
+  c.table().free();
+  c.wtable().free();
   EXPECT_EQ(g.window.num_evictable(), 2);
   // Take all 16 full blocks: the two cached ones are evicted and their
   // window halves go back to the free list.

@@ -69,7 +69,8 @@ std::vector<float> logits_of(Model& m, ThreadPool& pool) {
   std::vector<float> all, logits;
   for (size_t pos = 0; pos < tokens.size(); pos += pos == 0 ? kPrefill : 1) {
     const size_t n = pos == 0 ? kPrefill : 1;
-    const SequenceChunk c{{tokens.data() + pos, n}, static_cast<int64_t>(pos), table, LogitRows::kAll, {}, 0};
+    const ChunkTable tables[] = {{table, 0}};
+    const SequenceChunk c{{tokens.data() + pos, n}, static_cast<int64_t>(pos), tables, LogitRows::kAll};
     m.forward({&c, 1}, kv, logits, pool);
     all.insert(all.end(), logits.begin(), logits.end());
   }

@@ -92,6 +92,11 @@ bool Model::has_window_group() const {
   return config_.sliding_window > 0 && local > 0 && local < config_.n_layer;
 }
 
+std::vector<KvLayerGroup> Model::kv_layer_groups(bool window_pool) const {
+  if (!window_pool || !has_window_group()) return {{KvGroup::kAll, 0}};
+  return {{KvGroup::kFull, 0}, {KvGroup::kWindow, config_.sliding_window}};
+}
+
 kv::KvGeometry Model::kv_geometry(int64_t block_size, kv::KvDtype dtype, KvGroup group) const {
   TM_CHECK(group == KvGroup::kAll || has_window_group());
   kv::KvGeometry g;
@@ -126,13 +131,16 @@ void check_table(std::span<const int32_t> table, int64_t first, int64_t end, con
   }
 }
 
-void validate_step(const ModelConfig& c, std::span<const SequenceChunk> chunks, const KvPools& kv,
-                   const kv::KvGeometry& full, const kv::KvGeometry& window) {
-  if (kv.full == nullptr) fail("forward: no KV pool");
-  check_geometry(*kv.full, full.n_layer, c.n_kv_dim(), kv.window != nullptr ? "full-attention " : "");
-  if (kv.window != nullptr) {
-    check_geometry(*kv.window, window.n_layer, c.n_kv_dim(), "sliding-window ");
-    if (kv.window->block_size() != kv.full->block_size()) fail("forward: the two KV pools differ in block size");
+void validate_step(const ModelConfig& c, std::span<const SequenceChunk> chunks,
+                   std::span<kv::PagedKvStorage* const> pools, std::span<const KvLayerGroup> groups,
+                   std::span<const kv::KvGeometry> geometries) {
+  if (pools.size() != groups.size())
+    fail("forward: {} KV pools given, the model's layer groups need {}", pools.size(), groups.size());
+  for (size_t g = 0; g < pools.size(); ++g) {
+    if (pools[g] == nullptr) fail("forward: no KV pool for layer group {}", g);
+    check_geometry(*pools[g], geometries[g].n_layer, c.n_kv_dim(),
+                   groups[g].layers == KvGroup::kAll ? "" : groups[g].window > 0 ? "sliding-window " : "full-attention ");
+    if (pools[g]->block_size() != pools[0]->block_size()) fail("forward: the KV pools differ in block size");
   }
   for (const SequenceChunk& ch : chunks) {
     if (ch.tokens.empty()) fail("forward: empty chunk");
@@ -140,14 +148,18 @@ void validate_step(const ModelConfig& c, std::span<const SequenceChunk> chunks, 
     for (int32_t t : ch.tokens) {
       if (t < 0 || t >= c.n_vocab) fail("token id {} is outside the vocabulary [0, {})", t, c.n_vocab);
     }
+    if (ch.tables.size() != pools.size())
+      fail("forward: a chunk has {} block tables for {} KV pools", ch.tables.size(), pools.size());
     const int64_t end = ch.start_pos + static_cast<int64_t>(ch.tokens.size());
-    check_table(ch.block_table, 0, end, *kv.full);
-    if (kv.window == nullptr) continue;
-    const int64_t first_visible = std::max<int64_t>(0, ch.start_pos - c.sliding_window + 1);
-    if (ch.window_first < 0 || ch.window_first * kv.window->block_size() > first_visible)
-      fail("forward: the window block table starts at block {}, position {} needs position {}", ch.window_first,
-           ch.start_pos, first_visible);
-    check_table(ch.window_table, ch.window_first, end, *kv.window);
+    for (size_t g = 0; g < pools.size(); ++g) {
+      const ChunkTable& t = ch.tables[g];
+      const int64_t window = groups[g].window;
+      const int64_t first_visible = window > 0 ? std::max<int64_t>(0, ch.start_pos - window + 1) : 0;
+      if (t.first < 0 || t.first * pools[g]->block_size() > first_visible)
+        fail("forward: the block table of layer group {} starts at block {}, position {} needs position {}", g,
+             t.first, ch.start_pos, first_visible);
+      check_table(t.blocks, t.first, end, *pools[g]);
+    }
   }
 }
 
@@ -173,14 +185,16 @@ void add_bias(float* y, const VectorView& b, int64_t rows) {
 
 }  // namespace
 
-void Model::forward(std::span<const SequenceChunk> chunks, const KvPools& kv, std::vector<float>& logits,
-                    ThreadPool& pool) {
+void Model::forward(std::span<const SequenceChunk> chunks, std::span<kv::PagedKvStorage* const> pools,
+                    std::vector<float>& logits, ThreadPool& pool) {
   const ModelConfig& c = config_;
-  const bool split = kv.window != nullptr;
-  if (split && !has_window_group()) fail("forward: a second KV pool needs sliding-window and full-attention layers");
-  const int64_t bs = kv.full != nullptr ? kv.full->block_size() : 1;
-  validate_step(c, chunks, kv, kv_geometry(bs, kv::KvDtype::F16, split ? KvGroup::kFull : KvGroup::kAll),
-                split ? kv_geometry(bs, kv::KvDtype::F16, KvGroup::kWindow) : kv::KvGeometry{});
+  if (pools.size() == 2 && !has_window_group())
+    fail("forward: a second KV pool needs sliding-window and full-attention layers");
+  const std::vector<KvLayerGroup> groups = kv_layer_groups(pools.size() == 2);
+  const int64_t bs = !pools.empty() && pools[0] != nullptr ? pools[0]->block_size() : 1;
+  std::vector<kv::KvGeometry> geometries;
+  for (const KvLayerGroup& g : groups) geometries.push_back(kv_geometry(bs, kv::KvDtype::F16, g.layers));
+  validate_step(c, chunks, pools, groups, geometries);
   Scratch& s = *scratch_;
 
   int64_t T = 0;
@@ -212,7 +226,7 @@ void Model::forward(std::span<const SequenceChunk> chunks, const KvPools& kv, st
   }
 
   for (int64_t layer = 0; layer < c.n_layer; ++layer) {
-    attention_block(layer, chunks, positions, kv, pool);
+    attention_block(layer, chunks, positions, pools, pool);
     ffn_block(layer, pool);
   }
 
@@ -239,7 +253,8 @@ void Model::matmul(const kernels::WeightView& w, const float* x, int64_t num_tok
 }
 
 void Model::attention_block(int64_t layer, std::span<const SequenceChunk> chunks,
-                            std::span<const int64_t> positions, const KvPools& kv, ThreadPool& pool) {
+                            std::span<const int64_t> positions, std::span<kv::PagedKvStorage* const> pools,
+                            ThreadPool& pool) {
   const ModelConfig& c = config_;
   const LayerWeights& w = weights_.layers[static_cast<size_t>(layer)];
   Scratch& s = *scratch_;
@@ -280,19 +295,19 @@ void Model::attention_block(int64_t layer, std::span<const SequenceChunk> chunks
   // Write each sequence's new K/V into its blocks, then attend over all its
   // positions so far (read back through the same block table).
   const kernels::AttentionShape shape{c.n_head, c.n_kv_head, hd, c.attn_scale, local ? c.sliding_window : 0, 0.0f};
-  // Two pools: a local layer reads the window pool through the window table.
-  const bool in_window_pool = local && kv.window != nullptr;
-  const int64_t pool_layer = kv.window != nullptr ? group_layer_[static_cast<size_t>(layer)] : layer;
-  const kernels::PagedKv cache = layer_kv(in_window_pool ? *kv.window : *kv.full, pool_layer);
+  // Two pools: a local layer lives in the second (window) pool, at its
+  // index among the local layers, and is read through the second table.
+  const size_t group = pools.size() == 2 && local ? 1 : 0;
+  const int64_t pool_layer = pools.size() == 2 ? group_layer_[static_cast<size_t>(layer)] : layer;
+  const kernels::PagedKv cache = layer_kv(*pools[group], pool_layer);
   int64_t t0 = 0;
   for (const SequenceChunk& ch : chunks) {
     const int64_t n = static_cast<int64_t>(ch.tokens.size());
-    const std::span<const int32_t> table = in_window_pool ? ch.window_table : ch.block_table;
-    const int64_t first = in_window_pool ? ch.window_first : 0;
-    kernels::paged_kv_write(cache, table, ch.start_pos, n, s.k.data() + t0 * c.n_kv_dim(),
-                            s.v.data() + t0 * c.n_kv_dim(), first);
-    kernels::paged_attention(shape, s.q.data() + t0 * c.n_q_dim(), positions.data() + t0, n, cache, table,
-                             ch.start_pos + n, s.att.data() + t0 * c.n_q_dim(), pool, first);
+    const ChunkTable& table = ch.tables[group];
+    kernels::paged_kv_write(cache, table.blocks, ch.start_pos, n, s.k.data() + t0 * c.n_kv_dim(),
+                            s.v.data() + t0 * c.n_kv_dim(), table.first);
+    kernels::paged_attention(shape, s.q.data() + t0 * c.n_q_dim(), positions.data() + t0, n, cache, table.blocks,
+                             ch.start_pos + n, s.att.data() + t0 * c.n_q_dim(), pool, table.first);
     t0 += n;
   }
 

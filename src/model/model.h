@@ -8,7 +8,7 @@
 // K and V live in a paged pool (kv::PagedKvStorage) shared by every
 // sequence; each chunk names its sequence's blocks through a block table.
 // A model with both sliding-window and full-attention layers (gemma3) may
-// keep them in two pools, one per layer group (KvPools): the window group's
+// keep them in two pools, one per KV layer group (kv_layer_groups): the window group's
 // tables then hold only the blocks still inside the window.
 #pragma once
 
@@ -32,22 +32,25 @@ namespace tokenmill::model {
 // matrix of small models) for them.
 enum class LogitRows { kNone, kLast, kAll };
 
+// One KV pool's block table for a chunk: blocks[i] holds logical block
+// first + i, i.e. positions [(first + i) * block_size, (first + i + 1) * block_size).
+struct ChunkTable {
+  std::span<const int32_t> blocks;
+  int64_t first = 0;  // > 0 only in a group with a window (blocks that left it are gone)
+};
+
 // A run of consecutive tokens of one sequence, at positions
 // [start_pos, start_pos + tokens.size()). Their K/V are written to the
 // sequence's blocks; positions [0, start_pos) must already be there.
 struct SequenceChunk {
   std::span<const int32_t> tokens;
   int64_t start_pos = 0;
-  // The sequence's blocks in position order: block_table[i] holds positions
-  // [i * block_size, (i + 1) * block_size). Covers [0, start_pos + tokens.size()).
-  std::span<const int32_t> block_table;
+  // The sequence's block table in each pool passed to forward() (same
+  // order). The held blocks cover [first * block_size, start_pos +
+  // tokens.size()), where first * block_size is 0 in a group without a
+  // window and at most max(0, start_pos - window + 1) in one with a window.
+  std::span<const ChunkTable> tables;
   LogitRows logits = LogitRows::kLast;  // which of the chunk's tokens get a logits row
-  // Sliding-window layers when they have their own pool (KvPools::window):
-  // window_table[i] holds logical block window_first + i; the held blocks
-  // cover [window_first * block_size, start_pos + tokens.size()), where
-  // window_first * block_size <= max(0, start_pos - sliding_window + 1).
-  std::span<const int32_t> window_table;
-  int64_t window_first = 0;
 };
 
 // How many logits rows forward() returns for a chunk (kAll: one per token,
@@ -68,11 +71,11 @@ enum class KvGroup {
   kWindow,  // the sliding-window layers (two pools)
 };
 
-// The pools a forward pass writes. window == nullptr: `full` holds every
-// layer (KvGroup::kAll); else `full` holds KvGroup::kFull, `window` KvGroup::kWindow.
-struct KvPools {
-  kv::PagedKvStorage* full = nullptr;
-  kv::PagedKvStorage* window = nullptr;
+// A KV layer group: its layers, and how many positions a query attends in
+// them (itself included; 0 = every position).
+struct KvLayerGroup {
+  KvGroup layers = KvGroup::kAll;
+  int64_t window = 0;
 };
 
 class Model {
@@ -91,22 +94,29 @@ class Model {
   // Whether two pools are possible: the model has sliding-window layers and
   // at least one full-attention layer.
   bool has_window_group() const;
+  // The KV layer groups forward() takes one pool each for, in order: every
+  // layer, or (window_pool and has_window_group()) the full-attention
+  // layers, then the sliding-window ones (window = sliding_window).
+  std::vector<KvLayerGroup> kv_layer_groups(bool window_pool) const;
 
   // Runs one step over a flat batch made of the chunks, in order, and writes
-  // their logits to `logits` as rows [num_rows, n_vocab]: every token's row for
-  // chunks with LogitRows::kAll, the last row for kLast, none for kNone. Writes each chunk's K/V
-  // into `kv` through its block table. Checked (Error): no empty chunk, tokens
-  // inside the vocabulary, start_pos >= 0, block tables long enough with ids
-  // inside the pool, and kv's geometry matching kv_geometry(). Not checked
-  // (the caller's contract): positions [0, start_pos) of each sequence are
+  // their logits to `logits` as rows [num_rows, n_vocab]: every token's row
+  // for chunks with LogitRows::kAll, the last row for kLast, none for kNone.
+  // `pools` holds one pool per group of kv_layer_groups() (1 or 2); each
+  // chunk's K/V go into them through its tables. Checked (Error): no empty
+  // chunk, tokens inside the vocabulary, start_pos >= 0, one table per pool,
+  // long enough and starting early enough, with ids inside the pool, and each
+  // pool's geometry matching kv_geometry() of its group. Not checked (the
+  // caller's contract): positions [0, start_pos) of each sequence are
   // already written, and no two chunks write the same block.
+  void forward(std::span<const SequenceChunk> chunks, std::span<kv::PagedKvStorage* const> pools,
+               std::vector<float>& logits, ThreadPool& pool);
+  // One pool holding every layer.
   void forward(std::span<const SequenceChunk> chunks, kv::PagedKvStorage& kv, std::vector<float>& logits,
                ThreadPool& pool) {
-    forward(chunks, KvPools{&kv, nullptr}, logits, pool);
+    kv::PagedKvStorage* const pools[] = {&kv};
+    forward(chunks, pools, logits, pool);
   }
-  // The same over one pool per layer group (window tables checked as above).
-  void forward(std::span<const SequenceChunk> chunks, const KvPools& kv, std::vector<float>& logits,
-               ThreadPool& pool);
 
   // Routes every weight product of forward() through `hook` (null: none).
   // The hook must outlive its use; set it between forward calls only.
@@ -117,7 +127,8 @@ class Model {
 
   struct Scratch;
   void attention_block(int64_t layer, std::span<const SequenceChunk> chunks,
-                       std::span<const int64_t> positions, const KvPools& kv, ThreadPool& pool);
+                       std::span<const int64_t> positions, std::span<kv::PagedKvStorage* const> pools,
+                       ThreadPool& pool);
   void ffn_block(int64_t layer, ThreadPool& pool);
   // y = W x through the hook, if any, else kernels::matmul.
   void matmul(const kernels::WeightView& w, const float* x, int64_t num_tokens, float* y, ThreadPool& pool);
@@ -136,7 +147,8 @@ class Model {
   ModelWeights weights_;
   std::vector<std::unique_ptr<uint8_t[], FreeDeleter>> interleaved_;
   std::unique_ptr<Scratch> scratch_;
-  // Layer i's index inside its group's pool (two pools), from layer_is_local.
+  // Layer i's index inside its group's pool with two pools (from
+  // layer_is_local).
   std::vector<int64_t> group_layer_;
   MatmulHook* matmul_hook_ = nullptr;
 };

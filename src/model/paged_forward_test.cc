@@ -67,7 +67,8 @@ std::vector<float> run_chunked(Model& m, kv::PagedKvStorage& kv, const std::vect
   std::vector<float> all, logits;
   for (size_t pos = 0; pos < tokens.size(); pos += chunk) {
     const size_t n = std::min(chunk, tokens.size() - pos);
-    const SequenceChunk c{{tokens.data() + pos, n}, static_cast<int64_t>(pos), table, LogitRows::kAll, {}, 0};
+    const ChunkTable tables[] = {{table, 0}};
+    const SequenceChunk c{{tokens.data() + pos, n}, static_cast<int64_t>(pos), tables, LogitRows::kAll};
     m.forward({&c, 1}, kv, logits, pool);
     all.insert(all.end(), logits.begin(), logits.end());
   }
@@ -136,14 +137,15 @@ TEST_P(PagedForward, MixedBatchEqualsEachSequenceAlone) {
     m.forward(chunks, kv, logits, pool);
     return logits;
   };
-  const std::span<const int32_t> ta = table_a, tb = table_b;
-  const std::vector<float> none = step({{{a.data(), 10}, 0, ta, LogitRows::kNone, {}, 0}, {{b.data(), 12}, 0, tb, LogitRows::kNone, {}, 0}});
+  const ChunkTable ta_table[] = {{table_a, 0}}, tb_table[] = {{table_b, 0}};
+  const std::span<const ChunkTable> ta = ta_table, tb = tb_table;
+  const std::vector<float> none = step({{{a.data(), 10}, 0, ta, LogitRows::kNone}, {{b.data(), 12}, 0, tb, LogitRows::kNone}});
   EXPECT_TRUE(none.empty());  // prefills that sample nothing skip the output projection
 
-  const std::vector<float> mixed = step({{{a.data() + 10, 20}, 10, ta, LogitRows::kAll, {}, 0}, {{b.data() + 12, 1}, 12, tb, LogitRows::kLast, {}, 0}});
+  const std::vector<float> mixed = step({{{a.data() + 10, 20}, 10, ta, LogitRows::kAll}, {{b.data() + 12, 1}, 12, tb, LogitRows::kLast}});
   ASSERT_EQ(mixed.size(), static_cast<size_t>(21 * vocab));
-  const std::vector<float> alone_a = step({{{a.data() + 10, 20}, 10, ta, LogitRows::kAll, {}, 0}});
-  const std::vector<float> alone_b = step({{{b.data() + 12, 1}, 12, tb, LogitRows::kLast, {}, 0}});
+  const std::vector<float> alone_a = step({{{a.data() + 10, 20}, 10, ta, LogitRows::kAll}});
+  const std::vector<float> alone_b = step({{{b.data() + 12, 1}, 12, tb, LogitRows::kLast}});
   expect_near({mixed.begin(), mixed.begin() + 20 * vocab}, alone_a, 1e-5, "prefill chunk");
   expect_near({mixed.begin() + 20 * vocab, mixed.end()}, alone_b, 1e-5, "decode token");
 
@@ -199,7 +201,8 @@ TEST_P(PagedForward, BadStepsThrow) {
   const std::vector<int32_t> tokens = {1, 2, 3, 4, 5}, table = {0, 1}, bad_id = {0, 4};
   const std::vector<int32_t> outside = {1, static_cast<int32_t>(c.n_vocab)}, negative = {-1};
   auto run = [&](std::span<const int32_t> t, int64_t start, std::span<const int32_t> tb, kv::PagedKvStorage& pool_kv) {
-    const SequenceChunk chunk{t, start, tb, LogitRows::kLast, {}, 0};
+    const ChunkTable tables[] = {{tb, 0}};
+    const SequenceChunk chunk{t, start, tables, LogitRows::kLast};
     m.forward({&chunk, 1}, pool_kv, logits, pool);
   };
   EXPECT_NO_THROW(run(tokens, 0, table, kv));

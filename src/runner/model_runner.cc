@@ -4,43 +4,57 @@
 
 namespace tokenmill::runner {
 
-ModelRunner::ModelRunner(model::Model& model, std::unique_ptr<kv::PagedKvStorage> full,
-                         std::unique_ptr<kv::PagedKvStorage> window, ThreadPool& pool)
-    : model_(model), full_(std::move(full)), window_(std::move(window)), pool_(pool) {
-  TM_CHECK(full_ != nullptr);
+ModelRunner::ModelRunner(model::Model& model, std::vector<std::unique_ptr<kv::PagedKvStorage>> pools,
+                         ThreadPool& pool)
+    : model_(model), pools_(std::move(pools)), pool_(pool) {
+  TM_CHECK(!pools_.empty());
+  for (const auto& p : pools_) {
+    TM_CHECK(p != nullptr);
+    pool_ptrs_.push_back(p.get());
+  }
 }
 
-int64_t ModelRunner::kv_bytes() const { return full_->total_bytes() + (window_ ? window_->total_bytes() : 0); }
+int64_t ModelRunner::kv_bytes() const {
+  int64_t n = 0;
+  for (const auto& p : pools_) n += p->total_bytes();
+  return n;
+}
 
 int64_t ModelRunner::kv_bytes_per_token() const {
-  return full_->geometry().bytes_per_token() + (window_ ? window_->geometry().bytes_per_token() : 0);
+  int64_t n = 0;
+  for (const auto& p : pools_) n += p->geometry().bytes_per_token();
+  return n;
 }
 
 StepLogits ModelRunner::run(const sched::ScheduledBatch& batch, std::span<const model::LogitRows> rows) {
   TM_CHECK(rows.size() == batch.seqs.size());
-  for (const kv::BlockCopy& c : batch.copies) full_->copy_block(c.src, c.dst);
-  for (const kv::BlockCopy& c : batch.window_copies) {
-    TM_CHECK(window_ != nullptr);
-    window_->copy_block(c.src, c.dst);
+  TM_CHECK(batch.copies.size() <= pools_.size());
+  for (size_t g = 0; g < batch.copies.size(); ++g) {
+    for (const kv::BlockCopy& c : batch.copies[g]) pools_[g]->copy_block(c.src, c.dst);
   }
 
   const size_t n = batch.seqs.size();
+  const size_t groups = pools_.size();
   chunk_tokens_.resize(n);
+  chunk_tables_.resize(n * groups);
   std::vector<model::SequenceChunk> chunks(n);
   std::vector<size_t> first_row(n + 1, 0);
   for (size_t i = 0; i < n; ++i) {
     const sched::ScheduledSeq& s = batch.seqs[i];
+    TM_CHECK(s.seq->tables.size() == groups);
     chunk_tokens_[i] = s.seq->tokens(s.start_pos, s.num_tokens);
+    for (size_t g = 0; g < groups; ++g) {
+      const kv::BlockTable& t = s.seq->table(g);
+      chunk_tables_[i * groups + g] = model::ChunkTable{t.blocks(), t.first_block()};
+    }
     model::SequenceChunk& c = chunks[i];
     c.tokens = chunk_tokens_[i];
     c.start_pos = s.start_pos;
-    c.block_table = s.seq->blocks.blocks();
-    c.window_table = s.seq->window_blocks.blocks();
-    c.window_first = s.seq->window_blocks.first_block();
+    c.tables = std::span<const model::ChunkTable>(chunk_tables_).subspan(i * groups, groups);
     c.logits = rows[i];
     first_row[i + 1] = first_row[i] + static_cast<size_t>(model::num_logit_rows(c));
   }
-  model_.forward(chunks, model::KvPools{full_.get(), window_.get()}, logits_, pool_);
+  model_.forward(chunks, pool_ptrs_, logits_, pool_);
   return StepLogits(logits_, static_cast<size_t>(model_.config().n_vocab), std::move(first_row));
 }
 

@@ -25,11 +25,10 @@ namespace tokenmill::runner {
 
 class ModelRunner {
  public:
-  // `window` is null with one KV pool (every layer in `full`); else `full`
-  // holds the full-attention layers and `window` the sliding-window ones
-  // (model::KvPools). The model and the thread pool must outlive the runner.
-  ModelRunner(model::Model& model, std::unique_ptr<kv::PagedKvStorage> full,
-              std::unique_ptr<kv::PagedKvStorage> window, ThreadPool& pool);
+  // `pools`: one per KV layer group of the model (Model::kv_layer_groups),
+  // in that order; the batch's block tables and copies follow the same
+  // order. The model and the thread pool must outlive the runner.
+  ModelRunner(model::Model& model, std::vector<std::unique_ptr<kv::PagedKvStorage>> pools, ThreadPool& pool);
 
   // Runs the step: block copies first (in order), then one chunk per entry
   // of `batch` at positions [start_pos, start_pos + num_tokens) with
@@ -38,18 +37,19 @@ class ModelRunner {
   // then undefined; the caller fails the batch).
   StepLogits run(const sched::ScheduledBatch& batch, std::span<const model::LogitRows> rows);
 
-  const kv::PagedKvStorage& full_pool() const { return *full_; }
-  const kv::PagedKvStorage* window_pool() const { return window_.get(); }
-  // Both pools' bytes, and the bytes of one position in both.
+  size_t num_pools() const { return pools_.size(); }
+  const kv::PagedKvStorage& pool(size_t group) const { return *pools_.at(group); }
+  // Every pool's bytes, and the bytes of one position in all of them.
   int64_t kv_bytes() const;
   int64_t kv_bytes_per_token() const;
 
  private:
   model::Model& model_;
-  std::unique_ptr<kv::PagedKvStorage> full_;
-  std::unique_ptr<kv::PagedKvStorage> window_;
+  std::vector<std::unique_ptr<kv::PagedKvStorage>> pools_;
+  std::vector<kv::PagedKvStorage*> pool_ptrs_;  // what Model::forward takes
   ThreadPool& pool_;
   std::vector<std::vector<int32_t>> chunk_tokens_;  // per entry: the tokens the chunks point into
+  std::vector<model::ChunkTable> chunk_tables_;     // [entry * pools + group]
   std::vector<float> logits_;                       // [rows, n_vocab]
 };
 

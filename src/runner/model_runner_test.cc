@@ -55,14 +55,20 @@ std::unique_ptr<sched::Sequence> make_seq(uint64_t id, std::vector<int32_t> prom
   auto s = std::make_unique<sched::Sequence>();
   s->id = id;
   s->prompt = std::move(prompt);
-  s->blocks = kv::BlockTable(4);
-  EXPECT_TRUE(s->blocks.append_slots(s->num_tokens(), alloc, nullptr));
+  s->tables.emplace_back(alloc, 4);
+  EXPECT_TRUE(s->tables[0].append_slots(s->num_tokens(), nullptr));
   return s;
 }
 
+// One pool of `blocks` blocks holding every layer.
+std::vector<std::unique_ptr<kv::PagedKvStorage>> one_pool(const model::Model& m, int64_t blocks) {
+  std::vector<std::unique_ptr<kv::PagedKvStorage>> pools;
+  pools.push_back(std::make_unique<kv::PagedKvStorage>(m.kv_geometry(4, kv::KvDtype::F32), blocks));
+  return pools;
+}
+
 TEST_F(ModelRunnerTest, RowsByEntryMatchEachSequenceRunAlone) {
-  const kv::KvGeometry g = model_->kv_geometry(4, kv::KvDtype::F32);
-  ModelRunner runner(*model_, std::make_unique<kv::PagedKvStorage>(g, 16), nullptr, pool_);
+  ModelRunner runner(*model_, one_pool(*model_, 16), pool_);
   kv::BlockAllocator alloc(16);
   auto a = make_seq(1, {5, 9, 13, 2, 7}, alloc);
   auto b = make_seq(2, {3, 3, 8}, alloc);
@@ -91,8 +97,7 @@ TEST_F(ModelRunnerTest, RowsByEntryMatchEachSequenceRunAlone) {
 TEST_F(ModelRunnerTest, AppliesBlockCopiesBeforeTheForwardPass) {
   // A fork of `a` decodes into a private copy of a's partly filled last
   // block: without the copy its positions 4..5 would read garbage.
-  const kv::KvGeometry g = model_->kv_geometry(4, kv::KvDtype::F32);
-  ModelRunner runner(*model_, std::make_unique<kv::PagedKvStorage>(g, 16), nullptr, pool_);
+  ModelRunner runner(*model_, one_pool(*model_, 16), pool_);
   kv::BlockAllocator alloc(16);
   auto a = make_seq(1, {5, 9, 13, 2, 7, 1}, alloc);
   sched::ScheduledBatch prefill;
@@ -100,12 +105,14 @@ TEST_F(ModelRunnerTest, AppliesBlockCopiesBeforeTheForwardPass) {
   const std::vector<model::LogitRows> last{model::LogitRows::kLast};
   runner.run(prefill, last);
 
-  auto fork = std::make_unique<sched::Sequence>(*a);
-  fork->blocks = a->blocks.fork(alloc);
+  auto fork = std::make_unique<sched::Sequence>();
+  static_cast<sched::SequenceData&>(*fork) = *a;
+  fork->tables.push_back(a->table(0).fork());
   fork->output = {8};
   sched::ScheduledBatch decode;
-  ASSERT_TRUE(fork->blocks.append_slots(1, alloc, &decode.copies));
-  ASSERT_EQ(decode.copies.size(), 1u);
+  decode.copies.resize(1);
+  ASSERT_TRUE(fork->tables[0].append_slots(1, &decode.copies[0]));
+  ASSERT_EQ(decode.copies[0].size(), 1u);
   decode.seqs = {{fork.get(), 6, 1, true, true}};
   const StepLogits logits = runner.run(decode, last);
 
@@ -113,8 +120,6 @@ TEST_F(ModelRunnerTest, AppliesBlockCopiesBeforeTheForwardPass) {
   const std::vector<float> ref = alone(all, model::LogitRows::kLast);
   const std::span<const float> row = logits.last_row(0);
   for (size_t v = 0; v < row.size(); ++v) ASSERT_NEAR(row[v], ref[v], 1e-4f);
-  fork->blocks.free(alloc);
-  a->blocks.free(alloc);
 }
 
 }  // namespace

@@ -12,6 +12,9 @@
 #include <optional>
 #include <string>
 
+#include <vector>
+
+#include "sched/kv_group_config.h"
 #include "sched/request_outcome.h"
 
 namespace tokenmill::sched {
@@ -19,23 +22,21 @@ namespace tokenmill::sched {
 // The fixed limits a request is checked against.
 struct CapacityLimits {
   int64_t max_model_len = 0;  // prompt + max_tokens limit (model context); 0 = none
-  int64_t num_blocks = 0;     // KV blocks of the (full-attention) pool
+  // The KV layer groups, each with its pool; [0] holds every position.
+  std::vector<KvGroupConfig> kv_groups;
   int64_t block_size = 16;
   int64_t max_batch_tokens = 512;
   int64_t prefill_chunk = 0;  // 0 = chunked prefill off
   int64_t max_seqs = 64;
-  // Two KV groups: the sliding-window pool and the window (both 0: none).
-  int64_t num_window_blocks = 0;
-  int64_t sliding_window = 0;
 };
 
 // Most tokens one sequence writes in one step: the prefill chunk, bounded
 // by the step budget.
 int64_t max_step_tokens(int64_t max_batch_tokens, int64_t prefill_chunk);
-// Most sliding-window blocks one sequence holds in a step of step_tokens:
-// the window before its step plus the step's tokens,
+// Most blocks of a group with a window that one sequence holds in a step of
+// step_tokens: the window before its step plus the step's tokens,
 // ceil((window - 1 + step_tokens) / block_size) + 1.
-int64_t window_blocks_per_step(int64_t sliding_window, int64_t block_size, int64_t step_tokens);
+int64_t window_blocks_per_step(int64_t window, int64_t block_size, int64_t step_tokens);
 
 struct Refusal {
   RejectReason reason = RejectReason::kNone;
@@ -45,17 +46,17 @@ struct Refusal {
 // Why `num_samples` parallel samples of a prompt of prompt_len tokens, each
 // generating up to max_tokens (>= 1), can never run: the prompt fills the
 // context (kPromptTooLong), prompt + max_tokens exceeds it
-// (kContextExceeded), their KV blocks exceed the pool (kKvNeverFits: the
-// samples share the prompt's full blocks and own the rest; the last
-// sampled token needs no slot; with a window pool every sample decodes at
-// once with a decode step's window), or the prompt exceeds one step with
+// (kContextExceeded), their KV blocks exceed a group's pool (kKvNeverFits:
+// the samples share the prompt's full blocks and own the rest; the last
+// sampled token needs no slot; in a group with a window every sample
+// decodes at once with a decode step's window), or the prompt exceeds one step with
 // chunked prefill off (kPromptTooLong). nullopt when it can.
 std::optional<Refusal> never_fits(const CapacityLimits& limits, int64_t prompt_len, int64_t max_tokens,
                                   int64_t num_samples);
 
-// The largest max_tokens for which never_fits passes the context and KV
-// pool checks (0 when none does): the context, or the samples' share of
-// the KV pool when that is smaller.
+// The largest max_tokens for which never_fits passes the context and the
+// pool checks of the groups without a window (0 when none does): the
+// context, or the samples' share of the smallest such pool.
 int64_t max_completion_tokens(const CapacityLimits& limits, int64_t prompt_len, int64_t num_samples);
 
 }  // namespace tokenmill::sched

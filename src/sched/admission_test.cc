@@ -10,7 +10,7 @@ namespace {
 CapacityLimits limits(int64_t max_model_len, int64_t num_blocks, int64_t block_size) {
   CapacityLimits l;
   l.max_model_len = max_model_len;
-  l.num_blocks = num_blocks;
+  l.kv_groups = {{static_cast<int32_t>(num_blocks), 0}};
   l.block_size = block_size;
   l.max_batch_tokens = 4096;
   l.prefill_chunk = 64;
@@ -39,9 +39,8 @@ TEST(Admission, NeverFitsNamesTheLimit) {
 
 TEST(Admission, WindowPoolBoundsParallelSamples) {
   CapacityLimits l = limits(0, 1000, 4);
-  l.sliding_window = 8;
   l.prefill_chunk = 4;
-  l.num_window_blocks = 8;  // a decode step holds ceil(8 / 4) + 1 = 3 window blocks
+  l.kv_groups.push_back({8, 8});  // window 8: a decode step holds ceil(8 / 4) + 1 = 3 window blocks
   EXPECT_FALSE(never_fits(l, 40, 40, 2));
   const std::optional<Refusal> r = never_fits(l, 40, 40, 3);  // 9 > 8
   ASSERT_TRUE(r);

@@ -13,8 +13,8 @@ namespace tokenmill::sched {
 
 // One sequence's share of the step: compute tokens
 // [start_pos, start_pos + num_tokens) of seq's prompt + output, writing their
-// K/V at those positions through seq->blocks (already sized for them) and,
-// with two KV groups, seq->window_blocks.
+// K/V at those positions through seq->tables (one per KV group, already
+// sized for them).
 struct ScheduledSeq {
   Sequence* seq = nullptr;  // owned by the Scheduler; valid until commit()
   int64_t start_pos = 0;    // == seq->num_computed_tokens at schedule()
@@ -32,11 +32,9 @@ struct ScheduledSeq {
 struct ScheduledBatch {
   // Decodes first, then prefill chunks. Empty when there is nothing to run.
   std::vector<ScheduledSeq> seqs;
-  // Copy-on-write block copies; apply all, in order
-  // (PagedKvStorage::copy_block), before the forward pass.
-  std::vector<kv::BlockCopy> copies;
-  // The same for the sliding-window group's pool (two KV groups only).
-  std::vector<kv::BlockCopy> window_copies;
+  // Copy-on-write block copies of each KV group's pool (group order); apply
+  // all, in order (PagedKvStorage::copy_block), before the forward pass.
+  std::vector<std::vector<kv::BlockCopy>> copies;
   // Sequences that ended inside schedule() (cancelled, timed out, rejected
   // because the pool ran dry under the reject policy); their blocks are
   // already freed. The engine reports them and drops them.
@@ -51,6 +49,11 @@ struct ScheduledBatch {
     return n;
   }
   bool empty() const { return seqs.empty(); }
+  size_t num_copies() const {
+    size_t n = 0;
+    for (const auto& group : copies) n += group.size();
+    return n;
+  }
 };
 
 }  // namespace tokenmill::sched

@@ -12,7 +12,7 @@
 namespace tokenmill::sched {
 
 void SchedulerConfig::validate() const {
-  if (num_blocks <= 0) fail("scheduler: num_blocks must be positive, got {}", num_blocks);
+  if (kv_groups.empty()) fail("scheduler: at least one KV group is needed");
   if (block_size <= 0) fail("scheduler: block_size must be positive, got {}", block_size);
   if (max_seqs <= 0) fail("scheduler: max_seqs must be positive, got {}", max_seqs);
   if (max_batch_tokens < max_seqs) {
@@ -23,55 +23,66 @@ void SchedulerConfig::validate() const {
   if (max_model_len < 0) fail("scheduler: max_model_len must be >= 0, got {}", max_model_len);
   if (max_waiting < 0) fail("scheduler: max_waiting must be >= 0, got {}", max_waiting);
   if (!(priority_aging_s >= 0.0)) fail("scheduler: priority_aging_s must be >= 0, got {}", priority_aging_s);
-  if ((num_window_blocks > 0) != (sliding_window > 0) || num_window_blocks < 0 || sliding_window < 0)
-    fail("scheduler: num_window_blocks ({}) and sliding_window ({}) must both be positive or both 0",
-         num_window_blocks, sliding_window);
-  if (num_window_blocks > 0 && num_window_blocks < window_blocks_per_seq())
-    fail("scheduler: the window pool ({} blocks) cannot hold one sequence's window and step ({} blocks)",
-         num_window_blocks, window_blocks_per_seq());
+  if (kv_groups[0].window != 0) fail("scheduler: KV group 0 must hold every position (window 0)");
+  for (size_t g = 0; g < kv_groups.size(); ++g) {
+    const KvGroupConfig& group = kv_groups[g];
+    if (group.num_blocks <= 0) fail("scheduler: KV group {} needs a positive number of blocks, got {}", g, group.num_blocks);
+    if (group.window < 0) fail("scheduler: KV group {} has a negative window ({})", g, group.window);
+    if (group.window > 0 && group.num_blocks < blocks_per_seq(g))
+      fail("scheduler: the pool of KV group {} ({} blocks) cannot hold one sequence's window and step ({} blocks)",
+           g, group.num_blocks, blocks_per_seq(g));
+  }
 }
 
 int64_t SchedulerConfig::max_step_tokens() const { return sched::max_step_tokens(max_batch_tokens, prefill_chunk); }
 
-int64_t SchedulerConfig::window_blocks_per_step(int64_t step_tokens) const {
-  return sched::window_blocks_per_step(sliding_window, block_size, step_tokens);
+int64_t SchedulerConfig::blocks_per_step(size_t g, int64_t step_tokens) const {
+  const int64_t window = kv_groups.at(g).window;
+  return window > 0 ? window_blocks_per_step(window, block_size, step_tokens) : INT64_MAX;
 }
 
 CapacityLimits SchedulerConfig::capacity() const {
   CapacityLimits l;
   l.max_model_len = max_model_len;
-  l.num_blocks = num_blocks;
+  l.kv_groups = kv_groups;
   l.block_size = block_size;
   l.max_batch_tokens = max_batch_tokens;
   l.prefill_chunk = prefill_chunk;
   l.max_seqs = max_seqs;
-  l.num_window_blocks = num_window_blocks;
-  l.sliding_window = sliding_window;
   return l;
 }
-
-int64_t SchedulerConfig::window_blocks_per_seq() const { return window_blocks_per_step(max_step_tokens()); }
 
 static const SchedulerConfig& validated(const SchedulerConfig& config) {
   config.validate();
   return config;
 }
 
-static std::optional<kv::BlockAllocator> window_pool(const SchedulerConfig& config) {
-  if (config.num_window_blocks == 0) return std::nullopt;
-  return kv::BlockAllocator(config.num_window_blocks);
+static std::vector<std::unique_ptr<kv::BlockAllocator>> make_allocators(const SchedulerConfig& config) {
+  std::vector<std::unique_ptr<kv::BlockAllocator>> out;
+  for (const KvGroupConfig& g : config.kv_groups) out.push_back(std::make_unique<kv::BlockAllocator>(g.num_blocks));
+  return out;
+}
+
+static std::vector<kv::CacheGroup> cache_groups(const SchedulerConfig& config,
+                                                const std::vector<std::unique_ptr<kv::BlockAllocator>>& allocators) {
+  std::vector<kv::CacheGroup> out;
+  for (size_t g = 0; g < allocators.size(); ++g) out.push_back({allocators[g].get(), config.kv_groups[g].window});
+  return out;
 }
 
 Scheduler::Scheduler(const SchedulerConfig& config)
     : config_(validated(config)),
-      allocator_(config.num_blocks),
-      window_allocator_(window_pool(config)),
-      prefix_cache_(allocator_, config.block_size, config.enable_prefix_cache,
-                    kv::WindowGroup{window_allocator_ ? &*window_allocator_ : nullptr, config.sliding_window}) {}
+      allocators_(make_allocators(config_)),
+      prefix_cache_(cache_groups(config_, allocators_), config.block_size, config.enable_prefix_cache) {}
 
-Scheduler::~Scheduler() {
-  for (auto& seq : running_) release_blocks(*seq);
-  for (auto& seq : waiting_) release_blocks(*seq);
+// Members go in reverse order: the sequences (whose block tables release
+// their blocks) before the prefix cache, and that before the allocators.
+Scheduler::~Scheduler() = default;
+
+std::vector<kv::BlockTable> Scheduler::new_tables() {
+  std::vector<kv::BlockTable> tables;
+  for (const auto& allocator : allocators_) tables.emplace_back(*allocator, config_.block_size);
+  return tables;
 }
 
 std::unique_ptr<Sequence> Scheduler::add(std::unique_ptr<Sequence> seq, TimePoint now) {
@@ -88,8 +99,7 @@ std::unique_ptr<Sequence> Scheduler::add(std::unique_ptr<Sequence> seq, TimePoin
     return seq;
   }
   seq->admission_order = next_admission_order_++;
-  seq->blocks = kv::BlockTable(config_.block_size);
-  seq->window_blocks = kv::BlockTable(config_.block_size);
+  seq->tables = new_tables();
   waiting_.push_back(std::move(seq));
   return nullptr;
 }
@@ -120,7 +130,7 @@ std::optional<Refusal> Scheduler::admission_error(const Sequence& seq) const {
   }
   if (config_.on_kv_exhausted == KvExhaustedPolicy::kReject) {
     const int64_t need = ceil_div(prompt_len, config_.block_size);
-    const int64_t free = allocator_.num_available() - blocks_reserved_by_running() - blocks_wanted_by_waiting();
+    const int64_t free = allocator().num_available() - blocks_reserved_by_running(0) - blocks_wanted_by_waiting();
     if (need > free) {
       return Refusal{RejectReason::kKvExhausted,
                      fmt::format("the KV cache is exhausted: the prompt needs {} blocks, {} are free", need,
@@ -173,8 +183,7 @@ void Scheduler::publish_computed(Sequence& seq) {
   const int64_t full = seq.num_computed_tokens / config_.block_size;
   if (full <= static_cast<int64_t>(seq.block_hashes.size())) return;
   const std::vector<int32_t> computed = seq.tokens(0, full * config_.block_size);
-  prefix_cache_.publish(seq.cache_namespace, computed, seq.blocks.blocks(), &seq.block_hashes,
-                        seq.window_blocks.blocks(), seq.window_blocks.first_block());
+  prefix_cache_.publish(seq.cache_namespace, computed, seq.tables, &seq.block_hashes);
 }
 
 std::vector<std::unique_ptr<Sequence>> Scheduler::commit(const ScheduledBatch& batch, const SampledStep& sampled,
@@ -190,7 +199,7 @@ std::vector<std::unique_ptr<Sequence>> Scheduler::commit(const ScheduledBatch& b
     TM_CHECK(seq.status == SequenceStatus::kRunning && seq.num_computed_tokens == s.start_pos);
     TM_CHECK_MSG(entry.token.has_value() == s.samples, "a token must be sampled exactly where samples is set");
     seq.num_computed_tokens += s.num_tokens;
-    TM_CHECK(seq.num_computed_tokens <= seq.blocks.num_tokens());
+    TM_CHECK(seq.num_computed_tokens <= seq.table(0).num_tokens());
     publish_computed(seq);
     if (!s.samples) continue;
     TM_CHECK(entry.token->seq_id == seq.id);
@@ -224,12 +233,11 @@ void Scheduler::make_forks(Sequence& parent, std::span<const SampledToken> first
   parent.fork_ids.clear();
   for (size_t k = 0; k < ids.size(); ++k) {
     TM_CHECK(first_tokens[k].seq_id == ids[k]);
-    // The copy's block ids are replaced at once: it holds no references of
-    // its own until fork() retains every block once more, in both groups
-    // (the window table keeps its first held block).
-    auto child = std::make_unique<Sequence>(parent);
-    child->blocks = parent.blocks.fork(allocator_);
-    if (window_allocator_) child->window_blocks = parent.window_blocks.fork(*window_allocator_);
+    // The parent's data, and its tables forked: every block retained once
+    // more, in every group (a window table keeps its first held block).
+    auto child = std::make_unique<Sequence>();
+    static_cast<SequenceData&>(*child) = parent;
+    for (const kv::BlockTable& t : parent.tables) child->tables.push_back(t.fork());
     child->id = ids[k];
     child->output.clear();
     const bool ends = append_token(*child, first_tokens[k], now);
@@ -292,20 +300,14 @@ int Scheduler::effective_priority(const Sequence& seq, TimePoint now) const {
   return seq.priority - static_cast<int>(std::max(0.0, classes));
 }
 
-int64_t Scheduler::blocks_reserved_by_running() const {
-  int64_t n = 0;
-  for (const auto& seq : running_) n += seq->blocks.blocks_needed(seq->num_tokens() - seq->blocks.num_tokens(), allocator_);
-  return n;
-}
-
-// What running sequences still need from the window pool for their next
-// step (ignoring what that step's drop releases).
-int64_t Scheduler::window_blocks_reserved_by_running() const {
-  if (!window_allocator_) return 0;
+int64_t Scheduler::blocks_reserved_by_running(size_t g) const {
   int64_t n = 0;
   for (const auto& seq : running_) {
-    const int64_t unreserved = std::min(seq->num_tokens() - seq->window_blocks.num_tokens(), config_.max_step_tokens());
-    n += seq->window_blocks.blocks_needed(unreserved, *window_allocator_);
+    const kv::BlockTable& table = seq->table(g);
+    int64_t unreserved = seq->num_tokens() - table.num_tokens();
+    // A group with a window needs at most one step's worth ahead.
+    if (config_.kv_groups[g].window > 0) unreserved = std::min(unreserved, config_.max_step_tokens());
+    n += table.blocks_needed(unreserved);
   }
   return n;
 }
@@ -320,15 +322,16 @@ SchedulerStats Scheduler::stats() const {
   SchedulerStats s;
   s.num_running = num_running();
   s.num_waiting = num_waiting();
-  s.kv_blocks_total = allocator_.num_blocks();
-  s.kv_blocks_used = allocator_.num_used();
-  s.kv_blocks_free = allocator_.num_free();
-  s.kv_blocks_evictable = allocator_.num_evictable();
-  s.kv_blocks_high_water = allocator_.high_water();
-  if (window_allocator_) {
-    s.kv_window_blocks_total = window_allocator_->num_blocks();
-    s.kv_window_blocks_used = window_allocator_->num_used();
-    s.kv_window_blocks_high_water = window_allocator_->high_water();
+  const kv::BlockAllocator& primary = allocator(0);
+  s.kv_blocks_total = primary.num_blocks();
+  s.kv_blocks_used = primary.num_used();
+  s.kv_blocks_free = primary.num_free();
+  s.kv_blocks_evictable = primary.num_evictable();
+  s.kv_blocks_high_water = primary.high_water();
+  for (size_t g = 1; g < num_groups(); ++g) {
+    s.kv_window_blocks_total += allocator(g).num_blocks();
+    s.kv_window_blocks_used += allocator(g).num_used();
+    s.kv_window_blocks_high_water += allocator(g).high_water();
   }
   s.num_preemptions = num_preemptions_;
   s.num_rejections = num_rejections_;

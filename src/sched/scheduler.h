@@ -24,7 +24,7 @@
 // called at any time. Finished sequences are handed back as unique_ptr with
 // their blocks freed; status kFinished, finish_reason, output and timing
 // filled in. A batch entry's tokens are seq->tokens(start_pos, num_tokens)
-// at positions start_pos.., its block table seq->blocks.blocks().
+// at positions start_pos.., its block tables seq->tables (one per KV group).
 // Cost: schedule() is O(running + waiting log waiting) plus the prefix-cache
 // hashing of each admitted sequence; commit() is O(batch) plus hashing of
 // newly full blocks.
@@ -68,18 +68,18 @@
 //   (first time, or after a preemption); hits become its first blocks and
 //   count as computed. Never covers the last token. Blocks are published as
 //   they fill (in commit). Sequences with skip_prefix_lookup take no hits.
-// * Two KV groups (num_window_blocks > 0): every sequence has a block table
-//   per group, and every append takes blocks from both pools (all or
-//   nothing; "the pool ran dry" means either pool). At the start of each
-//   step the window-group table releases the blocks wholly before
-//   num_computed_tokens - sliding_window + 1, so a decoding sequence holds at
-//   most ceil(sliding_window / block_size) + 1 window blocks. A prefix hit
-//   also needs the window blocks the next token attends (see prefix_cache.h).
+// * KV layer groups (kv_groups): every sequence has a block table per
+//   group, and every append takes blocks from every group's pool (all or
+//   nothing; "the pool ran dry" means any pool). At the start of each step
+//   the table of a group with a window releases the blocks wholly before
+//   num_computed_tokens - window + 1, so a decoding sequence holds at most
+//   ceil(window / block_size) + 1 of that group's blocks. A prefix hit also
+//   needs every group's blocks that the next token attends (prefix_cache.h).
 // * Parallel samples: a sequence with fork_ids is admitted only when
 //   num_samples() sequence slots are free (max_seqs), and forks in the commit
 //   that completes its prefill; the forks rank like it and are preempted,
-//   cancelled and finished independently from then on. A fork shares both
-//   groups' blocks (copy-on-write; the window table keeps its first held
+//   cancelled and finished independently from then on. A fork shares every
+//   group's blocks (copy-on-write; a window table keeps its first held
 //   block) and owns its own references in each pool.
 // * KV exhausted while a running sequence needs a block for its next token:
 //   - kPreempt: preempt the lowest-ranked (lowest class, newest) running
@@ -107,6 +107,7 @@
 #include "kv/block_allocator.h"
 #include "kv/prefix_cache.h"
 #include "sched/admission.h"
+#include "sched/kv_group_config.h"
 #include "sched/sampled_step.h"
 #include "sched/scheduled_batch.h"
 #include "sched/sequence.h"
@@ -116,7 +117,10 @@ namespace tokenmill::sched {
 enum class KvExhaustedPolicy { kQueue, kReject, kPreempt };
 
 struct SchedulerConfig {
-  int32_t num_blocks = 0;          // KV pool size (PagedKvStorage::num_blocks())
+  // The KV layer groups, each with its own pool; [0] has no window (it holds
+  // every position: the full-attention layers, or every layer). One group
+  // unless the model keeps sliding-window layers apart.
+  std::vector<KvGroupConfig> kv_groups;
   int32_t block_size = 16;         // positions per block (KvGeometry::block_size)
   int64_t max_batch_tokens = 512;  // tokens per step, all sequences together
   int32_t max_seqs = 64;           // sequences running at once (and per step)
@@ -126,23 +130,18 @@ struct SchedulerConfig {
   KvExhaustedPolicy on_kv_exhausted = KvExhaustedPolicy::kPreempt;
   double priority_aging_s = 0.0;   // seconds per class of aging; 0 = off
   bool enable_prefix_cache = true;
-  // Two KV groups (a model with sliding-window and full-attention layers):
-  // the window group's pool size, and the window (positions a query attends,
-  // itself included). Both 0: one group, num_blocks holds every layer.
-  int32_t num_window_blocks = 0;
-  int64_t sliding_window = 0;
 
   // Throws Error naming the first bad field.
   void validate() const;
   // Most tokens one sequence writes in one step: the prefill chunk, bounded
   // by the step budget.
   int64_t max_step_tokens() const;
-  // Most window-group blocks one sequence holds in a step of step_tokens:
-  // the window before its step plus the step's tokens,
-  // ceil((window - 1 + step_tokens) / block_size) + 1.
-  int64_t window_blocks_per_step(int64_t step_tokens) const;
+  // Most blocks of group g one sequence holds at once in a step of
+  // step_tokens (admission.h's window_blocks_per_step); unbounded (INT64_MAX)
+  // for a group without a window.
+  int64_t blocks_per_step(size_t g, int64_t step_tokens) const;
   // The same for the longest step (max_step_tokens).
-  int64_t window_blocks_per_seq() const;
+  int64_t blocks_per_seq(size_t g) const { return blocks_per_step(g, max_step_tokens()); }
   // The limits admission checks requests against (admission.h).
   CapacityLimits capacity() const;
 };
@@ -155,7 +154,7 @@ struct SchedulerStats {
   int64_t kv_blocks_free = 0;       // free list
   int64_t kv_blocks_evictable = 0;  // cached, unreferenced (reclaimable)
   int64_t kv_blocks_high_water = 0;
-  // The sliding-window group's pool (two KV groups; else all 0).
+  // The pools of groups 1.. together (the sliding-window layers'; else 0).
   int64_t kv_window_blocks_total = 0;
   int64_t kv_window_blocks_used = 0;
   int64_t kv_window_blocks_high_water = 0;
@@ -170,7 +169,7 @@ class Scheduler {
  public:
   // Throws Error when config.validate() does.
   explicit Scheduler(const SchedulerConfig& config);
-  ~Scheduler();  // frees the blocks of all remaining sequences
+  ~Scheduler();  // the remaining sequences' tables free their blocks
   Scheduler(const Scheduler&) = delete;
   Scheduler& operator=(const Scheduler&) = delete;
 
@@ -215,11 +214,9 @@ class Scheduler {
   const Sequence* find(uint64_t id) const;  // nullptr when not held
   SchedulerStats stats() const;
   const SchedulerConfig& config() const { return config_; }
-  const kv::BlockAllocator& allocator() const { return allocator_; }
-  // The sliding-window group's allocator; nullptr with one KV group.
-  const kv::BlockAllocator* window_allocator() const {
-    return window_allocator_ ? &*window_allocator_ : nullptr;
-  }
+  // KV group g's block allocator (g < num_groups()).
+  const kv::BlockAllocator& allocator(size_t g = 0) const { return *allocators_.at(g); }
+  size_t num_groups() const { return allocators_.size(); }
   kv::PrefixCache& prefix_cache() { return prefix_cache_; }
   const kv::PrefixCache& prefix_cache() const { return prefix_cache_; }
 
@@ -245,11 +242,14 @@ class Scheduler {
   void preempt(const Sequence* seq, ScheduledBatch& batch);
   void finish(Sequence& seq, FinishReason reason, TimePoint now);
   int effective_priority(const Sequence& seq, TimePoint now) const;
-  int64_t blocks_reserved_by_running() const;
-  int64_t window_blocks_reserved_by_running() const;
+  // What running sequences still need from group g's pool for their next
+  // step (ignoring what that step's drop releases).
+  int64_t blocks_reserved_by_running(size_t g) const;
   int64_t blocks_wanted_by_waiting() const;
   void publish_computed(Sequence& seq);
-  // Both groups' tables of a sequence (scheduler_step.cc). append_slots is
+  // One empty block table per group.
+  std::vector<kv::BlockTable> new_tables();
+  // Every group's table of a sequence (scheduler_step.cc). append_slots is
   // all or nothing across the groups; copies go to the batch.
   void release_blocks(Sequence& seq);
   void drop_out_of_window(Sequence& seq);
@@ -264,8 +264,8 @@ class Scheduler {
   std::unique_ptr<Sequence> finish_running(const Sequence* seq, FinishReason stop, TimePoint now);
 
   SchedulerConfig config_;
-  kv::BlockAllocator allocator_;
-  std::optional<kv::BlockAllocator> window_allocator_;  // two KV groups only
+  // One per KV group; pointers stay valid (the prefix cache holds them).
+  std::vector<std::unique_ptr<kv::BlockAllocator>> allocators_;
   kv::PrefixCache prefix_cache_;
   std::vector<std::unique_ptr<Sequence>> running_;
   std::vector<std::unique_ptr<Sequence>> waiting_;

@@ -22,7 +22,7 @@ using sched_test::reference_generate;
 
 SchedulerConfig small_pool(int32_t num_blocks, KvExhaustedPolicy policy, int32_t max_seqs = 4) {
   SchedulerConfig c;
-  c.num_blocks = num_blocks;
+  c.kv_groups = {{num_blocks, 0}};
   c.block_size = 4;
   c.max_batch_tokens = 64;
   c.max_seqs = max_seqs;
@@ -167,16 +167,16 @@ TEST(SchedulerKv, ForksShareThePromptBlocksCopyOnWrite) {
   for (uint64_t id : {2u, 3u}) {
     const Sequence* f = d.sched.find(id);
     ASSERT_NE(f, nullptr);
-    EXPECT_EQ(f->blocks.blocks(), parent->blocks.blocks());
+    EXPECT_EQ(f->table(0).blocks(), parent->table(0).blocks());
     EXPECT_EQ(f->num_computed_tokens, 6);
     EXPECT_EQ(f->output.size(), 1u);
     EXPECT_NE(f->output[0], parent->output[0]);
   }
-  for (kv::BlockId b : parent->blocks.blocks()) EXPECT_EQ(d.sched.allocator().ref_count(b), 3);
+  for (kv::BlockId b : parent->table(0).blocks()) EXPECT_EQ(d.sched.allocator().ref_count(b), 3);
   EXPECT_EQ(d.sched.allocator().num_used(), 2);
   ScheduledBatch batch = d.sched.schedule(d.now);
   EXPECT_EQ(batch.seqs.size(), 3u);
-  EXPECT_EQ(batch.copies.size(), 2u);  // the half-filled block, for two of the three
+  EXPECT_EQ(batch.copies[0].size(), 2u);  // the half-filled block, for two of the three
   EXPECT_EQ(d.sched.allocator().num_used(), 4);
   const auto sampled = d.model.run(batch);
   for (auto& f : d.sched.commit(batch, sampled, d.now)) d.finished.push_back(std::move(f));
@@ -233,7 +233,7 @@ void expect_exact_refcounts(const kv::BlockAllocator& a, const Driver& d, uint64
   std::vector<int32_t> refs(static_cast<size_t>(a.num_blocks()), 0);
   for (uint64_t id = 1; id < max_id; ++id) {
     if (const Sequence* s = d.sched.find(id)) {
-      for (kv::BlockId b : (window ? s->window_blocks : s->blocks).blocks()) ++refs[static_cast<size_t>(b)];
+      for (kv::BlockId b : s->table(window ? 1 : 0).blocks()) ++refs[static_cast<size_t>(b)];
     }
   }
   for (kv::BlockId b = 0; b < a.num_blocks(); ++b) {
@@ -244,7 +244,7 @@ void expect_exact_refcounts(const kv::BlockAllocator& a, const Driver& d, uint64
 
 void expect_exact_refcounts(const Driver& d, uint64_t max_id) {
   expect_exact_refcounts(d.sched.allocator(), d, max_id, false);
-  if (const kv::BlockAllocator* w = d.sched.window_allocator()) expect_exact_refcounts(*w, d, max_id, true);
+  if (d.sched.num_groups() > 1) expect_exact_refcounts(d.sched.allocator(1), d, max_id, true);
 }
 
 // One seeded run: ~200 arrivals over 400 steps (random prompt lengths,
@@ -252,7 +252,7 @@ void expect_exact_refcounts(const Driver& d, uint64_t max_id) {
 // steps until everything ended.
 void run_stress(const StressCase& p, uint32_t seed, StressTotals& totals) {
   SchedulerConfig c;
-  c.num_blocks = 16;
+  c.kv_groups = {{16, 0}};
   c.block_size = 4;
   c.max_batch_tokens = 32;
   c.max_seqs = 6;
@@ -260,8 +260,7 @@ void run_stress(const StressCase& p, uint32_t seed, StressTotals& totals) {
   c.on_kv_exhausted = p.policy;
   c.enable_prefix_cache = p.prefix_cache;
   c.priority_aging_s = 0.02;
-  c.sliding_window = p.window;
-  c.num_window_blocks = p.num_window_blocks;
+  if (p.window > 0) c.kv_groups.push_back({p.num_window_blocks, p.window});
   Driver d(c);
   std::mt19937 rng(seed);
   auto pick = [&](int lo, int hi) { return std::uniform_int_distribution<int>(lo, hi)(rng); };
@@ -308,15 +307,15 @@ void run_stress(const StressCase& p, uint32_t seed, StressTotals& totals) {
     if (s->finish_reason == FinishReason::kLength) {
       EXPECT_EQ(s->num_output_tokens(), s->max_tokens);
     }
-    EXPECT_TRUE(s->blocks.empty());
+    EXPECT_TRUE(s->table(0).empty());
   }
   EXPECT_EQ(d.sched.stats().num_running, 0);
   EXPECT_EQ(d.sched.allocator().num_used(), 0);
-  EXPECT_EQ(d.sched.allocator().num_available(), c.num_blocks);
+  EXPECT_EQ(d.sched.allocator().num_available(), c.kv_groups[0].num_blocks);
   if (p.window > 0) {
-    for (const auto& s : d.finished) EXPECT_TRUE(s->window_blocks.empty());
-    EXPECT_EQ(d.sched.window_allocator()->num_used(), 0);
-    EXPECT_EQ(d.sched.window_allocator()->num_available(), c.num_window_blocks);
+    for (const auto& s : d.finished) EXPECT_TRUE(s->table(1).empty());
+    EXPECT_EQ(d.sched.allocator(1).num_used(), 0);
+    EXPECT_EQ(d.sched.allocator(1).num_available(), c.kv_groups[1].num_blocks);
   }
   totals.preemptions += d.sched.stats().num_preemptions;
   totals.hits += d.sched.stats().prefix_cache.hit_tokens;

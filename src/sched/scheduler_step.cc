@@ -1,5 +1,6 @@
 // Scheduler::schedule(): the per-step plan (see POLICY in scheduler.h).
 #include <algorithm>
+#include <cstdint>
 
 #include "sched/scheduler.h"
 #include "util/check.h"
@@ -30,6 +31,7 @@ bool is_decoding(const Sequence& seq) { return remaining(seq) == 1 && !seq.outpu
 ScheduledBatch Scheduler::schedule(TimePoint now) {
   TM_CHECK_MSG(!batch_outstanding_, "schedule() called twice without commit()");
   ScheduledBatch batch;
+  batch.copies.resize(num_groups());
   apply_pending_finishes(batch, now);
   expire_deadlines(batch, now);
   while (!plan_step(batch, now)) {
@@ -186,29 +188,27 @@ bool Scheduler::try_admit(Sequence& seq, StepState& step, ScheduledBatch& batch,
   // recompute (prompt + output) can exceed max_batch_tokens; it is split.
   const bool whole_only = config_.prefill_chunk == 0 && left <= config_.max_batch_tokens;
   if (whole_only && chunk < left) return false;
-  const int64_t bs = config_.block_size;
-  const int64_t new_blocks = (seq.num_tokens() + bs - 1) / bs - static_cast<int64_t>(match.blocks.size());
-  const int64_t revived = std::count_if(match.blocks.begin(), match.blocks.end(),
-                                        [&](kv::BlockId id) { return allocator_.is_evictable(id); });
-  if (new_blocks + revived + blocks_reserved_by_running() > allocator_.num_available()) return false;
-  if (window_allocator_) {
-    // The window group needs the blocks of the remaining prefill only up to
-    // what one sequence ever holds at once.
-    const int64_t held = static_cast<int64_t>(match.window_blocks.size());
+  // Every group must have the blocks of the whole remaining prefill (a
+  // group with a window: up to what one sequence ever holds at once), after
+  // what running sequences still need, counting hits revived from the
+  // evictable list.
+  const int64_t end_block = (seq.num_tokens() + config_.block_size - 1) / config_.block_size;
+  for (size_t g = 0; g < num_groups(); ++g) {
+    const kv::BlockAllocator& allocator = *allocators_[g];
+    const std::span<const kv::BlockId> hit =
+        g < match.groups.size() ? std::span<const kv::BlockId>(match.groups[g].blocks) : std::span<const kv::BlockId>();
+    const int64_t first = g < match.groups.size() ? match.groups[g].first : 0;
     const int64_t wanted =
-        std::min((seq.num_tokens() + bs - 1) / bs - match.window_first, config_.window_blocks_per_seq()) - held;
-    const int64_t revived_window = std::count_if(match.window_blocks.begin(), match.window_blocks.end(),
-                                                 [&](kv::BlockId id) { return window_allocator_->is_evictable(id); });
-    if (std::max<int64_t>(0, wanted) + revived_window + window_blocks_reserved_by_running() >
-        window_allocator_->num_available())
-      return false;
+        std::max<int64_t>(0, std::min(end_block - first, config_.blocks_per_seq(g)) - static_cast<int64_t>(hit.size()));
+    const int64_t revived =
+        std::count_if(hit.begin(), hit.end(), [&](kv::BlockId id) { return allocator.is_evictable(id); });
+    if (wanted + revived + blocks_reserved_by_running(g) > allocator.num_available()) return false;
   }
 
   prefix_cache_.acquire(match, seq.num_tokens());
-  seq.blocks = kv::BlockTable(config_.block_size);
-  seq.blocks.assign_prefix(match.blocks);
-  seq.window_blocks = kv::BlockTable(config_.block_size);
-  if (window_allocator_) seq.window_blocks.assign_prefix(match.window_blocks, match.window_first);
+  seq.tables = new_tables();
+  for (size_t g = 0; g < match.groups.size(); ++g)
+    seq.tables[g].assign_prefix(match.groups[g].blocks, match.groups[g].first);
   seq.block_hashes = match.hashes;
   seq.num_computed_tokens = match.num_tokens;
   seq.num_cached_prompt_tokens = match.num_tokens;
@@ -256,30 +256,30 @@ void Scheduler::preempt(const Sequence* victim, ScheduledBatch& batch) {
 }
 
 void Scheduler::release_blocks(Sequence& seq) {
-  seq.blocks.free(allocator_);
-  if (window_allocator_) seq.window_blocks.free(*window_allocator_);
+  for (kv::BlockTable& t : seq.tables) t.free();
 }
 
 void Scheduler::drop_out_of_window(Sequence& seq) {
-  if (!window_allocator_) return;
-  // The next token, at num_computed_tokens, attends no position before this.
-  const int64_t first_needed = seq.num_computed_tokens - config_.sliding_window + 1;
-  if (first_needed > 0) seq.window_blocks.drop_before(first_needed, *window_allocator_);
+  for (size_t g = 0; g < num_groups(); ++g) {
+    // The next token, at num_computed_tokens, attends no position before this.
+    const int64_t window = config_.kv_groups[g].window;
+    const int64_t first_needed = seq.num_computed_tokens - window + 1;
+    if (window > 0 && first_needed > 0) seq.tables[g].drop_before(first_needed);
+  }
 }
 
 bool Scheduler::append_slots(Sequence& seq, int64_t n, ScheduledBatch& batch) {
-  if (window_allocator_ && seq.window_blocks.blocks_needed(n, *window_allocator_) > window_allocator_->num_available())
-    return false;
-  if (!seq.blocks.append_slots(n, allocator_, &batch.copies)) return false;
-  if (window_allocator_) TM_CHECK(seq.window_blocks.append_slots(n, *window_allocator_, &batch.window_copies));
+  for (size_t g = 0; g < num_groups(); ++g) {
+    if (seq.tables[g].blocks_needed(n) > allocators_[g]->num_available()) return false;
+  }
+  for (size_t g = 0; g < num_groups(); ++g) TM_CHECK(seq.tables[g].append_slots(n, &batch.copies[g]));
   return true;
 }
 
 int64_t Scheduler::max_appendable(const Sequence& seq) const {
-  int64_t n = seq.blocks.max_appendable(allocator_.num_available(), allocator_);
-  if (window_allocator_) {
-    n = std::min(n, seq.window_blocks.max_appendable(window_allocator_->num_available(), *window_allocator_));
-  }
+  int64_t n = INT64_MAX;
+  for (size_t g = 0; g < num_groups(); ++g)
+    n = std::min(n, seq.tables[g].max_appendable(allocators_[g]->num_available()));
   return n;
 }
 

@@ -22,7 +22,7 @@ using std::chrono::milliseconds;
 SchedulerConfig config(int32_t num_blocks, int32_t block_size, int64_t max_batch_tokens, int32_t max_seqs,
                        int64_t prefill_chunk = 0) {
   SchedulerConfig c;
-  c.num_blocks = num_blocks;
+  c.kv_groups = {{num_blocks, 0}};
   c.block_size = block_size;
   c.max_batch_tokens = max_batch_tokens;
   c.max_seqs = max_seqs;
@@ -155,7 +155,7 @@ TEST(Scheduler, PrefixCacheHitsSkipCachedTokens) {
   const Sequence* s2 = d.sched.find(2);
   ASSERT_NE(s2, nullptr);
   EXPECT_EQ(s2->num_cached_prompt_tokens, 8);
-  EXPECT_EQ(s2->blocks.blocks()[0], d.sched.find(1)->blocks.blocks()[0]);
+  EXPECT_EQ(s2->table(0).blocks()[0], d.sched.find(1)->table(0).blocks()[0]);
   // Another namespace (e.g. another tenant) shares nothing.
   auto s3 = make_seq(3, 10, 3, 1, 500);
   s3->cache_namespace = 42;
@@ -293,7 +293,7 @@ TEST(Scheduler, CancelFreesBlocksAtTheNextSchedule) {
   const Sequence* s1 = d.finished_seq(1);
   ASSERT_NE(s1, nullptr);
   EXPECT_EQ(s1->finish_reason, FinishReason::kCancelled);
-  EXPECT_TRUE(s1->blocks.empty());
+  EXPECT_TRUE(s1->table(0).empty());
   EXPECT_EQ(d.sched.stats().num_cancellations, 1);
   EXPECT_FALSE(d.sched.has_work());
   EXPECT_EQ(d.sched.allocator().num_used(), 0);

@@ -24,24 +24,27 @@ constexpr int32_t kBs = 4;
 
 SchedulerConfig windowed(int32_t num_blocks, int32_t num_window_blocks, int64_t prefill_chunk) {
   SchedulerConfig c;
-  c.num_blocks = num_blocks;
+  c.kv_groups = {{num_blocks, 0}};
   c.block_size = kBs;
   c.max_batch_tokens = 16;
   c.max_seqs = 4;
   c.prefill_chunk = prefill_chunk;
-  c.sliding_window = kWindow;
-  c.num_window_blocks = num_window_blocks;
+  c.kv_groups.push_back({num_window_blocks, kWindow});
   return c;
 }
 
 TEST(SchedulerWindow, ConfigNeedsBothFieldsAndRoomForOneSequence) {
   SchedulerConfig c = windowed(64, 32, 4);
-  EXPECT_EQ(c.window_blocks_per_seq(), (kWindow - 1 + 4 + kBs - 1) / kBs + 1);  // 4
+  EXPECT_EQ(c.blocks_per_seq(1), (kWindow - 1 + 4 + kBs - 1) / kBs + 1);  // 4
   EXPECT_NO_THROW(c.validate());
-  c.num_window_blocks = 3;
+  c.kv_groups[1].num_blocks = 3;
   EXPECT_THROW(c.validate(), Error);
-  c.num_window_blocks = 8;
-  c.sliding_window = 0;
+  c.kv_groups[1].num_blocks = 8;
+  c.kv_groups[1].window = -1;
+  EXPECT_THROW(c.validate(), Error);
+  c.kv_groups[1].window = 0;  // a second group without a window is allowed
+  EXPECT_NO_THROW(c.validate());
+  c.kv_groups[0].window = kWindow;  // group 0 must hold every position
   EXPECT_THROW(c.validate(), Error);
 }
 
@@ -58,21 +61,21 @@ TEST(SchedulerWindow, DecodingHoldsAtMostTheWindowPlusOneBlock) {
     d.step();
     const Sequence* s = d.sched.find(1);
     if (s == nullptr) break;
-    const kv::BlockAllocator& w = *d.sched.window_allocator();
+    const kv::BlockAllocator& w = d.sched.allocator(1);
     if (!s->output.empty()) {  // decoding
-      ASSERT_LE(static_cast<int64_t>(s->window_blocks.blocks().size()), bound) << s->num_tokens();
+      ASSERT_LE(static_cast<int64_t>(s->table(1).blocks().size()), bound) << s->num_tokens();
       ASSERT_LE(w.num_used(), bound);
       max_held = std::max<int64_t>(max_held, w.num_used());
     }
     EXPECT_EQ(d.sched.allocator().num_used(), static_cast<int32_t>((s->num_computed_tokens + kBs - 1) / kBs))
         << "the full-attention table keeps every position";
-    EXPECT_EQ(s->window_blocks.num_tokens(), s->blocks.num_tokens());
+    EXPECT_EQ(s->table(1).num_tokens(), s->table(0).num_tokens());
   }
   EXPECT_EQ(max_held, bound);  // the bound is reached, not just respected
   const Sequence* done = d.finished_seq(1);
   ASSERT_NE(done, nullptr);
   EXPECT_EQ(done->output, reference_generate(done->prompt, 100));
-  EXPECT_EQ(d.sched.window_allocator()->num_used(), 0);
+  EXPECT_EQ(d.sched.allocator(1).num_used(), 0);
   EXPECT_EQ(d.sched.stats().kv_window_blocks_total, 16);
   EXPECT_LE(d.sched.stats().kv_window_blocks_high_water, (kWindow - 1 + 4 + kBs - 1) / kBs + 1);
 }
@@ -95,7 +98,7 @@ TEST(SchedulerWindow, PreemptionAndPrefixHitsKeepOutputsExact) {
   EXPECT_GT(d.sched.stats().num_preemptions, 0);
   EXPECT_GT(d.sched.stats().prefix_cache.hit_tokens, 0);
   EXPECT_EQ(d.sched.allocator().num_used(), 0);
-  EXPECT_EQ(d.sched.window_allocator()->num_used(), 0);
+  EXPECT_EQ(d.sched.allocator(1).num_used(), 0);
 }
 
 // A second request with the same long prompt hits the cached prefix: its
@@ -111,7 +114,7 @@ TEST(SchedulerWindow, PrefixHitAdoptsOnlyTheWindowBlocks) {
   ASSERT_NE(s, nullptr);
   EXPECT_EQ(s->num_cached_prompt_tokens, 28);  // 7 full blocks; the last token is computed
   // Position 28 attends 21..28: logical blocks 5.. are held.
-  EXPECT_EQ(s->window_blocks.first_block(), 5);
+  EXPECT_EQ(s->table(1).first_block(), 5);
   d.run_to_completion();
   EXPECT_EQ(d.finished_seq(2)->output, d.finished_seq(1)->output);
 }
@@ -132,25 +135,25 @@ TEST(SchedulerWindow, ForksShareBothGroupsCopyOnWrite) {
   ASSERT_EQ(d.sched.num_running(), 3);
   const Sequence* parent = d.sched.find(1);
   ASSERT_NE(parent, nullptr);
-  EXPECT_EQ(parent->window_blocks.first_block(), 1);
-  EXPECT_EQ(parent->window_blocks.blocks().size(), 3u);
-  const kv::BlockAllocator& w = *d.sched.window_allocator();
+  EXPECT_EQ(parent->table(1).first_block(), 1);
+  EXPECT_EQ(parent->table(1).blocks().size(), 3u);
+  const kv::BlockAllocator& w = d.sched.allocator(1);
   for (uint64_t id : {2u, 3u}) {
     const Sequence* f = d.sched.find(id);
     ASSERT_NE(f, nullptr);
-    EXPECT_EQ(f->window_blocks.blocks(), parent->window_blocks.blocks());
-    EXPECT_EQ(f->window_blocks.first_block(), 1);
-    EXPECT_EQ(f->window_blocks.num_tokens(), 14);
-    EXPECT_EQ(f->blocks.blocks(), parent->blocks.blocks());
+    EXPECT_EQ(f->table(1).blocks(), parent->table(1).blocks());
+    EXPECT_EQ(f->table(1).first_block(), 1);
+    EXPECT_EQ(f->table(1).num_tokens(), 14);
+    EXPECT_EQ(f->table(0).blocks(), parent->table(0).blocks());
   }
-  for (kv::BlockId b : parent->window_blocks.blocks()) EXPECT_EQ(w.ref_count(b), 3);
-  for (kv::BlockId b : parent->blocks.blocks()) EXPECT_EQ(d.sched.allocator().ref_count(b), 3);
+  for (kv::BlockId b : parent->table(1).blocks()) EXPECT_EQ(w.ref_count(b), 3);
+  for (kv::BlockId b : parent->table(0).blocks()) EXPECT_EQ(d.sched.allocator().ref_count(b), 3);
   EXPECT_EQ(w.num_used(), 3);
 
   ScheduledBatch batch = d.sched.schedule(d.now);
   EXPECT_EQ(batch.seqs.size(), 3u);
-  EXPECT_EQ(batch.copies.size(), 2u);
-  EXPECT_EQ(batch.window_copies.size(), 2u);
+  EXPECT_EQ(batch.copies[0].size(), 2u);
+  EXPECT_EQ(batch.copies[1].size(), 2u);
   EXPECT_EQ(w.num_used(), 5);
   const auto sampled = d.model.run(batch);
   for (auto& f : d.sched.commit(batch, sampled, d.now)) d.finished.push_back(std::move(f));
@@ -189,7 +192,7 @@ TEST(SchedulerWindow, ParallelSamplesMustFitTheWindowPoolTogether) {
     EXPECT_EQ(f->finish_reason, FinishReason::kLength);
     d.expect_reference(*f);
   }
-  EXPECT_EQ(d.sched.window_allocator()->num_used(), 0);
+  EXPECT_EQ(d.sched.allocator(1).num_used(), 0);
   EXPECT_EQ(d.sched.allocator().num_used(), 0);
 }
 

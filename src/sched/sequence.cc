@@ -4,13 +4,13 @@
 
 namespace tokenmill::sched {
 
-int32_t Sequence::token_at(int64_t i) const {
+int32_t SequenceData::token_at(int64_t i) const {
   TM_DCHECK(i >= 0 && i < num_tokens());
   const int64_t np = num_prompt_tokens();
   return i < np ? prompt[static_cast<size_t>(i)] : output[static_cast<size_t>(i - np)];
 }
 
-std::vector<int32_t> Sequence::tokens(int64_t start, int64_t n) const {
+std::vector<int32_t> SequenceData::tokens(int64_t start, int64_t n) const {
   TM_CHECK(start >= 0 && n >= 0 && start + n <= num_tokens());
   std::vector<int32_t> out;
   out.reserve(static_cast<size_t>(n));
@@ -18,6 +18,6 @@ std::vector<int32_t> Sequence::tokens(int64_t start, int64_t n) const {
   return out;
 }
 
-std::vector<int32_t> Sequence::all_tokens() const { return tokens(0, num_tokens()); }
+std::vector<int32_t> SequenceData::all_tokens() const { return tokens(0, num_tokens()); }
 
 }  // namespace tokenmill::sched

@@ -27,7 +27,9 @@ using TimePoint = SteadyClock::time_point;
 
 enum class SequenceStatus { kWaiting, kRunning, kPreempted, kFinished };
 
-struct Sequence {
+// Everything about a sequence except its block tables: plain, copyable
+// data (a fork starts as a copy of its parent's; see Sequence).
+struct SequenceData {
   // ---- set by the caller before Scheduler::add ----
   uint64_t id = 0;
   std::vector<int32_t> prompt;  // must be non-empty
@@ -55,8 +57,6 @@ struct Sequence {
   FinishReason finish_reason = FinishReason::kNone;
   RejectReason reject_reason = RejectReason::kNone;
   std::string error;  // human-readable reason for kRejected / kError
-  kv::BlockTable blocks;         // full-attention layers (every layer with one KV group)
-  kv::BlockTable window_blocks;  // sliding-window layers with two KV groups; else unused
   int64_t num_computed_tokens = 0;       // tokens (prompt + output) with K/V cached
   int64_t num_cached_prompt_tokens = 0;  // of those, prefix-cache hits at the last admission
   int64_t num_preemptions = 0;
@@ -82,6 +82,14 @@ struct Sequence {
   // prompt + output (a copy). [num_tokens()]
   std::vector<int32_t> all_tokens() const;
   bool is_finished() const { return status == SequenceStatus::kFinished; }
+};
+
+// A sequence: its data and one block table per KV layer group (group
+// order, see SchedulerConfig::kv_groups; made by Scheduler::add). The
+// tables own their blocks, so a Sequence is move-only.
+struct Sequence : SequenceData {
+  std::vector<kv::BlockTable> tables;
+  const kv::BlockTable& table(size_t group = 0) const { return tables.at(group); }
 };
 
 }  // namespace tokenmill::sched

@@ -66,8 +66,8 @@ class FakeModel {
   // sampling entry predicts from the tokens read back through the table(s).
   // No stops and no fork tokens (Driver::step adds those).
   SampledStep run(const ScheduledBatch& batch) {
-    apply(batch.copies, slots_);
-    apply(batch.window_copies, window_slots_);
+    apply(batch.copies.at(0), slots_);
+    if (window_ > 0) apply(batch.copies.at(1), window_slots_);
     for (const ScheduledSeq& s : batch.seqs) {
       for (int64_t p = s.start_pos; p < s.start_pos + s.num_tokens; ++p) {
         slot(*s.seq, p) = s.seq->token_at(p);
@@ -97,14 +97,14 @@ class FakeModel {
     }
   }
   int32_t& slot(const Sequence& seq, int64_t pos) {
-    const kv::BlockId b = seq.blocks.blocks().at(static_cast<size_t>(pos / block_size_));
+    const kv::BlockId b = seq.table(0).blocks().at(static_cast<size_t>(pos / block_size_));
     return slots_[static_cast<size_t>(b) * block_size_ + pos % block_size_];
   }
   // .at() fails loudly when the position is not held (dropped too early).
   int32_t& window_slot(const Sequence& seq, int64_t pos) {
-    const int64_t i = pos / block_size_ - seq.window_blocks.first_block();
+    const int64_t i = pos / block_size_ - seq.table(1).first_block();
     EXPECT_GE(i, 0) << "window position " << pos << " of request " << seq.id << " was dropped";
-    const kv::BlockId b = seq.window_blocks.blocks().at(static_cast<size_t>(std::max<int64_t>(0, i)));
+    const kv::BlockId b = seq.table(1).blocks().at(static_cast<size_t>(std::max<int64_t>(0, i)));
     return window_slots_[static_cast<size_t>(b) * block_size_ + pos % block_size_];
   }
 
@@ -146,7 +146,9 @@ class Driver {
  public:
   explicit Driver(const SchedulerConfig& config)
       : sched(config),
-        model(config.num_blocks, config.block_size, config.num_window_blocks, config.sliding_window),
+        model(config.kv_groups.at(0).num_blocks, config.block_size,
+              config.kv_groups.size() > 1 ? config.kv_groups[1].num_blocks : 0,
+              config.kv_groups.size() > 1 ? config.kv_groups[1].window : 0),
         now(TimePoint{} + std::chrono::seconds(1000)) {}
 
   // add(); expects acceptance.
