@@ -6,10 +6,10 @@
 # the fuzzers would have found.
 #
 # Usage: scripts/test_all.sh [STAGE...]   (no argument: every stage)
-# Stages: build unit e2e unit-avx2 e2e-avx2 unit-scalar e2e-scalar asan tsan fuzz
-# aarch64 (the -avx2/-scalar ones exist only where the CPU runs a better ISA,
-# so each ISA's kernels run the suites on a machine that could otherwise hide
-# them; e2e-scalar leaves out the suites labelled isa-slow, the 270M model;
+# Stages: format build unit e2e unit-avx2 e2e-avx2 unit-scalar e2e-scalar asan
+# tsan fuzz aarch64 (format: every C++ file matches .clang-format; the
+# -avx2/-scalar ones exist only where the CPU runs a better ISA, so each
+# ISA's kernels run the suites on a machine that could otherwise hide them; e2e-scalar leaves out the suites labelled isa-slow, the 270M model;
 # aarch64 cross-builds the libraries and unit tests for AArch64 and runs them
 # under qemu-user with the NEON kernels, on an x86-64 host).
 #
@@ -41,7 +41,7 @@ case "$TOKENMILL_EXPECT_ISA" in
   avx512) lower_isas=(avx2 scalar) ;;
   avx2) lower_isas=(scalar) ;;
 esac
-all_stages=(build unit e2e)
+all_stages=(format build unit e2e)
 for isa in "${lower_isas[@]}"; do all_stages+=("unit-$isa" "e2e-$isa"); done
 all_stages+=(asan tsan fuzz)
 [[ "$(uname -m)" == x86_64 ]] && all_stages+=(aarch64)
@@ -90,6 +90,7 @@ tsan_binaries=(src/util/tm_util_test src/sched/tm_sched_test src/engine/tm_engin
 run_stage() {  # NAME OUT
   local name=$1 out=$2
   case "$name" in
+    format) scripts/format.sh --check ;;
     build) configure_and_build "$BUILD" -DCMAKE_BUILD_TYPE=Release "${unity[@]}" ;;
     unit) ctest_run "$BUILD" unit "$out" ;;
     e2e) ctest_run "$BUILD" e2e "$out" ;;
