@@ -3,9 +3,10 @@
 // output streams; ONE engine thread owns the model, the KV pool, the
 // scheduler and every sequence, and runs the step loop (engine_core.h):
 //
-//   drain the inbox (new requests, cancels) -> schedule -> copy-on-write
-//   copies -> forward -> sample -> commit (stop checks, token events) ->
-//   final events -> repeat; sleep on a condition variable when idle.
+//   drain the inbox (new requests, cancels) -> schedule -> run (block
+//   copies, forward pass) -> sample (and stop checks) -> commit -> emit
+//   (token events, final events) -> repeat; sleep on a condition variable
+//   when idle.
 //
 // Callers never run model compute. Only the inbox (here) and the output
 // streams (output_stream.h) are shared between threads.

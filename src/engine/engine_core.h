@@ -92,7 +92,8 @@ class EngineCore {
   int64_t num_window_kv_blocks() const { return runner_->num_pools() > 1 ? runner_->pool(1).num_blocks() : 0; }
   // Both pools' bytes.
   int64_t kv_bytes() const { return runner_->kv_bytes(); }
-  // Scheduler gauges (block counts of both pools), for tests and tools.
+  // Scheduler gauges (block counts of KV group 0, and of the other groups
+  // together), for tests and tools.
   sched::SchedulerStats scheduler_stats() const { return scheduler_->stats(); }
   // K and V of one position, all layers, quantization scales included.
   // Both pools together (a window-pool position costs this only while it is
