@@ -16,10 +16,10 @@
 // bit for bit (and their scalar emulation in the tests).
 #include <immintrin.h>
 
+#include "kernels/avx2/math_avx2.h"
 #include "kernels/gemm.h"
-#include "kernels/gemm_interleaved_walk.h"
 #include "kernels/interleave.h"
-#include "kernels/math_avx2.h"
+#include "kernels/x86/gemm_interleaved_walk.h"
 
 namespace tokenmill::kernels::avx2 {
 namespace {

@@ -15,10 +15,10 @@
 // (and its scalar emulation in the tests).
 #include <immintrin.h>
 
+#include "kernels/avx512/math_avx512.h"
 #include "kernels/gemm.h"
-#include "kernels/gemm_interleaved_walk.h"
 #include "kernels/interleave.h"
-#include "kernels/math_avx512.h"
+#include "kernels/x86/gemm_interleaved_walk.h"
 
 namespace tokenmill::kernels::avx512 {
 namespace {
