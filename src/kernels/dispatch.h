@@ -18,7 +18,8 @@
 //              them (matmul.cc, dispatch.cc ...; q16_row_walk.h, shared by
 //              AVX2 and NEON) and all the tests, which keep the _x86 /
 //              _neon suffix rule;
-//   ref/       the scalar references: (de)quantizers, matmul_ref, the ops;
+//   ref/       the scalar references: (de)quantizers, matmul_ref, the ops,
+//              and gemm_q16_ref (the int16 GEMM's exact numerics);
 //   avx2/      the AVX2 kernels and the headers only they include
 //              (math_avx2.h, vec_dot_avx2.h);
 //   avx512/    the AVX-512 kernels and math_avx512.h;
