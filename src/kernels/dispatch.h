@@ -3,13 +3,32 @@
 // attention.h, fp8.h and w8a8.h call through active_kernels(); tests call a
 // specific table to compare each ISA with the scalar references.
 //
-// Each ISA's table is made in one file (dispatch.cc: scalar; tables_x86.cc:
-// AVX2 and AVX-512; tables_neon.cc: NEON) and listed once in dispatch.cc's
-// registry, which isa_name, choose_isa, best_isa and available_kernels all
-// read. A null entry means "this ISA has no kernel of its own here"; matmul
-// then takes another path. Files for one CPU family (*_avx2.cc,
-// *_avx512.cc, *_x86.cc; *_neon.cc) are built only for that family
-// (CMakeLists.txt: tm_library).
+// Each ISA's table is made in one file (dispatch.cc: scalar;
+// x86/tables_x86.cc: AVX2 and AVX-512; neon/tables_neon.cc: NEON) and listed
+// once in dispatch.cc's registry, which isa_name, choose_isa, best_isa and
+// available_kernels all read. A null entry means "this ISA has no kernel of
+// its own here"; matmul then takes another path. Files for one CPU family
+// (*_avx2.cc, *_avx512.cc, *_x86.cc; *_neon.cc) are built only for that
+// family (CMakeLists.txt: tm_library), wherever they sit: the file name
+// decides, the folder only has to agree with it.
+//
+// Where the files live (src/kernels/):
+//   .          the public headers (matmul.h, ops.h, attention.h, gemm.h,
+//              quant.h, quant_blocks.h ...), the ISA-neutral code behind
+//              them (matmul.cc, dispatch.cc ...; q16_row_walk.h, shared by
+//              AVX2 and NEON) and all the tests, which keep the _x86 /
+//              _neon suffix rule;
+//   ref/       the scalar references: (de)quantizers, matmul_ref, the ops,
+//              and gemm_q16_ref (the int16 GEMM's exact numerics);
+//   avx2/      the AVX2 kernels and the headers only they include
+//              (math_avx2.h, vec_dot_avx2.h);
+//   avx512/    the AVX-512 kernels and math_avx512.h;
+//   x86/       what the two x86 ISAs share: their tables (tables_x86.cc)
+//              and the tile walks both micro-kernels include (gemm_tiles.h,
+//              gemm_interleaved_walk.h). A folder rather than the top level
+//              so that, as with neon/, each CPU family's code and its
+//              registration sit apart from the code every build compiles;
+//   neon/      the NEON kernels, neon.h and their table (tables_neon.cc).
 //
 // Rule for *_avx2.cc files (compiled with -mavx2 -mfma -mf16c): they may call
 // only intrinsics, their own internal-linkage helpers and out-of-line

@@ -4,7 +4,7 @@
 #include <gtest/gtest.h>
 
 #include "kernels/dispatch.h"
-#include "kernels/neon.h"
+#include "kernels/neon/neon.h"
 #include "kernels/ops.h"
 #include "kernels/quantize_act.h"
 #include "util/error.h"

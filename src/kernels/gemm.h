@@ -50,6 +50,18 @@ struct Q16Layout {
   int bias = 0;
 };
 
+// The int16 GEMM's numerics in scalar code (ref/gemm_q16_ref.cc): the exact
+// reference that gemm_q16_packed and gemm_interleaved (both ISAs) must equal
+// bit for bit. Rows as q16_decode_row (vec_dot.h) gives them: q
+// [num_rows, cols], scale16 / bias16 [num_rows, cols / 16]. Per 32-column
+// block, in order: acc = fma(float(integer sum), scale * d_token, acc) for
+// the block (or for each 16-column half where layout.halves), then
+// acc = fma(bias, activation sum, acc) for its additive terms; y[t * y_stride
+// + r] = acc for r < num_rows, t < num_tokens. Precondition: cols % 32 == 0,
+// a.cols == cols. Cost: num_rows * num_tokens * cols scalar products.
+void gemm_q16_ref(const int16_t* q, const float* scale16, const float* bias16, Q16Layout layout, int64_t num_rows,
+                  int64_t cols, const QuantizedActs& a, int64_t num_tokens, float* y, int64_t y_stride);
+
 namespace avx2 {
 
 // Writes rows [row0, row0 + kPackStep) of a packed panel of padded height

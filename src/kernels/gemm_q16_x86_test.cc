@@ -1,11 +1,11 @@
 // The int16 prefill path (gemm.h: pack_q16_rows, gemm_q16_packed; vec_dot.h:
 // q16_decode_row). The decoded rows must describe the reference weights
 // (w = scale16 * q + bias16 per 16 columns); the packed kernel's integer
-// sums are exact and its float steps are few and fixed, so a scalar
-// emulation of those steps is an exact reference: results must match bit
-// for bit over row counts around the 16-row groups, column counts across
-// the 256-column chunks, every q16 type and 1..7, 12, 13 and 64 tokens, for
-// the AVX2 and the AVX-512 kernel.
+// sums are exact and its float steps are few and fixed, so the scalar
+// reference of those steps (gemm.h: gemm_q16_ref) is exact: results must
+// match bit for bit over row counts around the 16-row groups, column counts
+// across the 256-column chunks, every q16 type and 1..7, 12, 13 and 64
+// tokens, for the AVX2 and the AVX-512 kernel.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -60,39 +60,19 @@ TEST(GemmQ16, DecodedRowsDescribeTheReferenceWeights) {
   }
 }
 
-// The kernel's float steps, in its order, per output: per block, the
-// converted integer sum of each scale unit times (scale * d_token), then the
-// additive terms.
-float emulate(const Decoded& dec, int64_t r, int64_t cols, const Q16Layout& layout, const QuantizedActs& a, int64_t t) {
-  const int64_t nb = cols / 32;
-  const int16_t* w = dec.q.data() + r * cols;
-  const int16_t* q = a.qs + t * cols;
-  const float* s16w = dec.scale.data() + r * cols / 16;
-  const float* b16w = dec.bias.data() + r * cols / 16;
-  float acc = 0.0f;
-  for (int64_t b = 0; b < nb; ++b) {
-    int32_t half[2] = {0, 0};
-    for (int64_t c = 0; c < 32; ++c) half[c / 16] += int32_t(w[32 * b + c]) * q[32 * b + c];
-    const float d = a.d[t * nb + b];
-    if (layout.halves) {
-      acc = std::fma(static_cast<float>(half[0]), s16w[2 * b] * d, acc);
-      acc = std::fma(static_cast<float>(half[1]), s16w[2 * b + 1] * d, acc);
-    } else {
-      acc = std::fma(static_cast<float>(half[0] + half[1]), s16w[2 * b] * d, acc);
-    }
-    if (layout.bias == 32) acc = std::fma(b16w[2 * b], a.s32[t * nb + b], acc);
-    if (layout.bias == 16) {
-      acc = std::fma(b16w[2 * b], a.s16[t * 2 * nb + 2 * b], acc);
-      acc = std::fma(b16w[2 * b + 1], a.s16[t * 2 * nb + 2 * b + 1], acc);
-    }
-  }
-  return acc;
+// The reference results of the int16 GEMM (gemm_q16_ref) for the decoded
+// rows of dec: y [num_tokens, y_stride], entries past the rows left at -1.
+std::vector<float> reference(const Decoded& dec, int64_t rows, int64_t cols, const Q16Layout& layout,
+                             const QuantizedActs& a, int64_t num_tokens, int64_t y_stride) {
+  std::vector<float> y(static_cast<size_t>(num_tokens * y_stride), -1.0f);
+  gemm_q16_ref(dec.q.data(), dec.scale.data(), dec.bias.data(), layout, rows, cols, a, num_tokens, y.data(), y_stride);
+  return y;
 }
 
 using GemmQ16Fn = void (*)(const int16_t*, const float*, const float*, bool, int, int64_t, int64_t,
                            const QuantizedActs&, int64_t, float*, int64_t);
 
-void check_against_emulation(GemmQ16Fn gemm, const char* isa) {
+void check_against_reference(GemmQ16Fn gemm, const char* isa) {
   for (TensorType type : testing::kBlockQuantTypes) {
     const bool k_quant = gguf::tensor_type_info(type).block_size == 256;
     const Q16Layout layout = avx2::q16_layout(type);
@@ -115,13 +95,13 @@ void check_against_emulation(GemmQ16Fn gemm, const char* isa) {
           const int64_t ys = rows + 5;
           std::vector<float> y(static_cast<size_t>(nt * ys), -1.0f);
           gemm(pq, ps.data(), pb.data(), layout.halves, layout.bias, rows, cols, acts.buffer.view(), nt, y.data(), ys);
+          const std::vector<float> want = reference(dec, rows, cols, layout, acts.buffer.view(), nt, ys);
           for (int64_t t = 0; t < nt; ++t) {
             for (int64_t r = 0; r < ys; ++r) {
               const std::string what = std::string(isa) + " " + std::string(gguf::tensor_type_name(type)) + " rows " + std::to_string(rows) +
                                        " cols " + std::to_string(cols) + " tokens " + std::to_string(nt) + " r " +
                                        std::to_string(r) + " t " + std::to_string(t);
-              const float want = r < rows ? emulate(dec, r, cols, layout, acts.buffer.view(), t) : -1.0f;
-              ASSERT_EQ(y[t * ys + r], want) << what;
+              ASSERT_EQ(y[t * ys + r], want[t * ys + r]) << what;
             }
           }
         }
@@ -209,11 +189,11 @@ void check_interleaved(InterleavedGemm gemm_interleaved) {
           std::vector<float> y(static_cast<size_t>(nt * ys), -1.0f);
           gemm(packed, rows, cols, 0, split, acts.buffer.view(), nt, y.data(), ys);
           if (split < rows) gemm(packed, rows, cols, split, rows, acts.buffer.view(), nt, y.data(), ys);
+          const std::vector<float> want = reference(dec, rows, cols, layout, acts.buffer.view(), nt, ys);
           for (int64_t t = 0; t < nt; ++t) {
             for (int64_t r = 0; r < ys; ++r) {
-              const float want = r < rows ? emulate(dec, r, cols, layout, acts.buffer.view(), t) : -1.0f;
-              ASSERT_EQ(y[t * ys + r], want) << gguf::tensor_type_name(type) << " rows " << rows << " cols " << cols
-                                             << " tokens " << nt << " r " << r << " t " << t;
+              ASSERT_EQ(y[t * ys + r], want[t * ys + r]) << gguf::tensor_type_name(type) << " rows " << rows << " cols "
+                                                          << cols << " tokens " << nt << " r " << r << " t " << t;
             }
           }
         }
@@ -223,26 +203,26 @@ void check_interleaved(InterleavedGemm gemm_interleaved) {
   }
 }
 
-TEST(GemmQ16, InterleavedMatchesEmulationBitForBit) {
+TEST(GemmQ16, InterleavedMatchesReferenceBitForBit) {
   if (!cpu_features().supports_avx2_kernels()) GTEST_SKIP() << "no AVX2";
   check_interleaved(avx2::gemm_interleaved);
 }
 
-TEST(GemmQ16, Avx512InterleavedMatchesEmulationBitForBit) {
+TEST(GemmQ16, Avx512InterleavedMatchesReferenceBitForBit) {
   if (!cpu_features().supports_avx512_kernels()) GTEST_SKIP() << "no AVX-512 F/BW/VNNI on this CPU";
   check_interleaved(avx512::gemm_interleaved);
 }
 
-TEST(GemmQ16, MatchesEmulationBitForBit) {
+TEST(GemmQ16, MatchesReferenceBitForBit) {
   if (!cpu_features().supports_avx2_kernels()) GTEST_SKIP() << "no AVX2";
-  check_against_emulation(avx2::gemm_q16_packed, "avx2");
+  check_against_reference(avx2::gemm_q16_packed, "avx2");
 }
 
 // The 512-bit kernel keeps the AVX2 kernel's float steps, so it must give
 // the same bits (6 tokens per tile: the token counts cover 1..7 and tails).
-TEST(GemmQ16, Avx512MatchesEmulationBitForBit) {
+TEST(GemmQ16, Avx512MatchesReferenceBitForBit) {
   if (!cpu_features().supports_avx512_kernels()) GTEST_SKIP() << "no AVX-512 F/BW/VNNI on this CPU";
-  check_against_emulation(avx512::gemm_q16_packed, "avx512");
+  check_against_reference(avx512::gemm_q16_packed, "avx512");
 }
 
 }  // namespace

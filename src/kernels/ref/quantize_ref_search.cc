@@ -3,7 +3,7 @@
 // refined by re-rounding. Cost is O(n) per candidate, about 25 candidates.
 #include <cmath>
 
-#include "kernels/quant_ref_internal.h"
+#include "kernels/ref/quant_ref_internal.h"
 
 namespace tokenmill::kernels::detail {
 namespace {

@@ -11,7 +11,7 @@
 #include <limits>
 
 #include "kernels/dispatch.h"
-#include "kernels/neon.h"
+#include "kernels/neon/neon.h"
 #include "kv/kv_dtype.h"
 
 namespace tokenmill::kernels::neon {

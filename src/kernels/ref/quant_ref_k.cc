@@ -1,6 +1,6 @@
 // Scalar dequantization of the K-quant super-blocks (256 elements each).
 // The bit layouts are documented on the structs in quant_blocks.h.
-#include "kernels/quant_ref_internal.h"
+#include "kernels/ref/quant_ref_internal.h"
 #include "util/fp16.h"
 
 namespace tokenmill::kernels::detail {

@@ -12,9 +12,9 @@
 // 58 GMAC/s per core on this machine.
 #include <immintrin.h>
 
+#include "kernels/avx2/math_avx2.h"
 #include "kernels/gemm.h"
-#include "kernels/gemm_tiles.h"
-#include "kernels/math_avx2.h"
+#include "kernels/x86/gemm_tiles.h"
 
 namespace tokenmill::kernels::avx2 {
 namespace {

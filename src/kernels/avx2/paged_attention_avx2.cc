@@ -12,8 +12,8 @@
 #include <immintrin.h>
 #include <math.h>
 
+#include "kernels/avx2/math_avx2.h"
 #include "kernels/dispatch.h"
-#include "kernels/math_avx2.h"
 
 namespace tokenmill::kernels::avx2 {
 namespace {

@@ -4,8 +4,8 @@
 // kernel in vec_dot_avx2.h. Offsets (the -8 of Q4_0, -16 of Q5_0) and the
 // minimum m of Q4_1 / Q5_1 go through the activation sums (kBias = 32), so
 // the weights are widened as stored, unsigned.
+#include "kernels/avx2/vec_dot_avx2.h"
 #include "kernels/vec_dot.h"
-#include "kernels/vec_dot_avx2.h"
 
 namespace tokenmill::kernels::avx2 {
 namespace {

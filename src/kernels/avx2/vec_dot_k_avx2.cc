@@ -4,8 +4,8 @@
 // sub-block scales once, as float vectors (8 per-32 scales, or 16 per-16
 // ones for Q2_K, Q3_K, Q6_K); decode() widens one chunk of 32 weights to
 // int16. Minimums (Q2_K, Q4_K, Q5_K) go through the activation sums.
+#include "kernels/avx2/vec_dot_avx2.h"
 #include "kernels/vec_dot.h"
-#include "kernels/vec_dot_avx2.h"
 
 namespace tokenmill::kernels::avx2 {
 namespace {

@@ -2,7 +2,7 @@
 // Plain loops over bytes: these also serve the first matmul implementation.
 #include <cstring>
 
-#include "kernels/quant_ref_internal.h"
+#include "kernels/ref/quant_ref_internal.h"
 #include "util/fp16.h"
 
 namespace tokenmill::kernels::detail {

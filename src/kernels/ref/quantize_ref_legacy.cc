@@ -5,7 +5,7 @@
 #include <cmath>
 #include <cstring>
 
-#include "kernels/quant_ref_internal.h"
+#include "kernels/ref/quant_ref_internal.h"
 #include "util/fp16.h"
 
 namespace tokenmill::kernels::detail {

@@ -4,7 +4,7 @@
 #include <algorithm>
 #include <cmath>
 
-#include "kernels/neon.h"
+#include "kernels/neon/neon.h"
 #include "util/check.h"
 
 namespace tokenmill::kernels::neon {

@@ -42,7 +42,7 @@
 
 #include <cstdint>
 
-#include "kernels/math_avx2.h"
+#include "kernels/avx2/math_avx2.h"
 #include "kernels/q16_row_walk.h"
 #include "kernels/quantize_act.h"
 

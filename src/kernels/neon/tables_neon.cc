@@ -2,7 +2,7 @@
 // (neon.h) in place of the scalar ones they replace. Built only for AArch64
 // (tm_library).
 #include "kernels/dispatch.h"
-#include "kernels/neon.h"
+#include "kernels/neon/neon.h"
 
 namespace tokenmill::kernels {
 

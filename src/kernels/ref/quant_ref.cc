@@ -3,7 +3,7 @@
 #include <cstring>
 
 #include "kernels/quant.h"
-#include "kernels/quant_ref_internal.h"
+#include "kernels/ref/quant_ref_internal.h"
 #include "util/check.h"
 #include "util/fp16.h"
 

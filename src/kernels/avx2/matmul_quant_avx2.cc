@@ -5,6 +5,20 @@
 // a block into 4 vectors of 8 floats, with the same arithmetic as the
 // scalar reference (so dequantization matches it exactly).
 //
+// The integer path has its own decoders for these types
+// (vec_dot_legacy_avx2.cc, vec_dot_k_avx2.cc; pack_q4_0_avx2.cc for Q4_0
+// panels; gemm_interleaved_avx2.cc for the copies reordered at load, whose
+// bytes are in another order). They are not the same work: those widen the
+// stored integers to int16 and keep scales, offsets and minimums apart
+// (scales multiply each block's integer sum, offsets and minimums go through
+// the activation sums), while these apply them per element to give the
+// reference's floats, which the int16 form cannot give back without a second
+// widening, conversion and multiply per element. On AVX2 and AVX-512 matmul
+// takes the integer path for all five types (choose_path in matmul.cc), so it
+// reaches these for them only through a table with the integer path taken out
+// (kernels_bench's FP32 paths); the tests compare them with the reference
+// through the AVX2 table's dequantize_row and fused_rows.
+//
 // Block layouts (GGUF; d and dmin are fp16, all little-endian):
 //   Q8_0 (34 B / 32):  d, int8 q[32];              x = d * q
 //   Q4_0 (18 B / 32):  d, uint8 qs[16];            x[j] = d * ((qs[j] & 15) - 8), x[j+16] = d * ((qs[j] >> 4) - 8)
@@ -16,8 +30,8 @@
 #include <immintrin.h>
 #include <string.h>
 
+#include "kernels/avx2/math_avx2.h"
 #include "kernels/dispatch.h"
-#include "kernels/math_avx2.h"
 
 namespace tokenmill::kernels::avx2 {
 namespace {

@@ -4,8 +4,8 @@
 #include <immintrin.h>
 #include <string.h>
 
+#include "kernels/avx2/math_avx2.h"
 #include "kernels/dispatch.h"
-#include "kernels/math_avx2.h"
 #include "kernels/quant.h"
 
 namespace tokenmill::kernels::avx2 {

@@ -13,13 +13,13 @@
 // block after block, with the scale and bias computed as the row decoders
 // compute them (Q4_0: d and -8 d; Q4_K: sc * d and m * (0 - dmin); Q6_K:
 // sc * d). So the results equal gemm_q16_packed's and the AVX-512 kernels'
-// bit for bit (and their scalar emulation in the tests).
+// bit for bit (and the scalar reference gemm_q16_ref, gemm.h).
 #include <immintrin.h>
 
+#include "kernels/avx2/math_avx2.h"
 #include "kernels/gemm.h"
-#include "kernels/gemm_interleaved_walk.h"
 #include "kernels/interleave.h"
-#include "kernels/math_avx2.h"
+#include "kernels/x86/gemm_interleaved_walk.h"
 
 namespace tokenmill::kernels::avx2 {
 namespace {

@@ -19,7 +19,7 @@
 #include <algorithm>
 #include <cmath>
 
-#include "kernels/neon.h"
+#include "kernels/neon/neon.h"
 #include "kernels/q16_row_walk.h"
 #include "util/check.h"
 #include "util/fp16.h"

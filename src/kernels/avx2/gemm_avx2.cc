@@ -2,9 +2,9 @@
 // 16-row x 6-token outer-product micro-kernel.
 #include <immintrin.h>
 
+#include "kernels/avx2/math_avx2.h"
 #include "kernels/gemm.h"
-#include "kernels/gemm_tiles.h"
-#include "kernels/math_avx2.h"
+#include "kernels/x86/gemm_tiles.h"
 
 namespace tokenmill::kernels::avx2 {
 namespace {

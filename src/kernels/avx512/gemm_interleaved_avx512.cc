@@ -12,13 +12,13 @@
 // d_act) and acc += bias * s32_act, block after block, with the scale and
 // bias computed as the row decoders compute them (Q4_0: d and -8 d; Q4_K:
 // sc * d and m * (0 - dmin)). So the results equal that kernel's bit for bit
-// (and its scalar emulation in the tests).
+// (and the scalar reference gemm_q16_ref, gemm.h).
 #include <immintrin.h>
 
+#include "kernels/avx512/math_avx512.h"
 #include "kernels/gemm.h"
-#include "kernels/gemm_interleaved_walk.h"
 #include "kernels/interleave.h"
-#include "kernels/math_avx512.h"
+#include "kernels/x86/gemm_interleaved_walk.h"
 
 namespace tokenmill::kernels::avx512 {
 namespace {

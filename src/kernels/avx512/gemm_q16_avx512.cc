@@ -14,9 +14,9 @@
 // AVX2 kernel's exactly.
 #include <immintrin.h>
 
+#include "kernels/avx512/math_avx512.h"
 #include "kernels/gemm.h"
-#include "kernels/gemm_tiles.h"
-#include "kernels/math_avx512.h"
+#include "kernels/x86/gemm_tiles.h"
 
 namespace tokenmill::kernels::avx512 {
 namespace {
