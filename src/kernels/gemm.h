@@ -29,9 +29,8 @@ namespace tokenmill::kernels {
 
 inline constexpr int64_t kPackRows = 16;
 // matmul packs panels from this many tokens up; fewer tokens use row-major
-// panels and the 4x3 dot-product tiles, which measured as fast or faster
-// there (kernels_bench Gemm .../path 2: at 32 tokens 101 against 90
-// GFLOP/s on 2048 x 5632, equal at 96, packed ahead from 128).
+// panels and the 4x3 dot-product tiles, which are as fast or faster there
+// (kernels_bench Gemm .../path 2; docs/benchmarks.md, kernel tuning).
 inline constexpr int64_t kPackedMinTokens = 96;
 inline constexpr int64_t kPackChunk = 256;
 // Rows a pack call takes at once (one 8 x 8 transpose height).

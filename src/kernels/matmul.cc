@@ -252,8 +252,8 @@ QuantizedActs quantize_for_call(const KernelTable& kt, const float* x, int64_t n
 // Work sharing for one call: units [0, total) are cut into one contiguous
 // share per thread. A thread takes units from the front of its own share, in
 // order, so it streams its rows sequentially (what the hardware prefetchers
-// like: on 2 threads, 1-2 shares per thread decoded 7 % faster than 8
-// interleaved units per thread); when its share is empty it takes units
+// like: one or two shares per thread decode faster than many interleaved
+// units per thread); when its share is empty it takes units
 // from the back of the others', so a thread that falls behind (descheduled
 // on a busy machine) is relieved and the threads finish within one unit of
 // each other. Each share is one atomic word, (end << 32) | begin.

@@ -18,8 +18,8 @@ void rope(float* head, int64_t head_dim, int64_t rope_dims, int64_t pos, float f
           float freq_scale, const float* freq_factors, bool neox);
 
 // rope() in two halves, so that the angles of a position are computed once
-// and shared by every head of the token (a pow and a sincos per pair were
-// 4 % of a TinyLlama prefill when recomputed for each of the 36 heads).
+// and shared by every head of the token (a pow and a sincos per pair,
+// recomputed for each head, were a visible share of a prefill).
 // rope_angles writes cos/sin [rope_dims / 2] of the pairs' angles at pos;
 // rope_apply rotates one head with them. Together they give exactly rope().
 void rope_angles(int64_t rope_dims, int64_t pos, float freq_base, float freq_scale, const float* freq_factors,

@@ -10,8 +10,8 @@
 // 32 put the logits at mean KL 2.0e-3 from the exact maths (blocks of 16:
 // 1.1e-3), over the 1e-3 budget: its activations have large outliers. 16-bit
 // blocks of 32 give 3e-8. On AVX2 the 16-bit products (madd_epi16) cost about
-// what the 8-bit ones (maddubs + madd) do per weight in a memory-bound GEMV
-// (measured 16 vs 18 GB/s per core for Q4_0, both above what DRAM delivers).
+// what the 8-bit ones (maddubs + madd) do per weight in a memory-bound GEMV:
+// both outrun what DRAM delivers (docs/benchmarks.md, kernel tuning).
 //
 // Layout, structure of arrays, one row per token:
 //   qs   [num_tokens, cols]         int16 values

@@ -32,8 +32,8 @@ bool q16_supports(gguf::TensorType type);
 // y[t * w.rows + r] = W[r] . dequant(a[t]) for r in [row_begin, row_end) and
 // t < num_tokens (1..4). a.cols == w.cols. Each output is computed by the
 // same operation sequence whatever the row range, so results do not depend
-// on how rows are split over threads. Cost: one pass over the rows' bytes;
-// about 16 GB/s per core of Q4_0 when the rows are in cache.
+// on how rows are split over threads. Cost: one pass over the rows' bytes,
+// faster than DRAM delivers them when the rows are in cache.
 void q16_rows(const WeightView& w, int64_t row_begin, int64_t row_end, const QuantizedActs& a,
               int64_t num_tokens, float* y);
 

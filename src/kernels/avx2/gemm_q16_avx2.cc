@@ -8,8 +8,8 @@
 // 32-column block (or each 16-column half, for types with a scale per 16)
 // the int32 sums are converted once and scaled by (weight scale of each row)
 // x (activation scale of the token). That is 2 multiply-class instructions
-// per 32 products where the FP32 kernel needs 4 FMAs: measured 77 against
-// 58 GMAC/s per core on this machine.
+// per 32 products where the FP32 kernel needs 4 FMAs (docs/benchmarks.md,
+// kernel tuning, has the measured rates).
 #include <immintrin.h>
 
 #include "kernels/avx2/math_avx2.h"

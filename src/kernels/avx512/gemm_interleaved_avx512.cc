@@ -25,10 +25,9 @@ namespace {
 
 constexpr int kTokens = 6;
 // Decode prefetch distance along a row, in bytes (whole units, at least
-// one): Q4_0 16 units, Q8_0 8, the K-quants the next super-block. Q4_0 tg128
-// on the 1.1B model, alternating builds, 4 / 8 / 16 units: medians 61.4 /
-// 63.0 / 66.6 tok/s (7, 10 and 6 runs); Q4_K needed the next super-block
-// (see q4_k_unit).
+// one): Q4_0 16 units, Q8_0 8, the K-quants the next super-block. The
+// longest of the distances tried was the fastest for Q4_0; Q4_K needed the
+// next super-block (see q4_k_unit; docs/benchmarks.md, kernel tuning).
 constexpr int64_t kDecodePrefetchBytes = 16 * kQ4_0x16BlockBytes;
 
 inline __m256i load256(const uint8_t* p) { return _mm256_load_si256(reinterpret_cast<const __m256i*>(p)); }
@@ -83,7 +82,7 @@ inline void nibble_pairs(const uint8_t* seg, int n, const InterleavedArgs& m, in
     const __m512i lo = _mm512_and_si512(v, low4);
     const __m512i hi = _mm512_srli_epi16(v, 4);
     // Both halves per token rather than two dot_pair calls (all tokens' a,
-    // then all b): measured 3 % faster at 512 tokens.
+    // then all b): faster at prefill lengths.
 #pragma GCC unroll 6
     for (int t = 0; t < T; ++t) {
       const int16_t* qt = m.q + t * m.q_stride;

@@ -36,10 +36,9 @@ constexpr int64_t kGroupOrderActBytes = int64_t{256} << 10;
 
 // Prompts longer than this run in blocks of it, each over every weight: a
 // column chunk of the whole prompt's activations (tokens x 256 x 2 bytes)
-// would not stay in L2 while the groups pass over it. TinyLlama Q4_0, 2
-// threads, AVX-512, alternating builds: pp2000 211 tok/s unblocked, 263
-// with blocks of 512, 266-276 with 256 and 275-281 with 128; pp512 303-307
-// with 512 (one block), 317-329 with 256, 325-327 with 128.
+// would not stay in L2 while the groups pass over it. Blocks of 128 and 256
+// were about equally fast, both well ahead of no blocking at long prompts
+// (docs/benchmarks.md, kernel tuning).
 constexpr int64_t kInterleavedTokenBlock = 256;
 
 // Prefetches the `bytes` at p into L1, a cache line at a time.

@@ -51,14 +51,14 @@ KernelTable make_avx2_table() {
   t.gemm_q16_packed = avx2::gemm_q16_packed;
   t.gemm_interleaved = gemm_interleaved_entry<avx2::gemm_interleaved>;
   // With 16 registers the interleaved tile is 3 tokens and decodes the
-  // nibbles once per tile, where the packed GEMM decodes once per call:
-  // TinyLlama-shaped Q4_0 / Q4_K_M, 2 threads, interleaved against packed:
-  // tg64 +17-37 %, 4-16 tokens about even or better, 32 tokens -10 %, pp512
-  // -15-30 % (also with 6-token tiles). So prefill keeps the packed GEMM.
+  // nibbles once per tile, where the packed GEMM decodes once per call: the
+  // interleaved kernel wins at decode and up to 16 tokens and loses at 32
+  // and at prefill (docs/benchmarks.md, kernel tuning). So prefill keeps the
+  // packed GEMM.
   t.interleaved_max_tokens = 16;
-  // kernels_bench GemmSwitch, 2048 x 5632, per core, packed against row
-  // kernel: Q4_K 95 / 98 GFLOP/s at 16 tokens; Q4_0 (packed straight from
-  // its blocks) 89 / 101 at 8, 110 / 101 at 12.
+  // Where the packed GEMM overtakes the row kernels (kernels_bench
+  // GemmSwitch; docs/benchmarks.md, kernel tuning): Q4_0, packed straight
+  // from its blocks, switches earlier than the types widened first.
   t.q16_row_max_tokens = 16;
   t.q16_row_max_tokens_direct = 10;
   t.fp8_rows = avx2::matmul_fp8_rows;
@@ -69,7 +69,7 @@ KernelTable make_avx2_table() {
 }
 
 // The AVX2 table with the 512-bit int16 GEMM micro-kernel (bit-identical
-// results, about 1.7x the products per cycle on Zen 5), the 512-bit FP32
+// results, twice the products per instruction), the 512-bit FP32
 // GEMM micro-kernel and the 512-bit interleaved kernels (vpdpwssd).
 KernelTable make_avx512_table() {
   KernelTable t = make_avx2_table();
