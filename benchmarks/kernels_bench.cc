@@ -129,11 +129,10 @@ const KernelTable& table_for_path(int64_t path) {
   }
 }
 
-// Args: type id, rows, cols, tokens, threads, path (table_for_path), copies (weights cycled through per iteration; enough copies put
-// the working set beyond the 32 MiB L3, so GEMV reads DRAM as decode does).
-// Besides wall-clock rates it reports rates over process CPU time divided
-// by the threads ("cpu" counters): on a machine shared with other jobs the
-// wall clock also counts time the threads waited to be scheduled.
+// Args: type id, rows, cols, tokens, threads, path (table_for_path), copies (weights cycled through per iteration;
+// enough copies put the working set beyond the 32 MiB L3, so GEMV reads DRAM as decode does). Besides wall-clock rates
+// it reports rates over process CPU time divided by the threads ("cpu" counters): on a machine shared with other jobs
+// the wall clock also counts time the threads waited to be scheduled.
 void BM_Matmul(benchmark::State& state) {
   const auto type = static_cast<TensorType>(state.range(0));
   const int64_t rows = state.range(1), cols = state.range(2), tokens = state.range(3);
@@ -166,9 +165,9 @@ constexpr int64_t id(TensorType t) { return static_cast<int64_t>(t); }
 
 // Decode GEMV, 2048 x 2048 (TinyLlama's attention projections), from DRAM.
 void gemv_args(benchmark::internal::Benchmark* b) {
-  for (TensorType t : {TensorType::Q4_0, TensorType::Q4_1, TensorType::Q5_0, TensorType::Q5_1,
-                       TensorType::Q8_0, TensorType::Q2_K, TensorType::Q3_K, TensorType::Q4_K,
-                       TensorType::Q5_K, TensorType::Q6_K, TensorType::F16}) {
+  for (TensorType t :
+       {TensorType::Q4_0, TensorType::Q4_1, TensorType::Q5_0, TensorType::Q5_1, TensorType::Q8_0, TensorType::Q2_K,
+        TensorType::Q3_K, TensorType::Q4_K, TensorType::Q5_K, TensorType::Q6_K, TensorType::F16}) {
     const int64_t copies = std::max<int64_t>(2, (96 << 20) / gguf::row_bytes(t, 2048) / 2048);
     for (int threads : {1, 2}) {
       for (int64_t path : {0, 1}) b->Args({id(t), 2048, 2048, 1, threads, path, copies});
@@ -178,8 +177,8 @@ void gemv_args(benchmark::internal::Benchmark* b) {
 }
 
 void gemm_args(benchmark::internal::Benchmark* b) {
-  for (TensorType t : {TensorType::Q8_0, TensorType::Q4_0, TensorType::Q4_K, TensorType::Q6_K,
-                       TensorType::Q5_0, TensorType::F16, TensorType::F32}) {
+  for (TensorType t : {TensorType::Q8_0, TensorType::Q4_0, TensorType::Q4_K, TensorType::Q6_K, TensorType::Q5_0,
+                       TensorType::F16, TensorType::F32}) {
     for (int threads : {1, 2}) b->Args({id(t), 2048, 2048, 64, threads, 0, 1});
   }
   // Token counts around the prefill path switches (gemm.h: kPackedMinTokens,
@@ -217,12 +216,14 @@ BENCHMARK(BM_Matmul)->Name("Gemm")->Apply(gemm_args)->Unit(benchmark::kMilliseco
 void BM_Gemma3LayerProjections(benchmark::State& state) {
   ThreadPool& pool = pool_with(static_cast<int>(state.range(0)));
   const int64_t tokens = 500;
-  struct Proj { TensorType type; int64_t rows, cols; };
+  struct Proj {
+    TensorType type;
+    int64_t rows, cols;
+  };
   // K-quants need cols % 256 == 0, so the 640-column matrices fall back to
   // Q5_0 / Q8_0 in that file.
-  const Proj projs[] = {{TensorType::Q5_0, 1024, 640}, {TensorType::Q5_0, 256, 640},
-                        {TensorType::Q8_0, 256, 640},  {TensorType::Q4_K, 640, 1024},
-                        {TensorType::Q5_0, 2048, 640}, {TensorType::Q5_0, 2048, 640},
+  const Proj projs[] = {{TensorType::Q5_0, 1024, 640}, {TensorType::Q5_0, 256, 640},  {TensorType::Q8_0, 256, 640},
+                        {TensorType::Q4_K, 640, 1024}, {TensorType::Q5_0, 2048, 640}, {TensorType::Q5_0, 2048, 640},
                         {TensorType::Q6_K, 640, 2048}};
   std::vector<Matrix> ws;
   double flops = 0;

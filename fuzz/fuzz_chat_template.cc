@@ -62,8 +62,7 @@ struct Markers {
 Markers markers(ChatTemplateKind kind) {
   switch (kind) {
     case ChatTemplateKind::Gemma: return {"<start_of_turn>", "<start_of_turn>model\n"};
-    case ChatTemplateKind::Llama3:
-      return {"<|start_header_id|>", "<|start_header_id|>assistant<|end_header_id|>\n\n"};
+    case ChatTemplateKind::Llama3: return {"<|start_header_id|>", "<|start_header_id|>assistant<|end_header_id|>\n\n"};
     case ChatTemplateKind::ChatML: return {"<|im_start|>", "<|im_start|>assistant\n"};
     case ChatTemplateKind::Phi3: return {"<|", "<|assistant|>\n"};
     case ChatTemplateKind::Llama2:
@@ -72,8 +71,7 @@ Markers markers(ChatTemplateKind kind) {
   std::abort();  // a kind this target does not know yet: extend the table
 }
 
-void check_rendered(ChatTemplateKind kind, const std::vector<ChatMessage>& messages, bool gen,
-                    const std::string& out) {
+void check_rendered(ChatTemplateKind kind, const std::vector<ChatMessage>& messages, bool gen, const std::string& out) {
   for (const ChatMessage& m : messages) {
     require(m.role == "system" || m.role == "user" || m.role == "assistant");
     require(out.find(trim_ascii(m.content)) != std::string::npos);

@@ -27,8 +27,7 @@ void check_round_trip(const GgufFile& file) {
   }
   std::vector<uint8_t> bytes = writer.to_bytes();
   GgufFile again = GgufFile::parse(bytes, "round-trip");
-  if (again.metadata().size() < file.metadata().size() ||
-      again.tensors().size() != file.tensors().size()) {
+  if (again.metadata().size() < file.metadata().size() || again.tensors().size() != file.tensors().size()) {
     __builtin_trap();
   }
 }

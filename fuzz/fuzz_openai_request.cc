@@ -55,12 +55,8 @@ void parse(uint8_t endpoint, std::string_view body) {
       for (const auto& m : r.messages) require(m.role == "system" || m.role == "user" || m.role == "assistant");
       break;
     }
-    case 2:
-      parse_tokenize_request(body, kLimits);
-      break;
-    default:
-      check_tokens(parse_detokenize_request(body, kLimits).tokens);
-      break;
+    case 2: parse_tokenize_request(body, kLimits); break;
+    default: check_tokens(parse_detokenize_request(body, kLimits).tokens); break;
   }
 }
 

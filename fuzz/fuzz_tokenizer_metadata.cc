@@ -102,17 +102,16 @@ Value typed_number(ValueType type, int64_t v, double as_float) {
   }
 }
 
-constexpr ValueType kTypeElements[] = {ValueType::INT32, ValueType::UINT8,  ValueType::INT8,
+constexpr ValueType kTypeElements[] = {ValueType::INT32,  ValueType::UINT8, ValueType::INT8,
                                        ValueType::UINT16, ValueType::INT16, ValueType::UINT32,
                                        ValueType::UINT64, ValueType::INT64, ValueType::STRING};
-constexpr ValueType kScoreElements[] = {ValueType::FLOAT32, ValueType::FLOAT64, ValueType::INT32,
-                                        ValueType::UINT64, ValueType::STRING};
+constexpr ValueType kScoreElements[] = {ValueType::FLOAT32, ValueType::FLOAT64, ValueType::INT32, ValueType::UINT64,
+                                        ValueType::STRING};
 
 // One element per token (the section's bytes cycled), or per section byte
 // with `exact`, so that both consistent and mismatched lengths occur.
 template <typename Make>
-Value per_token_array(ValueType element, std::string_view bytes, size_t num_tokens, bool exact,
-                      Make make) {
+Value per_token_array(ValueType element, std::string_view bytes, size_t num_tokens, bool exact, Make make) {
   std::vector<Value> items;
   const size_t n = exact ? bytes.size() : num_tokens;
   for (size_t i = 0; i < n; ++i) {
@@ -123,10 +122,9 @@ Value per_token_array(ValueType element, std::string_view bytes, size_t num_toke
 }
 
 void set_ids(GgufWriter& w, Reader& in) {
-  static constexpr const char* kKeys[] = {
-      "tokenizer.ggml.bos_token_id", "tokenizer.ggml.eos_token_id",
-      "tokenizer.ggml.unknown_token_id", "tokenizer.ggml.padding_token_id",
-      "tokenizer.ggml.eot_token_id", "tokenizer.ggml.eom_token_id"};
+  static constexpr const char* kKeys[] = {"tokenizer.ggml.bos_token_id",     "tokenizer.ggml.eos_token_id",
+                                          "tokenizer.ggml.unknown_token_id", "tokenizer.ggml.padding_token_id",
+                                          "tokenizer.ggml.eot_token_id",     "tokenizer.ggml.eom_token_id"};
   for (const char* key : kKeys) {
     const uint8_t b = in.byte();
     if (b == 0xFF) continue;
@@ -141,8 +139,7 @@ void set_ids(GgufWriter& w, Reader& in) {
 }
 
 void set_flags(GgufWriter& w, uint8_t present, uint8_t flags) {
-  static constexpr const char* kKeys[] = {"tokenizer.ggml.add_bos_token",
-                                          "tokenizer.ggml.add_eos_token",
+  static constexpr const char* kKeys[] = {"tokenizer.ggml.add_bos_token", "tokenizer.ggml.add_eos_token",
                                           "tokenizer.ggml.add_space_prefix"};
   for (int i = 0; i < 3; ++i) {
     if (((present >> (kFlagsShift + i)) & 1) == 0) continue;
@@ -213,8 +210,7 @@ void check_tokenizer(const Tokenizer& t, int64_t num_tokens, const std::string& 
     require(id >= kNoToken && id < n);
   }
   const std::vector<int32_t>& eog = t.end_of_generation_ids();
-  require(std::is_sorted(eog.begin(), eog.end()) &&
-          std::adjacent_find(eog.begin(), eog.end()) == eog.end());
+  require(std::is_sorted(eog.begin(), eog.end()) && std::adjacent_find(eog.begin(), eog.end()) == eog.end());
   for (int32_t id : eog) require(id >= 0 && id < n && t.is_end_of_generation(id));
   for (bool special : {false, true}) {
     const std::vector<int32_t> ids = t.encode(text, special, special);

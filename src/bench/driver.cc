@@ -130,12 +130,9 @@ Driver::Driver(const TrafficSpec& spec, const std::string& url, SteadyClock::tim
   path_ = target_.prefix + (spec.endpoint == Endpoint::kChat ? "/v1/chat/completions" : "/v1/completions");
 }
 
-double Driver::now_ms() const {
-  return std::chrono::duration<double, std::milli>(SteadyClock::now() - t0_).count();
-}
+double Driver::now_ms() const { return std::chrono::duration<double, std::milli>(SteadyClock::now() - t0_).count(); }
 
-void Driver::send_one(httplib::Client& client, const PlannedRequest& p, RequestRecord& rec,
-                      ThreadStats& stats) const {
+void Driver::send_one(httplib::Client& client, const PlannedRequest& p, RequestRecord& rec, ThreadStats& stats) const {
   httplib::Request req;
   req.method = "POST";
   req.path = path_;
@@ -197,8 +194,7 @@ void Driver::send_one(httplib::Client& client, const PlannedRequest& p, RequestR
 }
 
 void Driver::client_loop(const std::vector<PlannedRequest>& requests, std::vector<RequestRecord>& records,
-                         std::atomic<size_t>& next, double cell_start_ms, double duration_s,
-                         ThreadStats& stats) const {
+                         std::atomic<size_t>& next, double cell_start_ms, double duration_s, ThreadStats& stats) const {
   httplib::Client client(target_.origin);
   client.set_keep_alive(true);
   client.set_tcp_nodelay(true);  // Nagle + delayed ACK would add ~40 ms to small writes

@@ -38,10 +38,10 @@ std::string request_body(const TrafficSpec& spec, const PlannedRequest& request)
 // The client's own cost while it ran a cell.
 struct DriverStats {
   double wall_s = 0;
-  double cpu_s = 0;            // this process's CPU time (all threads)
+  double cpu_s = 0;  // this process's CPU time (all threads)
   int64_t threads = 0;
-  int64_t chunks = 0;          // response pieces handled
-  double handling_ms = 0;      // summed time inside the receive callback
+  int64_t chunks = 0;      // response pieces handled
+  double handling_ms = 0;  // summed time inside the receive callback
   double handling_max_ms = 0;
 };
 

@@ -80,8 +80,8 @@ std::vector<PlannedRequest> synthetic_requests(const TrafficSpec& spec, int64_t 
 // then a prompt of it uniformly, with replacement.
 std::vector<PlannedRequest> dataset_requests(const TrafficSpec& spec, int64_t cell,
                                              const std::vector<PromptRecord>& records,
-                                             const std::vector<int64_t>& counts,
-                                             const std::vector<double>& times, int64_t num) {
+                                             const std::vector<int64_t>& counts, const std::vector<double>& times,
+                                             int64_t num) {
   std::vector<std::vector<size_t>> by_bucket(spec.input_buckets.size());
   for (size_t i = 0; i < records.size(); ++i) {
     const int32_t b = bucket_of(spec.input_buckets, counts[i]);
@@ -253,10 +253,15 @@ RunPlan make_run_plan(const TrafficSpec& spec, const TokenCounter& counter) {
 std::string plan_to_jsonl(const RunPlan& plan) {
   std::string out;
   auto emit = [&](const PlannedRequest& r) {
-    const nlohmann::json j = {{"cell", r.cell}, {"index", r.index}, {"scheduled_s", r.scheduled_s},
-                              {"input_bucket", r.input_bucket}, {"input_tokens", r.input_tokens},
-                              {"shared_tokens", r.shared_tokens}, {"output_bucket", r.output_bucket},
-                              {"max_tokens", r.max_tokens}, {"cancel_after", r.cancel_after},
+    const nlohmann::json j = {{"cell", r.cell},
+                              {"index", r.index},
+                              {"scheduled_s", r.scheduled_s},
+                              {"input_bucket", r.input_bucket},
+                              {"input_tokens", r.input_tokens},
+                              {"shared_tokens", r.shared_tokens},
+                              {"output_bucket", r.output_bucket},
+                              {"max_tokens", r.max_tokens},
+                              {"cancel_after", r.cancel_after},
                               {"prompt", r.prompt}};
     out += j.dump();
     out += '\n';

@@ -14,13 +14,13 @@
 namespace tokenmill::bench {
 
 struct PlannedRequest {
-  int64_t cell = 0;          // -1: warmup
-  int64_t index = 0;         // within its cell
-  double scheduled_s = -1;   // offset from the cell start; < 0: when a client is free (closed loop)
-  int32_t input_bucket = -1; // index into length_buckets; -1: outside them (datasets)
+  int64_t cell = 0;           // -1: warmup
+  int64_t index = 0;          // within its cell
+  double scheduled_s = -1;    // offset from the cell start; < 0: when a client is free (closed loop)
+  int32_t input_bucket = -1;  // index into length_buckets; -1: outside them (datasets)
   int32_t output_bucket = -1;
-  int64_t input_tokens = 0;  // counted by the token counter, special tokens left out
-  int64_t shared_tokens = 0; // of those, the shared prefix
+  int64_t input_tokens = 0;   // counted by the token counter, special tokens left out
+  int64_t shared_tokens = 0;  // of those, the shared prefix
   int64_t max_tokens = 0;
   int64_t cancel_after = 0;  // disconnect after this many streamed chunks; 0: never
   std::string prompt;

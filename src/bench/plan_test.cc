@@ -90,8 +90,9 @@ TEST(Plan, SameSpecAndSeedGiveTheSameBytes) {
 }
 
 TEST(Plan, CellsDifferAndSchedulesAscend) {
-  const TrafficSpec s = spec_of("traffic: {concurrency: [1, 2], rate: 10, requests_per_cell: 30}\n"
-                                "prompts: {token_counter: words}");
+  const TrafficSpec s = spec_of(
+      "traffic: {concurrency: [1, 2], rate: 10, requests_per_cell: 30}\n"
+      "prompts: {token_counter: words}");
   const RunPlan plan = make_run_plan(s, count_words);
   ASSERT_EQ(plan.cells.size(), 2u);
   EXPECT_NE(plan.cells[0].requests[0].prompt, plan.cells[1].requests[0].prompt);  // no cross-cell cache hits
@@ -99,7 +100,8 @@ TEST(Plan, CellsDifferAndSchedulesAscend) {
     for (size_t i = 1; i < c.requests.size(); ++i) EXPECT_GT(c.requests[i].scheduled_s, c.requests[i - 1].scheduled_s);
   }
   const RunPlan closed = make_run_plan(spec_of("traffic: {arrival: closed_loop, requests_per_cell: 3}\n"
-                                               "prompts: {token_counter: words}"), count_words);
+                                               "prompts: {token_counter: words}"),
+                                       count_words);
   for (const PlannedRequest& r : closed.cells[0].requests) EXPECT_LT(r.scheduled_s, 0);
 }
 
@@ -143,12 +145,13 @@ TEST(Plan, DatasetAndTraceFiles) {
   const std::string dir = ::testing::TempDir();
   const std::string data = dir + "/prompts.jsonl", trace = dir + "/trace.jsonl", bad = dir + "/bad.jsonl";
   std::ofstream(data) << "{\"prompt\": \"one two three\"}\n\n"
-                          "{\"prompt\": \"a b c d e f g h i j\", \"output_tokens\": 7}\n";
+                         "{\"prompt\": \"a b c d e f g h i j\", \"output_tokens\": 7}\n";
   std::ofstream(trace) << "{\"timestamp\": 100.0, \"input_tokens\": 12, \"output_tokens\": 3}\n"
                           "{\"timestamp\": 100.5, \"prompt\": \"hello there\"}\n";
   std::ofstream(bad) << "{\"prompt\": 5}\n";
   const RunPlan d = make_run_plan(spec_of("traffic: {requests_per_cell: 40, length_buckets: [[1, 5], [6, 20]]}\n"
-                                          "prompts: {source: jsonl, path: " + data + ", token_counter: words}"),
+                                          "prompts: {source: jsonl, path: " +
+                                          data + ", token_counter: words}"),
                                   count_words);
   for (const PlannedRequest& r : d.cells[0].requests) {
     EXPECT_EQ(r.input_tokens, count_words(r.prompt));
@@ -157,7 +160,8 @@ TEST(Plan, DatasetAndTraceFiles) {
     }
   }
   const RunPlan t = make_run_plan(spec_of("traffic: {arrival: replay}\n"
-                                          "prompts: {source: trace, path: " + trace + ", token_counter: words}"),
+                                          "prompts: {source: trace, path: " +
+                                          trace + ", token_counter: words}"),
                                   count_words);
   ASSERT_EQ(t.cells[0].requests.size(), 2u);
   EXPECT_DOUBLE_EQ(t.cells[0].requests[0].scheduled_s, 0.0);

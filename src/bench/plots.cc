@@ -86,7 +86,8 @@ std::string latency_vs_throughput(const json& report, const fs::path& dir) {
   if (!block) return "";
   return "set output 'latency_vs_throughput.svg'\nset title 'Latency vs output throughput across concurrency'\n"
          "set xlabel 'output tokens / s'\nset ylabel 'latency (ms)'\nunset logscale x\nset autoscale y\n"
-         "set yrange [0:*]\nset key outside right top\nset grid\nplot " + plot + "\n";
+         "set yrange [0:*]\nset key outside right top\nset grid\nplot " +
+         plot + "\n";
 }
 
 }  // namespace

@@ -11,27 +11,32 @@ namespace {
 // Short, frequent English words: single tokens (with a leading space) in
 // the Llama, Gemma, GPT-2 and Qwen vocabularies alike.
 constexpr const char* kWords[] = {
-    "the", "of", "and", "to", "in", "is", "it", "that", "was", "for", "on", "are", "as", "with", "his",
-    "they", "at", "be", "this", "have", "from", "or", "one", "had", "by", "word", "but", "not", "what",
-    "all", "were", "we", "when", "your", "can", "said", "there", "use", "an", "each", "which", "she",
-    "do", "how", "their", "if", "will", "up", "other", "about", "out", "many", "then", "them", "these",
-    "so", "some", "her", "would", "make", "like", "him", "into", "time", "has", "look", "two", "more",
-    "write", "go", "see", "number", "no", "way", "could", "people", "my", "than", "first", "water",
-    "been", "call", "who", "oil", "its", "now", "find", "long", "down", "day", "did", "get", "come",
-    "made", "may", "part", "over", "new", "sound", "take", "only", "little", "work", "know", "place",
-    "year", "live", "me", "back", "give", "most", "very", "after", "thing", "our", "just", "name",
-    "good", "man", "think", "say", "great", "where", "help", "through", "much", "before", "line",
-    "right", "too", "mean", "old", "any", "same", "tell", "boy", "follow", "came", "want", "show",
-    "also", "around", "form", "three", "small", "set", "put", "end", "does", "another", "well", "large",
-    "must", "big", "even", "such", "because", "turn", "here", "why", "ask", "went", "men", "read",
-    "need", "land", "different", "home", "us", "move", "try", "kind", "hand", "picture", "again",
-    "change", "off", "play", "spell", "air", "away", "animal", "house", "point", "page", "letter",
-    "mother", "answer", "found", "study", "still", "learn", "should", "world", "high", "every", "near",
-    "add", "food", "between", "own", "below", "country", "plant", "last", "school", "father", "keep",
-    "tree", "never", "start", "city", "earth", "eye", "light", "thought", "head", "under", "story",
-    "saw", "left", "few", "while", "along", "might", "close", "something", "seem", "next", "hard",
-    "open", "example", "begin", "life", "always", "those", "both", "paper", "together", "got", "group",
-    "often", "run", "important", "until", "children", "side", "feet", "car", "mile", "night", "walk"};
+    "the",   "of",      "and",     "to",        "in",      "is",       "it",        "that",   "was",      "for",
+    "on",    "are",     "as",      "with",      "his",     "they",     "at",        "be",     "this",     "have",
+    "from",  "or",      "one",     "had",       "by",      "word",     "but",       "not",    "what",     "all",
+    "were",  "we",      "when",    "your",      "can",     "said",     "there",     "use",    "an",       "each",
+    "which", "she",     "do",      "how",       "their",   "if",       "will",      "up",     "other",    "about",
+    "out",   "many",    "then",    "them",      "these",   "so",       "some",      "her",    "would",    "make",
+    "like",  "him",     "into",    "time",      "has",     "look",     "two",       "more",   "write",    "go",
+    "see",   "number",  "no",      "way",       "could",   "people",   "my",        "than",   "first",    "water",
+    "been",  "call",    "who",     "oil",       "its",     "now",      "find",      "long",   "down",     "day",
+    "did",   "get",     "come",    "made",      "may",     "part",     "over",      "new",    "sound",    "take",
+    "only",  "little",  "work",    "know",      "place",   "year",     "live",      "me",     "back",     "give",
+    "most",  "very",    "after",   "thing",     "our",     "just",     "name",      "good",   "man",      "think",
+    "say",   "great",   "where",   "help",      "through", "much",     "before",    "line",   "right",    "too",
+    "mean",  "old",     "any",     "same",      "tell",    "boy",      "follow",    "came",   "want",     "show",
+    "also",  "around",  "form",    "three",     "small",   "set",      "put",       "end",    "does",     "another",
+    "well",  "large",   "must",    "big",       "even",    "such",     "because",   "turn",   "here",     "why",
+    "ask",   "went",    "men",     "read",      "need",    "land",     "different", "home",   "us",       "move",
+    "try",   "kind",    "hand",    "picture",   "again",   "change",   "off",       "play",   "spell",    "air",
+    "away",  "animal",  "house",   "point",     "page",    "letter",   "mother",    "answer", "found",    "study",
+    "still", "learn",   "should",  "world",     "high",    "every",    "near",      "add",    "food",     "between",
+    "own",   "below",   "country", "plant",     "last",    "school",   "father",    "keep",   "tree",     "never",
+    "start", "city",    "earth",   "eye",       "light",   "thought",  "head",      "under",  "story",    "saw",
+    "left",  "few",     "while",   "along",     "might",   "close",    "something", "seem",   "next",     "hard",
+    "open",  "example", "begin",   "life",      "always",  "those",    "both",      "paper",  "together", "got",
+    "group", "often",   "run",     "important", "until",   "children", "side",      "feet",   "car",      "mile",
+    "night", "walk"};
 constexpr int64_t kNumWords = sizeof(kWords) / sizeof(kWords[0]);
 constexpr int kMaxFitSteps = 24;
 
@@ -66,8 +71,8 @@ std::string PromptBuilder::words(uint64_t seed, int64_t num_words) {
 
 // Newton-like steps on the word count, using the tokens-per-word ratio seen
 // so far; stops when exact, or when a count repeats (then the closest wins).
-std::pair<std::string, int64_t> PromptBuilder::fit(const std::string& head, int64_t head_tokens,
-                                                   uint64_t seed, int64_t target) {
+std::pair<std::string, int64_t> PromptBuilder::fit(const std::string& head, int64_t head_tokens, uint64_t seed,
+                                                   int64_t target) {
   const std::string sep = head.empty() ? "" : " ";
   int64_t num_words = std::max<int64_t>(0, target - head_tokens);
   std::string best_text = head;

@@ -48,8 +48,7 @@ class PromptBuilder {
   // `head` (of `head_tokens` tokens) followed by the number of words from
   // stream `seed` whose total count is closest to `target` (exact when
   // possible), and that count.
-  std::pair<std::string, int64_t> fit(const std::string& head, int64_t head_tokens, uint64_t seed,
-                                      int64_t target);
+  std::pair<std::string, int64_t> fit(const std::string& head, int64_t head_tokens, uint64_t seed, int64_t target);
 
   TokenCounter counter_;
   std::map<std::pair<uint64_t, int64_t>, std::pair<std::string, int64_t>> shared_cache_;

@@ -28,16 +28,29 @@ double RequestRecord::tpot_ms() const {
 nlohmann::json record_to_json(const RequestRecord& r) {
   nlohmann::json chunks = nlohmann::json::array();
   for (double t : r.chunk_ms) chunks.push_back(t);
-  return {{"cell", r.cell}, {"index", r.index}, {"input_bucket", r.input_bucket},
-          {"output_bucket", r.output_bucket}, {"planned_input_tokens", r.planned_input_tokens},
+  return {{"cell", r.cell},
+          {"index", r.index},
+          {"input_bucket", r.input_bucket},
+          {"output_bucket", r.output_bucket},
+          {"planned_input_tokens", r.planned_input_tokens},
           {"planned_shared_tokens", r.planned_shared_tokens},
-          {"max_tokens", r.max_tokens}, {"status", status_name(r.status)}, {"http_status", r.http_status},
-          {"error", r.error}, {"finish_reason", r.finish_reason}, {"scheduled_ms", number_or_null(r.scheduled_ms)},
-          {"dispatch_lag_ms", number_or_null(r.dispatch_lag_ms)}, {"send_ms", number_or_null(r.send_ms)},
-          {"first_byte_ms", number_or_null(r.first_byte_ms)}, {"first_token_ms", number_or_null(r.first_token_ms)},
-          {"end_ms", number_or_null(r.end_ms)}, {"prompt_tokens", r.prompt_tokens}, {"output_tokens", r.output_tokens},
-          {"cached_tokens", r.cached_tokens}, {"server_queue_ms", number_or_null(r.server_queue_ms)},
-          {"server_prompt_ms", number_or_null(r.server_prompt_ms)}, {"chunk_ms", chunks}};
+          {"max_tokens", r.max_tokens},
+          {"status", status_name(r.status)},
+          {"http_status", r.http_status},
+          {"error", r.error},
+          {"finish_reason", r.finish_reason},
+          {"scheduled_ms", number_or_null(r.scheduled_ms)},
+          {"dispatch_lag_ms", number_or_null(r.dispatch_lag_ms)},
+          {"send_ms", number_or_null(r.send_ms)},
+          {"first_byte_ms", number_or_null(r.first_byte_ms)},
+          {"first_token_ms", number_or_null(r.first_token_ms)},
+          {"end_ms", number_or_null(r.end_ms)},
+          {"prompt_tokens", r.prompt_tokens},
+          {"output_tokens", r.output_tokens},
+          {"cached_tokens", r.cached_tokens},
+          {"server_queue_ms", number_or_null(r.server_queue_ms)},
+          {"server_prompt_ms", number_or_null(r.server_prompt_ms)},
+          {"chunk_ms", chunks}};
 }
 
 }  // namespace tokenmill::bench

@@ -26,16 +26,16 @@ struct RequestRecord {
   int64_t planned_shared_tokens = 0;
   int64_t max_tokens = 0;
 
-  double scheduled_ms = kNaN;   // open loop: when it should have been sent
-  double dispatch_lag_ms = kNaN; // send - scheduled, when a client was idle and waiting for it
+  double scheduled_ms = kNaN;     // open loop: when it should have been sent
+  double dispatch_lag_ms = kNaN;  // send - scheduled, when a client was idle and waiting for it
   double send_ms = kNaN;
-  double first_byte_ms = kNaN;  // response headers
-  double first_token_ms = kNaN; // first chunk with text
+  double first_byte_ms = kNaN;   // response headers
+  double first_token_ms = kNaN;  // first chunk with text
   double end_ms = kNaN;
-  std::vector<double> chunk_ms; // every chunk with text
+  std::vector<double> chunk_ms;  // every chunk with text
 
-  int64_t prompt_tokens = -1;   // as the server reports (usage); -1: unknown
-  int64_t output_tokens = -1;   // usage.completion_tokens, else the text chunks
+  int64_t prompt_tokens = -1;  // as the server reports (usage); -1: unknown
+  int64_t output_tokens = -1;  // usage.completion_tokens, else the text chunks
   int64_t cached_tokens = -1;
   double server_queue_ms = kNaN;
   double server_prompt_ms = kNaN;

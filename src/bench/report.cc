@@ -26,7 +26,7 @@ int64_t input_tokens_of(const RequestRecord& r) {
 }
 int64_t output_tokens_of(const RequestRecord& r) {
   return r.status == RequestStatus::kOk || r.status == RequestStatus::kCancelled ? std::max<int64_t>(0, r.output_tokens)
-                                                                                  : 0;
+                                                                                 : 0;
 }
 
 bool meets_slo(const RequestRecord& r, const Slo& slo) {
@@ -51,9 +51,9 @@ json latency_json(const std::vector<const RequestRecord*>& recs) {
     prefill.push_back(r->ttft_ms() - q);
     decode.push_back(r->e2e_ms() - r->ttft_ms());
   }
-  return {{"queue", summary_to_json(summarize(queue))}, {"ttft", summary_to_json(summarize(ttft))},
-          {"tpot", summary_to_json(summarize(tpot))}, {"itl", summary_to_json(summarize(itl))},
-          {"e2e", summary_to_json(summarize(e2e))}, {"sched_delay", summary_to_json(summarize(sched))},
+  return {{"queue", summary_to_json(summarize(queue))},     {"ttft", summary_to_json(summarize(ttft))},
+          {"tpot", summary_to_json(summarize(tpot))},       {"itl", summary_to_json(summarize(itl))},
+          {"e2e", summary_to_json(summarize(e2e))},         {"sched_delay", summary_to_json(summarize(sched))},
           {"prefill", summary_to_json(summarize(prefill))}, {"decode", summary_to_json(summarize(decode))}};
 }
 
@@ -91,8 +91,10 @@ json server_json(const std::vector<const RequestRecord*>& recs, const ServerCell
     cached += static_cast<double>(r->cached_tokens);
     prompt_with_cached += static_cast<double>(input_tokens_of(*r));
   }
-  json out = {{"planned_shared_fraction", ratio(shared, planned)}, {"prefix_cache_hit_rate", nullptr},
-              {"prefix_cache_hit_rate_source", nullptr}, {"memory_high_water_bytes", nullptr},
+  json out = {{"planned_shared_fraction", ratio(shared, planned)},
+              {"prefix_cache_hit_rate", nullptr},
+              {"prefix_cache_hit_rate_source", nullptr},
+              {"memory_high_water_bytes", nullptr},
               {"memory_source", nullptr}};
   if (server && server->prefix_hit_tokens >= 0 && server->prefix_miss_tokens >= 0) {
     const double looked_up = server->prefix_hit_tokens + server->prefix_miss_tokens;
@@ -135,17 +137,26 @@ json cell_json(const CellInput& in, const Slo& slo) {
   json j = {{"requests", counts},
             {"rates", rates_json(counts, sent)},
             {"latency_ms", latency_json(in.recs)},
-            {"throughput", {{"window_s", w}, {"req_per_s", ratio(double(ok), w)}, {"input_tok_per_s", ratio(input, w)},
-                            {"output_tok_per_s", ratio(output, w)}, {"total_tok_per_s", ratio(input + output, w)}}},
+            {"throughput",
+             {{"window_s", w},
+              {"req_per_s", ratio(double(ok), w)},
+              {"input_tok_per_s", ratio(input, w)},
+              {"output_tok_per_s", ratio(output, w)},
+              {"total_tok_per_s", ratio(input + output, w)}}},
             {"tokens", {{"input", input}, {"output", output}}},
             {"goodput", {{"req_per_s", ratio(good, w)}, {"fraction", ratio(good, double(sent))}}},
-            {"stages_ms", {{"client_queue", split.client_queue_ms}, {"server_queue", split.server_queue_ms},
-                           {"prefill", split.prefill_ms}, {"decode", split.decode_ms}}},
+            {"stages_ms",
+             {{"client_queue", split.client_queue_ms},
+              {"server_queue", split.server_queue_ms},
+              {"prefill", split.prefill_ms},
+              {"decode", split.decode_ms}}},
             {"bottleneck", split.bottleneck},
             {"server", server_json(in.recs, in.server)},
-            {"cost", {{"usd", in.cost_usd}, {"per_success_usd", number_or_null(ok ? in.cost_usd / double(ok) : NAN)},
-                      {"per_success_cents", number_or_null(ok ? 100 * in.cost_usd / double(ok) : NAN)},
-                      {"per_million_output_tokens_usd", number_or_null(output > 0 ? in.cost_usd / output * 1e6 : NAN)}}}};
+            {"cost",
+             {{"usd", in.cost_usd},
+              {"per_success_usd", number_or_null(ok ? in.cost_usd / double(ok) : NAN)},
+              {"per_success_cents", number_or_null(ok ? 100 * in.cost_usd / double(ok) : NAN)},
+              {"per_million_output_tokens_usd", number_or_null(output > 0 ? in.cost_usd / output * 1e6 : NAN)}}}};
   const double fail_rate = 1.0 - ratio(double(ok) + counts["cancelled"].get<double>(), double(sent));
   if (sent > 0 && fail_rate > 0.05) j["bottleneck"] = "failures";
   return j;
@@ -233,9 +244,8 @@ StageSplit stage_split(const std::vector<const RequestRecord*>& ok) {
   s.prefill_ms /= n;
   s.decode_ms /= n;
   // Without the server's queue time, waiting in its queue is inside TTFT.
-  const bool queue_known = std::any_of(ok.begin(), ok.end(), [](const RequestRecord* r) {
-    return !std::isnan(r->server_queue_ms);
-  });
+  const bool queue_known =
+      std::any_of(ok.begin(), ok.end(), [](const RequestRecord* r) { return !std::isnan(r->server_queue_ms); });
   const std::pair<double, const char*> stages[] = {
       {s.client_queue_ms, "client queue (concurrency cap)"},
       {s.server_queue_ms, "server queue"},
@@ -288,10 +298,14 @@ json all_cells(const TrafficSpec& spec, const RunPlan& plan, const RunResult& ru
 }
 
 json gates_json(const Gates& g) {
-  return {{"quality_regression", g.quality_regression}, {"p99_budget_breach", g.p99_budget_breach},
-          {"p99_budget_ms", g.p99_budget_ms}, {"p99_tolerance", g.p99_tolerance},
-          {"max_success_rate_drop", g.max_success_rate_drop}, {"min_improvement", g.min_improvement},
-          {"max_regression", g.max_regression}, {"max_communication_share", g.max_communication_share},
+  return {{"quality_regression", g.quality_regression},
+          {"p99_budget_breach", g.p99_budget_breach},
+          {"p99_budget_ms", g.p99_budget_ms},
+          {"p99_tolerance", g.p99_tolerance},
+          {"max_success_rate_drop", g.max_success_rate_drop},
+          {"min_improvement", g.min_improvement},
+          {"max_regression", g.max_regression},
+          {"max_communication_share", g.max_communication_share},
           {"min_slice_requests", g.min_slice_requests}};
 }
 
@@ -308,24 +322,28 @@ json build_report(const TrafficSpec& spec, const RunPlan& plan, const RunResult&
   for (const std::string& m : spec.report_metrics) headline[m] = headline_value(o, m);
   int64_t warm_ok = 0;
   for (const RequestRecord& r : run.warmup.records) warm_ok += is_ok(r);
-  return {{"format", "tokenmill-bench-report/1"},
-          {"benchmark", spec.name},
-          {"spec_hash", traffic_shape_hash(spec)},
-          {"traffic_shape", traffic_shape_json(spec)},
-          {"target", {{"url", run.url}, {"endpoint", endpoint_name(spec.endpoint)}, {"model", spec.model},
-                      {"stream", spec.stream}}},
-          {"controls", {{"random_seed", spec.seed}, {"warmup_requests", spec.warmup_requests},
-                        {"hardware", spec.hardware}, {"driver", spec.driver}}},
-          {"cost_model", {{"usd_per_hour", spec.usd_per_hour}}},
-          {"slo", {{"ttft_ms", spec.slo.ttft_ms}, {"tpot_ms", spec.slo.tpot_ms}, {"e2e_ms", spec.slo.e2e_ms}}},
-          {"gates", gates_json(spec.gates)},
-          {"report_metrics", spec.report_metrics},
-          {"started_at", run.started_at},
-          {"warmup", {{"requests", run.warmup.records.size()}, {"ok", warm_ok}}},
-          {"client", driver_report(run)},
-          {"headline", headline},
-          {"cells", cells},
-          {"overall", o}};
+  return {
+      {"format", "tokenmill-bench-report/1"},
+      {"benchmark", spec.name},
+      {"spec_hash", traffic_shape_hash(spec)},
+      {"traffic_shape", traffic_shape_json(spec)},
+      {"target",
+       {{"url", run.url}, {"endpoint", endpoint_name(spec.endpoint)}, {"model", spec.model}, {"stream", spec.stream}}},
+      {"controls",
+       {{"random_seed", spec.seed},
+        {"warmup_requests", spec.warmup_requests},
+        {"hardware", spec.hardware},
+        {"driver", spec.driver}}},
+      {"cost_model", {{"usd_per_hour", spec.usd_per_hour}}},
+      {"slo", {{"ttft_ms", spec.slo.ttft_ms}, {"tpot_ms", spec.slo.tpot_ms}, {"e2e_ms", spec.slo.e2e_ms}}},
+      {"gates", gates_json(spec.gates)},
+      {"report_metrics", spec.report_metrics},
+      {"started_at", run.started_at},
+      {"warmup", {{"requests", run.warmup.records.size()}, {"ok", warm_ok}}},
+      {"client", driver_report(run)},
+      {"headline", headline},
+      {"cells", cells},
+      {"overall", o}};
 }
 
 json driver_report(const RunResult& run) {
@@ -347,21 +365,30 @@ json driver_report(const RunResult& run) {
   // Ten percent of the machine: enough to slow a CPU-bound server beside it.
   const double core_limit = std::max(0.2, 0.1 * double(std::thread::hardware_concurrency()));
   if (cores > core_limit) {
-    warnings.push_back(fmt::format("the client used {:.2f} CPU cores on average; on a machine shared with the "
-                                   "server it may be the bottleneck or slow the server down", cores));
+    warnings.push_back(
+        fmt::format("the client used {:.2f} CPU cores on average; on a machine shared with the "
+                    "server it may be the bottleneck or slow the server down",
+                    cores));
   }
   if (lag_s.count > 0 && lag_s.p99 > 5.0) {
-    warnings.push_back(fmt::format("scheduled requests left {:.1f} ms late at p99 with a client idle: the client "
-                                   "cannot keep the arrival schedule (timer or CPU starvation)", lag_s.p99));
+    warnings.push_back(
+        fmt::format("scheduled requests left {:.1f} ms late at p99 with a client idle: the client "
+                    "cannot keep the arrival schedule (timer or CPU starvation)",
+                    lag_s.p99));
   }
   if (handling_us > 200) {
-    warnings.push_back(fmt::format("{:.0f} us per received chunk: client-side parsing distorts token times",
-                                   handling_us));
+    warnings.push_back(
+        fmt::format("{:.0f} us per received chunk: client-side parsing distorts token times", handling_us));
   }
-  return {{"wall_s", total.wall_s}, {"cpu_s", total.cpu_s}, {"cpu_cores_used", cores},
-          {"client_threads_max", total.threads}, {"chunks", total.chunks},
-          {"chunk_handling_us_mean", handling_us}, {"chunk_handling_ms_max", total.handling_max_ms},
-          {"dispatch_lag_ms", summary_to_json(lag_s)}, {"warnings", warnings}};
+  return {{"wall_s", total.wall_s},
+          {"cpu_s", total.cpu_s},
+          {"cpu_cores_used", cores},
+          {"client_threads_max", total.threads},
+          {"chunks", total.chunks},
+          {"chunk_handling_us_mean", handling_us},
+          {"chunk_handling_ms_max", total.handling_max_ms},
+          {"dispatch_lag_ms", summary_to_json(lag_s)},
+          {"warnings", warnings}};
 }
 
 }  // namespace tokenmill::bench

@@ -31,8 +31,8 @@ struct RunResult {
   std::string url;
   std::string started_at;  // ISO 8601, UTC
   CellRun warmup;
-  std::vector<CellRun> cells;            // parallel to RunPlan::cells
-  std::vector<ServerCellStats> server;   // parallel to cells
+  std::vector<CellRun> cells;           // parallel to RunPlan::cells
+  std::vector<ServerCellStats> server;  // parallel to cells
   std::optional<double> server_peak_rss_bytes;
 };
 

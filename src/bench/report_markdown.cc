@@ -39,8 +39,9 @@ std::string cell_label(const json& c) {
 }
 
 void latency_table(const json& rows, std::string& md) {
-  md += "| cell | ok | TTFT p50 | TTFT p95 | TTFT p99 | TPOT p50 | TPOT p99 | ITL p50 | ITL p99 | E2E p50 | E2E p95 "
-        "| E2E p99 | E2E max | queue p50 | queue p99 |\n";
+  md +=
+      "| cell | ok | TTFT p50 | TTFT p95 | TTFT p99 | TPOT p50 | TPOT p99 | ITL p50 | ITL p99 | E2E p50 | E2E p95 "
+      "| E2E p99 | E2E max | queue p50 | queue p99 |\n";
   md += "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n";
   for (const json& c : rows) {
     const json& l = c["latency_ms"];
@@ -53,8 +54,9 @@ void latency_table(const json& rows, std::string& md) {
 }
 
 void throughput_table(const json& rows, std::string& md) {
-  md += "| cell | req/s | input tok/s | output tok/s | total tok/s | goodput req/s | success | error | timeout | "
-        "rejected | cancelled | OOM |\n|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n";
+  md +=
+      "| cell | req/s | input tok/s | output tok/s | total tok/s | goodput req/s | success | error | timeout | "
+      "rejected | cancelled | OOM |\n|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n";
   for (const json& c : rows) {
     const json& t = c["throughput"];
     const json& r = c["rates"];
@@ -82,16 +84,16 @@ void stages_table(const json& rows, std::string& md) {
 }
 
 void server_table(const json& rows, std::string& md) {
-  md += "| cell | memory high-water | prefix-cache hit rate | source | planned shared tokens | cost/success | "
-        "cost/M output tok |\n|---|---:|---:|---|---:|---:|---:|\n";
+  md +=
+      "| cell | memory high-water | prefix-cache hit rate | source | planned shared tokens | cost/success | "
+      "cost/M output tok |\n|---|---:|---:|---|---:|---:|---:|\n";
   for (const json& c : rows) {
     const json& s = c["server"];
     const json& cost = c["cost"];
     md += fmt::format("| {} | {} | {} | {} | {} | {} | {} |\n", cell_label(c), bytes(s["memory_high_water_bytes"]),
-                      pct(s["prefix_cache_hit_rate"]),
-                      text_or_dash(s["prefix_cache_hit_rate_source"]),
-                      pct(s["planned_shared_fraction"]),
-                      usd(cost["per_success_usd"]), usd(cost["per_million_output_tokens_usd"]));
+                      pct(s["prefix_cache_hit_rate"]), text_or_dash(s["prefix_cache_hit_rate_source"]),
+                      pct(s["planned_shared_fraction"]), usd(cost["per_success_usd"]),
+                      usd(cost["per_million_output_tokens_usd"]));
   }
 }
 

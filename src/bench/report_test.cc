@@ -64,11 +64,11 @@ TEST_F(ReportTest, CellNumbersByHand) {
   const nlohmann::json& t = c["throughput"];
   EXPECT_DOUBLE_EQ(t["window_s"].get<double>(), 2.0);
   EXPECT_DOUBLE_EQ(t["req_per_s"].get<double>(), 1.0);
-  EXPECT_DOUBLE_EQ(t["input_tok_per_s"].get<double>(), 100.0);   // (50 + 150) / 2
-  EXPECT_DOUBLE_EQ(t["output_tok_per_s"].get<double>(), 4.5);    // (4 + 3 + 2) / 2
+  EXPECT_DOUBLE_EQ(t["input_tok_per_s"].get<double>(), 100.0);  // (50 + 150) / 2
+  EXPECT_DOUBLE_EQ(t["output_tok_per_s"].get<double>(), 4.5);   // (4 + 3 + 2) / 2
   EXPECT_DOUBLE_EQ(t["total_tok_per_s"].get<double>(), 104.5);
   const nlohmann::json& l = c["latency_ms"];
-  EXPECT_EQ(l["ttft"]["count"], 3);                    // the cancelled one saw a first token
+  EXPECT_EQ(l["ttft"]["count"], 3);  // the cancelled one saw a first token
   EXPECT_DOUBLE_EQ(l["ttft"]["p50"].get<double>(), 100);
   EXPECT_DOUBLE_EQ(l["ttft"]["mean"].get<double>(), 200);
   EXPECT_DOUBLE_EQ(l["tpot"]["min"].get<double>(), 10);  // (130 - 100) / 3
@@ -80,7 +80,7 @@ TEST_F(ReportTest, CellNumbersByHand) {
   EXPECT_DOUBLE_EQ(c["cost"]["usd"].get<double>(), 0.02);
   EXPECT_DOUBLE_EQ(c["cost"]["per_success_usd"].get<double>(), 0.01);
   EXPECT_NEAR(c["cost"]["per_million_output_tokens_usd"].get<double>(), 0.02 / 9 * 1e6, 1e-6);
-  EXPECT_EQ(c["bottleneck"], "failures");  // 25% rejected
+  EXPECT_EQ(c["bottleneck"], "failures");                                     // 25% rejected
   EXPECT_DOUBLE_EQ(c["server"]["prefix_cache_hit_rate"].get<double>(), 0.2);  // 10 / 50 from responses
   EXPECT_EQ(c["server"]["prefix_cache_hit_rate_source"], "responses");
   // Buckets: bucket 0 holds r0 and r2; its cost share is its tokens (54 + 62) of 269.

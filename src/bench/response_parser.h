@@ -17,7 +17,7 @@ struct ResponsePiece {
   int64_t text_bytes = 0;  // of choices[0].text or choices[0].delta.content
   bool has_choice = false;
   std::string finish_reason;
-  std::string error;       // an {"error": ...} payload's message
+  std::string error;  // an {"error": ...} payload's message
   int64_t prompt_tokens = -1;
   int64_t completion_tokens = -1;
   int64_t cached_tokens = -1;

@@ -14,9 +14,9 @@ struct ServeOptions {
   std::vector<std::string> overrides;  // "dotted.key=value"
   std::string url;                     // "" = the spec's target.url
   std::string out_dir = "bench-out";
-  std::string tokenizer_gguf;          // non-empty: count prompt tokens with this GGUF
-  int64_t server_pid = 0;              // > 0: read the server's RSS from /proc
-  bool dry_run = false;                // write plan.jsonl and stop
+  std::string tokenizer_gguf;  // non-empty: count prompt tokens with this GGUF
+  int64_t server_pid = 0;      // > 0: read the server's RSS from /proc
+  bool dry_run = false;        // write plan.jsonl and stop
   bool plots = true;
 };
 

@@ -27,9 +27,12 @@ std::map<std::string, double> parse_prometheus_text(const std::string& text) {
       bool quoted = false;
       size_t i = name_end + 1;
       for (; i < line.size(); ++i) {
-        if (line[i] == '\\' && quoted) ++i;
-        else if (line[i] == '"') quoted = !quoted;
-        else if (line[i] == '}' && !quoted) break;
+        if (line[i] == '\\' && quoted)
+          ++i;
+        else if (line[i] == '"')
+          quoted = !quoted;
+        else if (line[i] == '}' && !quoted)
+          break;
       }
       if (i >= line.size()) continue;
       value_start = i + 1;
@@ -72,8 +75,7 @@ std::optional<ProcessMemory> read_process_memory(int64_t pid) {
   return m;
 }
 
-ServerMonitor::ServerMonitor(const std::string& url, const ServerMetricNames& names, double interval_s,
-                             int64_t pid)
+ServerMonitor::ServerMonitor(const std::string& url, const ServerMetricNames& names, double interval_s, int64_t pid)
     : names_(names), interval_s_(interval_s), pid_(pid) {
   const HttpTarget t = parse_target_url(url);
   origin_ = t.origin;

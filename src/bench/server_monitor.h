@@ -21,8 +21,7 @@ namespace tokenmill::bench {
 std::map<std::string, double> parse_prometheus_text(const std::string& text);
 
 // The first of `names` present in `metrics`.
-std::optional<double> first_metric(const std::map<std::string, double>& metrics,
-                                   const std::vector<std::string>& names);
+std::optional<double> first_metric(const std::map<std::string, double>& metrics, const std::vector<std::string>& names);
 
 // Resident set size (VmRSS) and its peak (VmHWM) of a process, in bytes.
 struct ProcessMemory {
@@ -35,8 +34,8 @@ std::optional<ProcessMemory> read_process_memory(int64_t pid);
 struct ServerCellStats {
   bool metrics_available = false;
   double memory_high_water_bytes = -1;  // max sample; -1: not seen
-  std::string memory_source;             // "metrics:<name>", "proc:<pid>" or ""
-  double prefix_hit_tokens = -1;         // counter deltas over the cell; -1: not exported
+  std::string memory_source;            // "metrics:<name>", "proc:<pid>" or ""
+  double prefix_hit_tokens = -1;        // counter deltas over the cell; -1: not exported
   double prefix_miss_tokens = -1;
 };
 

@@ -74,15 +74,15 @@ TEST(ResponseParser, DoneErrorsAndGarbage) {
 // Found with fuzz_bench_parsers: counts outside int64 were converted with
 // undefined behaviour, and llama.cpp's prompt_n + cache_n could overflow.
 TEST(ResponseParser, OutOfRangeCountsAreUnknown) {
-  const ResponsePiece f = parse_response_piece(
-      R"({"usage":{"prompt_tokens":1e300,"completion_tokens":18446744073709551615,)"
-      R"("prompt_tokens_details":{"cached_tokens":-1e30}}})");
+  const ResponsePiece f =
+      parse_response_piece(R"({"usage":{"prompt_tokens":1e300,"completion_tokens":18446744073709551615,)"
+                           R"("prompt_tokens_details":{"cached_tokens":-1e30}}})");
   EXPECT_EQ(f.prompt_tokens, -1);
   EXPECT_EQ(f.completion_tokens, -1);
   EXPECT_EQ(f.cached_tokens, -1);
   EXPECT_EQ(parse_response_piece(R"({"usage":{"prompt_tokens":12.0}})").prompt_tokens, 12);
-  const ResponsePiece l = parse_response_piece(
-      R"({"choices":[{"text":""}],"timings":{"prompt_n":9223372036854775807,"cache_n":1}})");
+  const ResponsePiece l =
+      parse_response_piece(R"({"choices":[{"text":""}],"timings":{"prompt_n":9223372036854775807,"cache_n":1}})");
   EXPECT_EQ(l.prompt_tokens, -1);
   EXPECT_EQ(l.cached_tokens, 1);
 }

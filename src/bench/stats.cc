@@ -18,8 +18,7 @@ double percentile_sorted(const std::vector<double>& sorted, double q) {
 }
 
 Summary summarize(std::vector<double> samples) {
-  samples.erase(std::remove_if(samples.begin(), samples.end(), [](double x) { return std::isnan(x); }),
-                samples.end());
+  samples.erase(std::remove_if(samples.begin(), samples.end(), [](double x) { return std::isnan(x); }), samples.end());
   Summary s;
   if (samples.empty()) return s;
   std::sort(samples.begin(), samples.end());
@@ -38,11 +37,11 @@ Summary summarize(std::vector<double> samples) {
 
 nlohmann::json summary_to_json(const Summary& s) {
   if (s.count == 0) {
-    return {{"count", 0}, {"mean", nullptr}, {"p50", nullptr}, {"p90", nullptr}, {"p95", nullptr},
-            {"p99", nullptr}, {"min", nullptr}, {"max", nullptr}};
+    return {{"count", 0},     {"mean", nullptr}, {"p50", nullptr}, {"p90", nullptr},
+            {"p95", nullptr}, {"p99", nullptr},  {"min", nullptr}, {"max", nullptr}};
   }
-  return {{"count", s.count}, {"mean", s.mean}, {"p50", s.p50}, {"p90", s.p90}, {"p95", s.p95},
-          {"p99", s.p99}, {"min", s.min}, {"max", s.max}};
+  return {{"count", s.count}, {"mean", s.mean}, {"p50", s.p50}, {"p90", s.p90},
+          {"p95", s.p95},     {"p99", s.p99},   {"min", s.min}, {"max", s.max}};
 }
 
 }  // namespace tokenmill::bench

@@ -22,8 +22,8 @@ json card(const json& cell) {
     const double x = get_num(cell, json::json_pointer(path));
     return std::isfinite(x) ? json(x) : json(nullptr);
   };
-  return {{"ttft_ms", v("/latency_ms/ttft/p50")}, {"tpot_ms", v("/latency_ms/tpot/p50")},
-          {"p99_ms", v("/latency_ms/e2e/p99")}, {"success_rate", v("/rates/success_rate")},
+  return {{"ttft_ms", v("/latency_ms/ttft/p50")},       {"tpot_ms", v("/latency_ms/tpot/p50")},
+          {"p99_ms", v("/latency_ms/e2e/p99")},         {"success_rate", v("/rates/success_rate")},
           {"cost_cents", v("/cost/per_success_cents")}, {"output_tok_per_s", v("/throughput/output_tok_per_s")}};
 }
 
@@ -51,8 +51,10 @@ void check_same_shape(const json& a, const json& b) {
   for (const auto& [k, v] : b["traffic_shape"].items()) {
     if (!a["traffic_shape"].contains(k)) diff.push_back(k);
   }
-  fail("refusing to compare different traffic shapes (spec hash {} vs {}; differing: {}): compare only under the "
-       "same shape", a["spec_hash"].get<std::string>(), b["spec_hash"].get<std::string>(), fmt::join(diff, ", "));
+  fail(
+      "refusing to compare different traffic shapes (spec hash {} vs {}; differing: {}): compare only under the "
+      "same shape",
+      a["spec_hash"].get<std::string>(), b["spec_hash"].get<std::string>(), fmt::join(diff, ", "));
 }
 
 GateResult quality_gate(const CompareInput& in) {
@@ -93,7 +95,8 @@ GateResult p99_gate(const CompareInput& in, const json& before_cell, const json&
     for (const json& b : in.before["cells"]) {
       if (b["key"] != a["key"]) continue;
       if (b["requests"]["ok"].get<int64_t>() < gates.min_slice_requests ||
-          a["requests"]["ok"].get<int64_t>() < gates.min_slice_requests) continue;
+          a["requests"]["ok"].get<int64_t>() < gates.min_slice_requests)
+        continue;
       check(a["key"].get<std::string>(), b, a);
     }
   }
@@ -104,9 +107,9 @@ GateResult p99_gate(const CompareInput& in, const json& before_cell, const json&
     g.status = "fail";
     g.detail = fmt::format("breached: {}", fmt::join(breaches, "; "));
   } else {
-    g.detail = gates.p99_budget_ms > 0 ? fmt::format("all within {:.0f} ms ({} checked)", gates.p99_budget_ms, checked)
-                                       : fmt::format("all within before's p99 + {:.0f}% ({} checked)",
-                                                     100 * gates.p99_tolerance, checked);
+    g.detail = gates.p99_budget_ms > 0
+                   ? fmt::format("all within {:.0f} ms ({} checked)", gates.p99_budget_ms, checked)
+                   : fmt::format("all within before's p99 + {:.0f}% ({} checked)", 100 * gates.p99_tolerance, checked);
   }
   return g;
 }
@@ -131,7 +134,10 @@ double gain(double before, double after, bool lower_is_better) {
 }
 
 void judge_metrics(const CompareInput& in, Ticket& t) {
-  struct M { const char* key; bool lower_is_better; };
+  struct M {
+    const char* key;
+    bool lower_is_better;
+  };
   for (const M m : {M{"ttft_ms", true}, M{"p99_ms", true}, M{"cost_cents", true}, M{"output_tok_per_s", false}}) {
     const json& b = t.before[m.key];
     const json& a = t.after[m.key];
@@ -147,8 +153,8 @@ void judge_metrics(const CompareInput& in, Ticket& t) {
   const json& sa = t.after["success_rate"];
   if (sb.is_number() && sa.is_number()) {
     const double drop = sb.get<double>() - sa.get<double>();
-    const std::string text = fmt::format("success_rate {:.3f} -> {:.3f} ({:+.1f} pp)", sb.get<double>(),
-                                         sa.get<double>(), -100 * drop);
+    const std::string text =
+        fmt::format("success_rate {:.3f} -> {:.3f} ({:+.1f} pp)", sb.get<double>(), sa.get<double>(), -100 * drop);
     if (drop > in.gates.max_success_rate_drop + 1e-12) t.regressed.push_back(text);
     if (-drop >= in.gates.max_success_rate_drop && -drop > 0) t.improved.push_back(text);
   }
@@ -192,8 +198,9 @@ void conclude(Ticket& t) {
   } else if (!unmeasured.empty()) {
     t.decision = "hold";
     t.reason = fmt::format("gate not measured — {}; improved: {}", fmt::join(unmeasured, "; "), gains);
-    t.next = "measure what is missing (e.g. run the quality eval on both builds and pass --quality-before/"
-             "--quality-after), then compare again";
+    t.next =
+        "measure what is missing (e.g. run the quality eval on both builds and pass --quality-before/"
+        "--quality-after), then compare again";
   } else if (!t.regressed.empty()) {
     t.decision = "hold";
     t.reason = fmt::format("trade-off — improved: {}; regressed: {}", gains, fmt::join(t.regressed, ", "));
@@ -271,11 +278,16 @@ Ticket decide(const CompareInput& in) {
 namespace {
 
 void emit_json_value(YAML::Emitter& e, const json& v) {
-  if (v.is_number_integer()) e << v.get<int64_t>();
-  else if (v.is_number()) e << v.get<double>();
-  else if (v.is_string()) e << v.get<std::string>();
-  else if (v.is_boolean()) e << v.get<bool>();
-  else e << YAML::Null;
+  if (v.is_number_integer())
+    e << v.get<int64_t>();
+  else if (v.is_number())
+    e << v.get<double>();
+  else if (v.is_string())
+    e << v.get<std::string>();
+  else if (v.is_boolean())
+    e << v.get<bool>();
+  else
+    e << YAML::Null;
 }
 
 void emit_card(YAML::Emitter& e, const json& card) {

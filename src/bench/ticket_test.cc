@@ -21,9 +21,11 @@ json cell(const std::string& key, double ttft, double p99, double success, doubl
 }
 
 json report(const std::string& hash, json overall, json cells = json::array()) {
-  return {{"format", "tokenmill-bench-report/1"}, {"spec_hash", hash},
+  return {{"format", "tokenmill-bench-report/1"},
+          {"spec_hash", hash},
           {"traffic_shape", {{"rate", hash == "aaaa" ? 1.0 : 2.0}, {"concurrency", {8}}}},
-          {"overall", std::move(overall)}, {"cells", std::move(cells)}};
+          {"overall", std::move(overall)},
+          {"cells", std::move(cells)}};
 }
 
 CompareInput input(json before, json after, Gates gates = {}) {

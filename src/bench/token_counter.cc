@@ -3,8 +3,8 @@
 #include <httplib.h>
 
 #include <memory>
-#include <optional>
 #include <mutex>
+#include <optional>
 
 #include <nlohmann/json.hpp>
 

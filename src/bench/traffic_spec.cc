@@ -41,8 +41,7 @@ ArrivalKind parse_arrival(YamlFields& f, const std::string& key) {
   f.fail_at(key, "'" + s + "' is not one of poisson, poisson_with_burst, constant, closed_loop, replay");
 }
 
-std::vector<LengthRange> parse_buckets(YamlFields& f, const std::string& key,
-                                       std::vector<LengthRange> fallback) {
+std::vector<LengthRange> parse_buckets(YamlFields& f, const std::string& key, std::vector<LengthRange> fallback) {
   const YAML::Node n = f.get(key);
   if (!n || n.IsNull()) return fallback;
   if (!n.IsSequence() || n.size() == 0) f.fail_at(key, "must be a non-empty list of [min, max] pairs");
@@ -53,8 +52,7 @@ std::vector<LengthRange> parse_buckets(YamlFields& f, const std::string& key,
     const LengthRange r{yaml_integer(n[i][0], f.origin(), name + "[0]"),
                         yaml_integer(n[i][1], f.origin(), name + "[1]")};
     if (r.min < 0 || r.max < 1 || r.min > r.max || r.max > kMaxTokens) {
-      fail("{}: {}: need 0 <= min <= max, 1 <= max <= {} (got [{}, {}])", f.origin(), name, kMaxTokens,
-           r.min, r.max);
+      fail("{}: {}: need 0 <= min <= max, 1 <= max <= {} (got [{}, {}])", f.origin(), name, kMaxTokens, r.min, r.max);
     }
     out.push_back(r);
   }
@@ -66,8 +64,7 @@ std::vector<double> parse_weights(YamlFields& f, const std::string& key, size_t 
   std::vector<double> w = f.numbers(key, {}, 0, 1e9);
   if (w.empty()) return std::vector<double>(num_buckets, 1.0);
   if (w.size() != num_buckets) {
-    f.fail_at(key, fmt::format("has {} weights but {} has {} buckets", w.size(), f.field(buckets_key),
-                               num_buckets));
+    f.fail_at(key, fmt::format("has {} weights but {} has {} buckets", w.size(), f.field(buckets_key), num_buckets));
   }
   double sum = 0;
   for (double x : w) sum += x;
@@ -170,8 +167,7 @@ void parse_gates_map(YamlFields& f, Gates& g) {
 
 void parse_controls(YamlFields& f, TrafficSpec& s) {
   s.warmup_requests = f.integer("warmup_requests", s.warmup_requests, 0, 1000000);
-  const int64_t seed = f.integer("random_seed", static_cast<int64_t>(s.seed), 0,
-                                 std::numeric_limits<int64_t>::max());
+  const int64_t seed = f.integer("random_seed", static_cast<int64_t>(s.seed), 0, std::numeric_limits<int64_t>::max());
   s.seed = static_cast<uint64_t>(seed);
   s.hardware = f.string("hardware", "");
   s.driver = f.string("driver", "");
@@ -186,8 +182,8 @@ void cross_check(const TrafficSpec& s, const std::string& origin) {
   if (s.prompt_source != PromptSource::kSynthetic) {
     for (double h : s.cache_hit_rates) {
       if (h != 0) {
-        fail("{}: traffic.cache_hit_rate: must be [0.0] with prompts.source {} (the prompts decide sharing)",
-             origin, prompt_source_name(s.prompt_source));
+        fail("{}: traffic.cache_hit_rate: must be [0.0] with prompts.source {} (the prompts decide sharing)", origin,
+             prompt_source_name(s.prompt_source));
       }
     }
   }
@@ -242,12 +238,29 @@ const char* token_counter_name(TokenCounterKind k) {
 }
 
 const std::vector<std::string>& known_report_metrics() {
-  static const std::vector<std::string> kKnown = {
-      "queue_ms", "ttft_ms", "tpot_ms", "itl_ms", "e2e_ms", "p50_ms", "p95_ms", "p99_ms",
-      "req_per_s", "input_tok_per_s", "output_tok_per_s", "total_tok_per_s", "goodput_req_per_s",
-      "success_rate", "error_rate", "timeout_rate", "rejection_rate", "cancel_rate", "oom_rate",
-      "cost_per_success", "cost_per_million_output_tokens", "prefix_cache_hit_rate",
-      "server_memory_bytes"};
+  static const std::vector<std::string> kKnown = {"queue_ms",
+                                                  "ttft_ms",
+                                                  "tpot_ms",
+                                                  "itl_ms",
+                                                  "e2e_ms",
+                                                  "p50_ms",
+                                                  "p95_ms",
+                                                  "p99_ms",
+                                                  "req_per_s",
+                                                  "input_tok_per_s",
+                                                  "output_tok_per_s",
+                                                  "total_tok_per_s",
+                                                  "goodput_req_per_s",
+                                                  "success_rate",
+                                                  "error_rate",
+                                                  "timeout_rate",
+                                                  "rejection_rate",
+                                                  "cancel_rate",
+                                                  "oom_rate",
+                                                  "cost_per_success",
+                                                  "cost_per_million_output_tokens",
+                                                  "prefix_cache_hit_rate",
+                                                  "server_memory_bytes"};
   return kKnown;
 }
 
@@ -325,18 +338,29 @@ nlohmann::json traffic_shape_json(const TrafficSpec& s) {
   json buckets = json::array(), outs = json::array();
   for (const LengthRange& r : s.input_buckets) buckets.push_back({r.min, r.max});
   for (const LengthRange& r : s.output_buckets) outs.push_back({r.min, r.max});
-  json shape = {
-      {"endpoint", endpoint_name(s.endpoint)}, {"stream", s.stream}, {"ignore_eos", s.ignore_eos},
-      {"temperature", s.temperature}, {"concurrency", s.concurrency}, {"arrival", arrival_name(s.arrival)},
-      {"rate", s.rate}, {"burst", {s.burst.factor, s.burst.length_s, s.burst.period_s}},
-      {"think_time_s", s.think_time_s}, {"length_buckets", buckets}, {"length_bucket_weights", s.input_weights},
-      {"output_buckets", outs}, {"output_bucket_weights", s.output_weights},
-      {"cache_hit_rate", s.cache_hit_rates}, {"shared_prefix_tokens", s.shared_prefix_tokens},
-      {"requests_per_cell", s.requests_per_cell}, {"duration_s", s.duration_s},
-      {"cancel_rate", s.cancel_rate}, {"request_timeout_s", s.request_timeout_s},
-      {"prompt_source", prompt_source_name(s.prompt_source)},
-      {"token_counter", token_counter_name(s.token_counter)}, {"warmup_requests", s.warmup_requests},
-      {"random_seed", s.seed}};
+  json shape = {{"endpoint", endpoint_name(s.endpoint)},
+                {"stream", s.stream},
+                {"ignore_eos", s.ignore_eos},
+                {"temperature", s.temperature},
+                {"concurrency", s.concurrency},
+                {"arrival", arrival_name(s.arrival)},
+                {"rate", s.rate},
+                {"burst", {s.burst.factor, s.burst.length_s, s.burst.period_s}},
+                {"think_time_s", s.think_time_s},
+                {"length_buckets", buckets},
+                {"length_bucket_weights", s.input_weights},
+                {"output_buckets", outs},
+                {"output_bucket_weights", s.output_weights},
+                {"cache_hit_rate", s.cache_hit_rates},
+                {"shared_prefix_tokens", s.shared_prefix_tokens},
+                {"requests_per_cell", s.requests_per_cell},
+                {"duration_s", s.duration_s},
+                {"cancel_rate", s.cancel_rate},
+                {"request_timeout_s", s.request_timeout_s},
+                {"prompt_source", prompt_source_name(s.prompt_source)},
+                {"token_counter", token_counter_name(s.token_counter)},
+                {"warmup_requests", s.warmup_requests},
+                {"random_seed", s.seed}};
   if (!s.prompts_path.empty()) {
     shape["prompts_fnv1a64"] = fmt::format("{:016x}", fnv1a64(read_file(s.prompts_path, "prompts file")));
   }

@@ -50,15 +50,15 @@ struct Slo {
 
 // Gates of `bench compare`; see ticket.h for the decision rule.
 struct Gates {
-  double quality_regression = -1;      // max relative quality drop; < 0: no quality gate
-  bool p99_budget_breach = true;       // true: breaches allowed (no p99 gate)
-  double p99_budget_ms = 0;            // 0: the budget is before's p99 * (1 + p99_tolerance)
+  double quality_regression = -1;  // max relative quality drop; < 0: no quality gate
+  bool p99_budget_breach = true;   // true: breaches allowed (no p99 gate)
+  double p99_budget_ms = 0;        // 0: the budget is before's p99 * (1 + p99_tolerance)
   double p99_tolerance = 0.05;
-  double max_success_rate_drop = 0.01; // absolute (0.01 = one percentage point)
-  double min_improvement = 0.05;       // relative gain that counts as an improvement
-  double max_regression = 0.05;        // relative loss tolerated on any headline metric
-  double max_communication_share = 0;  // 0: no gate
-  int64_t min_slice_requests = 20;     // slices with fewer ok requests skip the p99 gate
+  double max_success_rate_drop = 0.01;  // absolute (0.01 = one percentage point)
+  double min_improvement = 0.05;        // relative gain that counts as an improvement
+  double max_regression = 0.05;         // relative loss tolerated on any headline metric
+  double max_communication_share = 0;   // 0: no gate
+  int64_t min_slice_requests = 20;      // slices with fewer ok requests skip the p99 gate
 };
 
 // Prometheus names read from the server's /metrics (first one present wins).

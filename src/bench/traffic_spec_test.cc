@@ -115,9 +115,9 @@ TEST(TrafficSpec, DefaultsAndOverrides) {
 
 TEST(TrafficSpec, ShapeHashFollowsTheShapeOnly) {
   const TrafficSpec a = parse_traffic_spec(kSeedSpec, "a.yaml");
-  const TrafficSpec same_shape = parse_traffic_spec(kSeedSpec, "b.yaml",
-                                                    {"controls.hardware=h200", "cost.usd_per_hour=3",
-                                                     "target.url=http://10.0.0.1:9000", "gates.p99_budget_ms=100"});
+  const TrafficSpec same_shape = parse_traffic_spec(
+      kSeedSpec, "b.yaml",
+      {"controls.hardware=h200", "cost.usd_per_hour=3", "target.url=http://10.0.0.1:9000", "gates.p99_budget_ms=100"});
   const TrafficSpec other_seed = parse_traffic_spec(kSeedSpec, "c.yaml", {"controls.random_seed=1"});
   const TrafficSpec other_rate = parse_traffic_spec(kSeedSpec, "d.yaml", {"traffic.rate=2"});
   EXPECT_EQ(traffic_shape_hash(a), traffic_shape_hash(same_shape));

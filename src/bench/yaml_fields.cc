@@ -25,9 +25,7 @@ YAML::Node YamlFields::get(const std::string& key) {
   return map[key];
 }
 
-std::string YamlFields::field(const std::string& key) const {
-  return path_.empty() ? key : path_ + "." + key;
-}
+std::string YamlFields::field(const std::string& key) const { return path_.empty() ? key : path_ + "." + key; }
 
 void YamlFields::fail_at(const std::string& key, const std::string& message) const {
   fail("{}: {}: {}", origin_, field(key), message);
@@ -85,8 +83,7 @@ std::string YamlFields::string(const std::string& key, const std::string& fallba
   return n.Scalar();
 }
 
-std::vector<double> YamlFields::numbers(const std::string& key, std::vector<double> fallback,
-                                        double min, double max) {
+std::vector<double> YamlFields::numbers(const std::string& key, std::vector<double> fallback, double min, double max) {
   const YAML::Node n = get(key);
   if (!n || n.IsNull()) return fallback;
   std::vector<double> out;
@@ -108,8 +105,8 @@ std::vector<double> YamlFields::numbers(const std::string& key, std::vector<doub
   return out;
 }
 
-std::vector<int64_t> YamlFields::integers(const std::string& key, std::vector<int64_t> fallback,
-                                          int64_t min, int64_t max) {
+std::vector<int64_t> YamlFields::integers(const std::string& key, std::vector<int64_t> fallback, int64_t min,
+                                          int64_t max) {
   const YAML::Node n = get(key);
   if (!n || n.IsNull()) return fallback;
   std::vector<int64_t> out;
@@ -156,8 +153,7 @@ YAML::Node parse_yaml(const std::string& text, const std::string& origin) {
   try {
     return YAML::Load(text);
   } catch (const YAML::ParserException& e) {
-    fail("{}: YAML syntax error at line {}, column {}: {}", origin, e.mark.line + 1, e.mark.column + 1,
-         e.msg);
+    fail("{}: YAML syntax error at line {}, column {}: {}", origin, e.mark.line + 1, e.mark.column + 1, e.msg);
   }
 }
 

@@ -19,7 +19,7 @@ class YamlFields {
   YamlFields(const YAML::Node& node, std::string path, std::string origin);
 
   bool has(const std::string& key) const;
-  YAML::Node get(const std::string& key);  // marks the key as read; null when absent
+  YAML::Node get(const std::string& key);           // marks the key as read; null when absent
   std::string field(const std::string& key) const;  // "path.key" for messages
   [[noreturn]] void fail_at(const std::string& key, const std::string& message) const;
 
@@ -28,10 +28,8 @@ class YamlFields {
   bool boolean(const std::string& key, bool fallback);
   std::string string(const std::string& key, const std::string& fallback);
   // A list of numbers; a single scalar reads as a one-element list.
-  std::vector<double> numbers(const std::string& key, std::vector<double> fallback, double min,
-                              double max);
-  std::vector<int64_t> integers(const std::string& key, std::vector<int64_t> fallback, int64_t min,
-                                int64_t max);
+  std::vector<double> numbers(const std::string& key, std::vector<double> fallback, double min, double max);
+  std::vector<int64_t> integers(const std::string& key, std::vector<int64_t> fallback, int64_t min, int64_t max);
   std::vector<std::string> strings(const std::string& key, std::vector<std::string> fallback);
 
   // Throws for the first key that was never read.

@@ -52,9 +52,7 @@ struct BenchOptions {
   EngineFlags engine;  // shared with `serve` (engine_flags.h)
 };
 
-engine::EngineConfig engine_config(const BenchOptions& o) {
-  return cli::engine_config(o.model_path, o.engine);
-}
+engine::EngineConfig engine_config(const BenchOptions& o) { return cli::engine_config(o.model_path, o.engine); }
 
 class PromptSource {
  public:
@@ -102,18 +100,16 @@ void require_ok(const GenerationResult& r, const char* what) {
 
 void print_engine(const Engine& e, const BenchOptions& o) {
   const model::ModelConfig& c = e.model_config();
-  std::printf("model %s (%s, %lld layers, n_embd %lld, ctx %lld) | threads %d | max_seqs %d | max_batch_tokens %lld | "
-              "prefill_chunk %lld | prefix cache %s\n%s\n",
-              o.model_path.c_str(), c.arch_name.c_str(), static_cast<long long>(c.n_layer),
-              static_cast<long long>(c.n_embd), static_cast<long long>(e.limits().max_model_len()), e.num_threads(),
-              e.config().max_seqs, static_cast<long long>(e.config().max_batch_tokens),
-              static_cast<long long>(e.config().prefill_chunk), e.config().prefix_cache ? "on" : "off",
-              kv_summary(e).c_str());
+  std::printf(
+      "model %s (%s, %lld layers, n_embd %lld, ctx %lld) | threads %d | max_seqs %d | max_batch_tokens %lld | "
+      "prefill_chunk %lld | prefix cache %s\n%s\n",
+      o.model_path.c_str(), c.arch_name.c_str(), static_cast<long long>(c.n_layer), static_cast<long long>(c.n_embd),
+      static_cast<long long>(e.limits().max_model_len()), e.num_threads(), e.config().max_seqs,
+      static_cast<long long>(e.config().max_batch_tokens), static_cast<long long>(e.config().prefill_chunk),
+      e.config().prefix_cache ? "on" : "off", kv_summary(e).c_str());
 }
 
-void warm_up(Engine& e, PromptSource& prompts) {
-  e.submit(bench_request(prompts.next(8), 4)).wait();
-}
+void warm_up(Engine& e, PromptSource& prompts) { e.submit(bench_request(prompts.next(8), 4)).wait(); }
 
 // ---- throughput -----------------------------------------------------------
 
@@ -156,7 +152,6 @@ class TokenClock {
   std::thread thread_;
 };
 
-
 void run_throughput(const BenchOptions& o) {
   Engine e(engine_config(o));
   print_engine(e, o);
@@ -196,8 +191,9 @@ void run_throughput(const BenchOptions& o) {
                 wall, c > e.config().max_seqs ? "  (queued: > max_seqs)" : "");
     std::fflush(stdout);
   }
-  std::printf("\nprefill tok/s: all prompt tokens / the last TTFT. decode tok/s: tokens of all requests that "
-              "arrived after every request had its first token / that window (steady-state decode).\n");
+  std::printf(
+      "\nprefill tok/s: all prompt tokens / the last TTFT. decode tok/s: tokens of all requests that "
+      "arrived after every request had its first token / that window (steady-state decode).\n");
 }
 
 // ---- prefix ---------------------------------------------------------------
@@ -241,17 +237,18 @@ void run_prefix(const BenchOptions& o) {
     Engine probe(engine_config(o));
     print_engine(probe, o);
   }
-  std::printf("\n%lld requests: shared %lld-token prefix + distinct %lld-token suffix, %lld generated, one every "
-              "%.2f s\n\n",
-              static_cast<long long>(o.prefix_requests), static_cast<long long>(o.prefix_len),
-              static_cast<long long>(o.suffix_len), static_cast<long long>(o.gen_len), o.interval_s);
+  std::printf(
+      "\n%lld requests: shared %lld-token prefix + distinct %lld-token suffix, %lld generated, one every "
+      "%.2f s\n\n",
+      static_cast<long long>(o.prefix_requests), static_cast<long long>(o.prefix_len),
+      static_cast<long long>(o.suffix_len), static_cast<long long>(o.gen_len), o.interval_s);
   std::printf("%14s %14s %12s %12s %12s %8s\n", "prefix cache", "mean TTFT ms", "p50 ms", "p99 ms", "cached tok",
               "wall s");
   double with = 0, without = 0;
   for (bool cache : {true, false}) {
     const PrefixRun r = prefix_pass(o, cache);
-    std::printf("%14s %14.1f %12.1f %12.1f %12.1f %8.2f\n", cache ? "on" : "off", mean(r.ttft),
-                percentile(r.ttft, 0.5), percentile(r.ttft, 0.99), r.cached, r.wall);
+    std::printf("%14s %14.1f %12.1f %12.1f %12.1f %8.2f\n", cache ? "on" : "off", mean(r.ttft), percentile(r.ttft, 0.5),
+                percentile(r.ttft, 0.99), r.cached, r.wall);
     std::fflush(stdout);
     (cache ? with : without) = mean(r.ttft);
   }
@@ -319,12 +316,13 @@ void run_chunked(const BenchOptions& o) {
     const ChunkedRun r = chunked_pass(o, c);
     const std::string name = c > 0 ? "chunked " + std::to_string(c) : "unchunked";
     const double max_gap = r.gaps_ms.empty() ? 0.0 : *std::max_element(r.gaps_ms.begin(), r.gaps_ms.end());
-    std::printf("%16s %10zu %12.2f %12.2f %12.2f %16.1f\n", name.c_str(), r.gaps_ms.size(),
-                percentile(r.gaps_ms, 0.5), percentile(r.gaps_ms, 0.99), max_gap, r.long_ttft_ms);
+    std::printf("%16s %10zu %12.2f %12.2f %12.2f %16.1f\n", name.c_str(), r.gaps_ms.size(), percentile(r.gaps_ms, 0.5),
+                percentile(r.gaps_ms, 0.99), max_gap, r.long_ttft_ms);
     std::fflush(stdout);
   }
-  std::printf("\nTPOT here: gaps between consecutive tokens of the running requests while the long prompt "
-              "was being prefilled.\n");
+  std::printf(
+      "\nTPOT here: gaps between consecutive tokens of the running requests while the long prompt "
+      "was being prefilled.\n");
 }
 
 // ---- decay ----------------------------------------------------------------
@@ -343,8 +341,8 @@ void run_decay(const BenchOptions& o) {
     const double rate = r.final.timings.tpot_ms > 0 ? 1e3 / r.final.timings.tpot_ms : 0.0;
     rates.push_back(rate);
     const engine::MetricsSnapshot m = e.metrics();
-    std::printf("%8lld %12.1f %14.1f %10.2f %14lld %12lld\n", static_cast<long long>(i + 1),
-                r.final.timings.ttft_ms, rate, r.final.timings.tpot_ms, static_cast<long long>(m.kv_blocks_evictable),
+    std::printf("%8lld %12.1f %14.1f %10.2f %14lld %12lld\n", static_cast<long long>(i + 1), r.final.timings.ttft_ms,
+                rate, r.final.timings.tpot_ms, static_cast<long long>(m.kv_blocks_evictable),
                 static_cast<long long>(m.kv_blocks_free));
     std::fflush(stdout);
   }

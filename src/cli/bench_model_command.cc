@@ -85,8 +85,8 @@ int64_t weight_bytes_per_token(const model::ModelWeights& w) {
   for (const model::LayerWeights& l : w.layers) {
     total += matrix(l.wq) + matrix(l.wk) + matrix(l.wv) + matrix(l.wo) + matrix(l.w_gate) + matrix(l.w_up) +
              matrix(l.w_down);
-    for (const model::VectorView* v : {&l.attn_norm, &l.bq, &l.bk, &l.bv, &l.q_norm, &l.k_norm, &l.post_attn_norm,
-                                       &l.ffn_norm, &l.post_ffn_norm}) {
+    for (const model::VectorView* v :
+         {&l.attn_norm, &l.bq, &l.bk, &l.bv, &l.q_norm, &l.k_norm, &l.post_attn_norm, &l.ffn_norm, &l.post_ffn_norm}) {
       total += vec(*v);
     }
   }
@@ -206,11 +206,12 @@ void bench_model(const BenchModelOptions& o) {
   std::string name = o.model_path.substr(o.model_path.find_last_of('/') + 1);
   const std::string type = main_type(m->file());
   const double gib = static_cast<double>(file_bytes) / (1 << 30);
-  std::printf("kernels: %s | weights runtime: %s | threads: %d | kv cache: %s, %lld bytes/token | repetitions: %d "
-              "(+1 warm-up)\n",
-              std::string(kernels::isa_name(kernels::active_kernels().isa)).c_str(), loaded->runtime_name().c_str(),
-              pool.num_threads(), std::string(kv::kv_dtype_name(dtype)).c_str(),
-              static_cast<long long>(m->kv_geometry(16, dtype).bytes_per_token()), o.reps);
+  std::printf(
+      "kernels: %s | weights runtime: %s | threads: %d | kv cache: %s, %lld bytes/token | repetitions: %d "
+      "(+1 warm-up)\n",
+      std::string(kernels::isa_name(kernels::active_kernels().isa)).c_str(), loaded->runtime_name().c_str(),
+      pool.num_threads(), std::string(kv::kv_dtype_name(dtype)).c_str(),
+      static_cast<long long>(m->kv_geometry(16, dtype).bytes_per_token()), o.reps);
   std::printf("| %-24s | %-7s | %12s | %9s | %7s | %6s | %18s | %9s | %9s |\n", "model", "type", "size", "params",
               "threads", "test", "t/s (mean ± sd)", "median", "cpu-norm");
   std::printf("|%s|%s|%s|%s|%s|%s|%s|%s|%s|\n", std::string(26, '-').c_str(), std::string(9, '-').c_str(),
@@ -252,7 +253,8 @@ void add_bench_model_command(CLI::App& app) {
     bench->require_subcommand(1);
   }
   auto o = std::make_shared<BenchModelOptions>();
-  CLI::App* cmd = bench->add_subcommand("model", "Prefill (pp) and decode (tg) throughput of a model, llama-bench style");
+  CLI::App* cmd =
+      bench->add_subcommand("model", "Prefill (pp) and decode (tg) throughput of a model, llama-bench style");
   cmd->add_option("-m,--model", o->model_path, "GGUF model file")->required()->check(CLI::ExistingFile);
   cmd->add_option("-p,--n-prompt", o->n_prompt, "Prompt tokens of the pp test (0: skip)")->capture_default_str();
   cmd->add_option("-n,--n-gen", o->n_gen, "Generated tokens of the tg test (0: skip)")->capture_default_str();

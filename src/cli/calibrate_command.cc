@@ -33,7 +33,8 @@ void run_calibrate(const CalibrateFlags& f) {
   if (!f.text_file.empty()) {
     tokens = eval::tokenize_text(*m, read_text_file(f.text_file));
   } else {
-    for (const std::vector<int32_t>& s : eval::parse_token_file(f.tokens_file)) tokens.insert(tokens.end(), s.begin(), s.end());
+    for (const std::vector<int32_t>& s : eval::parse_token_file(f.tokens_file))
+      tokens.insert(tokens.end(), s.begin(), s.end());
   }
   ThreadPool pool(f.threads);
   quant::Imatrix im = quant::calibrate(*m, tokens, f.spec, pool, [](int64_t done, int64_t total) {
@@ -56,7 +57,8 @@ void add_calibrate_command(CLI::App& app) {
       ->required()
       ->check(CLI::ExistingFile);
   cmd->add_option("--text", f->text_file, "Calibration text")->check(CLI::ExistingFile);
-  cmd->add_option("--tokens", f->tokens_file, "Calibration token ids (one sequence per line)")->check(CLI::ExistingFile);
+  cmd->add_option("--tokens", f->tokens_file, "Calibration token ids (one sequence per line)")
+      ->check(CLI::ExistingFile);
   cmd->add_option("-o,--output", f->output, "Output imatrix (GGUF)")->required();
   cmd->add_option("--ctx", f->spec.ctx, "Tokens per chunk")->capture_default_str();
   cmd->add_option("--chunks", f->spec.max_chunks, "Use at most this many chunks (0: all)");

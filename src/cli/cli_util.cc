@@ -23,8 +23,7 @@ std::vector<int32_t> parse_id_list(const std::string& text) {
     int32_t id = 0;
     const auto [ptr, ec] = std::from_chars(item.data(), item.data() + item.size(), id);
     if (item.empty() || ec != std::errc() || ptr != item.data() + item.size() || id < 0)
-      fail("bad token id '{}' in list '{}' (expected non-negative integers separated by commas)", item,
-           text);
+      fail("bad token id '{}' in list '{}' (expected non-negative integers separated by commas)", item, text);
     ids.push_back(id);
     pos = comma + 1;
   }

@@ -15,7 +15,7 @@ void add_synth_command(CLI::App& app);
 void add_logits_command(CLI::App& app);
 void add_quantize_command(CLI::App& app);
 void add_calibrate_command(CLI::App& app);
-void add_eval_command(CLI::App& app);  // `eval ppl|kld|tasks|bench`
+void add_eval_command(CLI::App& app);          // `eval ppl|kld|tasks|bench`
 void add_bench_engine_command(CLI::App& app);  // `bench engine`; creates `bench` if absent
 // `bench` group (bench_command.cc): creates it once and adds every benchmark.
 void add_bench_command(CLI::App& app);

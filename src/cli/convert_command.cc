@@ -31,8 +31,7 @@ void run_convert(const ConvertFlags& f) {
   model::import_llama2c(f.checkpoint, tokenizer, f.output, *format);
   std::fprintf(stderr, "wrote %s: %s from %s, %.1f MB in %.1f s\n", f.output.c_str(),
                model::weight_format_name(*format).c_str(), f.checkpoint.c_str(),
-               static_cast<double>(std::filesystem::file_size(f.output)) / 1e6,
-               seconds_since(start));
+               static_cast<double>(std::filesystem::file_size(f.output)) / 1e6, seconds_since(start));
 }
 
 }  // namespace
@@ -40,17 +39,13 @@ void run_convert(const ConvertFlags& f) {
 void add_convert_command(CLI::App& app) {
   auto f = std::make_shared<ConvertFlags>();
   CLI::App* cmd = app.add_subcommand("convert", "Convert a checkpoint of another format to GGUF");
-  cmd->add_option("--from", f->from, "Input format: llama2c")
-      ->required()
-      ->check(CLI::IsMember({"llama2c"}));
+  cmd->add_option("--from", f->from, "Input format: llama2c")->required()->check(CLI::IsMember({"llama2c"}));
   cmd->add_option("checkpoint", f->checkpoint, "Input checkpoint (llama2.c .bin)")
       ->required()
       ->check(CLI::ExistingFile);
-  cmd->add_option("--tokenizer", f->tokenizer, "llama2.c tokenizer.bin to embed")
-      ->check(CLI::ExistingFile);
+  cmd->add_option("--tokenizer", f->tokenizer, "llama2.c tokenizer.bin to embed")->check(CLI::ExistingFile);
   cmd->add_option("-o,--output", f->output, "Output GGUF file")->required();
-  cmd->add_option("--type", f->type, "Weight format: " + model::weight_format_choices())
-      ->capture_default_str();
+  cmd->add_option("--type", f->type, "Weight format: " + model::weight_format_choices())->capture_default_str();
   cmd->callback([f] { run_convert(*f); });
 }
 

@@ -29,9 +29,9 @@ EngineFlags parse(std::vector<std::string> args, EngineFlagSet set) {
 // so the exit handler can still read it.)
 const std::string& q8_model_path() {
   static const std::string* path = [] {
-    auto* p = new std::string((std::filesystem::temp_directory_path() /
-                               ("tokenmill_cli_test_q8_" + std::to_string(::getpid()) + ".gguf"))
-                                  .string());
+    auto* p = new std::string(
+        (std::filesystem::temp_directory_path() / ("tokenmill_cli_test_q8_" + std::to_string(::getpid()) + ".gguf"))
+            .string());
     model::SynthOptions o;
     o.arch = model::SynthArch::kLlama;
     o.preset = "tiny";
@@ -62,10 +62,10 @@ TEST(EngineFlagsTest, KvDtypeAcceptsEveryTypeAndNamesTheChoices) {
 }
 
 TEST(EngineFlagsTest, FlagsReachTheEngineConfig) {
-  const EngineFlags f = parse({"--kv-dtype", "q8_0", "--runtime", "w8a8", "--max-waiting", "3", "--max-seqs", "4",
-                               "--block-size", "8", "--kv-memory", "1M", "--no-prefix-cache", "--prefix-isolation",
-                               "tenant", "-t", "2"},
-                              EngineFlagSet::kServe);
+  const EngineFlags f =
+      parse({"--kv-dtype", "q8_0", "--runtime", "w8a8", "--max-waiting", "3", "--max-seqs", "4", "--block-size", "8",
+             "--kv-memory", "1M", "--no-prefix-cache", "--prefix-isolation", "tenant", "-t", "2"},
+            EngineFlagSet::kServe);
   const engine::EngineConfig c = engine_config("m.gguf", f);
   EXPECT_EQ(c.model_path, "m.gguf");
   EXPECT_EQ(c.kv_dtype, kv::KvDtype::Q8_0);

@@ -13,9 +13,9 @@
 #include "cli/commands.h"
 #include "eval/evaluator.h"
 #include "eval/loaded_model.h"
+#include "eval/logit_math.h"
 #include "eval/report.h"
 #include "eval/tasks.h"
-#include "eval/logit_math.h"
 #include "model/single_sequence.h"
 #include "tokenizer/tokenizer.h"
 #include "util/clock.h"
@@ -116,7 +116,8 @@ void add_eval_options(CLI::App* cmd, EvalFlags& f) {
   add_load_options(cmd, f.load);
   cmd->add_option("--text", f.text_file, "Text file, tokenized with the model's tokenizer (BOS first)")
       ->check(CLI::ExistingFile);
-  cmd->add_option("--tokens", f.tokens_file, "Token ids, one sequence per line (commas or spaces); each line's first id acts as BOS")
+  cmd->add_option("--tokens", f.tokens_file,
+                  "Token ids, one sequence per line (commas or spaces); each line's first id acts as BOS")
       ->check(CLI::ExistingFile);
   cmd->add_option("--max-tokens", f.max_tokens, "Use only the first N tokens");
   cmd->add_option("--ctx", f.ctx, "Window length")->capture_default_str();
@@ -140,8 +141,8 @@ void run_tasks(const TasksFlags& f) {
   nlohmann::json slices = nlohmann::json::array(), tasks = nlohmann::json::object();
   std::printf("%-12s %-18s %7s %7s\n", "task", "slice", "correct", "score");
   for (const eval::SliceScore& s : r.slices) {
-    std::printf("%-12s %-18s %3lld/%-3lld %6.1f%%\n", s.task.c_str(), s.slice.c_str(), static_cast<long long>(s.correct),
-                static_cast<long long>(s.total), 100.0 * s.score());
+    std::printf("%-12s %-18s %3lld/%-3lld %6.1f%%\n", s.task.c_str(), s.slice.c_str(),
+                static_cast<long long>(s.correct), static_cast<long long>(s.total), 100.0 * s.score());
     slices.push_back({{"task", s.task}, {"slice", s.slice}, {"correct", s.correct}, {"total", s.total}});
   }
   for (const eval::SliceScore& s : r.tasks) tasks[s.task] = s.score();
@@ -150,11 +151,14 @@ void run_tasks(const TasksFlags& f) {
   if (f.json_path.empty()) return;
   nlohmann::json answers = nlohmann::json::array();
   for (size_t i = 0; i < items.size(); ++i) {
-    answers.push_back({{"task", items[i].task}, {"slice", items[i].slice}, {"expected", items[i].expected},
+    answers.push_back({{"task", items[i].task},
+                       {"slice", items[i].slice},
+                       {"expected", items[i].expected},
                        {"answer", r.answers[i]}});
   }
-  eval::write_json_file(f.json_path, {{"model", m.info()}, {"tasks", tasks}, {"slices", slices}, {"answers", answers},
-                                      {"seconds", r.seconds}});
+  eval::write_json_file(
+      f.json_path,
+      {{"model", m.info()}, {"tasks", tasks}, {"slices", slices}, {"answers", answers}, {"seconds", r.seconds}});
 }
 
 struct BenchFlags {
@@ -174,7 +178,8 @@ void run_bench(const BenchFlags& f) {
   ThreadPool pool(f.load.threads);
   const int64_t n_vocab = m.model->config().n_vocab;
   std::vector<int32_t> prompt(static_cast<size_t>(f.prompt_len));
-  for (int64_t i = 0; i < f.prompt_len; ++i) prompt[static_cast<size_t>(i)] = static_cast<int32_t>(1 + (i * 7919) % (n_vocab - 1));
+  for (int64_t i = 0; i < f.prompt_len; ++i)
+    prompt[static_cast<size_t>(i)] = static_cast<int32_t>(1 + (i * 7919) % (n_vocab - 1));
   double best_prefill = 0, best_decode = 0;
   m.model->set_matmul_hook(m.hook.get());
   for (int rep = 0; rep < f.repeats; ++rep) {
@@ -195,8 +200,12 @@ void run_bench(const BenchFlags& f) {
               best_prefill, static_cast<long long>(f.prompt_len), best_decode, static_cast<long long>(f.gen),
               pool.num_threads(), f.repeats);
   if (!f.json_path.empty()) {
-    eval::write_json_file(f.json_path, {{"model", m.info()}, {"prefill_tok_s", best_prefill}, {"decode_tok_s", best_decode},
-                                        {"prompt_len", f.prompt_len}, {"gen", f.gen}, {"threads", pool.num_threads()}});
+    eval::write_json_file(f.json_path, {{"model", m.info()},
+                                        {"prefill_tok_s", best_prefill},
+                                        {"decode_tok_s", best_decode},
+                                        {"prompt_len", f.prompt_len},
+                                        {"gen", f.gen},
+                                        {"threads", pool.num_threads()}});
   }
 }
 

@@ -21,9 +21,7 @@ struct InspectFlags {
 
 constexpr double kMiB = 1024.0 * 1024.0;
 
-std::string bytes_string(uint64_t n) {
-  return fmt::format("{} bytes ({:.2f} MiB)", n, static_cast<double>(n) / kMiB);
-}
+std::string bytes_string(uint64_t n) { return fmt::format("{} bytes ({:.2f} MiB)", n, static_cast<double>(n) / kMiB); }
 
 // The value of `key` for display, or "-" when the file lacks it.
 std::string shown(const gguf::GgufFile& f, std::string_view key) {
@@ -33,18 +31,17 @@ std::string shown(const gguf::GgufFile& f, std::string_view key) {
 
 void print_shape(const gguf::GgufFile& f, const std::string& arch) {
   static constexpr std::string_view kKeys[] = {
-      "context_length",       "embedding_length",        "block_count",
-      "feed_forward_length",  "attention.head_count",    "attention.head_count_kv",
-      "attention.key_length", "rope.freq_base",          "attention.sliding_window",
+      "context_length",       "embedding_length",     "block_count",
+      "feed_forward_length",  "attention.head_count", "attention.head_count_kv",
+      "attention.key_length", "rope.freq_base",       "attention.sliding_window",
   };
   fmt::print("hyperparameters:\n");
   for (std::string_view key : kKeys) {
     fmt::print("  {:<26} {}\n", key, shown(f, fmt::format("{}.{}", arch, key)));
   }
   const gguf::Value* tokens = f.find("tokenizer.ggml.tokens");
-  std::string vocab = tokens != nullptr && tokens->is_array()
-                          ? fmt::format("{}", tokens->as_array().items.size())
-                          : "-";
+  std::string vocab =
+      tokens != nullptr && tokens->is_array() ? fmt::format("{}", tokens->as_array().items.size()) : "-";
   fmt::print("  {:<26} {}\n", "vocab_size (tokens)", vocab);
 }
 
@@ -65,8 +62,7 @@ void print_tensor_summary(const gguf::GgufFile& f) {
   fmt::print("tensor types:\n");
   if (by_type.empty()) fmt::print("  (no tensors)\n");
   for (const auto& [type, total] : by_type) {
-    fmt::print("  {:<6} {:>5} tensors  {}\n", gguf::tensor_type_name(type), total.count,
-               bytes_string(total.bytes));
+    fmt::print("  {:<6} {:>5} tensors  {}\n", gguf::tensor_type_name(type), total.count, bytes_string(total.bytes));
   }
 }
 
@@ -89,9 +85,7 @@ void print_tokenizer(const gguf::GgufFile& f) {
   fmt::print("  {:<8} {}\n", "pre", shown(f, "tokenizer.ggml.pre"));
   const gguf::Value* tokens = f.find("tokenizer.ggml.tokens");
   fmt::print("  {:<8} {}\n", "vocab",
-             tokens != nullptr && tokens->is_array()
-                 ? fmt::format("{} tokens", tokens->as_array().items.size())
-                 : "-");
+             tokens != nullptr && tokens->is_array() ? fmt::format("{} tokens", tokens->as_array().items.size()) : "-");
   fmt::print("  {:<8} {}\n", "bos", token_with_text(f, "tokenizer.ggml.bos_token_id"));
   fmt::print("  {:<8} {}\n", "eos", token_with_text(f, "tokenizer.ggml.eos_token_id"));
   const gguf::Value* tmpl = f.find("tokenizer.chat_template");
@@ -110,8 +104,7 @@ void print_tokenizer(const gguf::GgufFile& f) {
 void print_tensor_list(const gguf::GgufFile& f) {
   fmt::print("tensors:\n");
   for (const gguf::TensorInfo& t : f.tensors()) {
-    fmt::print("  {:<40} {:<5} {:<22} {}\n", t.name, gguf::tensor_type_name(t.type),
-               t.shape_string(), t.num_bytes);
+    fmt::print("  {:<40} {:<5} {:<22} {}\n", t.name, gguf::tensor_type_name(t.type), t.shape_string(), t.num_bytes);
   }
 }
 

@@ -19,7 +19,7 @@ int main(int argc, char** argv) {
   tokenmill::cli::add_quantize_command(app);
   tokenmill::cli::add_calibrate_command(app);
   tokenmill::cli::add_eval_command(app);
-  tokenmill::cli::add_bench_command(app);  // bench engine|serve|compare
+  tokenmill::cli::add_bench_command(app);        // bench engine|serve|compare
   tokenmill::cli::add_bench_model_command(app);  // bench model (after the group exists)
   tokenmill::cli::add_serve_command(app);
   try {

@@ -85,20 +85,20 @@ void serve(const ServeOptions& o) {
   engine::Engine engine(config);
   http.attach_engine(engine, o.model_path);
   const server::ServingContext& ctx = http.context();
-  log_event(fmt::format(R"({{"event":"ready","model":"{}","threads":{},"weights_runtime":"{}","kv_dtype":"{}",)"
-                        R"("kv_bytes_per_token":{},"kv_blocks":{},"kv_window_blocks":{},"kv_block_size":{},"kv_bytes":{},)"
-                        R"("max_model_len":{},"chat_template":"{}"}})",
-                        ctx.model_names[0], engine.num_threads(), runtime_name(engine.matmul_hook()),
-                        kv::kv_dtype_name(config.kv_dtype), engine.kv_bytes_per_token(), engine.num_kv_blocks(),
-                        engine.num_window_kv_blocks(),
-                        config.block_size, engine.kv_bytes(), engine.limits().max_model_len(),
-                        ctx.chat ? std::string(tokenizer::chat_template_name(ctx.chat->kind)) : "none"));
+  log_event(
+      fmt::format(R"({{"event":"ready","model":"{}","threads":{},"weights_runtime":"{}","kv_dtype":"{}",)"
+                  R"("kv_bytes_per_token":{},"kv_blocks":{},"kv_window_blocks":{},"kv_block_size":{},"kv_bytes":{},)"
+                  R"("max_model_len":{},"chat_template":"{}"}})",
+                  ctx.model_names[0], engine.num_threads(), runtime_name(engine.matmul_hook()),
+                  kv::kv_dtype_name(config.kv_dtype), engine.kv_bytes_per_token(), engine.num_kv_blocks(),
+                  engine.num_window_kv_blocks(), config.block_size, engine.kv_bytes(), engine.limits().max_model_len(),
+                  ctx.chat ? std::string(tokenizer::chat_template_name(ctx.chat->kind)) : "none"));
   int sig = 0;
   sigwait(&signals, &sig);
   log_event(fmt::format(R"({{"event":"shutdown","signal":"{}","in_flight":{}}})", sig == SIGINT ? "SIGINT" : "SIGTERM",
                         http.context().stats.in_flight()));
-  const bool drained = http.stop_accepting_and_drain(
-      std::chrono::milliseconds(static_cast<int64_t>(o.shutdown_grace_s * 1000.0)));
+  const bool drained =
+      http.stop_accepting_and_drain(std::chrono::milliseconds(static_cast<int64_t>(o.shutdown_grace_s * 1000.0)));
   engine.stop(drained ? engine::Engine::StopMode::kDrain : engine::Engine::StopMode::kAbort);
   http.join();
   log_event(fmt::format(R"({{"event":"stopped","drained":{}}})", drained ? "true" : "false"));
@@ -112,10 +112,12 @@ void add_serve_command(CLI::App& app) {
   ServeOptions* o = opts.get();
   cmd->add_option("-m,--model", o->model_path, "GGUF model file")->required()->check(CLI::ExistingFile);
   cmd->add_option("--host", o->host, "Address to bind (loopback by default)")->capture_default_str();
-  cmd->add_option("--port", o->port, "Port; 0 picks a free one (logged)")->capture_default_str()->check(
-      CLI::Range(0, 65535));
+  cmd->add_option("--port", o->port, "Port; 0 picks a free one (logged)")
+      ->capture_default_str()
+      ->check(CLI::Range(0, 65535));
   cmd->add_option("--api-key", o->api_keys, "Require 'Authorization: Bearer KEY' (repeatable)");
-  cmd->add_option("--model-alias", o->aliases, "Name clients use for the model (repeatable; the file stem always works)");
+  cmd->add_option("--model-alias", o->aliases,
+                  "Name clients use for the model (repeatable; the file stem always works)");
   cmd->add_option("--chat-template", o->chat_template, "gemma|llama2|llama3|chatml|mistral|phi3, or a Jinja file");
   cmd->add_option("--max-body-bytes", o->max_body, "Largest request body, e.g. 8M (413 beyond)")->capture_default_str();
   cmd->add_option("--http-threads", o->http_threads, "HTTP worker threads = concurrent connections")

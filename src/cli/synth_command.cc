@@ -25,11 +25,9 @@ struct SynthFlags {
   std::string output;
   int threads = 0;
   // Shape overrides: the value and whether the flag was given.
-  int64_t n_embd = 0, n_layer = 0, n_head = 0, n_kv_head = 0, n_ff = 0, vocab = 0, head_dim = 0,
-          ctx = 0;
-  CLI::Option *n_embd_opt = nullptr, *n_layer_opt = nullptr, *n_head_opt = nullptr,
-              *n_kv_head_opt = nullptr, *n_ff_opt = nullptr, *vocab_opt = nullptr,
-              *head_dim_opt = nullptr, *ctx_opt = nullptr;
+  int64_t n_embd = 0, n_layer = 0, n_head = 0, n_kv_head = 0, n_ff = 0, vocab = 0, head_dim = 0, ctx = 0;
+  CLI::Option *n_embd_opt = nullptr, *n_layer_opt = nullptr, *n_head_opt = nullptr, *n_kv_head_opt = nullptr,
+              *n_ff_opt = nullptr, *vocab_opt = nullptr, *head_dim_opt = nullptr, *ctx_opt = nullptr;
 };
 
 std::optional<int64_t> given(const CLI::Option* opt, int64_t value) {
@@ -52,17 +50,14 @@ void run_synth(const SynthFlags& f) {
   if (!f.vocab_from.empty()) o.vocab_from = f.vocab_from;
   o.shared_dir = shared_dir();
   o.num_threads = f.threads;
-  o.overrides = {given(f.n_embd_opt, f.n_embd),   given(f.n_layer_opt, f.n_layer),
-                 given(f.n_head_opt, f.n_head),   given(f.n_kv_head_opt, f.n_kv_head),
-                 given(f.n_ff_opt, f.n_ff),       given(f.vocab_opt, f.vocab),
-                 given(f.head_dim_opt, f.head_dim), given(f.ctx_opt, f.ctx)};
+  o.overrides = {given(f.n_embd_opt, f.n_embd),       given(f.n_layer_opt, f.n_layer), given(f.n_head_opt, f.n_head),
+                 given(f.n_kv_head_opt, f.n_kv_head), given(f.n_ff_opt, f.n_ff),       given(f.vocab_opt, f.vocab),
+                 given(f.head_dim_opt, f.head_dim),   given(f.ctx_opt, f.ctx)};
   const SteadyClock::time_point start = SteadyClock::now();
   model::write_synth_model(o, f.output);
-  std::fprintf(stderr, "wrote %s: synthetic %s %s, %s, seed %llu, %.1f MB in %.1f s\n",
-               f.output.c_str(), f.arch.c_str(), f.preset.c_str(),
-               model::weight_format_name(o.format).c_str(),
-               static_cast<unsigned long long>(f.seed),
-               static_cast<double>(std::filesystem::file_size(f.output)) / 1e6,
+  std::fprintf(stderr, "wrote %s: synthetic %s %s, %s, seed %llu, %.1f MB in %.1f s\n", f.output.c_str(),
+               f.arch.c_str(), f.preset.c_str(), model::weight_format_name(o.format).c_str(),
+               static_cast<unsigned long long>(f.seed), static_cast<double>(std::filesystem::file_size(f.output)) / 1e6,
                seconds_since(start));
 }
 
@@ -70,16 +65,15 @@ void run_synth(const SynthFlags& f) {
 
 void add_synth_command(CLI::App& app) {
   auto f = std::make_shared<SynthFlags>();
-  CLI::App* cmd = app.add_subcommand(
-      "synth", "Write a synthetic GGUF model: real layout, deterministic random weights");
+  CLI::App* cmd =
+      app.add_subcommand("synth", "Write a synthetic GGUF model: real layout, deterministic random weights");
   cmd->add_option("--arch", f->arch, "llama|qwen2|gemma3")
       ->check(CLI::IsMember({"llama", "qwen2", "gemma3"}))
       ->capture_default_str();
   cmd->add_option("--preset", f->preset, "Base shape; the shape flags below override it")
       ->check(CLI::IsMember(model::synth_preset_names()))
       ->capture_default_str();
-  cmd->add_option("--type", f->type, "Weight format: " + model::weight_format_choices())
-      ->capture_default_str();
+  cmd->add_option("--type", f->type, "Weight format: " + model::weight_format_choices())->capture_default_str();
   cmd->add_option("--seed", f->seed, "PRNG seed")->capture_default_str();
   cmd->add_option("--vocab-from", f->vocab_from, "Copy the tokenizer of this GGUF (sets --vocab)")
       ->check(CLI::ExistingFile);

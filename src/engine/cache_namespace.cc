@@ -37,9 +37,9 @@ std::string model_identity(const std::string& weights_path, const model::ModelCo
 std::string tokenizer_identity(const tokenizer::Tokenizer& t) {
   XXH3_state_t state;
   XXH3_64bits_reset(&state);
-  add_field(&state, fmt::format("kind={},pre={},bos={},eos={},unk={},add_bos={},space={}",
-                                static_cast<int>(t.kind()), t.pre_tokenizer_name(), t.bos_id(), t.eos_id(),
-                                t.unk_id(), t.add_bos(), t.add_space_prefix()));
+  add_field(&state,
+            fmt::format("kind={},pre={},bos={},eos={},unk={},add_bos={},space={}", static_cast<int>(t.kind()),
+                        t.pre_tokenizer_name(), t.bos_id(), t.eos_id(), t.unk_id(), t.add_bos(), t.add_space_prefix()));
   for (int32_t id = 0; id < t.vocab_size(); ++id) {
     add_field(&state, t.token_text(id));
     const int64_t type = static_cast<int64_t>(t.token_type(id));

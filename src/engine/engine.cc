@@ -44,7 +44,8 @@ RequestHandle Engine::submit(GenerateRequest request) {
   if (request.n == 1) return submit_samples(std::move(request))[0];
   std::shared_ptr<RequestStream> stream = new_stream();
   metrics_.on_submit();
-  reject(*stream, RejectReason::kInvalid, fmt::format("n = {}: submit() takes one sample; use submit_samples", request.n));
+  reject(*stream, RejectReason::kInvalid,
+         fmt::format("n = {}: submit() takes one sample; use submit_samples", request.n));
   return RequestHandle(stream);
 }
 

@@ -31,14 +31,12 @@ int64_t budget_bytes(const EngineConfig& config, int64_t mem_available) {
   return static_cast<int64_t>(std::floor(static_cast<double>(mem_available) * config.kv_memory_fraction));
 }
 
-
 // The full-attention (or only) pool from `budget` bytes.
 int64_t blocks_from_budget(const EngineConfig& config, const model::ModelConfig& model, int64_t bytes_per_block,
                            int64_t budget) {
   const int64_t blocks = budget / bytes_per_block;
   if (blocks < 1) {
-    fail("the KV memory budget ({} bytes) holds no block ({} bytes each); raise --kv-memory", budget,
-         bytes_per_block);
+    fail("the KV memory budget ({} bytes) holds no block ({} bytes each); raise --kv-memory", budget, bytes_per_block);
   }
   // More blocks than max_seqs sequences of full context could hold would
   // only ever serve as prefix cache; that much is plenty.
@@ -84,9 +82,10 @@ KvPoolSizes resolve_kv_pools(const EngineConfig& config, const model::ModelConfi
   sizes.window_blocks = std::max(std::min(ideal, share), minimum);
   const int64_t window_bytes = sizes.window_blocks * window_bytes_per_block;
   if (budget - window_bytes < bytes_per_block) {
-    fail("the KV memory budget ({} bytes) cannot hold one sequence's sliding-window blocks ({} blocks, {} bytes) "
-         "and one full-attention block ({} bytes); raise --kv-memory",
-         budget, sizes.window_blocks, window_bytes, bytes_per_block);
+    fail(
+        "the KV memory budget ({} bytes) cannot hold one sequence's sliding-window blocks ({} blocks, {} bytes) "
+        "and one full-attention block ({} bytes); raise --kv-memory",
+        budget, sizes.window_blocks, window_bytes, bytes_per_block);
   }
   sizes.blocks = blocks_from_budget(config, model, bytes_per_block, budget - window_bytes);
   return sizes;

@@ -34,8 +34,7 @@ std::optional<Refusal> check_fields(const GenerateRequest& r, const RequestLimit
   if (priority < 0 || priority > static_cast<int>(Priority::kLow))
     return invalid(fmt::format("unknown priority class {}", priority));
   if (r.timeout && r.timeout->count() < 0) return invalid("the timeout is negative");
-  if (!r.sampling.stop.empty() && !limits.has_tokenizer)
-    return invalid("stop strings need a model with a tokenizer");
+  if (!r.sampling.stop.empty() && !limits.has_tokenizer) return invalid("stop strings need a model with a tokenizer");
   try {
     r.sampling.validate(limits.n_vocab);
   } catch (const Error& e) {
@@ -70,10 +69,9 @@ EngineCore::EngineCore(const EngineConfig& config, Metrics& metrics)
   std::vector<kv::KvGeometry> geometries;
   for (const model::KvLayerGroup& g : groups)
     geometries.push_back(model_->kv_geometry(config_.block_size, config_.kv_dtype, g.layers));
-  const KvPoolSizes sizes =
-      resolve_kv_pools(config_, mc, geometries[0].bytes_per_block(),
-                       groups.size() > 1 ? geometries[1].bytes_per_block() : 0,
-                       mem_available_bytes().value_or(int64_t{1} << 30));
+  const KvPoolSizes sizes = resolve_kv_pools(config_, mc, geometries[0].bytes_per_block(),
+                                             groups.size() > 1 ? geometries[1].bytes_per_block() : 0,
+                                             mem_available_bytes().value_or(int64_t{1} << 30));
   std::vector<std::unique_ptr<kv::PagedKvStorage>> pools;
   std::vector<sched::KvGroupConfig> kv_groups;
   for (size_t g = 0; g < groups.size(); ++g) {
@@ -220,7 +218,8 @@ void EngineCore::execute(const sched::ScheduledBatch& batch, StepStats& stats) {
     logits = runner_->run(batch, rows);
   } catch (const std::exception& e) {
     const std::string message = fmt::format("forward pass failed: {}", e.what());
-    for (auto& seq : scheduler_->fail_batch(batch, message, SteadyClock::now())) finish_sequence(*seq, SteadyClock::now());
+    for (auto& seq : scheduler_->fail_batch(batch, message, SteadyClock::now()))
+      finish_sequence(*seq, SteadyClock::now());
     return;
   }
   sched::SampledStep sampled = sample(batch, rows, logits, stats);

@@ -111,7 +111,7 @@ TEST(EngineCoreTest, PrefixCacheHitSkipsPrefillWithinATenant) {
   d.run_to_end();
   const GenerationResult result_b = hb.wait();
   EXPECT_EQ(result_b.final.usage.cached_prompt_tokens, 48);
-  EXPECT_EQ(d.metrics().prefill_tokens - prefill_before, 16u);  // only the distinct suffix ran
+  EXPECT_EQ(d.metrics().prefill_tokens - prefill_before, 16u);      // only the distinct suffix ran
   EXPECT_EQ(result_b.tokens, testing::reference_greedy(*m, b, 4));  // the cached K/V are right
   EXPECT_EQ(d.metrics().prefix_cache_hit_tokens, 48u);
 
@@ -149,8 +149,8 @@ TEST(EngineCoreTest, MetricsAddUp) {
   std::vector<RequestHandle> handles;
   const int64_t lengths[] = {5, 17, 33, 64};
   for (int i = 0; i < 4; ++i) {
-    handles.push_back(d.add(greedy_request(random_prompt(20 + static_cast<uint64_t>(i), static_cast<size_t>(lengths[i])),
-                                           3 + i)));
+    handles.push_back(
+        d.add(greedy_request(random_prompt(20 + static_cast<uint64_t>(i), static_cast<size_t>(lengths[i])), 3 + i)));
   }
   GenerateRequest expired = greedy_request(random_prompt(30, 10), 5);
   expired.timeout = std::chrono::milliseconds(0);
@@ -248,7 +248,9 @@ TEST(EngineCoreTest, KvLayoutAndNamespaceFollowTheDtype) {
     kv::KvDtype dtype;
     const char* name;
     int64_t row_bytes;
-  } cases[] = {{kv::KvDtype::F32, "f32", 128}, {kv::KvDtype::F16, "f16", 64}, {kv::KvDtype::Q8_0, "q8_0", 34},
+  } cases[] = {{kv::KvDtype::F32, "f32", 128},
+               {kv::KvDtype::F16, "f16", 64},
+               {kv::KvDtype::Q8_0, "q8_0", 34},
                {kv::KvDtype::FP8_E4M3, "fp8_e4m3", 34}};
   for (const auto& c : cases) {
     EngineConfig config = tiny_config();

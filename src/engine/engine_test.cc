@@ -196,8 +196,8 @@ TEST(EngineTest, OverloadBeyondTheWaitingBound) {
   engine.resume();
   std::vector<FinishReason> reasons;
   for (RequestHandle& h : handles) reasons.push_back(h.wait().final.reason);
-  EXPECT_EQ(reasons, (std::vector<FinishReason>{FinishReason::kLength, FinishReason::kLength,
-                                                FinishReason::kRejected, FinishReason::kRejected}));
+  EXPECT_EQ(reasons, (std::vector<FinishReason>{FinishReason::kLength, FinishReason::kLength, FinishReason::kRejected,
+                                                FinishReason::kRejected}));
   EXPECT_EQ(engine.metrics().requests_rejected[static_cast<size_t>(RejectReason::kQueueFull)], 2u);
 }
 

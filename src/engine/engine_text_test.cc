@@ -88,7 +88,7 @@ TEST(EngineTextTest, EosEndsGenerationUnlessIgnored) {
   r.sampling.logit_bias = {{eos, 1000.0f}};  // EOS is the argmax
   const GenerationResult ended = engine.submit(r).wait();
   EXPECT_EQ(ended.final.reason, FinishReason::kStop);
-  EXPECT_TRUE(ended.tokens.empty());  // EOS is not streamed ...
+  EXPECT_TRUE(ended.tokens.empty());                  // EOS is not streamed ...
   EXPECT_EQ(ended.final.usage.completion_tokens, 1);  // ... but counted
   EXPECT_EQ(ended.text, "");
 

@@ -29,8 +29,8 @@ constexpr int64_t kWindow = 8;  // the tiny preset's sliding window
 
 const std::string& gemma_model_path() {
   static const std::string* path = [] {
-    const std::filesystem::path p = std::filesystem::temp_directory_path() /
-                                    ("tokenmill_window_test_" + std::to_string(::getpid()) + ".gguf");
+    const std::filesystem::path p =
+        std::filesystem::temp_directory_path() / ("tokenmill_window_test_" + std::to_string(::getpid()) + ".gguf");
     model::SynthOptions o;
     o.arch = model::SynthArch::kGemma3;
     o.preset = "tiny";
@@ -124,8 +124,8 @@ TEST(EngineWindowTest, GreedyTokensMatchTheReferenceWithAndWithoutTheWindowPool)
   for (int64_t chunk : {int64_t{0}, int64_t{5}, int64_t{16}}) {
     for (int64_t blocks : {int64_t{96}, int64_t{36}}) {
       for (bool window_pool : {false, true}) {
-        SCOPED_TRACE(::testing::Message() << "chunk " << chunk << " blocks " << blocks << " window pool "
-                                          << window_pool);
+        SCOPED_TRACE(::testing::Message()
+                     << "chunk " << chunk << " blocks " << blocks << " window pool " << window_pool);
         const RunResult run = run_all(gemma_config(window_pool, chunk, blocks), requests);
         for (size_t i = 0; i < requests.size(); ++i) EXPECT_EQ(run.tokens[i], want[i]) << "request " << i;
         if (blocks == 36) {

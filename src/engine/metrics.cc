@@ -77,7 +77,7 @@ void Metrics::on_finish(const FinalEvent& f) {
   std::lock_guard<std::mutex> lock(mutex_);
   ++s_.requests_finished[static_cast<size_t>(f.reason)];
   if (f.reason == FinishReason::kRejected) return;  // never ran: no latencies
-  if (f.sample_index == 0) {  // parallel samples share their prompt: count it once
+  if (f.sample_index == 0) {                        // parallel samples share their prompt: count it once
     s_.prompt_tokens += static_cast<uint64_t>(f.usage.prompt_tokens);
     s_.cached_prompt_tokens += static_cast<uint64_t>(f.usage.cached_prompt_tokens);
   }

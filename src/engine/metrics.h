@@ -54,9 +54,9 @@ struct MetricsSnapshot {
   uint64_t requests_submitted = 0;
   std::array<uint64_t, kNumFinishReasons> requests_finished{};  // by FinishReason
   std::array<uint64_t, kNumRejectReasons> requests_rejected{};  // by RejectReason
-  uint64_t prompt_tokens = 0;         // of finished requests
-  uint64_t cached_prompt_tokens = 0;  // of those, served by the prefix cache
-  uint64_t generated_tokens = 0;      // tokens sampled, EOS included (sum of completion_tokens)
+  uint64_t prompt_tokens = 0;                                   // of finished requests
+  uint64_t cached_prompt_tokens = 0;                            // of those, served by the prefix cache
+  uint64_t generated_tokens = 0;  // tokens sampled, EOS included (sum of completion_tokens)
   uint64_t steps = 0;
   uint64_t prefill_tokens = 0;  // summed over steps (recomputation included)
   uint64_t decode_tokens = 0;

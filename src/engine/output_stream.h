@@ -28,8 +28,8 @@ namespace tokenmill::engine {
 using RequestId = uint64_t;
 
 // The outcome enums are the scheduler's (one family from sequence to HTTP).
-using sched::FinishReason;
 using sched::finish_reason_name;
+using sched::FinishReason;
 using sched::is_transient;
 using sched::kNumFinishReasons;
 using sched::kNumRejectReasons;
@@ -144,8 +144,8 @@ class RequestStream {
 // Everything a finished stream said, gathered by RequestHandle::wait().
 struct GenerationResult {
   std::vector<int32_t> tokens;
-  std::string text;  // every TokenEvent::text, then FinalEvent::text
-  std::vector<TokenLogprob> logprobs;  // one per token when asked for
+  std::string text;                           // every TokenEvent::text, then FinalEvent::text
+  std::vector<TokenLogprob> logprobs;         // one per token when asked for
   std::vector<TokenLogprob> prompt_logprobs;  // see FinalEvent::prompt_logprobs
   FinalEvent final;
 };

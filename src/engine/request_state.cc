@@ -15,8 +15,7 @@ double ms_between(SteadyClock::time_point a, SteadyClock::time_point b) {
 }  // namespace
 
 RequestState::RequestState(std::shared_ptr<RequestStream> stream, const GenerateRequest& request, int32_t n_vocab,
-                           const tokenizer::Tokenizer* tokenizer, SteadyClock::time_point submitted,
-                           int sample_index)
+                           const tokenizer::Tokenizer* tokenizer, SteadyClock::time_point submitted, int sample_index)
     : stream_(std::move(stream)),
       want_logprobs_(request.logprobs || request.top_logprobs > 0),
       top_logprobs_(request.top_logprobs),

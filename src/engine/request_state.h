@@ -83,11 +83,11 @@ class RequestState {
   sample::Sampler sampler_;
   const tokenizer::Tokenizer* tokenizer_;
   std::optional<TextStream> text_;  // null without a tokenizer
-  std::vector<int32_t> history_;  // prompt + sampled tokens, for penalties
+  std::vector<int32_t> history_;    // prompt + sampled tokens, for penalties
   std::optional<TokenLogprob> pending_logprob_;
   std::optional<TokenEvent> unsent_event_;  // accept_token -> emit_token
-  int prompt_logprobs_ = -1;            // GenerateRequest::prompt_logprobs
-  bool discard_output_ = false;         // max_tokens 0: the one sampled token is not output
+  int prompt_logprobs_ = -1;                // GenerateRequest::prompt_logprobs
+  bool discard_output_ = false;             // max_tokens 0: the one sampled token is not output
   int64_t num_prompt_tokens_ = 0;
   std::vector<TokenLogprob> prompt_lps_;  // for prompt tokens 1.., until sent
   int64_t num_prompt_lps_ = 0;            // recorded so far (survives the hand-off)

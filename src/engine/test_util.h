@@ -25,8 +25,8 @@ namespace tokenmill::engine::testing {
 // string is never destroyed, so the exit handler can still read it.)
 inline const std::string& tiny_model_path() {
   static const std::string* path = [] {
-    const std::filesystem::path p = std::filesystem::temp_directory_path() /
-                                    ("tokenmill_engine_test_" + std::to_string(::getpid()) + ".gguf");
+    const std::filesystem::path p =
+        std::filesystem::temp_directory_path() / ("tokenmill_engine_test_" + std::to_string(::getpid()) + ".gguf");
     model::SynthOptions o;
     o.arch = model::SynthArch::kLlama;
     o.preset = "tiny";

@@ -4,8 +4,8 @@
 // saved base logits reproduce the live comparison exactly.
 #include <gtest/gtest.h>
 
-#include <cmath>
 #include <unistd.h>
+#include <cmath>
 
 #include <filesystem>
 #include <random>
@@ -54,7 +54,7 @@ TEST(PositionBuckets, QuantileAndEdges) {
   ASSERT_EQ(s.size(), 2u);
   EXPECT_EQ(s[0].first, 0);
   EXPECT_EQ(s[0].last, 15);
-  EXPECT_NEAR(s[0].ppl, 4.0, 1e-9);       // exp((log 2 + log 8) / 2)
+  EXPECT_NEAR(s[0].ppl, 4.0, 1e-9);  // exp((log 2 + log 8) / 2)
   EXPECT_NEAR(s[0].base_ppl, 2.0, 1e-9);
   EXPECT_NEAR(s[0].mean_kl, 0.2, 1e-7);
   EXPECT_DOUBLE_EQ(s[0].top1, 0.5);

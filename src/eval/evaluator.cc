@@ -185,7 +185,8 @@ EvalResult evaluate_saved(const ModelUnderTest& m, const SavedLogits& base, int6
       ++r.num_windows;
     }
   }
-  if (r.num_scored != base.num_rows()) fail("saved logits hold {} rows, the windows score {}", base.num_rows(), r.num_scored);
+  if (r.num_scored != base.num_rows())
+    fail("saved logits hold {} rows, the windows score {}", base.num_rows(), r.num_scored);
   r.seconds = seconds_since(start);
   return r;
 }

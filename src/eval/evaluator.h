@@ -14,11 +14,11 @@
 #include <string>
 #include <vector>
 
+#include "eval/position_buckets.h"
 #include "gguf/reader.h"
 #include "kv/kv_dtype.h"
 #include "model/matmul_hook.h"
 #include "model/model.h"
-#include "eval/position_buckets.h"
 #include "util/thread_pool.h"
 
 namespace tokenmill::eval {

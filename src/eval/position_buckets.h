@@ -13,12 +13,12 @@ namespace tokenmill::eval {
 struct BucketSummary {
   int64_t first = 0, last = 0;  // context positions [first, last]
   int64_t count = 0;
-  double ppl = 0;          // exp(mean NLL) of the evaluated model
-  double base_ppl = 0;     // of the base (KLD runs only)
-  double mean_kl = 0;      // KLD runs only
+  double ppl = 0;       // exp(mean NLL) of the evaluated model
+  double base_ppl = 0;  // of the base (KLD runs only)
+  double mean_kl = 0;   // KLD runs only
   double p99_kl = 0;
   double max_kl = 0;
-  double top1 = 0;         // fraction of positions where both argmaxes agree
+  double top1 = 0;  // fraction of positions where both argmaxes agree
 };
 
 class PositionBuckets {

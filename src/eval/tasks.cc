@@ -53,9 +53,11 @@ void add_json(std::mt19937& rng, std::vector<TaskItem>& out) {
   const char* cities[] = {"Lima", "Rome", "Kyoto", "Cairo", "Quebec", "Tunis", "Dublin", "Perth"};
   for (int i = 0; i < 8; ++i) {
     const int age = std::uniform_int_distribution<int>(18, 90)(rng);
-    const std::string obj = fmt::format("{{\"name\": \"{}\", \"age\": {}, \"city\": \"{}\"}}", names[i], age, cities[i]);
-    out.push_back({"json", "record", fmt::format("{}Record: name {}, age {}, city {}\nJSON:", shots, names[i], age, cities[i]),
-                   obj, TaskCheck::kJson, 40});
+    const std::string obj =
+        fmt::format("{{\"name\": \"{}\", \"age\": {}, \"city\": \"{}\"}}", names[i], age, cities[i]);
+    out.push_back({"json", "record",
+                   fmt::format("{}Record: name {}, age {}, city {}\nJSON:", shots, names[i], age, cities[i]), obj,
+                   TaskCheck::kJson, 40});
   }
 }
 
@@ -80,7 +82,7 @@ const char* const kFiller[] = {
 };
 
 void add_needles(std::mt19937& rng, std::vector<TaskItem>& out) {
-  for (int sentences : {16, 48}) {       // ~200 and ~600 tokens
+  for (int sentences : {16, 48}) {  // ~200 and ~600 tokens
     for (int depth : {10, 50, 90}) {
       const int code = std::uniform_int_distribution<int>(1000, 9999)(rng);
       std::string hay;
@@ -118,8 +120,8 @@ std::string greedy_line(const ModelUnderTest& m, const tokenizer::Tokenizer& tok
   const std::vector<int32_t> ids = tok.encode(prompt, true, false);
   // One line: stop at end-of-generation (not kept) or once the text has a newline.
   m.model->set_matmul_hook(m.hook);
-  std::vector<int32_t> out = model::greedy_continuation(
-      *m.model, ids, max_new_tokens, m.kv_dtype, pool, [&](std::span<const int32_t> so_far) {
+  std::vector<int32_t> out =
+      model::greedy_continuation(*m.model, ids, max_new_tokens, m.kv_dtype, pool, [&](std::span<const int32_t> so_far) {
         return tok.is_end_of_generation(so_far.back()) || tok.decode(so_far, true).find('\n') != std::string::npos;
       });
   m.model->set_matmul_hook(nullptr);
@@ -141,8 +143,8 @@ TaskResult run_tasks(const ModelUnderTest& m, const tokenizer::Tokenizer& tok, c
     s.task = task, s.slice = slice, ++s.total, s.correct += ok ? 1 : 0;
   };
   for (const TaskItem& it : items) {
-    const std::string line = trim(greedy_line(m, tok, it.prompt, it.max_new_tokens, pool, &r.prompt_tokens,
-                                              &r.generated_tokens));
+    const std::string line =
+        trim(greedy_line(m, tok, it.prompt, it.max_new_tokens, pool, &r.prompt_tokens, &r.generated_tokens));
     r.answers.push_back(line);
     bool ok = false;
     if (it.check == TaskCheck::kExactLine) ok = line == it.expected;

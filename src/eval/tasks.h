@@ -26,8 +26,8 @@ namespace tokenmill::eval {
 enum class TaskCheck { kExactLine, kJson, kStartsWith };
 
 struct TaskItem {
-  std::string task;      // "arithmetic", "json", "needle"
-  std::string slice;     // "add-2digit", "len200-depth50" ...
+  std::string task;   // "arithmetic", "json", "needle"
+  std::string slice;  // "add-2digit", "len200-depth50" ...
   std::string prompt;
   std::string expected;  // the answer line (json: the expected object's text)
   TaskCheck check = TaskCheck::kExactLine;
@@ -44,9 +44,9 @@ struct SliceScore {
 };
 
 struct TaskResult {
-  std::vector<SliceScore> slices;           // per (task, slice); json has "valid" and "exact"
-  std::vector<SliceScore> tasks;            // per task (json: exact)
-  std::vector<std::string> answers;         // the generated answer line of each item
+  std::vector<SliceScore> slices;    // per (task, slice); json has "valid" and "exact"
+  std::vector<SliceScore> tasks;     // per task (json: exact)
+  std::vector<std::string> answers;  // the generated answer line of each item
   int64_t prompt_tokens = 0, generated_tokens = 0;
   double seconds = 0;
 };

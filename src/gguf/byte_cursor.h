@@ -16,14 +16,12 @@
 
 namespace tokenmill::gguf {
 
-static_assert(std::endian::native == std::endian::little,
-              "the GGUF reader maps little-endian files in place");
+static_assert(std::endian::native == std::endian::little, "the GGUF reader maps little-endian files in place");
 
 class ByteCursor {
  public:
   // `name` (the file) must outlive the cursor.
-  ByteCursor(std::span<const uint8_t> bytes, const std::string& name)
-      : bytes_(bytes), name_(name) {}
+  ByteCursor(std::span<const uint8_t> bytes, const std::string& name) : bytes_(bytes), name_(name) {}
 
   uint64_t pos() const { return pos_; }
   uint64_t size() const { return bytes_.size(); }
@@ -50,8 +48,8 @@ class ByteCursor {
   std::string read_string(const char* what) {
     uint64_t length = read<uint64_t>(what);
     if (length > remaining()) {
-      fail("{}: {} of {} bytes at offset {}{} extends past end of file ({} bytes)", name_, what,
-           length, pos_ - sizeof(uint64_t), context_suffix(), size());
+      fail("{}: {} of {} bytes at offset {}{} extends past end of file ({} bytes)", name_, what, length,
+           pos_ - sizeof(uint64_t), context_suffix(), size());
     }
     std::string s(reinterpret_cast<const char*>(bytes_.data() + pos_), length);
     pos_ += length;
@@ -60,8 +58,8 @@ class ByteCursor {
 
   void require(uint64_t n, const char* what) const {
     if (n > remaining()) {
-      fail("{}: unexpected end of file reading {} at offset {}{} (file is {} bytes)", name_, what,
-           pos_, context_suffix(), size());
+      fail("{}: unexpected end of file reading {} at offset {}{} (file is {} bytes)", name_, what, pos_,
+           context_suffix(), size());
     }
   }
 

@@ -14,7 +14,7 @@ namespace {
 
 // Smallest possible encodings, used to reject counts that cannot fit in the
 // bytes left before anything is allocated for them.
-constexpr uint64_t kMinKvBytes = 8 + 4 + 1;                 // empty key, type, uint8
+constexpr uint64_t kMinKvBytes = 8 + 4 + 1;                  // empty key, type, uint8
 constexpr uint64_t kMinTensorInfoBytes = 8 + 4 + 8 + 4 + 8;  // empty name, 1 dim
 
 constexpr uint32_t kNumValueTypes = 13;
@@ -75,16 +75,15 @@ Value read_value(ByteCursor& c, ValueType t, int depth) {
 
 Array read_array(ByteCursor& c, int depth) {
   if (depth > kMaxArrayDepth) {
-    fail("{}: arrays nested more than {} deep at offset {} in {}", c.name(), kMaxArrayDepth,
-         c.pos(), c.context());
+    fail("{}: arrays nested more than {} deep at offset {} in {}", c.name(), kMaxArrayDepth, c.pos(), c.context());
   }
   Array array;
   array.element_type = read_value_type(c, "array element type");
   uint64_t at = c.pos();
   uint64_t count = c.read<uint64_t>("array length");
   if (count > c.remaining() / min_encoded_size(array.element_type)) {
-    fail("{}: array of {} {} items at offset {} in {} cannot fit in the {} bytes left", c.name(),
-         count, value_type_name(array.element_type), at, c.context(), c.remaining());
+    fail("{}: array of {} {} items at offset {} in {} cannot fit in the {} bytes left", c.name(), count,
+         value_type_name(array.element_type), at, c.context(), c.remaining());
   }
   array.items.reserve(count);
   for (uint64_t i = 0; i < count; ++i) array.items.push_back(read_value(c, array.element_type, depth));
@@ -101,8 +100,8 @@ void check_magic(ByteCursor& c) {
   if (c.size() < 4) fail("{}: file is too small to be GGUF ({} bytes)", c.name(), c.size());
   uint32_t magic = c.read<uint32_t>("magic");
   if (magic != kMagic) {
-    fail("{}: not a GGUF file (magic bytes {:02x} {:02x} {:02x} {:02x}, expected 47 47 55 46 \"GGUF\")",
-         c.name(), magic & 0xff, (magic >> 8) & 0xff, (magic >> 16) & 0xff, magic >> 24);
+    fail("{}: not a GGUF file (magic bytes {:02x} {:02x} {:02x} {:02x}, expected 47 47 55 46 \"GGUF\")", c.name(),
+         magic & 0xff, (magic >> 8) & 0xff, (magic >> 16) & 0xff, magic >> 24);
   }
 }
 
@@ -111,14 +110,18 @@ Header read_header(ByteCursor& c) {
   Header h;
   h.version = c.read<uint32_t>("version");
   if (h.version == 1) {
-    fail("{}: GGUF version 1 is not supported (only versions 2 and 3); convert the model again "
-         "with a current tool", c.name());
+    fail(
+        "{}: GGUF version 1 is not supported (only versions 2 and 3); convert the model again "
+        "with a current tool",
+        c.name());
   }
   if (h.version != 2 && h.version != 3) {
     uint32_t swapped = __builtin_bswap32(h.version);
     if (swapped >= 1 && swapped <= 3) {
-      fail("{}: GGUF version field reads 0x{:08x}: the file looks big-endian, and only "
-           "little-endian GGUF files are supported", c.name(), h.version);
+      fail(
+          "{}: GGUF version field reads 0x{:08x}: the file looks big-endian, and only "
+          "little-endian GGUF files are supported",
+          c.name(), h.version);
     }
     fail("{}: unsupported GGUF version {} (only versions 2 and 3)", c.name(), h.version);
   }
@@ -149,12 +152,9 @@ void read_metadata(ByteCursor& c, uint64_t count, std::vector<MetadataEntry>& en
   c.set_context("");
 }
 
-std::string_view type_description(const Value& v) {
-  return v.is_array() ? "array" : value_type_name(v.type);
-}
+std::string_view type_description(const Value& v) { return v.is_array() ? "array" : value_type_name(v.type); }
 
-[[noreturn]] void wrong_type(const std::string& file, std::string_view key, const Value& v,
-                             const char* expected) {
+[[noreturn]] void wrong_type(const std::string& file, std::string_view key, const Value& v, const char* expected) {
   fail("{}: metadata key '{}' has type {}, expected {}", file, key, type_description(v), expected);
 }
 
@@ -162,8 +162,7 @@ int64_t int_of(const std::string& file, std::string_view key, const Value& v) {
   if (!v.is_integer()) wrong_type(file, key, v, "an integer");
   if (v.type == ValueType::UINT64 &&
       std::get<uint64_t>(v.data) > static_cast<uint64_t>(std::numeric_limits<int64_t>::max())) {
-    fail("{}: metadata key '{}' value {} does not fit a signed 64-bit integer", file, key,
-         std::get<uint64_t>(v.data));
+    fail("{}: metadata key '{}' value {} does not fit a signed 64-bit integer", file, key, std::get<uint64_t>(v.data));
   }
   return v.as_int();
 }
@@ -172,12 +171,11 @@ uint32_t alignment_of(const std::string& file, const Value* v) {
   if (v == nullptr) return kDefaultAlignment;
   if (!v->is_integer()) wrong_type(file, "general.alignment", *v, "an integer");
   bool negative = !std::holds_alternative<uint64_t>(v->data) && std::get<int64_t>(v->data) < 0;
-  uint64_t a = negative ? 0 : std::holds_alternative<uint64_t>(v->data)
-                                  ? std::get<uint64_t>(v->data)
-                                  : static_cast<uint64_t>(std::get<int64_t>(v->data));
+  uint64_t a = negative                                    ? 0
+               : std::holds_alternative<uint64_t>(v->data) ? std::get<uint64_t>(v->data)
+                                                           : static_cast<uint64_t>(std::get<int64_t>(v->data));
   if (negative || a == 0 || !std::has_single_bit(a) || a > std::numeric_limits<uint32_t>::max()) {
-    fail("{}: general.alignment {} is not a power of two between 1 and 2^31", file,
-         v->to_display_string());
+    fail("{}: general.alignment {} is not a power of two between 1 and 2^31", file, v->to_display_string());
   }
   return static_cast<uint32_t>(a);
 }
@@ -195,8 +193,7 @@ void read_shape_and_type(ByteCursor& c, TensorInfo& t) {
     if (dim == 0) fail("{}: tensor '{}' dimension {} is 0", c.name(), t.name, d);
     if (dim > static_cast<uint64_t>(std::numeric_limits<int64_t>::max()) ||
         __builtin_mul_overflow(elements, static_cast<int64_t>(dim), &elements)) {
-      fail("{}: tensor '{}' element count overflows int64 (dimension {} is {})", c.name(), t.name,
-           d, dim);
+      fail("{}: tensor '{}' element count overflows int64 (dimension {} is {})", c.name(), t.name, d, dim);
     }
     t.dims[d] = static_cast<int64_t>(dim);
   }
@@ -206,8 +203,8 @@ void read_shape_and_type(ByteCursor& c, TensorInfo& t) {
   if (!info) fail("{}: tensor '{}' has unknown type id {} at offset {}", c.name(), t.name, type_id, at);
   t.type = info->type;
   if (t.dims[0] % info->block_size != 0) {
-    fail("{}: tensor '{}' row length {} is not a multiple of the {} block size {}", c.name(),
-         t.name, t.dims[0], info->name, info->block_size);
+    fail("{}: tensor '{}' row length {} is not a multiple of the {} block size {}", c.name(), t.name, t.dims[0],
+         info->name, info->block_size);
   }
   uint64_t blocks = static_cast<uint64_t>(elements / info->block_size);
   if (__builtin_mul_overflow(blocks, static_cast<uint64_t>(info->bytes_per_block), &t.num_bytes)) {
@@ -222,8 +219,7 @@ TensorInfo read_tensor_info(ByteCursor& c, uint32_t alignment) {
   read_shape_and_type(c, t);
   t.offset = c.read<uint64_t>("tensor data offset");
   if (t.offset % alignment != 0) {
-    fail("{}: tensor '{}' data offset {} is not a multiple of the alignment {}", c.name(), t.name,
-         t.offset, alignment);
+    fail("{}: tensor '{}' data offset {} is not a multiple of the alignment {}", c.name(), t.name, t.offset, alignment);
   }
   return t;
 }
@@ -260,8 +256,8 @@ void GgufFile::parse_all() {
   read_metadata(c, header.kv_count, metadata_, metadata_index_);
   alignment_ = alignment_of(name_, find("general.alignment"));
   if (header.tensor_count > c.remaining() / kMinTensorInfoBytes) {
-    fail("{}: tensor count {} cannot fit in the {} bytes after the metadata", name_,
-         header.tensor_count, c.remaining());
+    fail("{}: tensor count {} cannot fit in the {} bytes after the metadata", name_, header.tensor_count,
+         c.remaining());
   }
   tensors_.reserve(header.tensor_count);
   for (uint64_t i = 0; i < header.tensor_count; ++i) {
@@ -277,10 +273,10 @@ void GgufFile::parse_all() {
   for (TensorInfo& t : tensors_) {
     if (t.offset > available || t.num_bytes > available - t.offset) {
       bool fits = t.offset <= std::numeric_limits<uint64_t>::max() - data_offset_;
-      std::string where = fits ? fmt::format("{}", data_offset_ + t.offset)
-                               : fmt::format("{} + {}", data_offset_, t.offset);
-      fail("{}: tensor '{}' data [offset {}, {} bytes] extends past end of file ({} bytes)", name_,
-           t.name, where, t.num_bytes, bytes_.size());
+      std::string where =
+          fits ? fmt::format("{}", data_offset_ + t.offset) : fmt::format("{} + {}", data_offset_, t.offset);
+      fail("{}: tensor '{}' data [offset {}, {} bytes] extends past end of file ({} bytes)", name_, t.name, where,
+           t.num_bytes, bytes_.size());
     }
     t.data = bytes_.data() + data_offset_ + t.offset;
   }

@@ -30,8 +30,8 @@ struct TensorInfo {
   // GGUF order: dims[0] is the fastest-varying (row length). Unused dims are 1.
   int64_t dims[kMaxDims] = {1, 1, 1, 1};
   uint32_t num_dims = 0;
-  uint64_t offset = 0;           // relative to the start of the data section
-  uint64_t num_bytes = 0;        // exact size of the data
+  uint64_t offset = 0;            // relative to the start of the data section
+  uint64_t num_bytes = 0;         // exact size of the data
   const uint8_t* data = nullptr;  // into the file's bytes
 
   int64_t num_elements() const { return dims[0] * dims[1] * dims[2] * dims[3]; }

@@ -14,12 +14,12 @@
 namespace tokenmill::gguf {
 namespace {
 
-using ::testing::HasSubstr;
-using ::testing::StartsWith;
 using testing::ByteBuilder;
 using testing::find_after;
+using ::testing::HasSubstr;
 using testing::parse_error;
 using testing::patch;
+using ::testing::StartsWith;
 
 // Two tensors: tensor_aa F32 [4] (16 bytes), tensor_bb Q8_0 [32, 2] (68 bytes).
 std::vector<uint8_t> valid_file() {
@@ -59,8 +59,7 @@ TEST(ReaderMalformed, Versions) {
               HasSubstr("model.gguf: GGUF version 1 is not supported"));
   EXPECT_THAT(parse_error(ByteBuilder().header(0, 0, 0x03000000).bytes()),
               HasSubstr("0x03000000: the file looks big-endian"));
-  EXPECT_THAT(parse_error(ByteBuilder().header(0, 0, 7).bytes()),
-              HasSubstr("unsupported GGUF version 7"));
+  EXPECT_THAT(parse_error(ByteBuilder().header(0, 0, 7).bytes()), HasSubstr("unsupported GGUF version 7"));
   EXPECT_EQ(parse_error(ByteBuilder().header(0, 0, 2).bytes()), "parsed OK");
   EXPECT_EQ(parse_error(ByteBuilder().header(0, 0, 3).bytes()), "parsed OK");
 }
@@ -79,9 +78,8 @@ TEST(ReaderMalformed, AbsurdCounts) {
               HasSubstr("metadata count 18446744073709551615 cannot fit"));
   ByteBuilder b;
   b.header(0, 1).str("k").u32(9).u32(4).u64(1000000000000).zeros(64);
-  EXPECT_THAT(parse_error(b.bytes()),
-              HasSubstr("array of 1000000000000 uint32 items at offset 41 in metadata key 'k' "
-                        "cannot fit in the 64 bytes left"));
+  EXPECT_THAT(parse_error(b.bytes()), HasSubstr("array of 1000000000000 uint32 items at offset 41 in metadata key 'k' "
+                                                "cannot fit in the 64 bytes left"));
 }
 
 TEST(ReaderMalformed, StringsPastEndOfFile) {
@@ -134,8 +132,7 @@ TEST(ReaderMalformed, BadAlignment) {
     b.header(0, 1).str("general.alignment").u32(type).put(value);
     return parse_error(b.bytes());
   };
-  EXPECT_THAT(with_alignment(4, uint32_t{48}),
-              HasSubstr("model.gguf: general.alignment 48 is not a power of two"));
+  EXPECT_THAT(with_alignment(4, uint32_t{48}), HasSubstr("model.gguf: general.alignment 48 is not a power of two"));
   EXPECT_THAT(with_alignment(4, uint32_t{0}), HasSubstr("general.alignment 0 is not a power of two"));
   EXPECT_THAT(with_alignment(5, int32_t{-64}), HasSubstr("general.alignment -64"));
   EXPECT_THAT(with_alignment(10, uint64_t{1} << 40), HasSubstr("not a power of two between 1 and 2^31"));
@@ -183,8 +180,7 @@ TEST(ReaderMalformed, UnknownTensorType) {
 TEST(ReaderMalformed, MisalignedOffset) {
   std::vector<uint8_t> bytes = valid_file();
   patch<uint64_t>(bytes, bb_info(bytes) + kOffset, 33);
-  EXPECT_EQ(parse_error(bytes),
-            "model.gguf: tensor 'tensor_bb' data offset 33 is not a multiple of the alignment 32");
+  EXPECT_EQ(parse_error(bytes), "model.gguf: tensor 'tensor_bb' data offset 33 is not a multiple of the alignment 32");
 }
 
 TEST(ReaderMalformed, DataPastEndOfFile) {

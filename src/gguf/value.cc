@@ -14,8 +14,7 @@ namespace {
 constexpr size_t kMaxDisplayStringBytes = 120;
 
 bool is_unsigned(ValueType t) {
-  return t == ValueType::UINT8 || t == ValueType::UINT16 || t == ValueType::UINT32 ||
-         t == ValueType::UINT64;
+  return t == ValueType::UINT8 || t == ValueType::UINT16 || t == ValueType::UINT32 || t == ValueType::UINT64;
 }
 
 // Quotes a string with C-style escapes so that control characters and
@@ -74,10 +73,8 @@ bool Value::is_integer() const {
     case ValueType::UINT32:
     case ValueType::INT32:
     case ValueType::UINT64:
-    case ValueType::INT64:
-      return true;
-    default:
-      return false;
+    case ValueType::INT64: return true;
+    default: return false;
   }
 }
 
@@ -85,8 +82,7 @@ int64_t Value::as_int() const {
   TM_CHECK(is_integer());
   if (is_unsigned(type)) {
     uint64_t v = std::get<uint64_t>(data);
-    TM_CHECK_MSG(v <= static_cast<uint64_t>(std::numeric_limits<int64_t>::max()),
-                 "uint64 value does not fit int64");
+    TM_CHECK_MSG(v <= static_cast<uint64_t>(std::numeric_limits<int64_t>::max()), "uint64 value does not fit int64");
     return static_cast<int64_t>(v);
   }
   return std::get<int64_t>(data);

@@ -65,8 +65,8 @@ struct Value {
   bool is_bool() const { return type == ValueType::BOOL; }
 
   // Accessors assume the matching is_*() holds (checked: a mismatch is a bug).
-  int64_t as_int() const;       // any integer type; uint64 above INT64_MAX aborts
-  double as_float() const;      // float types, or any integer type
+  int64_t as_int() const;   // any integer type; uint64 above INT64_MAX aborts
+  double as_float() const;  // float types, or any integer type
   bool as_bool() const;
   const std::string& as_string() const;
   const Array& as_array() const;

@@ -59,8 +59,8 @@ TEST(Value, DisplayArraysAbbreviated) {
   EXPECT_EQ(a.to_display_string(10), "[0, 1, 2, 3, 4, 5, 6, 7, 8, 9]");
   EXPECT_EQ(a.to_display_string(0), "[... 10 more]");
   EXPECT_EQ(Value::array(ValueType::STRING, {}).to_display_string(), "[]");
-  Value nested = Value::array(ValueType::ARRAY, {Value::array(ValueType::STRING, {Value::str("a")}),
-                                                 Value::array(ValueType::UINT8, {})});
+  Value nested = Value::array(ValueType::ARRAY,
+                              {Value::array(ValueType::STRING, {Value::str("a")}), Value::array(ValueType::UINT8, {})});
   EXPECT_EQ(nested.to_display_string(), "[[\"a\"], []]");
 }
 

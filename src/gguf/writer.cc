@@ -65,16 +65,15 @@ bool holds_valid(const Value& v) {
 
 void check_value(const std::string& key, const Value& v, int depth) {
   if (!holds_valid(v)) {
-    fail("GGUF writer: metadata key '{}' holds a value that is not a valid {}", key,
-         value_type_name(v.type));
+    fail("GGUF writer: metadata key '{}' holds a value that is not a valid {}", key, value_type_name(v.type));
   }
   if (!v.is_array()) return;
   if (depth >= kMaxArrayDepth) fail("GGUF writer: metadata key '{}' nests arrays too deep", key);
   const Array& a = v.as_array();
   for (size_t i = 0; i < a.items.size(); ++i) {
     if (a.items[i].type != a.element_type) {
-      fail("GGUF writer: metadata key '{}' array item {} has type {}, but the array holds {}", key,
-           i, value_type_name(a.items[i].type), value_type_name(a.element_type));
+      fail("GGUF writer: metadata key '{}' array item {} has type {}, but the array holds {}", key, i,
+           value_type_name(a.items[i].type), value_type_name(a.element_type));
     }
     check_value(key, a.items[i], depth + 1);
   }
@@ -152,8 +151,8 @@ void GgufWriter::add_tensor(const std::string& name, TensorType type, std::vecto
     }
   }
   if (dims[0] % info.block_size != 0) {
-    fail("GGUF writer: tensor '{}' row length {} is not a multiple of the {} block size {}", name,
-         dims[0], info.name, info.block_size);
+    fail("GGUF writer: tensor '{}' row length {} is not a multiple of the {} block size {}", name, dims[0], info.name,
+         info.block_size);
   }
   int64_t expected = 0;
   if (__builtin_mul_overflow(row_bytes(type, dims[0]), rows, &expected)) {

@@ -20,8 +20,7 @@ class GgufWriter {
   // Adds a tensor; `data` must hold exactly row_bytes(type, dims[0]) * rows
   // bytes. dims are in GGUF order (dims[0] fastest). Throws Error on a
   // duplicate name or a size mismatch.
-  void add_tensor(const std::string& name, TensorType type, std::vector<int64_t> dims,
-                  std::vector<uint8_t> data);
+  void add_tensor(const std::string& name, TensorType type, std::vector<int64_t> dims, std::vector<uint8_t> data);
 
   // Writes the file; throws Error (and removes the temporary) on failure.
   void write(const std::string& path) const;

@@ -62,10 +62,9 @@ std::vector<MetadataEntry> all_value_types() {
       {"t.strings", Value::array(VT::STRING, {Value::str("a"), Value::str(""), Value::str("ccc")})},
       {"t.empty", Value::array(VT::FLOAT32, {})},
       {"t.nested", Value::array(VT::ARRAY, {Value::array(VT::UINT8, {Value::u8(1), Value::u8(2)}),
-                                            Value::array(VT::STRING, {Value::str("x")}),
-                                            Value::array(VT::BOOL, {})})},
-      {"t.nested3", Value::array(VT::ARRAY, {Value::array(VT::ARRAY, {Value::array(
-                                                 VT::FLOAT64, {Value::f64(-0.5)})})})},
+                                            Value::array(VT::STRING, {Value::str("x")}), Value::array(VT::BOOL, {})})},
+      {"t.nested3",
+       Value::array(VT::ARRAY, {Value::array(VT::ARRAY, {Value::array(VT::FLOAT64, {Value::f64(-0.5)})})})},
   };
 }
 
@@ -214,14 +213,11 @@ TEST(Writer, RejectsBadInput) {
               HasSubstr("has 8 bytes of data, expected 12"));
   EXPECT_THAT(message([&] { w.add_tensor("c", TensorType::Q4_0, {16}, std::vector<uint8_t>(9)); }),
               HasSubstr("row length 16 is not a multiple of the Q4_0 block size 32"));
-  EXPECT_THAT(message([&] { w.add_tensor("d", TensorType::F32, {1, 1, 1, 1, 1}, {}); }),
-              HasSubstr("5 dimensions"));
-  EXPECT_THAT(message([&] { w.add_tensor("e", TensorType::F32, {4, 0}, {}); }),
-              HasSubstr("dimension 1 is 0"));
+  EXPECT_THAT(message([&] { w.add_tensor("d", TensorType::F32, {1, 1, 1, 1, 1}, {}); }), HasSubstr("5 dimensions"));
+  EXPECT_THAT(message([&] { w.add_tensor("e", TensorType::F32, {4, 0}, {}); }), HasSubstr("dimension 1 is 0"));
   EXPECT_THAT(message([&] { w.set("k", Value::array(ValueType::INT32, {Value::u8(1)})); }),
               HasSubstr("array item 0 has type uint8, but the array holds int32"));
-  EXPECT_THAT(message([&] { w.set("k", Value{ValueType::UINT8, uint64_t{300}}); }),
-              HasSubstr("not a valid uint8"));
+  EXPECT_THAT(message([&] { w.set("k", Value{ValueType::UINT8, uint64_t{300}}); }), HasSubstr("not a valid uint8"));
 }
 
 class TempDir {

@@ -25,9 +25,8 @@ void check_shape(const AttentionShape& s, const int64_t* q_pos, int64_t num_toke
 
 // Online softmax in float, one key at a time: the running maximum m, the
 // running sum l and the weighted sum in `out` are rescaled when m grows.
-void scalar::attend_head(const float* q, const float* k, const float* v, int64_t kv_stride,
-                         int64_t j_begin, int64_t j_end, int64_t head_dim, float scale, float softcap,
-                         float* out) {
+void scalar::attend_head(const float* q, const float* k, const float* v, int64_t kv_stride, int64_t j_begin,
+                         int64_t j_end, int64_t head_dim, float scale, float softcap, float* out) {
   float m = -std::numeric_limits<float>::infinity();
   float l = 0.0f;
   std::fill(out, out + head_dim, 0.0f);
@@ -55,9 +54,8 @@ void scalar::attend_head(const float* q, const float* k, const float* v, int64_t
 // Work is (token, head) pairs. Later tokens see more keys, so each thread
 // takes every num_threads-th pair rather than a contiguous range: the
 // threads then finish together.
-void attention_with(const KernelTable& kt, const AttentionShape& shape, const float* q,
-                    const int64_t* q_pos, int64_t num_tokens, const float* k, const float* v,
-                    int64_t n_ctx, float* out, ThreadPool& pool) {
+void attention_with(const KernelTable& kt, const AttentionShape& shape, const float* q, const int64_t* q_pos,
+                    int64_t num_tokens, const float* k, const float* v, int64_t n_ctx, float* out, ThreadPool& pool) {
   check_shape(shape, q_pos, num_tokens, n_ctx);
   const int64_t num_pairs = num_tokens * shape.n_head;
   const int64_t group = shape.n_head / shape.n_kv_head;
@@ -70,22 +68,20 @@ void attention_with(const KernelTable& kt, const AttentionShape& shape, const fl
         const int64_t h = i % shape.n_head;
         const int64_t kv_offset = (h / group) * shape.head_dim;
         const int64_t offset = (t * shape.n_head + h) * shape.head_dim;
-        kt.attend_head(q + offset, k + kv_offset, v + kv_offset, kv_stride,
-                       shape.first_visible(q_pos[t]), q_pos[t] + 1, shape.head_dim, shape.scale,
-                       shape.softcap, out + offset);
+        kt.attend_head(q + offset, k + kv_offset, v + kv_offset, kv_stride, shape.first_visible(q_pos[t]), q_pos[t] + 1,
+                       shape.head_dim, shape.scale, shape.softcap, out + offset);
       }
     }
   });
 }
 
-void attention(const AttentionShape& shape, const float* q, const int64_t* q_pos,
-               int64_t num_tokens, const float* k, const float* v, int64_t n_ctx, float* out,
-               ThreadPool& pool) {
+void attention(const AttentionShape& shape, const float* q, const int64_t* q_pos, int64_t num_tokens, const float* k,
+               const float* v, int64_t n_ctx, float* out, ThreadPool& pool) {
   attention_with(active_kernels(), shape, q, q_pos, num_tokens, k, v, n_ctx, out, pool);
 }
 
-void attention_ref(const AttentionShape& shape, const float* q, const int64_t* q_pos,
-                   int64_t num_tokens, const float* k, const float* v, int64_t n_ctx, float* out) {
+void attention_ref(const AttentionShape& shape, const float* q, const int64_t* q_pos, int64_t num_tokens,
+                   const float* k, const float* v, int64_t n_ctx, float* out) {
   check_shape(shape, q_pos, num_tokens, n_ctx);
   const int64_t hd = shape.head_dim;
   const int64_t group = shape.n_head / shape.n_kv_head;

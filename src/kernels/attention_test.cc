@@ -35,8 +35,7 @@ struct AttentionCase {
   int64_t num_tokens() const { return static_cast<int64_t>(q_pos.size()); }
   std::vector<float> run(const KernelTable& kt, ThreadPool& pool) const {
     std::vector<float> out(q.size());
-    attention_with(kt, shape, q.data(), q_pos.data(), num_tokens(), k.data(), v.data(), n_ctx,
-                   out.data(), pool);
+    attention_with(kt, shape, q.data(), q_pos.data(), num_tokens(), k.data(), v.data(), n_ctx, out.data(), pool);
     return out;
   }
   std::vector<float> ref() const {

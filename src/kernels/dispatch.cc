@@ -153,7 +153,8 @@ Isa choose_isa(const char* request, const CpuFeatures& cpu) {
   for (const IsaEntry& e : kIsas) {
     names += ", " + std::string(e.name);
     if (e.name != want) continue;
-    if (e.make == nullptr) fail("TOKENMILL_ISA={}, but this build has no {} kernels (they are for another CPU family)", want, want);
+    if (e.make == nullptr)
+      fail("TOKENMILL_ISA={}, but this build has no {} kernels (they are for another CPU family)", want, want);
     if (!e.runs_on(cpu)) fail("TOKENMILL_ISA={}, but {}", want, e.why_not(cpu));
     return e.isa;
   }

@@ -81,9 +81,8 @@ struct KernelTable {
   // w: [num_rows, w_stride], x: [num_tokens, x_stride], y: [num_tokens, y_stride].
   // Each output is computed by the same operation sequence whatever the
   // tiling, so results do not depend on how rows are split over threads.
-  void (*gemm_f32)(const float* w, int64_t w_stride, int64_t num_rows, const float* x,
-                   int64_t x_stride, int64_t num_tokens, int64_t cols, float* y,
-                   int64_t y_stride) = nullptr;
+  void (*gemm_f32)(const float* w, int64_t w_stride, int64_t num_rows, const float* x, int64_t x_stride,
+                   int64_t num_tokens, int64_t cols, float* y, int64_t y_stride) = nullptr;
   // dst[0..n) = elements of one row stored in src (any type dequantize_row_ref
   // handles; faster for the types this ISA has decoders for).
   void (*dequantize_row)(gguf::TensorType type, const void* src, float* dst, int64_t n) = nullptr;
@@ -91,46 +90,45 @@ struct KernelTable {
   // t < num_tokens (<= kMaxFusedTokens): y[t * w.rows + r] = W[r] . x[t].
   // Null, or false from fused_supports, when this ISA has no fused kernel.
   bool (*fused_supports)(gguf::TensorType type) = nullptr;
-  void (*fused_rows)(const WeightView& w, int64_t row_begin, int64_t row_end, const float* x,
-                     int64_t num_tokens, float* y) = nullptr;
+  void (*fused_rows)(const WeightView& w, int64_t row_begin, int64_t row_end, const float* x, int64_t num_tokens,
+                     float* y) = nullptr;
 
   // Packed-panel FP32 GEMM for prefill (gemm.h: layout, contracts). Null
   // where this ISA has none; matmul then multiplies row-major panels with
   // gemm_f32.
   void (*pack_rows)(const float* src, int64_t src_stride, int64_t num_src, int64_t cols, int64_t row0,
                     int64_t panel_rows, float* packed) = nullptr;
-  void (*gemm_packed)(const float* packed, int64_t num_rows, int64_t cols, const float* x,
-                      int64_t x_stride, int64_t num_tokens, float* y, int64_t y_stride) = nullptr;
+  void (*gemm_packed)(const float* packed, int64_t num_rows, int64_t cols, const float* x, int64_t x_stride,
+                      int64_t num_tokens, float* y, int64_t y_stride) = nullptr;
 
   // --- integer decode path (quantize_act.h, vec_dot.h) ---
   // Quantizes x [num_tokens, cols] to int16 blocks (quantize_acts_ref's bits).
-  void (*quantize_acts)(const float* x, int64_t num_tokens, int64_t cols,
-                        const QuantizedActsOut& out) = nullptr;
+  void (*quantize_acts)(const float* x, int64_t num_tokens, int64_t cols, const QuantizedActsOut& out) = nullptr;
   // Integer dot products for decode, preferred over fused_rows where
   // q16_supports(type): y[t * w.rows + r] = W[r] . dequant(a[t]) for rows
   // [row_begin, row_end) and t < num_tokens (<= kMaxQ16RowTokens). Null where
   // this ISA has none.
   bool (*q16_supports)(gguf::TensorType type) = nullptr;
-  void (*q16_rows)(const WeightView& w, int64_t row_begin, int64_t row_end, const QuantizedActs& a,
-                   int64_t num_tokens, float* y) = nullptr;
+  void (*q16_rows)(const WeightView& w, int64_t row_begin, int64_t row_end, const QuantizedActs& a, int64_t num_tokens,
+                   float* y) = nullptr;
   // The same numerics for prefill (gemm.h): rows widened to int16, packed,
   // and multiplied with quantized activations of many tokens. Null where
   // this ISA has none (matmul then uses the FP32 panels).
   Q16Layout (*q16_layout)(gguf::TensorType type) = nullptr;
   void (*q16_decode_row)(gguf::TensorType type, const void* row, int64_t cols, int16_t* q, float* scale16,
                          float* bias16) = nullptr;
-  void (*pack_q16_rows)(const int16_t* q, const float* scale16, const float* bias16, int64_t num_src,
-                        int64_t cols, int64_t row0, int64_t panel_rows, int16_t* packed_q, float* packed_scale,
+  void (*pack_q16_rows)(const int16_t* q, const float* scale16, const float* bias16, int64_t num_src, int64_t cols,
+                        int64_t row0, int64_t panel_rows, int16_t* packed_q, float* packed_scale,
                         float* packed_bias) = nullptr;
   // pack_q16_rows straight from the weight blocks (gemm.h) for the types
   // pack_q16_blocks_supports accepts; both null where this ISA has none.
   bool (*pack_q16_blocks_supports)(gguf::TensorType type) = nullptr;
-  bool (*pack_q16_blocks)(gguf::TensorType type, const uint8_t* rows, int64_t row_bytes, int64_t num_src,
-                          int64_t cols, int64_t row0, int64_t panel_rows, int16_t* packed_q, float* packed_scale,
+  bool (*pack_q16_blocks)(gguf::TensorType type, const uint8_t* rows, int64_t row_bytes, int64_t num_src, int64_t cols,
+                          int64_t row0, int64_t panel_rows, int16_t* packed_q, float* packed_scale,
                           float* packed_bias) = nullptr;
-  void (*gemm_q16_packed)(const int16_t* packed_q, const float* packed_scale, const float* packed_bias,
-                          bool halves, int bias, int64_t num_rows, int64_t cols, const QuantizedActs& a,
-                          int64_t num_tokens, float* y, int64_t y_stride) = nullptr;
+  void (*gemm_q16_packed)(const int16_t* packed_q, const float* packed_scale, const float* packed_bias, bool halves,
+                          int bias, int64_t num_rows, int64_t cols, const QuantizedActs& a, int64_t num_tokens,
+                          float* y, int64_t y_stride) = nullptr;
   // Calls of up to this many tokens (<= kMaxQ16RowTokens) use q16_rows (rows
   // decoded once per 4 tokens, read from memory once); longer ones the packed
   // GEMM, whose per-call repacking of every row must be repaid by the
@@ -164,9 +162,8 @@ struct KernelTable {
   // j in [j_begin, j_end), where score = scale * q.k_j, soft-capped if
   // softcap > 0. q, out: [head_dim]; k, v: rows j_begin.. with kv_stride
   // floats between consecutive keys. Precondition: j_begin < j_end.
-  void (*attend_head)(const float* q, const float* k, const float* v, int64_t kv_stride,
-                      int64_t j_begin, int64_t j_end, int64_t head_dim, float scale,
-                      float softcap, float* out) = nullptr;
+  void (*attend_head)(const float* q, const float* k, const float* v, int64_t kv_stride, int64_t j_begin, int64_t j_end,
+                      int64_t head_dim, float scale, float softcap, float* out) = nullptr;
 
   // --- paged attention building block (paged_attention.h) ---
   // One (token, KV head) pair: each of the num_heads (<= kMaxPagedGroup)
@@ -175,9 +172,9 @@ struct KernelTable {
   // out + g * head_dim. Each K and V row is loaded (and converted) once for
   // all num_heads heads. Each head's result does not depend on num_heads.
   // Precondition: j_begin < j_end.
-  void (*paged_attend_group)(const PagedKv& kv, const int32_t* block_table, int64_t kv_head,
-                             const float* q, int64_t num_heads, int64_t j_begin, int64_t j_end,
-                             int64_t head_dim, float scale, float softcap, float* out) = nullptr;
+  void (*paged_attend_group)(const PagedKv& kv, const int32_t* block_table, int64_t kv_head, const float* q,
+                             int64_t num_heads, int64_t j_begin, int64_t j_end, int64_t head_dim, float scale,
+                             float softcap, float* out) = nullptr;
 };
 
 // For the per-ISA paged_attend_group kernels: the addresses of keys
@@ -222,17 +219,15 @@ Isa choose_isa(const char* request, const CpuFeatures& cpu);
 const KernelTable& active_kernels();
 
 // The public operations computed with a given table (for tests and A/B runs).
-void matmul_with(const KernelTable& kt, const WeightView& w, const float* x, int64_t num_tokens,
-                 float* y, ThreadPool& pool);
-void matmul_many_with(const KernelTable& kt, std::span<const WeightView> ws, const float* x,
-                      int64_t num_tokens, std::span<float* const> ys, ThreadPool& pool);
-void attention_with(const KernelTable& kt, const AttentionShape& shape, const float* q,
-                    const int64_t* q_pos, int64_t num_tokens, const float* k, const float* v,
-                    int64_t n_ctx, float* out, ThreadPool& pool);
-void paged_attention_with(const KernelTable& kt, const AttentionShape& shape, const float* q,
-                          const int64_t* q_pos, int64_t num_tokens, const PagedKv& kv,
-                          std::span<const int32_t> block_table, int64_t n_ctx, float* out,
-                          ThreadPool& pool, int64_t first_block = 0);
+void matmul_with(const KernelTable& kt, const WeightView& w, const float* x, int64_t num_tokens, float* y,
+                 ThreadPool& pool);
+void matmul_many_with(const KernelTable& kt, std::span<const WeightView> ws, const float* x, int64_t num_tokens,
+                      std::span<float* const> ys, ThreadPool& pool);
+void attention_with(const KernelTable& kt, const AttentionShape& shape, const float* q, const int64_t* q_pos,
+                    int64_t num_tokens, const float* k, const float* v, int64_t n_ctx, float* out, ThreadPool& pool);
+void paged_attention_with(const KernelTable& kt, const AttentionShape& shape, const float* q, const int64_t* q_pos,
+                          int64_t num_tokens, const PagedKv& kv, std::span<const int32_t> block_table, int64_t n_ctx,
+                          float* out, ThreadPool& pool, int64_t first_block = 0);
 
 // The tables of the other CPU families' ISAs (tables_x86.cc, tables_neon.cc;
 // each defined only in a build for its family).
@@ -242,14 +237,13 @@ KernelTable make_neon_table();
 
 // Per-ISA implementations, referenced by the tables.
 namespace scalar {
-void gemm_f32(const float* w, int64_t w_stride, int64_t num_rows, const float* x,
-              int64_t x_stride, int64_t num_tokens, int64_t cols, float* y, int64_t y_stride);
-void attend_head(const float* q, const float* k, const float* v, int64_t kv_stride,
-                 int64_t j_begin, int64_t j_end, int64_t head_dim, float scale, float softcap,
-                 float* out);
-void paged_attend_group(const PagedKv& kv, const int32_t* block_table, int64_t kv_head,
-                        const float* q, int64_t num_heads, int64_t j_begin, int64_t j_end,
-                        int64_t head_dim, float scale, float softcap, float* out);
+void gemm_f32(const float* w, int64_t w_stride, int64_t num_rows, const float* x, int64_t x_stride, int64_t num_tokens,
+              int64_t cols, float* y, int64_t y_stride);
+void attend_head(const float* q, const float* k, const float* v, int64_t kv_stride, int64_t j_begin, int64_t j_end,
+                 int64_t head_dim, float scale, float softcap, float* out);
+void paged_attend_group(const PagedKv& kv, const int32_t* block_table, int64_t kv_head, const float* q,
+                        int64_t num_heads, int64_t j_begin, int64_t j_end, int64_t head_dim, float scale, float softcap,
+                        float* out);
 }  // namespace scalar
 
 namespace avx2 {
@@ -259,31 +253,29 @@ void geglu_tanh(float* gate, const float* up, int64_t n);
 void softmax(float* x, int64_t n);
 void add_inplace(float* y, const float* x, int64_t n);
 void scale_inplace(float* x, float s, int64_t n);
-void gemm_f32(const float* w, int64_t w_stride, int64_t num_rows, const float* x,
-              int64_t x_stride, int64_t num_tokens, int64_t cols, float* y, int64_t y_stride);
+void gemm_f32(const float* w, int64_t w_stride, int64_t num_rows, const float* x, int64_t x_stride, int64_t num_tokens,
+              int64_t cols, float* y, int64_t y_stride);
 void dequantize_row(gguf::TensorType type, const void* src, float* dst, int64_t n);
 bool fused_supports(gguf::TensorType type);
-void fused_rows(const WeightView& w, int64_t row_begin, int64_t row_end, const float* x,
-                int64_t num_tokens, float* y);
-void attend_head(const float* q, const float* k, const float* v, int64_t kv_stride,
-                 int64_t j_begin, int64_t j_end, int64_t head_dim, float scale, float softcap,
-                 float* out);
-void paged_attend_group(const PagedKv& kv, const int32_t* block_table, int64_t kv_head,
-                        const float* q, int64_t num_heads, int64_t j_begin, int64_t j_end,
-                        int64_t head_dim, float scale, float softcap, float* out);
+void fused_rows(const WeightView& w, int64_t row_begin, int64_t row_end, const float* x, int64_t num_tokens, float* y);
+void attend_head(const float* q, const float* k, const float* v, int64_t kv_stride, int64_t j_begin, int64_t j_end,
+                 int64_t head_dim, float scale, float softcap, float* out);
+void paged_attend_group(const PagedKv& kv, const int32_t* block_table, int64_t kv_head, const float* q,
+                        int64_t num_heads, int64_t j_begin, int64_t j_end, int64_t head_dim, float scale, float softcap,
+                        float* out);
 // The quantized-type half of dequantize_row / fused_rows (matmul_quant_avx2.cc);
 // false when it has no decoder for the type.
 bool dequantize_row_quant(gguf::TensorType type, const void* src, float* dst, int64_t n);
-bool fused_rows_quant(const WeightView& w, int64_t row_begin, int64_t row_end, const float* x,
-                      int64_t num_tokens, float* y);
+bool fused_rows_quant(const WeightView& w, int64_t row_begin, int64_t row_end, const float* x, int64_t num_tokens,
+                      float* y);
 }  // namespace avx2
 
 namespace avx512 {
 // F32 and F16 caches with head_dim a multiple of 16 (up to 256) and no
 // soft-capping; anything else goes to avx2::paged_attend_group.
-void paged_attend_group(const PagedKv& kv, const int32_t* block_table, int64_t kv_head,
-                        const float* q, int64_t num_heads, int64_t j_begin, int64_t j_end,
-                        int64_t head_dim, float scale, float softcap, float* out);
+void paged_attend_group(const PagedKv& kv, const int32_t* block_table, int64_t kv_head, const float* q,
+                        int64_t num_heads, int64_t j_begin, int64_t j_end, int64_t head_dim, float scale, float softcap,
+                        float* out);
 }  // namespace avx512
 
 }  // namespace tokenmill::kernels

@@ -18,15 +18,14 @@ namespace {
 TEST(Dispatch, TablesAreCompleteAndMatchTheCpu) {
   const KernelTable& s = scalar_kernels();
   EXPECT_EQ(s.isa, Isa::kScalar);
-  EXPECT_TRUE(s.rms_norm && s.swiglu && s.geglu_tanh && s.softmax && s.add_inplace && s.scale_inplace &&
-              s.gemm_f32 && s.dequantize_row && s.attend_head);
+  EXPECT_TRUE(s.rms_norm && s.swiglu && s.geglu_tanh && s.softmax && s.add_inplace && s.scale_inplace && s.gemm_f32 &&
+              s.dequantize_row && s.attend_head);
   const KernelTable* a = kernels_for(Isa::kAvx2);
   EXPECT_EQ(a != nullptr, cpu_features().supports_avx2_kernels());
   if (a != nullptr) {
     EXPECT_EQ(a->isa, Isa::kAvx2);
-    EXPECT_TRUE(a->rms_norm && a->swiglu && a->geglu_tanh && a->softmax && a->add_inplace &&
-                a->scale_inplace && a->gemm_f32 && a->dequantize_row && a->fused_supports &&
-                a->fused_rows && a->attend_head);
+    EXPECT_TRUE(a->rms_norm && a->swiglu && a->geglu_tanh && a->softmax && a->add_inplace && a->scale_inplace &&
+                a->gemm_f32 && a->dequantize_row && a->fused_supports && a->fused_rows && a->attend_head);
     EXPECT_TRUE(a->fused_supports(gguf::TensorType::Q8_0));
     EXPECT_FALSE(a->fused_supports(gguf::TensorType::Q2_K));
   }
@@ -78,8 +77,7 @@ class IsaCoverageOf : public ::testing::TestWithParam<Isa> {};
 
 TEST_P(IsaCoverageOf, KernelsAreTestedOnThisCpu) {
   if (kernels_for(GetParam()) == nullptr) {
-    GTEST_SKIP() << "this CPU cannot run the " << isa_name(GetParam())
-                 << " kernels: the kernel tests skip them here";
+    GTEST_SKIP() << "this CPU cannot run the " << isa_name(GetParam()) << " kernels: the kernel tests skip them here";
   }
   EXPECT_EQ(kernels_for(GetParam())->isa, GetParam());
   EXPECT_NE(std::find(available_kernels().begin(), available_kernels().end(), kernels_for(GetParam())),

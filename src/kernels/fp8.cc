@@ -89,8 +89,8 @@ const Fp8Table& table() {
 
 }  // namespace
 
-void matmul_fp8_rows_ref(const Fp8Matrix& w, int64_t row_begin, int64_t row_end, const float* x,
-                         int64_t num_tokens, float* y) {
+void matmul_fp8_rows_ref(const Fp8Matrix& w, int64_t row_begin, int64_t row_end, const float* x, int64_t num_tokens,
+                         float* y) {
   const float* lut = table().v;
   const int64_t nb = w.cols / kFp8Block;
   for (int64_t r = row_begin; r < row_end; ++r) {
@@ -107,7 +107,6 @@ void matmul_fp8_rows_ref(const Fp8Matrix& w, int64_t row_begin, int64_t row_end,
     }
   }
 }
-
 
 void matmul_fp8_ref(const Fp8Matrix& w, const float* x, int64_t num_tokens, float* y) {
   TM_CHECK(w.cols % kFp8Block == 0);

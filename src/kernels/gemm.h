@@ -67,8 +67,8 @@ namespace avx2 {
 // panel_rows (a multiple of kPackRows; row0 a multiple of kPackStep) from
 // src: num_src rows (<= kPackStep) of `cols` floats at src_stride; the
 // remaining rows of the step are written as zeros.
-void pack_rows(const float* src, int64_t src_stride, int64_t num_src, int64_t cols, int64_t row0,
-               int64_t panel_rows, float* packed);
+void pack_rows(const float* src, int64_t src_stride, int64_t num_src, int64_t cols, int64_t row0, int64_t panel_rows,
+               float* packed);
 
 // y[t * y_stride + r] = sum_k panel[r, k] * x[t * x_stride + k] for
 // r < num_rows, t < num_tokens. packed: a panel of num_rows rows (padded

@@ -8,8 +8,8 @@
 // tokens, for the AVX2 and the AVX-512 kernel.
 #include <gtest/gtest.h>
 
-#include <cmath>
 #include <algorithm>
+#include <cmath>
 #include <cstdlib>
 #include <cstring>
 #include <string>
@@ -53,7 +53,8 @@ TEST(GemmQ16, DecodedRowsDescribeTheReferenceWeights) {
         const double got = double(dec.scale[h]) * dec.q[r * cols + c] + dec.bias[h];
         // The reference rounds d * sc, the product and the minimum in float:
         // a few ulps of the larger term.
-        const double tol = 4 * std::ldexp(std::fabs(double(dec.scale[h]) * dec.q[r * cols + c]) + std::fabs(dec.bias[h]), -24);
+        const double tol =
+            4 * std::ldexp(std::fabs(double(dec.scale[h]) * dec.q[r * cols + c]) + std::fabs(dec.bias[h]), -24);
         ASSERT_NEAR(got, ref[c], tol + 1e-30) << gguf::tensor_type_name(type) << " r " << r << " c " << c;
       }
     }
@@ -85,8 +86,8 @@ void check_against_reference(GemmQ16Fn gemm, const char* isa) {
         std::vector<float> ps(padded * cols / 16), pb(ps.size());
         for (int64_t i = 0; i < padded; i += kPackStep) {
           const int64_t n = std::max<int64_t>(0, std::min(kPackStep, rows - i));
-          avx2::pack_q16_rows(dec.q.data() + i * cols, dec.scale.data() + i * cols / 16, dec.bias.data() + i * cols / 16,
-                              n, cols, i, padded, pq, ps.data(), pb.data());
+          avx2::pack_q16_rows(dec.q.data() + i * cols, dec.scale.data() + i * cols / 16,
+                              dec.bias.data() + i * cols / 16, n, cols, i, padded, pq, ps.data(), pb.data());
         }
         for (int64_t nt : {1, 2, 3, 4, 5, 6, 7, 12, 13, 64, 300}) {
           if (nt == 300 && cols < 640) continue;
@@ -98,9 +99,9 @@ void check_against_reference(GemmQ16Fn gemm, const char* isa) {
           const std::vector<float> want = reference(dec, rows, cols, layout, acts.buffer.view(), nt, ys);
           for (int64_t t = 0; t < nt; ++t) {
             for (int64_t r = 0; r < ys; ++r) {
-              const std::string what = std::string(isa) + " " + std::string(gguf::tensor_type_name(type)) + " rows " + std::to_string(rows) +
-                                       " cols " + std::to_string(cols) + " tokens " + std::to_string(nt) + " r " +
-                                       std::to_string(r) + " t " + std::to_string(t);
+              const std::string what = std::string(isa) + " " + std::string(gguf::tensor_type_name(type)) + " rows " +
+                                       std::to_string(rows) + " cols " + std::to_string(cols) + " tokens " +
+                                       std::to_string(nt) + " r " + std::to_string(r) + " t " + std::to_string(t);
               ASSERT_EQ(y[t * ys + r], want[t * ys + r]) << what;
             }
           }
@@ -122,7 +123,7 @@ TEST(GemmQ16, DirectPackEqualsDecodeThenPack) {
     for (int64_t cols : {32, 96, 288, 640}) {
       testing::Weights w(TensorType::Q4_0, rows, cols, static_cast<uint32_t>(rows * 11 + cols));
       const int64_t rb = gguf::row_bytes(TensorType::Q4_0, cols);
-      w.bytes[0] = w.bytes[1] = 0;                          // row 0, block 0: d = +0
+      w.bytes[0] = w.bytes[1] = 0;                               // row 0, block 0: d = +0
       w.bytes[static_cast<size_t>((rows - 1) * rb + 1)] = 0x80;  // last row, block 0: d = -0
       w.bytes[static_cast<size_t>((rows - 1) * rb)] = 0;
       const Decoded dec(w.view);
@@ -135,8 +136,8 @@ TEST(GemmQ16, DirectPackEqualsDecodeThenPack) {
       std::vector<float> s_two(nf, -3.0f), b_two(nf, -3.0f), s_one(nf, -3.0f), b_one(nf, -3.0f);
       for (int64_t i = 0; i < padded; i += kPackStep) {
         const int64_t n = std::max<int64_t>(0, std::min(kPackStep, rows - i));
-        avx2::pack_q16_rows(dec.q.data() + i * cols, dec.scale.data() + i * cols / 16, dec.bias.data() + i * cols / 16, n,
-                            cols, i, padded, q_two, s_two.data(), b_two.data());
+        avx2::pack_q16_rows(dec.q.data() + i * cols, dec.scale.data() + i * cols / 16, dec.bias.data() + i * cols / 16,
+                            n, cols, i, padded, q_two, s_two.data(), b_two.data());
         ASSERT_TRUE(avx2::pack_q16_blocks(TensorType::Q4_0, w.bytes.data() + i * rb, rb, n, cols, i, padded, q_one,
                                           s_one.data(), b_one.data()));
       }
@@ -164,8 +165,8 @@ void check_interleaved(InterleavedGemm gemm_interleaved) {
   for (TensorType type : {TensorType::Q4_0, TensorType::Q8_0, TensorType::Q4_K, TensorType::Q6_K}) {
     const bool super_blocks = type == TensorType::Q4_K || type == TensorType::Q6_K;
     const Q16Layout layout = avx2::q16_layout(type);
-    const auto gemm = [type, gemm_interleaved](const uint8_t* packed, int64_t rows, int64_t cols, int64_t r0, int64_t r1,
-                                               const QuantizedActs& a, int64_t nt, float* y, int64_t ys) {
+    const auto gemm = [type, gemm_interleaved](const uint8_t* packed, int64_t rows, int64_t cols, int64_t r0,
+                                               int64_t r1, const QuantizedActs& a, int64_t nt, float* y, int64_t ys) {
       gemm_interleaved(type, packed, rows, cols, r0, r1, a, nt, y, ys);
     };
     for (int64_t rows : {1, 7, 16, 17, 37, 48}) {
@@ -193,7 +194,7 @@ void check_interleaved(InterleavedGemm gemm_interleaved) {
           for (int64_t t = 0; t < nt; ++t) {
             for (int64_t r = 0; r < ys; ++r) {
               ASSERT_EQ(y[t * ys + r], want[t * ys + r]) << gguf::tensor_type_name(type) << " rows " << rows << " cols "
-                                                          << cols << " tokens " << nt << " r " << r << " t " << t;
+                                                         << cols << " tokens " << nt << " r " << r << " t " << t;
             }
           }
         }

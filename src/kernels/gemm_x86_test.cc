@@ -56,8 +56,9 @@ void check_fma_chains(GemmFn gemm, const char* isa) {
         gemm(packed.data, rows, cols, xs.data() + off, cols, nt, y, y_stride);
         for (int64_t t = 0; t < nt; ++t) {
           for (int64_t r = 0; r < y_stride; ++r) {
-            const std::string what = std::string(isa) + " rows " + std::to_string(rows) + " cols " + std::to_string(cols) + " tokens " +
-                                     std::to_string(nt) + " r " + std::to_string(r) + " t " + std::to_string(t);
+            const std::string what = std::string(isa) + " rows " + std::to_string(rows) + " cols " +
+                                     std::to_string(cols) + " tokens " + std::to_string(nt) + " r " +
+                                     std::to_string(r) + " t " + std::to_string(t);
             if (r >= rows) {
               ASSERT_EQ(y[t * y_stride + r], -1.0f) << what << ": wrote outside the panel's rows";
               continue;

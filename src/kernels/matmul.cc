@@ -139,7 +139,8 @@ void run_packed_panel(const KernelTable& kt, const WeightView& w, int64_t r0, in
     const int64_t n = std::clamp<int64_t>(num_rows - i, 0, kPackStep);
     const float* src = direct ? static_cast<const float*>(w.data) + (r0 + i) * cols : rows;
     if (!direct) {
-      for (int64_t j = 0; j < n; ++j) kt.dequantize_row(w.type, bytes + (r0 + i + j) * bytes_per_row, rows + j * cols, cols);
+      for (int64_t j = 0; j < n; ++j)
+        kt.dequantize_row(w.type, bytes + (r0 + i + j) * bytes_per_row, rows + j * cols, cols);
     }
     kt.pack_rows(src, cols, n, cols, i, padded, packed);
   }
@@ -173,7 +174,8 @@ void run_q16_packed_panel(const KernelTable& kt, const WeightView& w, int64_t r0
       continue;
     }
     for (int64_t j = 0; j < n; ++j) {
-      kt.q16_decode_row(w.type, bytes + (r0 + i + j) * bytes_per_row, cols, tq + j * cols, ts + j * halves, tb + j * halves);
+      kt.q16_decode_row(w.type, bytes + (r0 + i + j) * bytes_per_row, cols, tq + j * cols, ts + j * halves,
+                        tb + j * halves);
     }
     kt.pack_q16_rows(tq, ts, tb, n, cols, i, padded, pq, ps, pb);
   }
@@ -195,7 +197,8 @@ void run_panel(const KernelTable& kt, const WeightView& w, int64_t r0, int64_t n
     float* scratch = thread_scratch(0, num_rows * stride);
     const int64_t bytes_per_row = gguf::row_bytes(w.type, cols);
     const auto* bytes = static_cast<const uint8_t*>(w.data) + r0 * bytes_per_row;
-    for (int64_t i = 0; i < num_rows; ++i) kt.dequantize_row(w.type, bytes + i * bytes_per_row, scratch + i * stride, cols);
+    for (int64_t i = 0; i < num_rows; ++i)
+      kt.dequantize_row(w.type, bytes + i * bytes_per_row, scratch + i * stride, cols);
     panel = scratch;
   }
   // Token blocks a multiple of the token tile, so only the last block has a
@@ -238,8 +241,9 @@ QuantizedActs quantize_for_call(const KernelTable& kt, const float* x, int64_t n
   buffer.resize(num_tokens, cols);
   const auto quantize = [&](int, int64_t t0, int64_t t1) {
     const int64_t nb = cols / kActBlock;
-    kt.quantize_acts(x + t0 * cols, t1 - t0, cols,
-                     {buffer.qs() + t0 * cols, buffer.d() + t0 * nb, buffer.s32() + t0 * nb, buffer.s16() + 2 * t0 * nb});
+    kt.quantize_acts(
+        x + t0 * cols, t1 - t0, cols,
+        {buffer.qs() + t0 * cols, buffer.d() + t0 * nb, buffer.s32() + t0 * nb, buffer.s16() + 2 * t0 * nb});
   };
   if (num_tokens <= kMaxFusedTokens) {
     quantize(0, 0, num_tokens);
@@ -283,7 +287,8 @@ class UnitQueue {
       const uint64_t begin = v & 0xffffffffu, end = v >> 32;
       if (begin >= end) return -1;
       const uint64_t next = front ? v + 1 : (end - 1) << 32 | begin;
-      if (range.compare_exchange_weak(v, next, std::memory_order_relaxed)) return static_cast<int64_t>(front ? begin : end - 1);
+      if (range.compare_exchange_weak(v, next, std::memory_order_relaxed))
+        return static_cast<int64_t>(front ? begin : end - 1);
     }
   }
 
@@ -349,8 +354,8 @@ Task make_task(const KernelTable& kt, const WeightView& w, int64_t num_tokens, f
 
 }  // namespace
 
-void matmul_many_with(const KernelTable& kt, std::span<const WeightView> ws, const float* x,
-                      int64_t num_tokens, std::span<float* const> ys, ThreadPool& pool) {
+void matmul_many_with(const KernelTable& kt, std::span<const WeightView> ws, const float* x, int64_t num_tokens,
+                      std::span<float* const> ys, ThreadPool& pool) {
   TM_CHECK(ws.size() == ys.size() && ws.size() <= kMaxMatmulMany);
   for (const WeightView& w : ws) {
     check_shapes(w, num_tokens);
@@ -373,8 +378,8 @@ void matmul_many_with(const KernelTable& kt, std::span<const WeightView> ws, con
   if (num_tasks > 0) run_tasks(kt, tasks, num_tasks, x, num_tokens, cols, pool);
 }
 
-void matmul_with(const KernelTable& kt, const WeightView& w, const float* x, int64_t num_tokens,
-                 float* y, ThreadPool& pool) {
+void matmul_with(const KernelTable& kt, const WeightView& w, const float* x, int64_t num_tokens, float* y,
+                 ThreadPool& pool) {
   matmul_many_with(kt, {&w, 1}, x, num_tokens, {&y, 1}, pool);
 }
 
@@ -382,8 +387,8 @@ void matmul(const WeightView& w, const float* x, int64_t num_tokens, float* y, T
   matmul_with(active_kernels(), w, x, num_tokens, y, pool);
 }
 
-void matmul_many(std::span<const WeightView> ws, const float* x, int64_t num_tokens,
-                 std::span<float* const> ys, ThreadPool& pool) {
+void matmul_many(std::span<const WeightView> ws, const float* x, int64_t num_tokens, std::span<float* const> ys,
+                 ThreadPool& pool) {
   matmul_many_with(active_kernels(), ws, x, num_tokens, ys, pool);
 }
 

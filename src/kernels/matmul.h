@@ -40,8 +40,8 @@ inline constexpr size_t kMaxMatmulMany = 4;
 // per matrix, and x quantized once for the integer decode path. Every
 // ws[i].cols is the same; ys[i]: [num_tokens, ws[i].rows]. Results equal
 // separate matmul calls bit for bit. At most kMaxMatmulMany matrices.
-void matmul_many(std::span<const WeightView> ws, const float* x, int64_t num_tokens,
-                 std::span<float* const> ys, ThreadPool& pool);
+void matmul_many(std::span<const WeightView> ws, const float* x, int64_t num_tokens, std::span<float* const> ys,
+                 ThreadPool& pool);
 
 // The same product computed by the scalar reference path (single thread,
 // dequantize then dot in double); for tests.

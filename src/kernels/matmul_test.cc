@@ -19,8 +19,8 @@
 #include "kernels/gemm.h"
 #include "kernels/interleave.h"
 #include "kernels/quant.h"
-#include "kernels/test_util.h"
 #include "kernels/quantize_act.h"
+#include "kernels/test_util.h"
 
 namespace tokenmill::kernels {
 namespace {
@@ -34,10 +34,10 @@ using testing::Weights;
 
 std::vector<TensorType> weight_types() {
   std::vector<TensorType> types;
-  for (TensorType t : {TensorType::F32, TensorType::F16, TensorType::BF16, TensorType::Q4_0,
-                       TensorType::Q4_1, TensorType::Q5_0, TensorType::Q5_1, TensorType::Q8_0,
-                       TensorType::Q8_1, TensorType::Q2_K, TensorType::Q3_K, TensorType::Q4_K,
-                       TensorType::Q5_K, TensorType::Q6_K, TensorType::Q8_K, TensorType::BF16}) {
+  for (TensorType t :
+       {TensorType::F32, TensorType::F16, TensorType::BF16, TensorType::Q4_0, TensorType::Q4_1, TensorType::Q5_0,
+        TensorType::Q5_1, TensorType::Q8_0, TensorType::Q8_1, TensorType::Q2_K, TensorType::Q3_K, TensorType::Q4_K,
+        TensorType::Q5_K, TensorType::Q6_K, TensorType::Q8_K, TensorType::BF16}) {
     if (can_quantize(t)) types.push_back(t);
   }
   return types;
@@ -66,8 +66,8 @@ bool uses_q16(const KernelTable& kt, TensorType type, int64_t num_tokens) {
 // the scalar ISA and the FP32 packed prefill kernel (gemm.h) sum each output
 // sequentially: cols steps. A wrong element or scale is
 // ~|w x| ~ sum/cols, orders of magnitude above this.
-void expect_close(const KernelTable& kt, const WeightView& w, const float* x, int64_t num_tokens,
-                  const float* y, const std::vector<float>& ref, const std::string& what) {
+void expect_close(const KernelTable& kt, const WeightView& w, const float* x, int64_t num_tokens, const float* y,
+                  const std::vector<float>& ref, const std::string& what) {
   const bool q16 = uses_q16(kt, w.type, num_tokens);
   const bool sequential =
       kt.isa == Isa::kScalar || (!q16 && kt.gemm_packed != nullptr && num_tokens >= kPackedMinTokens);
@@ -104,14 +104,13 @@ TEST(Matmul, EveryTypeMatchesReference) {
           std::vector<float> ys(static_cast<size_t>(nt * rows + 8), -1.0f);
           float* y = ys.data() + (7 - off);
           matmul_with(*kt, w.view, x, nt, y, pool);
-          const std::string what = std::string(isa_name(kt->isa)) + " " +
-                                   std::string(gguf::tensor_type_name(type)) + " cols=" +
-                                   std::to_string(cols) + " tokens=" + std::to_string(nt);
+          const std::string what = std::string(isa_name(kt->isa)) + " " + std::string(gguf::tensor_type_name(type)) +
+                                   " cols=" + std::to_string(cols) + " tokens=" + std::to_string(nt);
           // The integer decode path multiplies the int16-rounded x: its
           // reference is the float product with those values; the distance
           // to the exact x is bounded separately (matmul_q16_test.cc).
-          const std::vector<float> xr = uses_q16(*kt, type, nt) ? Acts(x, nt, cols).rounded
-                                                                : std::vector<float>(x, x + nt * cols);
+          const std::vector<float> xr =
+              uses_q16(*kt, type, nt) ? Acts(x, nt, cols).rounded : std::vector<float>(x, x + nt * cols);
           std::vector<float> ref(static_cast<size_t>(nt * rows));
           matmul_ref(w.view, xr.data(), nt, ref.data());
           expect_close(*kt, w.view, xr.data(), nt, y, ref, what);
@@ -129,8 +128,8 @@ TEST(Matmul, EveryTypeMatchesReference) {
 TEST(Matmul, ThreadCountDoesNotChangeResults) {
   ThreadPool one(1), two(2), three(3);
   for (const KernelTable* kt : available_kernels()) {
-    for (TensorType type : {TensorType::F32, TensorType::F16, TensorType::Q8_0, TensorType::Q4_K,
-                            TensorType::Q6_K, TensorType::Q5_0, TensorType::Q3_K}) {
+    for (TensorType type : {TensorType::F32, TensorType::F16, TensorType::Q8_0, TensorType::Q4_K, TensorType::Q6_K,
+                            TensorType::Q5_0, TensorType::Q3_K}) {
       Weights w(type, 203, 512, 5);
       for (int64_t nt : {1, 3, 17, 64, 100}) {
         const auto x = gaussian(nt * 512, 6);
@@ -154,33 +153,33 @@ TEST(Matmul, ThreadCountDoesNotChangeResults) {
 TEST(Matmul, InterleavedWeightsAreUsedOnlyWhereSupported) {
   ThreadPool one(1), two(2);
   for (TensorType type : {TensorType::Q4_0, TensorType::Q4_K}) {
-  Weights w(type, 203, 512, 9);
-  std::vector<uint8_t> storage(static_cast<size_t>(interleaved_bytes(w.view)) + 64);
-  auto* packed = reinterpret_cast<uint8_t*>((reinterpret_cast<uintptr_t>(storage.data()) + 63) / 64 * 64);
-  interleave_weights(w.view, packed);
-  WeightView iw = w.view;
-  iw.interleaved = packed;
-  for (const KernelTable* kt : available_kernels()) {
-    for (int64_t nt : {1, 3, 17, 64}) {
-      const auto x = gaussian(nt * 512, 10);
-      std::vector<float> plain(static_cast<size_t>(nt * 203)), y1(plain.size()), y2(plain.size()), ref(plain.size());
-      matmul_with(*kt, w.view, x.data(), nt, plain.data(), two);
-      matmul_with(*kt, iw, x.data(), nt, y1.data(), one);
-      matmul_with(*kt, iw, x.data(), nt, y2.data(), two);
-      matmul_ref(w.view, x.data(), nt, ref.data());
-      const std::string what = std::string(isa_name(kt->isa)) + " " + std::string(gguf::tensor_type_name(type)) +
-                               " tokens=" + std::to_string(nt);
-      ASSERT_EQ(0, std::memcmp(y1.data(), y2.data(), y1.size() * sizeof(float))) << what;
-      if (kt->gemm_interleaved == nullptr || nt > kMaxQ16RowTokens) {
-        ASSERT_EQ(0, std::memcmp(plain.data(), y1.data(), y1.size() * sizeof(float))) << what;
-      }
-      // Within the int16 activations' rounding (bounded precisely in
-      // IntegerDecodePathIsCloseToExactProduct); a wrong layout is off by O(1).
-      for (size_t i = 0; i < ref.size(); ++i) {
-        ASSERT_NEAR(y1[i], ref[i], 1e-2 * (1.0 + std::fabs(ref[i]))) << what << " at " << i;
+    Weights w(type, 203, 512, 9);
+    std::vector<uint8_t> storage(static_cast<size_t>(interleaved_bytes(w.view)) + 64);
+    auto* packed = reinterpret_cast<uint8_t*>((reinterpret_cast<uintptr_t>(storage.data()) + 63) / 64 * 64);
+    interleave_weights(w.view, packed);
+    WeightView iw = w.view;
+    iw.interleaved = packed;
+    for (const KernelTable* kt : available_kernels()) {
+      for (int64_t nt : {1, 3, 17, 64}) {
+        const auto x = gaussian(nt * 512, 10);
+        std::vector<float> plain(static_cast<size_t>(nt * 203)), y1(plain.size()), y2(plain.size()), ref(plain.size());
+        matmul_with(*kt, w.view, x.data(), nt, plain.data(), two);
+        matmul_with(*kt, iw, x.data(), nt, y1.data(), one);
+        matmul_with(*kt, iw, x.data(), nt, y2.data(), two);
+        matmul_ref(w.view, x.data(), nt, ref.data());
+        const std::string what = std::string(isa_name(kt->isa)) + " " + std::string(gguf::tensor_type_name(type)) +
+                                 " tokens=" + std::to_string(nt);
+        ASSERT_EQ(0, std::memcmp(y1.data(), y2.data(), y1.size() * sizeof(float))) << what;
+        if (kt->gemm_interleaved == nullptr || nt > kMaxQ16RowTokens) {
+          ASSERT_EQ(0, std::memcmp(plain.data(), y1.data(), y1.size() * sizeof(float))) << what;
+        }
+        // Within the int16 activations' rounding (bounded precisely in
+        // IntegerDecodePathIsCloseToExactProduct); a wrong layout is off by O(1).
+        for (size_t i = 0; i < ref.size(); ++i) {
+          ASSERT_NEAR(y1[i], ref[i], 1e-2 * (1.0 + std::fabs(ref[i]))) << what << " at " << i;
+        }
       }
     }
-  }
   }
 }
 
@@ -198,8 +197,9 @@ TEST(Matmul, LargePrefillMatchesReference) {
       std::vector<float> y(static_cast<size_t>(nt * 150)), ref(y.size());
       matmul_ref(w.view, xr.data(), nt, ref.data());
       matmul_with(*kt, w.view, x.data(), nt, y.data(), pool);
-      expect_close(*kt, w.view, xr.data(), nt, y.data(), ref,
-                   std::string(isa_name(kt->isa)) + " " + std::string(gguf::tensor_type_name(type)) + " 150x2048 x 100");
+      expect_close(
+          *kt, w.view, xr.data(), nt, y.data(), ref,
+          std::string(isa_name(kt->isa)) + " " + std::string(gguf::tensor_type_name(type)) + " 150x2048 x 100");
     }
   }
 }
@@ -226,8 +226,7 @@ TEST(Matmul, DequantizeWeightRowPicksTheRow) {
   Weights w(TensorType::Q8_0, 5, 64, 21);
   std::vector<float> got(64), want(64);
   dequantize_weight_row(w.view, 3, got.data());
-  dequantize_row_ref(TensorType::Q8_0, w.bytes.data() + 3 * gguf::row_bytes(TensorType::Q8_0, 64),
-                     want.data(), 64);
+  dequantize_row_ref(TensorType::Q8_0, w.bytes.data() + 3 * gguf::row_bytes(TensorType::Q8_0, 64), want.data(), 64);
   EXPECT_EQ(got, want);
 }
 
@@ -300,7 +299,8 @@ TEST(Matmul, IntegerDecodePathIsCloseToExactProduct) {
         const std::vector<float> bias = bias_terms(w.view, r);
         for (int64_t t = 0; t < 2; ++t) {
           const float* xt = x.data() + t * cols;
-          const double tol = rounding_bound(row, bias, xt, cols, cols / 8.0 + 16) + testing::activation_bound(row, xt, cols);
+          const double tol =
+              rounding_bound(row, bias, xt, cols, cols / 8.0 + 16) + testing::activation_bound(row, xt, cols);
           EXPECT_NEAR(y[t * rows + r], ref[t * rows + r], tol)
               << isa_name(kt->isa) << " " << gguf::tensor_type_name(type) << " row " << r;
         }

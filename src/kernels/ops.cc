@@ -15,9 +15,7 @@ void rms_norm(const float* x, const float* w, float* out, int64_t n, float eps) 
 
 void swiglu(float* gate, const float* up, int64_t n) { active_kernels().swiglu(gate, up, n); }
 
-void geglu_tanh(float* gate, const float* up, int64_t n) {
-  active_kernels().geglu_tanh(gate, up, n);
-}
+void geglu_tanh(float* gate, const float* up, int64_t n) { active_kernels().geglu_tanh(gate, up, n); }
 
 void softmax(float* x, int64_t n) { active_kernels().softmax(x, n); }
 
@@ -53,8 +51,8 @@ void rope_apply(float* head, int64_t rope_dims, const double* cos_in, const doub
   }
 }
 
-void rope(float* head, int64_t head_dim, int64_t rope_dims, int64_t pos, float freq_base,
-          float freq_scale, const float* freq_factors, bool neox) {
+void rope(float* head, int64_t head_dim, int64_t rope_dims, int64_t pos, float freq_base, float freq_scale,
+          const float* freq_factors, bool neox) {
   TM_CHECK(rope_dims >= 0 && rope_dims <= head_dim && rope_dims % 2 == 0);
   std::vector<double> c(static_cast<size_t>(rope_dims / 2)), s(c.size());
   rope_angles(rope_dims, pos, freq_base, freq_scale, freq_factors, c.data(), s.data());

@@ -14,8 +14,8 @@ void rms_norm(const float* x, const float* w, float* out, int64_t n, float eps);
 // pos. rope_dims <= head_dim leading dims are rotated. `neox` selects pairing
 // (i, i + rope_dims/2) instead of (2i, 2i+1). freq_scale multiplies positions;
 // freq_factors (may be null, length rope_dims/2) divide each frequency (llama3).
-void rope(float* head, int64_t head_dim, int64_t rope_dims, int64_t pos, float freq_base,
-          float freq_scale, const float* freq_factors, bool neox);
+void rope(float* head, int64_t head_dim, int64_t rope_dims, int64_t pos, float freq_base, float freq_scale,
+          const float* freq_factors, bool neox);
 
 // rope() in two halves, so that the angles of a position are computed once
 // and shared by every head of the token (a pow and a sincos per pair,

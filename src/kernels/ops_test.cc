@@ -61,7 +61,7 @@ TEST(OpsRef, HandComputedValues) {
   float g[3] = {1.0f, -2.0f, 0.0f};
   const float up[3] = {1.0f, 3.0f, 5.0f};
   swiglu_ref(g, up, 3);
-  EXPECT_NEAR(g[0], 0.7310585786f, 1e-7);      // 1 / (1 + e^-1)
+  EXPECT_NEAR(g[0], 0.7310585786f, 1e-7);       // 1 / (1 + e^-1)
   EXPECT_NEAR(g[1], 3 * -0.2384058440f, 1e-6);  // -2 / (1 + e^2)
   EXPECT_EQ(g[2], 0.0f);
 

@@ -114,9 +114,9 @@ void paged_chunk_rows(const PagedKv& kv, const int32_t* block_table, int64_t j0,
 
 // Keys one at a time, as scalar::attend_head, but each K and V row is
 // converted once and used by every head of the group.
-void scalar::paged_attend_group(const PagedKv& kv, const int32_t* block_table, int64_t kv_head,
-                                const float* q, int64_t num_heads, int64_t j_begin, int64_t j_end,
-                                int64_t head_dim, float scale, float softcap, float* out) {
+void scalar::paged_attend_group(const PagedKv& kv, const int32_t* block_table, int64_t kv_head, const float* q,
+                                int64_t num_heads, int64_t j_begin, int64_t j_end, int64_t head_dim, float scale,
+                                float softcap, float* out) {
   const int64_t row_bytes = kv::kv_row_bytes(kv.dtype, kv.n_kv_dim);
   const int64_t first = kv_head * head_dim;
   std::vector<float> k(static_cast<size_t>(head_dim)), v(static_cast<size_t>(head_dim));
@@ -154,10 +154,9 @@ void scalar::paged_attend_group(const PagedKv& kv, const int32_t* block_table, i
 // Work items are (token, KV head, part of the group). As in attention_with,
 // each thread takes every num_threads-th item so that the long rows of late
 // tokens are spread over the threads.
-void paged_attention_with(const KernelTable& kt, const AttentionShape& shape, const float* q,
-                          const int64_t* q_pos, int64_t num_tokens, const PagedKv& kv,
-                          std::span<const int32_t> block_table, int64_t n_ctx, float* out,
-                          ThreadPool& pool, int64_t first_block) {
+void paged_attention_with(const KernelTable& kt, const AttentionShape& shape, const float* q, const int64_t* q_pos,
+                          int64_t num_tokens, const PagedKv& kv, std::span<const int32_t> block_table, int64_t n_ctx,
+                          float* out, ThreadPool& pool, int64_t first_block) {
   TM_CHECK(shape.n_head > 0 && shape.n_kv_head > 0 && shape.head_dim > 0 && shape.window >= 0);
   TM_CHECK_MSG(shape.n_head % shape.n_kv_head == 0, "attention: n_head must be a multiple of n_kv_head");
   TM_CHECK_MSG(kv.n_kv_dim == shape.n_kv_head * shape.head_dim, "paged attention: n_kv_dim mismatch");
@@ -187,22 +186,21 @@ void paged_attention_with(const KernelTable& kt, const AttentionShape& shape, co
         const int64_t head = kv_head * group + (i % parts) * heads_per_part;
         const int64_t offset = (t * shape.n_head + head) * hd;
         kt.paged_attend_group(kv, block_table.data(), kv_head, q + offset, heads_per_part,
-                              shape.first_visible(q_pos[t]) - base, q_pos[t] + 1 - base, hd, shape.scale,
-                              shape.softcap, out + offset);
+                              shape.first_visible(q_pos[t]) - base, q_pos[t] + 1 - base, hd, shape.scale, shape.softcap,
+                              out + offset);
       }
     }
   });
 }
 
-void paged_attention(const AttentionShape& shape, const float* q, const int64_t* q_pos,
-                     int64_t num_tokens, const PagedKv& kv, std::span<const int32_t> block_table,
-                     int64_t n_ctx, float* out, ThreadPool& pool, int64_t first_block) {
-  paged_attention_with(active_kernels(), shape, q, q_pos, num_tokens, kv, block_table, n_ctx, out,
-                       pool, first_block);
+void paged_attention(const AttentionShape& shape, const float* q, const int64_t* q_pos, int64_t num_tokens,
+                     const PagedKv& kv, std::span<const int32_t> block_table, int64_t n_ctx, float* out,
+                     ThreadPool& pool, int64_t first_block) {
+  paged_attention_with(active_kernels(), shape, q, q_pos, num_tokens, kv, block_table, n_ctx, out, pool, first_block);
 }
 
-void paged_kv_write(const PagedKv& kv, std::span<const int32_t> block_table, int64_t start_pos,
-                    int64_t num_tokens, const float* k, const float* v, int64_t first_block) {
+void paged_kv_write(const PagedKv& kv, std::span<const int32_t> block_table, int64_t start_pos, int64_t num_tokens,
+                    const float* k, const float* v, int64_t first_block) {
   TM_CHECK(start_pos >= 0 && num_tokens >= 0);
   TM_CHECK_MSG(num_tokens == 0 || start_pos >= first_block * kv.block_size, "paged kv: write before the table");
   check_table(kv, block_table, first_block, start_pos + num_tokens);

@@ -43,9 +43,9 @@ struct PagedKv {
 // [0, n_ctx), block ids in [0, kv.num_blocks), kv.n_kv_dim ==
 // shape.n_kv_head * shape.head_dim. Work is split over (token, KV head)
 // pairs; results do not depend on the thread count.
-void paged_attention(const AttentionShape& shape, const float* q, const int64_t* q_pos,
-                     int64_t num_tokens, const PagedKv& kv, std::span<const int32_t> block_table,
-                     int64_t n_ctx, float* out, ThreadPool& pool, int64_t first_block = 0);
+void paged_attention(const AttentionShape& shape, const float* q, const int64_t* q_pos, int64_t num_tokens,
+                     const PagedKv& kv, std::span<const int32_t> block_table, int64_t n_ctx, float* out,
+                     ThreadPool& pool, int64_t first_block = 0);
 
 // Stores K and V rows of positions [start_pos, start_pos + num_tokens) of a
 // sequence, converted to kv.dtype (F16: round to nearest even; Q8_0 and FP8:
@@ -54,7 +54,7 @@ void paged_attention(const AttentionShape& shape, const float* q, const int64_t*
 // k, v: [num_tokens, n_kv_dim]. Precondition (CHECK): block_table holds
 // logical blocks [first_block, ...) covering positions
 // [start_pos, start_pos + num_tokens) with ids in [0, kv.num_blocks).
-void paged_kv_write(const PagedKv& kv, std::span<const int32_t> block_table, int64_t start_pos,
-                    int64_t num_tokens, const float* k, const float* v, int64_t first_block = 0);
+void paged_kv_write(const PagedKv& kv, std::span<const int32_t> block_table, int64_t start_pos, int64_t num_tokens,
+                    const float* k, const float* v, int64_t first_block = 0);
 
 }  // namespace tokenmill::kernels

@@ -42,7 +42,8 @@ std::vector<float> stored_values(KvDtype dtype, const std::vector<float>& x, int
     const float d = fp16_to_fp32(fp32_to_fp16(amax / (fp8 ? 448.0f : 127.0f)));
     for (int64_t i = 0; i < g; ++i) {
       const float y = d > 0 ? x[base + i] / d : 0.0f;
-      out[base + i] = d * (fp8 ? fp8_e4m3_to_fp32(fp32_to_fp8_e4m3(y)) : std::clamp(std::nearbyint(y), -127.0f, 127.0f));
+      out[base + i] =
+          d * (fp8 ? fp8_e4m3_to_fp32(fp32_to_fp8_e4m3(y)) : std::clamp(std::nearbyint(y), -127.0f, 127.0f));
     }
   }
   return out;
@@ -112,8 +113,8 @@ void expect_element_errors(KvDtype dtype, const std::vector<float>& x, const std
       // q8_0: half a step amax/127 (plus the fp16 rounding of the scale);
       // fp8: half an ulp of 3 mantissa bits, or the subnormal step.
       const float bound = dtype == KvDtype::Q8_0 ? amax / 127.0f * 0.5f + amax * 1e-3f
-                                                : std::max(std::fabs(x[g + i]) / 16.0f, amax / 448.0f / 1024.0f) +
-                                                      std::fabs(x[g + i]) * 1e-3f;
+                                                 : std::max(std::fabs(x[g + i]) / 16.0f, amax / 448.0f / 1024.0f) +
+                                                       std::fabs(x[g + i]) * 1e-3f;
       EXPECT_LE(e, bound) << what << " element " << g + i << " " << x[g + i] << " read as " << r[g + i];
     }
   }

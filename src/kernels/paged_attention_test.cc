@@ -129,9 +129,10 @@ void expect_close(const PagedCase& c, const std::vector<float>& k, const std::ve
 }
 
 std::string describe(const KernelTable& kt, KvDtype dtype, int64_t bs, const AttentionShape& s) {
-  return std::string(isa_name(kt.isa)) + " " + std::string(dtype == KvDtype::F16 ? "f16" : "f32") + " bs=" + std::to_string(bs) +
-         " n_head=" + std::to_string(s.n_head) + " n_kv=" + std::to_string(s.n_kv_head) + " hd=" +
-         std::to_string(s.head_dim) + " window=" + std::to_string(s.window) + " softcap=" + std::to_string(s.softcap);
+  return std::string(isa_name(kt.isa)) + " " + std::string(dtype == KvDtype::F16 ? "f16" : "f32") +
+         " bs=" + std::to_string(bs) + " n_head=" + std::to_string(s.n_head) + " n_kv=" + std::to_string(s.n_kv_head) +
+         " hd=" + std::to_string(s.head_dim) + " window=" + std::to_string(s.window) +
+         " softcap=" + std::to_string(s.softcap);
 }
 
 TEST(PagedAttention, MatchesReference) {
@@ -287,18 +288,18 @@ TEST(PagedAttention, TableWithReleasedLeadingBlocksMatchesFullTable) {
       const std::vector<int32_t> tail(p.table.begin() + first, p.table.end());
       for (const KernelTable* kt : available_kernels()) {
         std::vector<float> want(c.q.size()), got(c.q.size());
-        paged_attention_with(*kt, s, c.q.data(), c.q_pos.data(), c.num_tokens(), p.kv, p.table, c.n_ctx,
-                             want.data(), pool);
-        paged_attention_with(*kt, s, c.q.data(), c.q_pos.data(), c.num_tokens(), p.kv, tail, c.n_ctx, got.data(),
-                             pool, first);
+        paged_attention_with(*kt, s, c.q.data(), c.q_pos.data(), c.num_tokens(), p.kv, p.table, c.n_ctx, want.data(),
+                             pool);
+        paged_attention_with(*kt, s, c.q.data(), c.q_pos.data(), c.num_tokens(), p.kv, tail, c.n_ctx, got.data(), pool,
+                             first);
         EXPECT_EQ(got, want) << isa_name(kt->isa) << " first block " << first;
       }
     }
     const std::vector<int32_t> too_short(p.table.begin() + 9, p.table.end());
     std::vector<float> out(c.q.size());
-    EXPECT_DEATH(paged_attention(s, c.q.data(), c.q_pos.data(), c.num_tokens(), p.kv, too_short, c.n_ctx,
-                                 out.data(), pool, 9),
-                 "window starts before the table");
+    EXPECT_DEATH(
+        paged_attention(s, c.q.data(), c.q_pos.data(), c.num_tokens(), p.kv, too_short, c.n_ctx, out.data(), pool, 9),
+        "window starts before the table");
   }
   // Writing through an offset table lands in the same rows as the full table.
   const Pool full = c.paged(KvDtype::F32, bs, 5);

@@ -27,7 +27,6 @@ bool can_quantize(gguf::TensorType type);
 // deterministic. Cost: legacy types ~60M elements/s, K-quants ~3M/s (one
 // core); callers split large tensors by rows across threads.
 // Precondition: can_quantize(type) and n a multiple of the block size.
-void quantize_row_ref(gguf::TensorType type, const float* src, void* dst, int64_t n,
-                      const float* importance = nullptr);
+void quantize_row_ref(gguf::TensorType type, const float* src, void* dst, int64_t n, const float* importance = nullptr);
 
 }  // namespace tokenmill::kernels

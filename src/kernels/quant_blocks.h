@@ -18,15 +18,15 @@ inline constexpr int kQK_K = 256;  // elements per K-quant super-block
 // x[j] = d * (q[j] - 8); q[j] = low nibble of qs[j] for j < 16,
 // high nibble of qs[j - 16] for j >= 16.
 struct BlockQ4_0 {
-  uint16_t d;       // fp16 scale
-  uint8_t qs[16];   // 32 x 4-bit
+  uint16_t d;      // fp16 scale
+  uint8_t qs[16];  // 32 x 4-bit
 };
 static_assert(sizeof(BlockQ4_0) == 18);
 
 // x[j] = d * q[j] + m; nibble order as Q4_0.
 struct BlockQ4_1 {
-  uint16_t d;       // fp16 scale
-  uint16_t m;       // fp16 offset (the block minimum)
+  uint16_t d;  // fp16 scale
+  uint16_t m;  // fp16 offset (the block minimum)
   uint8_t qs[16];
 };
 static_assert(sizeof(BlockQ4_1) == 20);
@@ -35,7 +35,7 @@ static_assert(sizeof(BlockQ4_1) == 20);
 // qh is read as one little-endian uint32.
 struct BlockQ5_0 {
   uint16_t d;
-  uint8_t qh[4];    // fifth bits of the 32 elements
+  uint8_t qh[4];  // fifth bits of the 32 elements
   uint8_t qs[16];
 };
 static_assert(sizeof(BlockQ5_0) == 22);

@@ -15,10 +15,10 @@ namespace {
 
 using gguf::TensorType;
 
-constexpr uint16_t kHalf0_125 = 0x3000;  // fp16 0.125
-constexpr uint16_t kHalf0_25 = 0x3400;   // fp16 0.25
-constexpr uint16_t kHalf0_5 = 0x3800;    // fp16 0.5
-constexpr uint16_t kHalfMinus1 = 0xBC00; // fp16 -1.0
+constexpr uint16_t kHalf0_125 = 0x3000;   // fp16 0.125
+constexpr uint16_t kHalf0_25 = 0x3400;    // fp16 0.25
+constexpr uint16_t kHalf0_5 = 0x3800;     // fp16 0.5
+constexpr uint16_t kHalfMinus1 = 0xBC00;  // fp16 -1.0
 
 template <typename Block>
 std::vector<float> decode(TensorType type, const Block& block, int n) {
@@ -37,8 +37,7 @@ TEST(QuantBlocks, SizesMatchGgufTable) {
       {TensorType::Q6_K, sizeof(BlockQ6_K)}, {TensorType::Q8_K, sizeof(BlockQ8_K)},
   };
   for (const auto& [type, size] : sizes) {
-    EXPECT_EQ(gguf::tensor_type_info(type).bytes_per_block, static_cast<int64_t>(size))
-        << gguf::tensor_type_name(type);
+    EXPECT_EQ(gguf::tensor_type_info(type).bytes_per_block, static_cast<int64_t>(size)) << gguf::tensor_type_name(type);
   }
 }
 
@@ -66,7 +65,7 @@ TEST(QuantBlocks, Q4_0) {
   for (int j = 0; j < 16; ++j) b.qs[j] = static_cast<uint8_t>(j | ((15 - j) << 4));
   const auto y = decode(TensorType::Q4_0, b, 32);
   for (int j = 0; j < 16; ++j) {
-    EXPECT_EQ(y[j], 0.5f * (j - 8)) << j;             // low nibble j
+    EXPECT_EQ(y[j], 0.5f * (j - 8)) << j;              // low nibble j
     EXPECT_EQ(y[j + 16], 0.5f * ((15 - j) - 8)) << j;  // high nibble 15 - j
   }
   EXPECT_EQ(y[0], -4.0f);

@@ -42,7 +42,7 @@ std::string type_name(TensorType t) { return std::string(gguf::tensor_type_name(
 
 struct CrosscheckCase {
   TensorType type;
-  int64_t n;                  // elements
+  int64_t n;  // elements
   std::vector<uint8_t> bytes;
 };
 
@@ -50,7 +50,8 @@ struct CrosscheckCase {
 // declines the type). Returns false with *why set when gguf or numpy cannot
 // be imported, and false with a test failure added (and *why empty) when
 // anything else goes wrong.
-bool run_gguf_decoder(const std::vector<CrosscheckCase>& cases, std::vector<std::vector<float>>* decoded, std::string* why) {
+bool run_gguf_decoder(const std::vector<CrosscheckCase>& cases, std::vector<std::vector<float>>* decoded,
+                      std::string* why) {
   const fs::path script = fs::path(__FILE__).parent_path() / "quant_crosscheck.py";
   if (!fs::exists(script)) {
     ADD_FAILURE() << "decoder script not found at " << script.string();
@@ -126,8 +127,7 @@ void compare_with_gguf(const std::vector<CrosscheckCase>& cases) {
       for (int64_t i = b * bs; i < (b + 1) * bs && failures < 5; ++i) {
         const bool ok = ours[i] == theirs[c][i] || std::fabs(ours[i] - theirs[c][i]) <= 1e-6f * block_max;
         if (!ok) ++failures;
-        EXPECT_TRUE(ok) << type_name(k.type) << " element " << i << ": ours " << ours[i] << ", gguf "
-                        << theirs[c][i];
+        EXPECT_TRUE(ok) << type_name(k.type) << " element " << i << ": ours " << ours[i] << ", gguf " << theirs[c][i];
       }
     }
   }
@@ -154,17 +154,24 @@ CrosscheckCase random_case(TensorType type, int64_t num_blocks, std::mt19937& rn
         std::memcpy(p, &v, 4);
         break;
       }
-      case TensorType::F16: p[1] &= 0xfb; break;  // exponent != 31: finite (subnormals kept)
+      case TensorType::F16: p[1] &= 0xfb; break;   // exponent != 31: finite (subnormals kept)
       case TensorType::BF16: p[1] &= 0xbf; break;  // exponent != 255
-      case TensorType::Q4_1: case TensorType::Q5_1: case TensorType::Q8_1:
-        put_half(p + 2, scale(rng));
-        [[fallthrough]];
-      case TensorType::Q4_0: case TensorType::Q5_0: case TensorType::Q8_0:
-        put_half(p, scale(rng));
+      case TensorType::Q4_1:
+      case TensorType::Q5_1:
+      case TensorType::Q8_1: put_half(p + 2, scale(rng)); [[fallthrough]];
+      case TensorType::Q4_0:
+      case TensorType::Q5_0:
+      case TensorType::Q8_0: put_half(p, scale(rng)); break;
+      case TensorType::Q2_K:
+        put_half(p + offsetof(BlockQ2_K, d), scale(rng));
+        put_half(p + offsetof(BlockQ2_K, dmin), scale(rng));
         break;
-      case TensorType::Q2_K: put_half(p + offsetof(BlockQ2_K, d), scale(rng)); put_half(p + offsetof(BlockQ2_K, dmin), scale(rng)); break;
       case TensorType::Q3_K: put_half(p + offsetof(BlockQ3_K, d), scale(rng)); break;
-      case TensorType::Q4_K: case TensorType::Q5_K: put_half(p, scale(rng)); put_half(p + 2, scale(rng)); break;
+      case TensorType::Q4_K:
+      case TensorType::Q5_K:
+        put_half(p, scale(rng));
+        put_half(p + 2, scale(rng));
+        break;
       case TensorType::Q6_K: put_half(p + offsetof(BlockQ6_K, d), scale(rng)); break;
       case TensorType::Q8_K: {
         const float d = scale(rng);

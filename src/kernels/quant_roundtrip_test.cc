@@ -62,10 +62,9 @@ struct Bound {
   double rmse;
 };
 constexpr Bound kBounds[] = {
-    {TensorType::F16, 0.0005}, {TensorType::BF16, 0.004}, {TensorType::Q8_0, 0.006},
-    {TensorType::Q8_1, 0.006}, {TensorType::Q8_K, 0.008}, {TensorType::Q6_K, 0.02},
-    {TensorType::Q5_0, 0.045}, {TensorType::Q5_1, 0.045}, {TensorType::Q5_K, 0.045},
-    {TensorType::Q4_0, 0.09},  {TensorType::Q4_1, 0.09},  {TensorType::Q4_K, 0.09},
+    {TensorType::F16, 0.0005}, {TensorType::BF16, 0.004}, {TensorType::Q8_0, 0.006}, {TensorType::Q8_1, 0.006},
+    {TensorType::Q8_K, 0.008}, {TensorType::Q6_K, 0.02},  {TensorType::Q5_0, 0.045}, {TensorType::Q5_1, 0.045},
+    {TensorType::Q5_K, 0.045}, {TensorType::Q4_0, 0.09},  {TensorType::Q4_1, 0.09},  {TensorType::Q4_K, 0.09},
     {TensorType::Q3_K, 0.16},  {TensorType::Q2_K, 0.35},
 };
 
@@ -75,8 +74,8 @@ TEST(QuantRoundtrip, RmseWithinTypeBound) {
     ASSERT_TRUE(can_quantize(b.type));
     const double rmse = relative_rmse(x, roundtrip(b.type, x));
     EXPECT_LT(rmse, b.rmse) << gguf::tensor_type_name(b.type);
-    std::printf("  %-5s relative RMSE %.4f (bound %.4f)\n", std::string(gguf::tensor_type_name(b.type)).c_str(),
-                rmse, b.rmse);
+    std::printf("  %-5s relative RMSE %.4f (bound %.4f)\n", std::string(gguf::tensor_type_name(b.type)).c_str(), rmse,
+                b.rmse);
   }
 }
 
@@ -170,7 +169,8 @@ TEST(QuantRoundtrip, RequantizingDecodedValuesIsNearlyLossless) {
     const double first = relative_rmse(x, y);
     const double again = relative_rmse(y, roundtrip(b.type, y));
     EXPECT_LE(again, 0.25 * first) << gguf::tensor_type_name(b.type);
-    std::printf("  %-5s requantization relative RMSE %.2g\n", std::string(gguf::tensor_type_name(b.type)).c_str(), again);
+    std::printf("  %-5s requantization relative RMSE %.2g\n", std::string(gguf::tensor_type_name(b.type)).c_str(),
+                again);
   }
 }
 
@@ -213,10 +213,9 @@ struct GridBound {
   double max_err;  // fraction of amax
 };
 constexpr GridBound kGridBounds[] = {
-    {TensorType::Q8_0, 0.006}, {TensorType::Q8_K, 0.006}, {TensorType::Q6_K, 0.024},
-    {TensorType::Q5_0, 0.045}, {TensorType::Q5_1, 0.017}, {TensorType::Q5_K, 0.017},
-    {TensorType::Q4_0, 0.093}, {TensorType::Q4_1, 0.035}, {TensorType::Q4_K, 0.035},
-    {TensorType::Q3_K, 0.2},   {TensorType::Q2_K, 0.18},
+    {TensorType::Q8_0, 0.006}, {TensorType::Q8_K, 0.006}, {TensorType::Q6_K, 0.024}, {TensorType::Q5_0, 0.045},
+    {TensorType::Q5_1, 0.017}, {TensorType::Q5_K, 0.017}, {TensorType::Q4_0, 0.093}, {TensorType::Q4_1, 0.035},
+    {TensorType::Q4_K, 0.035}, {TensorType::Q3_K, 0.2},   {TensorType::Q2_K, 0.18},
 };
 
 constexpr size_t kOutlierAt = 77;
@@ -289,8 +288,7 @@ TEST(QuantRoundtrip, DegenerateRows) {
 
 TEST(QuantRoundtrip, ConstantRowsAreExactForMinTypes) {
   const std::vector<float> x(256, -0.75f);  // representable exactly as a min
-  for (TensorType type : {TensorType::Q4_1, TensorType::Q5_1, TensorType::Q2_K, TensorType::Q4_K,
-                          TensorType::Q5_K}) {
+  for (TensorType type : {TensorType::Q4_1, TensorType::Q5_1, TensorType::Q2_K, TensorType::Q4_K, TensorType::Q5_K}) {
     const auto y = roundtrip(type, x);
     for (size_t i = 0; i < x.size(); ++i) ASSERT_NEAR(y[i], -0.75f, 0.75f * 0x1p-10f) << gguf::tensor_type_name(type);
   }

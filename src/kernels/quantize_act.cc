@@ -8,10 +8,7 @@
 #include "util/int_math.h"
 
 namespace tokenmill::kernels {
-namespace {
-
-
-}  // namespace
+namespace {}  // namespace
 
 void QuantizedActsBuffer::resize(int64_t num_tokens, int64_t cols) {
   TM_CHECK(num_tokens >= 0 && cols >= 0 && cols % kActBlock == 0);

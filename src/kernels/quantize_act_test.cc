@@ -24,11 +24,11 @@ struct Quantized {
 // One block: max |x| = 2, so d = 2 / 32767 and q = round(x * 32767 / 2).
 TEST(QuantizeActs, HandComputedBlock) {
   std::vector<float> x(32, 0.0f);
-  x[0] = 1.0f;    // 16383.5 -> 16384 (ties to even)
-  x[1] = -2.0f;   // -32767
-  x[2] = 0.5f;    // 8191.75 -> 8192
-  x[17] = 0.25f;  // 4095.875 -> 4096
-  x[31] = -1e-9f; // -1.6e-5 -> 0
+  x[0] = 1.0f;     // 16383.5 -> 16384 (ties to even)
+  x[1] = -2.0f;    // -32767
+  x[2] = 0.5f;     // 8191.75 -> 8192
+  x[17] = 0.25f;   // 4095.875 -> 4096
+  x[31] = -1e-9f;  // -1.6e-5 -> 0
   Quantized q(1, 32);
   quantize_acts_ref(x.data(), 1, 32, q.out());
   const int16_t* qs = q.buffer.qs();
@@ -47,7 +47,7 @@ TEST(QuantizeActs, HandComputedBlock) {
 
 TEST(QuantizeActs, ZeroAndTinyBlocksAreZeros) {
   std::vector<float> x(96, 0.0f);
-  x[40] = 3.0f;  // second block
+  x[40] = 3.0f;    // second block
   x[70] = 1e-35f;  // third block: below kActTiny (32767 / 1e-35 overflows)
   x[71] = -2e-38f;
   Quantized q(1, 96);
@@ -103,7 +103,8 @@ TEST(QuantizeActs, SimdMatchesReferenceBitForBit) {
           quantize_acts_ref(xs.data() + off, nt, cols, a.out());
           kt->quantize_acts(xs.data() + off, nt, cols, b.out());
           const int64_t nb = nt * cols / 32;
-          ASSERT_EQ(0, std::memcmp(a.buffer.qs(), b.buffer.qs(), static_cast<size_t>(nt * cols) * 2)) << isa_name(kt->isa) << " " << cols;
+          ASSERT_EQ(0, std::memcmp(a.buffer.qs(), b.buffer.qs(), static_cast<size_t>(nt * cols) * 2))
+              << isa_name(kt->isa) << " " << cols;
           ASSERT_EQ(0, std::memcmp(a.buffer.d(), b.buffer.d(), static_cast<size_t>(nb) * 4));
           ASSERT_EQ(0, std::memcmp(a.buffer.s32(), b.buffer.s32(), static_cast<size_t>(nb) * 4));
           ASSERT_EQ(0, std::memcmp(a.buffer.s16(), b.buffer.s16(), static_cast<size_t>(2 * nb) * 4));

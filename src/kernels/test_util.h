@@ -14,10 +14,10 @@
 namespace tokenmill::kernels::testing {
 
 // The block-quantized weight types with integer dot products.
-constexpr gguf::TensorType kBlockQuantTypes[] = {
-    gguf::TensorType::Q4_0, gguf::TensorType::Q4_1, gguf::TensorType::Q5_0, gguf::TensorType::Q5_1,
-    gguf::TensorType::Q8_0, gguf::TensorType::Q2_K, gguf::TensorType::Q3_K, gguf::TensorType::Q4_K,
-    gguf::TensorType::Q5_K, gguf::TensorType::Q6_K};
+constexpr gguf::TensorType kBlockQuantTypes[] = {gguf::TensorType::Q4_0, gguf::TensorType::Q4_1, gguf::TensorType::Q5_0,
+                                                 gguf::TensorType::Q5_1, gguf::TensorType::Q8_0, gguf::TensorType::Q2_K,
+                                                 gguf::TensorType::Q3_K, gguf::TensorType::Q4_K, gguf::TensorType::Q5_K,
+                                                 gguf::TensorType::Q6_K};
 
 inline std::vector<float> gaussian(int64_t n, uint32_t seed, float scale = 1.0f) {
   std::mt19937 rng(seed);
@@ -59,7 +59,9 @@ struct Acts {
 // Q5_K): the row dequantized with its quant bits zeroed. Zeros otherwise.
 inline std::vector<float> bias_terms(const WeightView& w, int64_t r) {
   using gguf::TensorType;
-  struct Span { int64_t block_bytes, first, last; };  // quant bytes [first, last) of each block
+  struct Span {
+    int64_t block_bytes, first, last;
+  };  // quant bytes [first, last) of each block
   Span span{0, 0, 0};
   switch (w.type) {
     case TensorType::Q4_1: span = {20, 4, 20}; break;
@@ -70,8 +72,10 @@ inline std::vector<float> bias_terms(const WeightView& w, int64_t r) {
     default: return std::vector<float>(static_cast<size_t>(w.cols), 0.0f);
   }
   const int64_t rb = gguf::row_bytes(w.type, w.cols);
-  std::vector<uint8_t> row(static_cast<const uint8_t*>(w.data) + r * rb, static_cast<const uint8_t*>(w.data) + (r + 1) * rb);
-  for (int64_t b = 0; b < rb; b += span.block_bytes) std::memset(row.data() + b + span.first, 0, static_cast<size_t>(span.last - span.first));
+  std::vector<uint8_t> row(static_cast<const uint8_t*>(w.data) + r * rb,
+                           static_cast<const uint8_t*>(w.data) + (r + 1) * rb);
+  for (int64_t b = 0; b < rb; b += span.block_bytes)
+    std::memset(row.data() + b + span.first, 0, static_cast<size_t>(span.last - span.first));
   std::vector<float> out(static_cast<size_t>(w.cols));
   dequantize_row_ref(w.type, row.data(), out.data(), w.cols);
   return out;

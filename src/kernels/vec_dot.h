@@ -34,8 +34,8 @@ bool q16_supports(gguf::TensorType type);
 // same operation sequence whatever the row range, so results do not depend
 // on how rows are split over threads. Cost: one pass over the rows' bytes,
 // faster than DRAM delivers them when the rows are in cache.
-void q16_rows(const WeightView& w, int64_t row_begin, int64_t row_end, const QuantizedActs& a,
-              int64_t num_tokens, float* y);
+void q16_rows(const WeightView& w, int64_t row_begin, int64_t row_end, const QuantizedActs& a, int64_t num_tokens,
+              float* y);
 
 // How a type's integer products are scaled (Q16Layout, gemm.h).
 Q16Layout q16_layout(gguf::TensorType type);
@@ -45,15 +45,13 @@ Q16Layout q16_layout(gguf::TensorType type);
 // columns the float scale and additive coefficient (per-32 values repeated
 // for both halves), so that row . x = sum_h scale16[h] * (q_h . q_x_h) * d_x
 // + bias16[h] * s16_x[h]. Cost: one pass over the row.
-void q16_decode_row(gguf::TensorType type, const void* row, int64_t cols, int16_t* q, float* scale16,
-                    float* bias16);
+void q16_decode_row(gguf::TensorType type, const void* row, int64_t cols, int16_t* q, float* scale16, float* bias16);
 
 // The K-quant half (vec_dot_k_avx2.cc).
 Q16Layout q16_layout_k(gguf::TensorType type);
-void q16_decode_row_k(gguf::TensorType type, const void* row, int64_t cols, int16_t* q, float* scale16,
-                      float* bias16);
+void q16_decode_row_k(gguf::TensorType type, const void* row, int64_t cols, int16_t* q, float* scale16, float* bias16);
 bool q16_supports_k(gguf::TensorType type);
-void q16_rows_k(const WeightView& w, int64_t row_begin, int64_t row_end, const QuantizedActs& a,
-                int64_t num_tokens, float* y);
+void q16_rows_k(const WeightView& w, int64_t row_begin, int64_t row_end, const QuantizedActs& a, int64_t num_tokens,
+                float* y);
 
 }  // namespace tokenmill::kernels::avx2

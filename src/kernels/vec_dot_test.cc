@@ -78,9 +78,9 @@ TEST(VecDot, EveryTypeMatchesReference) {
             dequantize_weight_row(w.view, r, row.data());
             const std::vector<float> bias = testing::bias_terms(w.view, r);
             for (int64_t t = 0; t < nt; ++t) {
-              const std::string what = std::string(isa_name(kt->isa)) + " " + std::string(gguf::tensor_type_name(type)) +
-                                       " cols " + std::to_string(cols) + " tokens " + std::to_string(nt) + " row " +
-                                       std::to_string(r);
+              const std::string what = std::string(isa_name(kt->isa)) + " " +
+                                       std::string(gguf::tensor_type_name(type)) + " cols " + std::to_string(cols) +
+                                       " tokens " + std::to_string(nt) + " row " + std::to_string(r);
               const size_t i = static_cast<size_t>(t * rows + r);
               if (r < 2 || r >= rows - 1) {
                 ASSERT_EQ(y[i], -1.0f) << what << ": wrote outside the row range";

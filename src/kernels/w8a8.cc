@@ -38,7 +38,6 @@ void w8a8_rows_ref(const WeightView& w, int64_t row_begin, int64_t row_end, cons
   }
 }
 
-
 void quantize_activations_q8(const float* x, int64_t num_tokens, int64_t cols, int8_t* q, float* scales) {
   for (int64_t t = 0; t < num_tokens; ++t) {
     const float* xt = x + t * cols;

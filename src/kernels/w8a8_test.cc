@@ -25,7 +25,7 @@ TEST(W8A8, PerTokenActivationQuantization) {
   EXPECT_FLOAT_EQ(s[0], 2.54f / 127.0f);
   EXPECT_EQ(q[0], 50);  // 1 / 0.02 = 50
   EXPECT_EQ(q[1], -127);
-  EXPECT_EQ(q[2], 1);   // 0.55 rounds up
+  EXPECT_EQ(q[2], 1);  // 0.55 rounds up
   EXPECT_EQ(q[3], 0);
   EXPECT_EQ(s[1], 0.0f);
   for (int i = 4; i < 8; ++i) EXPECT_EQ(q[i], 0);

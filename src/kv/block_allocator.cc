@@ -17,9 +17,7 @@ BlockAllocator::BlockAllocator(int32_t num_blocks) {
   for (BlockId id = num_blocks - 1; id >= 0; --id) free_.push_back(id);
 }
 
-void BlockAllocator::check_id(BlockId id) const {
-  TM_CHECK_MSG(id >= 0 && id < num_blocks(), "block id out of range");
-}
+void BlockAllocator::check_id(BlockId id) const { TM_CHECK_MSG(id >= 0 && id < num_blocks(), "block id out of range"); }
 
 std::optional<BlockId> BlockAllocator::allocate() {
   BlockId id = -1;

@@ -6,7 +6,8 @@
 
 namespace tokenmill::kv {
 
-BlockTable::BlockTable(BlockAllocator& allocator, int32_t block_size) : allocator_(&allocator), block_size_(block_size) {
+BlockTable::BlockTable(BlockAllocator& allocator, int32_t block_size)
+    : allocator_(&allocator), block_size_(block_size) {
   TM_CHECK(block_size > 0);
 }
 

@@ -130,7 +130,7 @@ TEST(BlockTable, DropBeforeReleasesBlocksThatLeftTheWindow) {
   BlockTable t(a, 4);
   std::vector<BlockCopy> copies;
   ASSERT_TRUE(t.append_slots(10, &copies));  // blocks {0, 1, 2}, positions 0..9
-  EXPECT_EQ(t.drop_before(3), 0);             // block 0 still holds position 3
+  EXPECT_EQ(t.drop_before(3), 0);            // block 0 still holds position 3
   EXPECT_EQ(t.drop_before(4), 1);
   EXPECT_EQ(t.first_block(), 1);
   EXPECT_EQ(t.blocks(), (std::vector<BlockId>{1, 2}));

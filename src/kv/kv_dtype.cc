@@ -6,27 +6,20 @@ namespace tokenmill::kv {
 
 int64_t kv_dtype_bytes(KvDtype dtype) {
   switch (dtype) {
-    case KvDtype::F32:
-      return 4;
-    case KvDtype::F16:
-      return 2;
+    case KvDtype::F32: return 4;
+    case KvDtype::F16: return 2;
     case KvDtype::Q8_0:
-    case KvDtype::FP8_E4M3:
-      return 1;
+    case KvDtype::FP8_E4M3: return 1;
   }
   TM_CHECK_MSG(false, "unknown KvDtype");
 }
 
 std::string_view kv_dtype_name(KvDtype dtype) {
   switch (dtype) {
-    case KvDtype::F32:
-      return "f32";
-    case KvDtype::F16:
-      return "f16";
-    case KvDtype::Q8_0:
-      return "q8_0";
-    case KvDtype::FP8_E4M3:
-      return "fp8_e4m3";
+    case KvDtype::F32: return "f32";
+    case KvDtype::F16: return "f16";
+    case KvDtype::Q8_0: return "q8_0";
+    case KvDtype::FP8_E4M3: return "fp8_e4m3";
   }
   return "unknown";
 }

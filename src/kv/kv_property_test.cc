@@ -36,7 +36,7 @@ constexpr int kMaxAppend = 14;  // longest single write (a fresh prompt)
 
 struct LiveSeq {
   uint64_t ns = 0;
-  std::vector<int32_t> tokens;  // all computed
+  std::vector<int32_t> tokens;     // all computed
   std::vector<BlockTable> tables;  // full group, then the window group (two groups only)
   std::vector<BlockHash> hashes;
   BlockTable& table() { return tables[0]; }
@@ -189,9 +189,7 @@ class World {
     seqs_.push_back(std::move(c));
   }
 
-  void finish(int i) {
-    seqs_.erase(seqs_.begin() + i);
-  }
+  void finish(int i) { seqs_.erase(seqs_.begin() + i); }
 
   void check() {
     std::map<BlockId, int> expected, wexpected;

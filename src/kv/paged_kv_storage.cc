@@ -23,8 +23,8 @@ int64_t round_up(int64_t n) { return (n + kAlign - 1) / kAlign * kAlign; }
 
 void validate(const KvGeometry& g) {
   if (g.n_layer <= 0 || g.n_kv_dim <= 0 || g.block_size <= 0)
-    fail("KV cache geometry must be positive: n_layer={}, n_kv_dim={}, block_size={}", g.n_layer,
-         g.n_kv_dim, g.block_size);
+    fail("KV cache geometry must be positive: n_layer={}, n_kv_dim={}, block_size={}", g.n_layer, g.n_kv_dim,
+         g.block_size);
   if (g.dtype != KvDtype::F32 && g.dtype != KvDtype::F16 && !kv_dtype_quantized(g.dtype))
     fail("KV cache: unknown element type");
   if (g.n_kv_dim > (int64_t{1} << 30)) fail("KV cache: n_kv_dim {} is too large", g.n_kv_dim);
@@ -47,9 +47,7 @@ void free_aligned(uint8_t* p) { std::free(p); }
 
 }  // namespace
 
-int64_t KvGeometry::bytes_per_token() const {
-  return 2 * n_layer * kv_row_bytes(dtype, n_kv_dim);
-}
+int64_t KvGeometry::bytes_per_token() const { return 2 * n_layer * kv_row_bytes(dtype, n_kv_dim); }
 
 int64_t KvGeometry::bytes_per_block() const { return bytes_per_token() * block_size; }
 
@@ -85,13 +83,9 @@ uint8_t* PagedKvStorage::keys(int64_t layer) {
 
 uint8_t* PagedKvStorage::values(int64_t layer) { return keys(layer) + array_stride_; }
 
-const uint8_t* PagedKvStorage::keys(int64_t layer) const {
-  return const_cast<PagedKvStorage*>(this)->keys(layer);
-}
+const uint8_t* PagedKvStorage::keys(int64_t layer) const { return const_cast<PagedKvStorage*>(this)->keys(layer); }
 
-const uint8_t* PagedKvStorage::values(int64_t layer) const {
-  return const_cast<PagedKvStorage*>(this)->values(layer);
-}
+const uint8_t* PagedKvStorage::values(int64_t layer) const { return const_cast<PagedKvStorage*>(this)->values(layer); }
 
 void PagedKvStorage::copy_block(int32_t src, int32_t dst) {
   TM_CHECK(src >= 0 && src < num_blocks_ && dst >= 0 && dst < num_blocks_);

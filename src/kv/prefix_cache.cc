@@ -27,8 +27,8 @@ void append_bytes(std::vector<uint8_t>& out, const void* data, size_t n) {
 
 uint64_t namespace_id(const CacheNamespace& ns) {
   std::vector<uint8_t> bytes;
-  for (const std::string* field : {&ns.model, &ns.tokenizer, &ns.adapter, &ns.rope, &ns.attention, &ns.kv_dtype,
-                                   &ns.isolation}) {
+  for (const std::string* field :
+       {&ns.model, &ns.tokenizer, &ns.adapter, &ns.rope, &ns.attention, &ns.kv_dtype, &ns.isolation}) {
     const uint64_t size = field->size();
     append_bytes(bytes, &size, sizeof(size));
     append_bytes(bytes, field->data(), field->size());
@@ -66,7 +66,8 @@ BlockHash PrefixCache::hash_block(uint64_t ns, const BlockHash* parent, std::spa
 bool PrefixCache::entry_matches(const Entry& entry, uint64_t ns, const BlockHash* parent,
                                 std::span<const int32_t> tokens) {
   const bool same_parent = parent != nullptr ? entry.has_parent && entry.parent == *parent : !entry.has_parent;
-  return entry.ns == ns && same_parent && std::equal(tokens.begin(), tokens.end(), entry.tokens.begin(), entry.tokens.end());
+  return entry.ns == ns && same_parent &&
+         std::equal(tokens.begin(), tokens.end(), entry.tokens.begin(), entry.tokens.end());
 }
 
 PrefixMatch PrefixCache::lookup(uint64_t ns, std::span<const int32_t> tokens) const {
@@ -83,7 +84,7 @@ PrefixMatch PrefixCache::lookup(uint64_t ns, std::span<const int32_t> tokens) co
     if (it == index_.end()) break;
     const Entry& entry = it->second;
     if (!entry_matches(entry, ns, parent, block_tokens)) break;  // a hash collision: treat as a miss
-    match.hashes.push_back(hash);  // invalidates parent; recomputed next iteration
+    match.hashes.push_back(hash);                                // invalidates parent; recomputed next iteration
     entries.push_back(&entry);
   }
   const size_t hit = groups_limited_hit(entries);
@@ -105,7 +106,8 @@ size_t PrefixCache::groups_limited_hit(const std::vector<const Entry*>& entries)
     for (size_t i = 0; i < hit; ++i) run[i] = entries[i]->blocks[g] < 0 ? 0 : (i > 0 ? run[i - 1] : 0) + 1;
     size_t ok = hit;
     for (; ok > 0; --ok) {
-      const int64_t first = first_attended_block(static_cast<int64_t>(ok) * block_size_, groups_[g].window, block_size_);
+      const int64_t first =
+          first_attended_block(static_cast<int64_t>(ok) * block_size_, groups_[g].window, block_size_);
       const int64_t needed = static_cast<int64_t>(ok) - first;
       if (needed == 0 || run[ok - 1] >= needed) break;
     }

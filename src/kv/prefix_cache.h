@@ -99,11 +99,11 @@ inline int64_t first_attended_block(int64_t pos, int64_t window, int64_t block_s
 }
 
 struct PrefixCacheStats {
-  int64_t lookups = 0;      // acquire()/match() calls
-  int64_t hit_tokens = 0;   // tokens served from the cache
-  int64_t miss_tokens = 0;  // tokens of those queries not served
-  int64_t blocks_held = 0;  // blocks in the index (referenced or evictable)
-  int64_t evictions = 0;    // entries dropped to reuse their block
+  int64_t lookups = 0;                  // acquire()/match() calls
+  int64_t hit_tokens = 0;               // tokens served from the cache
+  int64_t miss_tokens = 0;              // tokens of those queries not served
+  int64_t blocks_held = 0;              // blocks in the index (referenced or evictable)
+  int64_t evictions = 0;                // entries dropped to reuse their block
   int64_t other_group_blocks_held = 0;  // blocks of groups 1.. in the index
   double hit_rate() const {
     const int64_t total = hit_tokens + miss_tokens;
@@ -170,7 +170,9 @@ class PrefixCache {
     std::vector<int32_t> tokens;  // [block_size], verified on every hit
   };
   struct HashOf {
-    size_t operator()(const BlockHash& h) const { return static_cast<size_t>(h.low ^ (h.high * 0x9E3779B97F4A7C15ull)); }
+    size_t operator()(const BlockHash& h) const {
+      return static_cast<size_t>(h.low ^ (h.high * 0x9E3779B97F4A7C15ull));
+    }
   };
 
   // Whether the entry really holds these tokens after this parent (hash collisions).

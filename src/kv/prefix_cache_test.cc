@@ -128,8 +128,8 @@ TEST(PrefixCache, DifferentNamespacesNeverShare) {
   // The same content published in another namespace is a separate entry.
   Computed d = compute_and_publish(cache, a, namespace_id(variants[6]), tokens);
   EXPECT_EQ(cache.stats().blocks_held, 4);
-  EXPECT_EQ(cache.lookup(namespace_id(variants[6]), tokens).groups[0].blocks, (std::vector<BlockId>{
-                                                                          d.table.blocks()[0], d.table.blocks()[1]}));
+  EXPECT_EQ(cache.lookup(namespace_id(variants[6]), tokens).groups[0].blocks,
+            (std::vector<BlockId>{d.table.blocks()[0], d.table.blocks()[1]}));
   c.table.free();
   d.table.free();
 }
@@ -155,8 +155,8 @@ TEST(PrefixCache, EvictsLeastRecentlyUsedAndForgetsEvictedBlocks) {
   const auto p1 = iota_tokens(5, 0), p2 = iota_tokens(5, 10), p3 = iota_tokens(5, 20);
   Computed c1 = compute_and_publish(cache, a, 1, p1);  // block 0 cached, block 1 partial
   Computed c2 = compute_and_publish(cache, a, 1, p2);  // blocks 2 (cached), 3
-  c1.table.free();  // block 0 evictable, block 1 free
-  c2.table.free();  // block 2 evictable, block 3 free
+  c1.table.free();                                     // block 0 evictable, block 1 free
+  c2.table.free();                                     // block 2 evictable, block 3 free
   Computed c3 = compute_and_publish(cache, a, 1, p3);  // takes the two free blocks
   EXPECT_EQ(cache.stats().blocks_held, 3);
   c3.table.free();
@@ -182,9 +182,9 @@ TEST(PrefixCache, CountsLookupsHitsAndMisses) {
   const auto tokens = iota_tokens(10);
   Computed c = compute_and_publish(cache, a, 1, tokens);
   EXPECT_EQ(cache.stats().lookups, 0);
-  PrefixMatch m1 = cache.match(1, tokens);                // 8 hit, 2 miss
+  PrefixMatch m1 = cache.match(1, tokens);               // 8 hit, 2 miss
   PrefixMatch m2 = cache.match(1, iota_tokens(6, 500));  // 0 hit, 6 miss
-  (void)cache.lookup(1, tokens);                          // not counted
+  (void)cache.lookup(1, tokens);                         // not counted
   const PrefixCacheStats s = cache.stats();
   EXPECT_EQ(s.lookups, 2);
   EXPECT_EQ(s.hit_tokens, 8);

@@ -41,13 +41,11 @@ void validate(const gguf::GgufFile& f, const ModelConfig& c) {
   positive("feed_forward_length", c.n_ff);
   positive("vocabulary size", c.n_vocab);
   if (c.n_layer > 4096 || c.n_head > 4096 || c.head_dim > 4096)
-    fail("{}: implausible shape (layers {}, heads {}, head_dim {})", f.name(), c.n_layer, c.n_head,
-         c.head_dim);
+    fail("{}: implausible shape (layers {}, heads {}, head_dim {})", f.name(), c.n_layer, c.n_head, c.head_dim);
   if (c.n_head % c.n_kv_head != 0)
     fail("{}: head_count {} is not a multiple of head_count_kv {}", f.name(), c.n_head, c.n_kv_head);
   if (c.rope_dims <= 0 || c.rope_dims > c.head_dim || c.rope_dims % 2 != 0)
-    fail("{}: rope dimension count {} must be even and in (0, head_dim={}]", f.name(), c.rope_dims,
-         c.head_dim);
+    fail("{}: rope dimension count {} must be even and in (0, head_dim={}]", f.name(), c.rope_dims, c.head_dim);
   if (!(c.rms_eps > 0.0f) || !(c.rope_base > 0.0f) || !std::isfinite(c.rope_base))
     fail("{}: rms epsilon and rope base must be positive", f.name());
 }
@@ -97,12 +95,8 @@ ModelConfig ModelConfig::from_gguf(const gguf::GgufFile& f) {
   c.layer_is_local.assign(static_cast<size_t>(std::max<int64_t>(c.n_layer, 0)), false);
 
   switch (c.arch) {
-    case Arch::Llama:
-      c.rope_neox = false;
-      break;
-    case Arch::Qwen2:
-      c.rope_neox = true;
-      break;
+    case Arch::Llama: c.rope_neox = false; break;
+    case Arch::Qwen2: c.rope_neox = true; break;
     case Arch::Gemma3:
       c.rope_neox = true;
       c.ffn_gelu = true;

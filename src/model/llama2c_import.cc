@@ -39,8 +39,7 @@ int64_t checked_add(int64_t a, int64_t b, const std::string& name) {
 // Offsets (in floats, from the end of the header) of every array of the
 // checkpoint, in file order.
 struct Layout {
-  int64_t emb, rms_att, wq, wk, wv, wo, rms_ffn, w1, w2, w3, rms_final, freq, wcls, end_shared,
-      end_unshared;
+  int64_t emb, rms_att, wq, wk, wv, wo, rms_ffn, w1, w2, w3, rms_final, freq, wcls, end_shared, end_unshared;
 };
 
 Layout compute_layout(const Llama2cHeader& h, const std::string& name) {
@@ -77,9 +76,7 @@ std::unordered_map<std::string, int64_t> tensor_offsets(const Llama2cHeader& h, 
   std::unordered_map<std::string, int64_t> at = {
       {"token_embd.weight", l.emb}, {"output_norm.weight", l.rms_final}, {"output.weight", l.wcls}};
   for (int64_t i = 0; i < h.n_layers; ++i) {
-    auto blk = [&](std::string_view role, int64_t offset) {
-      at[fmt::format("blk.{}.{}.weight", i, role)] = offset;
-    };
+    auto blk = [&](std::string_view role, int64_t offset) { at[fmt::format("blk.{}.{}.weight", i, role)] = offset; };
     blk("attn_norm", l.rms_att + i * h.dim);
     blk("attn_q", l.wq + i * h.dim * h.dim);
     blk("attn_k", l.wk + i * kv_dim * h.dim);
@@ -100,9 +97,8 @@ int32_t read_i32(const uint8_t* p) {
 }
 
 std::string header_string(const Llama2cHeader& h) {
-  return fmt::format("dim {}, hidden_dim {}, {} layers, {} heads, {} kv heads, vocab {}, seq_len {}",
-                     h.dim, h.hidden_dim, h.n_layers, h.n_heads, h.n_kv_heads, h.vocab_size,
-                     h.seq_len);
+  return fmt::format("dim {}, hidden_dim {}, {} layers, {} heads, {} kv heads, vocab {}, seq_len {}", h.dim,
+                     h.hidden_dim, h.n_layers, h.n_heads, h.n_kv_heads, h.vocab_size, h.seq_len);
 }
 
 // Converts one llama2.c token to its SentencePiece-GGUF text and type.
@@ -114,8 +110,7 @@ void add_token(VocabTables& v, std::string text, float score) {
     text = std::string(kSpecial[id]);
     type = id == 0 ? kTokenUnknown : kTokenControl;
   } else if (text.size() == 6 && text.starts_with("<0x") && text[5] == '>' &&
-             std::isxdigit(static_cast<unsigned char>(text[3])) &&
-             std::isxdigit(static_cast<unsigned char>(text[4]))) {
+             std::isxdigit(static_cast<unsigned char>(text[3])) && std::isxdigit(static_cast<unsigned char>(text[4]))) {
     type = kTokenByte;
   } else {
     std::string out;
@@ -137,19 +132,18 @@ void add_token(VocabTables& v, std::string text, float score) {
 
 Llama2cHeader parse_llama2c_header(std::span<const uint8_t> file, const std::string& name) {
   if (static_cast<int64_t>(file.size()) < kLlama2cHeaderBytes) {
-    fail("'{}' is too small for a llama2.c checkpoint: expected at least {} bytes, got {}", name,
-         kLlama2cHeaderBytes, file.size());
+    fail("'{}' is too small for a llama2.c checkpoint: expected at least {} bytes, got {}", name, kLlama2cHeaderBytes,
+         file.size());
   }
   int64_t v[7];
   for (int i = 0; i < 7; ++i) v[i] = read_i32(file.data() + 4 * i);
   Llama2cHeader h{v[0], v[1], v[2], v[3], v[4], v[5] < 0 ? -v[5] : v[5], v[6], v[5] > 0};
-  static constexpr std::string_view kNames[] = {"dim", "hidden_dim", "n_layers", "n_heads",
+  static constexpr std::string_view kNames[] = {"dim",        "hidden_dim", "n_layers", "n_heads",
                                                 "n_kv_heads", "vocab_size", "seq_len"};
   for (int i = 0; i < 7; ++i) {
     const int64_t x = i == 5 ? h.vocab_size : v[i];
     if (x < 1 || x > kMaxDim) {
-      fail("'{}' is not a llama2.c checkpoint: header {} is {} (must be 1..{})", name, kNames[i],
-           v[i], kMaxDim);
+      fail("'{}' is not a llama2.c checkpoint: header {} is {} (must be 1..{})", name, kNames[i], v[i], kMaxDim);
     }
   }
   if (h.dim % h.n_heads != 0) fail("'{}': dim {} is not divisible by n_heads {}", name, h.dim, h.n_heads);
@@ -163,9 +157,8 @@ Llama2cHeader parse_llama2c_header(std::span<const uint8_t> file, const std::str
   const int64_t end = h.shared_classifier ? l.end_shared : l.end_unshared;
   const int64_t expected = checked_add(kLlama2cHeaderBytes, checked_mul(end, 4, name), name);
   if (static_cast<int64_t>(file.size()) != expected) {
-    fail("'{}' does not match its llama2.c header ({}, {} classifier): expected {} bytes, got {}",
-         name, header_string(h), h.shared_classifier ? "shared" : "unshared", expected,
-         file.size());
+    fail("'{}' does not match its llama2.c header ({}, {} classifier): expected {} bytes, got {}", name,
+         header_string(h), h.shared_classifier ? "shared" : "unshared", expected, file.size());
   }
   return h;
 }
@@ -173,13 +166,12 @@ Llama2cHeader parse_llama2c_header(std::span<const uint8_t> file, const std::str
 VocabTables read_llama2c_tokenizer(const std::string& path, int64_t vocab_size) {
   std::ifstream in(path, std::ios::binary);
   if (!in) fail("cannot open tokenizer '{}'", path);
-  const std::vector<uint8_t> bytes((std::istreambuf_iterator<char>(in)),
-                                   std::istreambuf_iterator<char>());
+  const std::vector<uint8_t> bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
   size_t at = 0;
   auto need = [&](size_t n, std::string_view what) {
     if (bytes.size() - at < n) {
-      fail("tokenizer '{}' is truncated: {} needs {} bytes at offset {}, the file has {}", path,
-           what, n, at, bytes.size());
+      fail("tokenizer '{}' is truncated: {} needs {} bytes at offset {}, the file has {}", path, what, n, at,
+           bytes.size());
     }
   };
   need(4, "max_token_length");
@@ -198,16 +190,16 @@ VocabTables read_llama2c_tokenizer(const std::string& path, int64_t vocab_size) 
     at += static_cast<size_t>(len);
   }
   if (at != bytes.size()) {
-    fail("tokenizer '{}' has {} bytes after its {} tokens (expected {} bytes, got {}); does it "
-         "belong to this checkpoint?",
-         path, bytes.size() - at, vocab_size, at, bytes.size());
+    fail(
+        "tokenizer '{}' has {} bytes after its {} tokens (expected {} bytes, got {}); does it "
+        "belong to this checkpoint?",
+        path, bytes.size() - at, vocab_size, at, bytes.size());
   }
   return v;
 }
 
-gguf::GgufWriter build_llama2c_gguf(const std::string& checkpoint,
-                                   const std::optional<std::string>& tokenizer,
-                                   const WeightFormat& format, std::vector<std::string>* notes) {
+gguf::GgufWriter build_llama2c_gguf(const std::string& checkpoint, const std::optional<std::string>& tokenizer,
+                                    const WeightFormat& format, std::vector<std::string>* notes) {
   const MappedFile file = MappedFile::open(checkpoint);
   const Llama2cHeader h = parse_llama2c_header(file.bytes(), checkpoint);
   const Layout layout = compute_layout(h, checkpoint);
@@ -232,8 +224,7 @@ gguf::GgufWriter build_llama2c_gguf(const std::string& checkpoint,
   const auto offsets = tensor_offsets(h, layout);
   const uint8_t* floats = file.data() + kLlama2cHeaderBytes;
   ThreadPool pool;
-  for (const SynthTensor& t :
-       plan_synth_tensors(SynthArch::kLlama, shape, format, TensorType::F32, notes)) {
+  for (const SynthTensor& t : plan_synth_tensors(SynthArch::kLlama, shape, format, TensorType::F32, notes)) {
     const int64_t base = offsets.at(t.name);
     const int64_t row_length = t.dims[0];
     const int64_t rows = t.dims.size() > 1 ? t.dims[1] : 1;
@@ -245,8 +236,8 @@ gguf::GgufWriter build_llama2c_gguf(const std::string& checkpoint,
   return w;
 }
 
-void import_llama2c(const std::string& checkpoint, const std::optional<std::string>& tokenizer,
-                    const std::string& out, const WeightFormat& format) {
+void import_llama2c(const std::string& checkpoint, const std::optional<std::string>& tokenizer, const std::string& out,
+                    const WeightFormat& format) {
   std::vector<std::string> notes;
   const gguf::GgufWriter writer = build_llama2c_gguf(checkpoint, tokenizer, format, &notes);
   for (const std::string& note : notes) std::fprintf(stderr, "%s\n", note.c_str());

@@ -55,12 +55,11 @@ VocabTables read_llama2c_tokenizer(const std::string& path, int64_t vocab_size);
 // as llama.cpp expects it, tensors in `format` where a matrix's rows fit the
 // type's blocks (else F32, with a note appended to `notes`), norms F32.
 // Cost: reads the checkpoint once; output held in memory.
-gguf::GgufWriter build_llama2c_gguf(const std::string& checkpoint,
-                                   const std::optional<std::string>& tokenizer,
-                                   const WeightFormat& format, std::vector<std::string>* notes);
+gguf::GgufWriter build_llama2c_gguf(const std::string& checkpoint, const std::optional<std::string>& tokenizer,
+                                    const WeightFormat& format, std::vector<std::string>* notes);
 
 // build_llama2c_gguf + write to `out`, printing the notes to stderr.
-void import_llama2c(const std::string& checkpoint, const std::optional<std::string>& tokenizer,
-                    const std::string& out, const WeightFormat& format);
+void import_llama2c(const std::string& checkpoint, const std::optional<std::string>& tokenizer, const std::string& out,
+                    const WeightFormat& format);
 
 }  // namespace tokenmill::model

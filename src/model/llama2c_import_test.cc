@@ -25,17 +25,16 @@ using testing::shared_dir;
 class Llama2cImportTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    dir_ = fs::temp_directory_path() /
-           ("tm_llama2c_" + std::to_string(getpid()) + "_" +
-            ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    dir_ = fs::temp_directory_path() / ("tm_llama2c_" + std::to_string(getpid()) + "_" +
+                                        ::testing::UnitTest::GetInstance()->current_test_info()->name());
     fs::create_directories(dir_);
   }
   void TearDown() override { fs::remove_all(dir_); }
 
   std::string write(const std::string& name, const std::vector<uint8_t>& bytes) {
     const fs::path p = dir_ / name;
-    std::ofstream(p, std::ios::binary).write(reinterpret_cast<const char*>(bytes.data()),
-                                             static_cast<std::streamsize>(bytes.size()));
+    std::ofstream(p, std::ios::binary)
+        .write(reinterpret_cast<const char*>(bytes.data()), static_cast<std::streamsize>(bytes.size()));
     return p.string();
   }
 
@@ -105,8 +104,7 @@ TEST_F(Llama2cImportTest, Stories260K) {
   EXPECT_EQ(element(down4, 63, 171), checkpoint_float(ckpt, 149888 + 4 * 64 * 172 + 63 * 172 + 171));
   const gguf::TensorInfo& up0 = f.tensor("blk.0.ffn_up.weight");  // w3
   EXPECT_EQ(element(up0, 1, 2), checkpoint_float(ckpt, 204928 + 64 + 2));
-  EXPECT_EQ(element(f.tensor("blk.2.ffn_norm.weight"), 0, 9),
-            checkpoint_float(ckpt, 94528 + 2 * 64 + 9));
+  EXPECT_EQ(element(f.tensor("blk.2.ffn_norm.weight"), 0, 9), checkpoint_float(ckpt, 94528 + 2 * 64 + 9));
   EXPECT_EQ(element(f.tensor("output_norm.weight"), 0, 63), checkpoint_float(ckpt, 259968 + 63));
 }
 
@@ -114,9 +112,7 @@ TEST_F(Llama2cImportTest, Stories260KQuantizedWithFallbackNotes) {
   const fs::path path = shared_dir() / "models" / "stories260K.bin";
   if (!fs::exists(path)) TM_MISSING_DEPENDENCY("no " << path << " (set TOKENMILL_SHARED)");
   std::vector<std::string> notes;
-  const auto bytes =
-      build_llama2c_gguf(path.string(), std::nullopt, *parse_weight_format("Q8_0"), &notes)
-          .to_bytes();
+  const auto bytes = build_llama2c_gguf(path.string(), std::nullopt, *parse_weight_format("Q8_0"), &notes).to_bytes();
   const gguf::GgufFile f = gguf::GgufFile::parse(bytes, "q8");
   EXPECT_EQ(f.get_int("general.file_type"), 7);
   EXPECT_EQ(f.tensor("blk.0.attn_q.weight").type, TensorType::Q8_0);
@@ -172,7 +168,9 @@ TEST_F(Llama2cImportTest, UnsharedClassifierAndTokenizer) {
   EXPECT_EQ(tokens[2].as_string(), "</s>");
   EXPECT_EQ(tokens[3].as_string(), "<0x0A>");
   EXPECT_EQ(tokens[4].as_string(), "\xE2\x96\x81the");
-  EXPECT_EQ(tokens[5].as_string(), "a\xE2\x96\x81" "b");
+  EXPECT_EQ(tokens[5].as_string(),
+            "a\xE2\x96\x81"
+            "b");
   const auto& types = f.get_array("tokenizer.ggml.token_type").items;
   const int64_t want_types[] = {2, 3, 3, 6, 1, 1};
   for (int i = 0; i < 6; ++i) EXPECT_EQ(types[static_cast<size_t>(i)].as_int(), want_types[i]) << i;
@@ -194,8 +192,7 @@ TEST_F(Llama2cImportTest, SizeMismatchesAreErrors) {
   };
   std::vector<uint8_t> truncated = tiny_checkpoint(true);
   truncated.resize(truncated.size() - 4);
-  EXPECT_NE(message(truncated).find("expected 5052 bytes, got 5048"), std::string::npos)
-      << message(truncated);
+  EXPECT_NE(message(truncated).find("expected 5052 bytes, got 5048"), std::string::npos) << message(truncated);
   EXPECT_NE(message(tiny_checkpoint(true, 1)).find("expected 5052 bytes, got 5056"), std::string::npos);
   // Unshared, but the classifier is missing.
   std::vector<uint8_t> no_wcls = tiny_checkpoint(true);
@@ -220,8 +217,7 @@ TEST_F(Llama2cImportTest, BadTokenizerIsAnError) {
   long_tok.push_back(0);
   const std::string long_path = write("long.bin", long_tok);
   EXPECT_THROW(build_llama2c_gguf(ckpt, long_path, WeightFormat{}, nullptr), Error);
-  EXPECT_THROW(build_llama2c_gguf(ckpt, (dir_ / "missing.bin").string(), WeightFormat{}, nullptr),
-               Error);
+  EXPECT_THROW(build_llama2c_gguf(ckpt, (dir_ / "missing.bin").string(), WeightFormat{}, nullptr), Error);
 }
 
 }  // namespace

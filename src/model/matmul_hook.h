@@ -22,8 +22,7 @@ class MatmulHook {
   // of the model's WeightViews (identify it by w.data, which points into the
   // model file). Returns true when it wrote y itself, false to let the model
   // run kernels::matmul.
-  virtual bool matmul(const kernels::WeightView& w, const float* x, int64_t num_tokens, float* y,
-                      ThreadPool& pool) = 0;
+  virtual bool matmul(const kernels::WeightView& w, const float* x, int64_t num_tokens, float* y, ThreadPool& pool) = 0;
 };
 
 }  // namespace tokenmill::model

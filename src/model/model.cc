@@ -113,8 +113,8 @@ namespace {
 void check_geometry(const kv::PagedKvStorage& kv, int64_t n_layer, int64_t n_kv_dim, const char* what) {
   const kv::KvGeometry& g = kv.geometry();
   if (g.n_layer != n_layer || g.n_kv_dim != n_kv_dim)
-    fail("forward: the {}KV pool has {} layers of {} K/V dims, the model needs {} of {}", what, g.n_layer,
-         g.n_kv_dim, n_layer, n_kv_dim);
+    fail("forward: the {}KV pool has {} layers of {} K/V dims, the model needs {} of {}", what, g.n_layer, g.n_kv_dim,
+         n_layer, n_kv_dim);
 }
 
 // A table holding logical blocks [first, first + table.size()) must reach
@@ -139,7 +139,9 @@ void validate_step(const ModelConfig& c, std::span<const SequenceChunk> chunks,
   for (size_t g = 0; g < pools.size(); ++g) {
     if (pools[g] == nullptr) fail("forward: no KV pool for layer group {}", g);
     check_geometry(*pools[g], geometries[g].n_layer, c.n_kv_dim(),
-                   groups[g].layers == KvGroup::kAll ? "" : groups[g].window > 0 ? "sliding-window " : "full-attention ");
+                   groups[g].layers == KvGroup::kAll ? ""
+                   : groups[g].window > 0            ? "sliding-window "
+                                                     : "full-attention ");
     if (pools[g]->block_size() != pools[0]->block_size()) fail("forward: the KV pools differ in block size");
   }
   for (const SequenceChunk& ch : chunks) {
@@ -156,8 +158,8 @@ void validate_step(const ModelConfig& c, std::span<const SequenceChunk> chunks,
       const int64_t window = groups[g].window;
       const int64_t first_visible = window > 0 ? std::max<int64_t>(0, ch.start_pos - window + 1) : 0;
       if (t.first < 0 || t.first * pools[g]->block_size() > first_visible)
-        fail("forward: the block table of layer group {} starts at block {}, position {} needs position {}", g,
-             t.first, ch.start_pos, first_visible);
+        fail("forward: the block table of layer group {} starts at block {}, position {} needs position {}", g, t.first,
+             ch.start_pos, first_visible);
       check_table(t.blocks, t.first, end, *pools[g]);
     }
   }
@@ -238,8 +240,8 @@ void Model::forward(std::span<const SequenceChunk> chunks, std::span<kv::PagedKv
     const int64_t n = static_cast<int64_t>(ch.tokens.size());
     const int64_t first = t + n - num_logit_rows(ch);
     for (int64_t i = first; i < t + n; ++i, ++r) {
-      kernels::rms_norm(s.x.data() + i * c.n_embd, weights_.output_norm.data,
-                        s.rows.data() + r * c.n_embd, c.n_embd, c.rms_eps);
+      kernels::rms_norm(s.x.data() + i * c.n_embd, weights_.output_norm.data, s.rows.data() + r * c.n_embd, c.n_embd,
+                        c.rms_eps);
     }
     t += n;
   }
@@ -252,9 +254,8 @@ void Model::matmul(const kernels::WeightView& w, const float* x, int64_t num_tok
   kernels::matmul(w, x, num_tokens, y, pool);
 }
 
-void Model::attention_block(int64_t layer, std::span<const SequenceChunk> chunks,
-                            std::span<const int64_t> positions, std::span<kv::PagedKvStorage* const> pools,
-                            ThreadPool& pool) {
+void Model::attention_block(int64_t layer, std::span<const SequenceChunk> chunks, std::span<const int64_t> positions,
+                            std::span<kv::PagedKvStorage* const> pools, ThreadPool& pool) {
   const ModelConfig& c = config_;
   const LayerWeights& w = weights_.layers[static_cast<size_t>(layer)];
   Scratch& s = *scratch_;
@@ -284,8 +285,7 @@ void Model::attention_block(int64_t layer, std::span<const SequenceChunk> chunks
       kernels::rope_angles(c.rope_dims, positions[static_cast<size_t>(i)], base, freq_scale, factors, cos_t.data(),
                            sin_t.data());
       for (int64_t h = 0; h < c.n_head; ++h)
-        kernels::rope_apply(s.q.data() + (i * c.n_head + h) * hd, c.rope_dims, cos_t.data(), sin_t.data(),
-                            c.rope_neox);
+        kernels::rope_apply(s.q.data() + (i * c.n_head + h) * hd, c.rope_dims, cos_t.data(), sin_t.data(), c.rope_neox);
       for (int64_t h = 0; h < c.n_kv_head; ++h)
         kernels::rope_apply(s.k.data() + (i * c.n_kv_head + h) * hd, c.rope_dims, cos_t.data(), sin_t.data(),
                             c.rope_neox);

@@ -126,9 +126,8 @@ class Model {
   explicit Model(gguf::GgufFile file);
 
   struct Scratch;
-  void attention_block(int64_t layer, std::span<const SequenceChunk> chunks,
-                       std::span<const int64_t> positions, std::span<kv::PagedKvStorage* const> pools,
-                       ThreadPool& pool);
+  void attention_block(int64_t layer, std::span<const SequenceChunk> chunks, std::span<const int64_t> positions,
+                       std::span<kv::PagedKvStorage* const> pools, ThreadPool& pool);
   void ffn_block(int64_t layer, ThreadPool& pool);
   // y = W x through the hook, if any, else kernels::matmul.
   void matmul(const kernels::WeightView& w, const float* x, int64_t num_tokens, float* y, ThreadPool& pool);

@@ -88,8 +88,8 @@ TensorType fitting_type(TensorType wanted, int64_t row_length, TensorType last_r
   return last_resort;
 }
 
-std::vector<uint8_t> encode_rows(TensorType type, int64_t num_rows, int64_t row_length,
-                                 const RowSource& source, ThreadPool& pool) {
+std::vector<uint8_t> encode_rows(TensorType type, int64_t num_rows, int64_t row_length, const RowSource& source,
+                                 ThreadPool& pool) {
   TM_CHECK(kernels::can_quantize(type));
   const int64_t bytes_per_row = gguf::row_bytes(type, row_length);
   std::vector<uint8_t> out(static_cast<size_t>(bytes_per_row * num_rows));

@@ -41,8 +41,7 @@ uint32_t llama_file_type(const WeightFormat& format);
 // `wanted` is requested: wanted itself when row_length is a multiple of its
 // block size; else Q8_0 for the 256-element K-quant types when it fits;
 // else `last_resort` (F32 or F16, which fit any row).
-gguf::TensorType fitting_type(gguf::TensorType wanted, int64_t row_length,
-                              gguf::TensorType last_resort);
+gguf::TensorType fitting_type(gguf::TensorType wanted, int64_t row_length, gguf::TensorType last_resort);
 
 // Fills out [row_length] with the float values of row `row`. Called
 // concurrently from pool threads for distinct rows: must be thread-safe.
@@ -53,7 +52,7 @@ using RowSource = std::function<void(int64_t row, std::span<float> out)>;
 // the pool's threads; the result does not depend on the thread count.
 // Precondition: row_length is a multiple of type's block size.
 // Cost: one source call and one quantize_row_ref per row.
-std::vector<uint8_t> encode_rows(gguf::TensorType type, int64_t num_rows, int64_t row_length,
-                                 const RowSource& source, ThreadPool& pool);
+std::vector<uint8_t> encode_rows(gguf::TensorType type, int64_t num_rows, int64_t row_length, const RowSource& source,
+                                 ThreadPool& pool);
 
 }  // namespace tokenmill::model

@@ -139,10 +139,12 @@ TEST_P(PagedForward, MixedBatchEqualsEachSequenceAlone) {
   };
   const ChunkTable ta_table[] = {{table_a, 0}}, tb_table[] = {{table_b, 0}};
   const std::span<const ChunkTable> ta = ta_table, tb = tb_table;
-  const std::vector<float> none = step({{{a.data(), 10}, 0, ta, LogitRows::kNone}, {{b.data(), 12}, 0, tb, LogitRows::kNone}});
+  const std::vector<float> none =
+      step({{{a.data(), 10}, 0, ta, LogitRows::kNone}, {{b.data(), 12}, 0, tb, LogitRows::kNone}});
   EXPECT_TRUE(none.empty());  // prefills that sample nothing skip the output projection
 
-  const std::vector<float> mixed = step({{{a.data() + 10, 20}, 10, ta, LogitRows::kAll}, {{b.data() + 12, 1}, 12, tb, LogitRows::kLast}});
+  const std::vector<float> mixed =
+      step({{{a.data() + 10, 20}, 10, ta, LogitRows::kAll}, {{b.data() + 12, 1}, 12, tb, LogitRows::kLast}});
   ASSERT_EQ(mixed.size(), static_cast<size_t>(21 * vocab));
   const std::vector<float> alone_a = step({{{a.data() + 10, 20}, 10, ta, LogitRows::kAll}});
   const std::vector<float> alone_b = step({{{b.data() + 12, 1}, 12, tb, LogitRows::kLast}});
@@ -186,9 +188,10 @@ TEST_P(PagedForward, F16StorageStaysCloseToF32) {
     max_diff = std::max(max_diff, std::fabs(double(f32[i]) - f16[i]));
   }
   EXPECT_GT(max_diff, 0.0);
-  EXPECT_LT(max_diff, 10 * std::ldexp(1.0, -11) * max_logit) << "max |diff| " << max_diff << ", max |logit| " << max_logit;
-  std::cout << synth_arch_name(GetParam()) << ": F16 vs F32 KV max |logit diff| " << max_diff
-            << " (max |logit| " << max_logit << ")\n";
+  EXPECT_LT(max_diff, 10 * std::ldexp(1.0, -11) * max_logit)
+      << "max |diff| " << max_diff << ", max |logit| " << max_logit;
+  std::cout << synth_arch_name(GetParam()) << ": F16 vs F32 KV max |logit diff| " << max_diff << " (max |logit| "
+            << max_logit << ")\n";
 }
 
 TEST_P(PagedForward, BadStepsThrow) {
@@ -206,12 +209,12 @@ TEST_P(PagedForward, BadStepsThrow) {
     m.forward({&chunk, 1}, pool_kv, logits, pool);
   };
   EXPECT_NO_THROW(run(tokens, 0, table, kv));
-  EXPECT_THROW(run({}, 0, table, kv), Error);                          // empty chunk
-  EXPECT_THROW(run(outside, 0, table, kv), Error);                     // token == n_vocab
-  EXPECT_THROW(run(negative, 0, table, kv), Error);                    // token < 0
-  EXPECT_THROW(run(tokens, 4, table, kv), Error);                      // positions 4..8 need 3 blocks
-  EXPECT_THROW(run(tokens, -1, table, kv), Error);                     // negative start
-  EXPECT_THROW(run(tokens, 0, bad_id, kv), Error);                     // block 4 of a 4-block pool
+  EXPECT_THROW(run({}, 0, table, kv), Error);        // empty chunk
+  EXPECT_THROW(run(outside, 0, table, kv), Error);   // token == n_vocab
+  EXPECT_THROW(run(negative, 0, table, kv), Error);  // token < 0
+  EXPECT_THROW(run(tokens, 4, table, kv), Error);    // positions 4..8 need 3 blocks
+  EXPECT_THROW(run(tokens, -1, table, kv), Error);   // negative start
+  EXPECT_THROW(run(tokens, 0, bad_id, kv), Error);   // block 4 of a 4-block pool
   kv::KvGeometry g = m.kv_geometry(kBlock, kv::KvDtype::F16);
   g.n_layer += 1;
   kv::PagedKvStorage wrong_layers(g, 4);

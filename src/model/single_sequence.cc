@@ -29,16 +29,15 @@ SingleSequence::SingleSequence(Model& model, int64_t capacity, kv::KvDtype dtype
 void SingleSequence::forward(std::span<const int32_t> tokens, LogitRows rows, std::vector<float>& logits,
                              ThreadPool& pool) {
   const int64_t n = static_cast<int64_t>(tokens.size());
-  if (size_ + n > capacity_)
-    fail("context is full: {} positions needed, the context holds {}", size_ + n, capacity_);
+  if (size_ + n > capacity_) fail("context is full: {} positions needed, the context holds {}", size_ + n, capacity_);
   const ChunkTable table{block_table_, 0};
   const SequenceChunk chunk{tokens, size_, {&table, 1}, rows};
   model_.forward({&chunk, 1}, storage_, logits, pool);
   size_ += n;
 }
 
-std::vector<int32_t> greedy_continuation(Model& model, std::span<const int32_t> prompt, int64_t n,
-                                         kv::KvDtype dtype, ThreadPool& pool, const GreedyDone& done) {
+std::vector<int32_t> greedy_continuation(Model& model, std::span<const int32_t> prompt, int64_t n, kv::KvDtype dtype,
+                                         ThreadPool& pool, const GreedyDone& done) {
   SingleSequence seq(model, static_cast<int64_t>(prompt.size()) + n, dtype);
   std::vector<float> logits;
   std::vector<int32_t> out;

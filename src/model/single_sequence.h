@@ -57,7 +57,7 @@ class SingleSequence {
 // the eval task set. `done`, when given, is asked after each token (the
 // output so far, that token last) whether to stop there.
 using GreedyDone = std::function<bool(std::span<const int32_t> output)>;
-std::vector<int32_t> greedy_continuation(Model& model, std::span<const int32_t> prompt, int64_t n,
-                                         kv::KvDtype dtype, ThreadPool& pool, const GreedyDone& done = {});
+std::vector<int32_t> greedy_continuation(Model& model, std::span<const int32_t> prompt, int64_t n, kv::KvDtype dtype,
+                                         ThreadPool& pool, const GreedyDone& done = {});
 
 }  // namespace tokenmill::model

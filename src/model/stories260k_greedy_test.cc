@@ -39,7 +39,8 @@ struct StoriesCase {
 class Stories {
  public:
   Stories(const fs::path& checkpoint, const char* format) {
-    path_ = fs::temp_directory_path() / ("tm_stories_" + std::string(format) + "_" + std::to_string(getpid()) + ".gguf");
+    path_ =
+        fs::temp_directory_path() / ("tm_stories_" + std::string(format) + "_" + std::to_string(getpid()) + ".gguf");
     import_llama2c(checkpoint.string(), std::nullopt, path_.string(), *parse_weight_format(format));
     model_ = Model::load(path_.string());
   }

@@ -57,8 +57,7 @@ uint64_t fnv1a(std::string_view s) {
 // Fills out with mean + std * N(0, 1). Each row has its own stream derived
 // from (tensor seed, row), so rows can be generated in any order on any
 // thread and the file still comes out the same.
-void fill_normal(uint64_t tensor_seed, int64_t row, float mean, float std,
-                 std::span<float> out) {
+void fill_normal(uint64_t tensor_seed, int64_t row, float mean, float std, std::span<float> out) {
   uint64_t state = mix64(tensor_seed ^ mix64(static_cast<uint64_t>(row)));
   constexpr float kTwoPi = 2.0f * std::numbers::pi_v<float>;
   constexpr float kInv24 = 1.0f / 16777216.0f;
@@ -95,8 +94,7 @@ TensorType q4_k_m_type(std::string_view role, int64_t layer, const SynthShape& s
 
 class Planner {
  public:
-  Planner(const SynthShape& shape, const WeightFormat& format, TensorType last_resort,
-          std::vector<std::string>* notes)
+  Planner(const SynthShape& shape, const WeightFormat& format, TensorType last_resort, std::vector<std::string>* notes)
       : shape_(shape), format_(format), last_resort_(last_resort), notes_(notes) {}
 
   void vector(std::string name, int64_t n, SynthInit init) {
@@ -105,15 +103,13 @@ class Planner {
 
   // role: the name without "blk.N." and ".weight"; layer -1 outside blocks.
   void matrix(std::string_view role, int64_t layer, int64_t n_in, int64_t n_out) {
-    const std::string name = layer < 0 ? fmt::format("{}.weight", role)
-                                       : fmt::format("blk.{}.{}.weight", layer, role);
+    const std::string name = layer < 0 ? fmt::format("{}.weight", role) : fmt::format("blk.{}.{}.weight", layer, role);
     const TensorType wanted = format_.q4_k_m ? q4_k_m_type(role, layer, shape_) : format_.base;
     const TensorType type = fitting_type(wanted, n_in, last_resort_);
     if (type != wanted && notes_ != nullptr) {
-      notes_->push_back(fmt::format(
-          "note: {}: row length {} is not a multiple of the {} block size {}; stored as {}", name,
-          n_in, gguf::tensor_type_name(wanted), gguf::tensor_type_info(wanted).block_size,
-          gguf::tensor_type_name(type)));
+      notes_->push_back(fmt::format("note: {}: row length {} is not a multiple of the {} block size {}; stored as {}",
+                                    name, n_in, gguf::tensor_type_name(wanted),
+                                    gguf::tensor_type_info(wanted).block_size, gguf::tensor_type_name(type)));
     }
     tensors_.push_back({name, {n_in, n_out}, type, SynthInit::kMatrix});
   }
@@ -159,8 +155,7 @@ std::optional<gguf::GgufFile> open_vocab(const SynthOptions& opt, ShapeOverrides
     gguf::GgufFile file = gguf::GgufFile::open(*opt.vocab_from);
     const int64_t n = vocab_size_of(file);
     if (overrides.vocab && *overrides.vocab != n) {
-      fail("--vocab {} contradicts --vocab-from '{}', which has {} tokens", *overrides.vocab,
-           *opt.vocab_from, n);
+      fail("--vocab {} contradicts --vocab-from '{}', which has {} tokens", *overrides.vocab, *opt.vocab_from, n);
     }
     overrides.vocab = n;
     return file;
@@ -177,8 +172,7 @@ std::optional<gguf::GgufFile> open_vocab(const SynthOptions& opt, ShapeOverrides
   return file;
 }
 
-void add_weights(gguf::GgufWriter& w, const std::vector<SynthTensor>& plan, uint64_t seed,
-                 int num_threads) {
+void add_weights(gguf::GgufWriter& w, const std::vector<SynthTensor>& plan, uint64_t seed, int num_threads) {
   ThreadPool pool(num_threads);
   const uint64_t model_seed = mix64(seed);
   for (const SynthTensor& t : plan) {
@@ -195,8 +189,7 @@ void add_weights(gguf::GgufWriter& w, const std::vector<SynthTensor>& plan, uint
     for (size_t d = 1; d < t.dims.size(); ++d) rows *= t.dims[d];
     std::vector<uint8_t> data = encode_rows(
         t.type, rows, t.dims[0],
-        [&](int64_t row, std::span<float> out) { fill_normal(tensor_seed, row, mean, std, out); },
-        pool);
+        [&](int64_t row, std::span<float> out) { fill_normal(tensor_seed, row, mean, std, out); }, pool);
     w.add_tensor(t.name, t.type, t.dims, std::move(data));
   }
 }
@@ -225,8 +218,7 @@ std::vector<std::string> synth_preset_names() {
   return names;
 }
 
-SynthShape resolve_synth_shape(SynthArch arch, std::string_view preset,
-                               const ShapeOverrides& o) {
+SynthShape resolve_synth_shape(SynthArch arch, std::string_view preset, const ShapeOverrides& o) {
   SynthShape s = find_preset(preset).shape;
   s.n_embd = o.n_embd.value_or(s.n_embd);
   s.n_layer = o.n_layer.value_or(s.n_layer);
@@ -246,8 +238,7 @@ SynthShape resolve_synth_shape(SynthArch arch, std::string_view preset,
     check_positive("--head-dim", *o.head_dim);
     s.head_dim = *o.head_dim;
   } else if (s.n_embd % s.n_head != 0) {
-    fail("n_embd {} is not divisible by n_head {} (give --head-dim to decouple them)", s.n_embd,
-         s.n_head);
+    fail("n_embd {} is not divisible by n_head {} (give --head-dim to decouple them)", s.n_embd, s.n_head);
   } else {
     s.head_dim = s.n_embd / s.n_head;
   }
@@ -258,9 +249,8 @@ SynthShape resolve_synth_shape(SynthArch arch, std::string_view preset,
   return s;
 }
 
-std::vector<SynthTensor> plan_synth_tensors(SynthArch arch, const SynthShape& s,
-                                            const WeightFormat& format, TensorType last_resort,
-                                            std::vector<std::string>* notes) {
+std::vector<SynthTensor> plan_synth_tensors(SynthArch arch, const SynthShape& s, const WeightFormat& format,
+                                            TensorType last_resort, std::vector<std::string>* notes) {
   Planner p(s, format, last_resort, notes);
   const int64_t q_dim = s.n_head * s.head_dim;
   const int64_t kv_dim = s.n_kv_head * s.head_dim;
@@ -299,9 +289,7 @@ void set_arch_keys(gguf::GgufWriter& w, SynthArch arch, const SynthShape& s) {
   auto u32 = [&](std::string_view key, int64_t v) {
     w.set(fmt::format("{}.{}", a, key), Value::u32(static_cast<uint32_t>(v)));
   };
-  auto f32 = [&](std::string_view key, float v) {
-    w.set(fmt::format("{}.{}", a, key), Value::f32(v));
-  };
+  auto f32 = [&](std::string_view key, float v) { w.set(fmt::format("{}.{}", a, key), Value::f32(v)); };
   w.set("general.architecture", Value::str(a));
   u32("context_length", s.ctx);
   u32("embedding_length", s.n_embd);
@@ -330,8 +318,7 @@ gguf::GgufWriter build_synth_model(const SynthOptions& opt, std::vector<std::str
   ShapeOverrides overrides = opt.overrides;
   const std::optional<gguf::GgufFile> vocab_file = open_vocab(opt, overrides);
   const SynthShape shape = resolve_synth_shape(opt.arch, opt.preset, overrides);
-  const std::vector<SynthTensor> plan =
-      plan_synth_tensors(opt.arch, shape, opt.format, TensorType::F16, notes);
+  const std::vector<SynthTensor> plan = plan_synth_tensors(opt.arch, shape, opt.format, TensorType::F16, notes);
 
   gguf::GgufWriter w;
   w.set("general.architecture", Value::str(std::string(synth_arch_name(opt.arch))));

@@ -49,8 +49,7 @@ std::vector<std::string> synth_preset_names();
 // output tied for gemma3 (as in real Gemma 3). Throws Error for an unknown
 // preset or an inconsistent shape (non-positive sizes, n_embd not divisible
 // by n_head without --head-dim, n_head not a multiple of n_kv_head).
-SynthShape resolve_synth_shape(SynthArch arch, std::string_view preset,
-                               const ShapeOverrides& overrides);
+SynthShape resolve_synth_shape(SynthArch arch, std::string_view preset, const ShapeOverrides& overrides);
 
 // How a tensor's values are drawn.
 enum class SynthInit {
@@ -73,10 +72,8 @@ struct SynthTensor {
 // (K-quants -> Q8_0 -> `last_resort`); 1-D tensors F32. One line per
 // fallback is appended to `notes` when it is not null. Pure computation:
 // this is how large presets are checked without writing gigabytes.
-std::vector<SynthTensor> plan_synth_tensors(SynthArch arch, const SynthShape& shape,
-                                            const WeightFormat& format,
-                                            gguf::TensorType last_resort,
-                                            std::vector<std::string>* notes);
+std::vector<SynthTensor> plan_synth_tensors(SynthArch arch, const SynthShape& shape, const WeightFormat& format,
+                                            gguf::TensorType last_resort, std::vector<std::string>* notes);
 
 // Writes the hyperparameter keys of the architecture (ARCH.context_length,
 // embedding_length, block_count, ..., rope, norm epsilon) and

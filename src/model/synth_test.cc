@@ -24,8 +24,7 @@ using gguf::TensorType;
 
 using testing::shared_dir;
 
-SynthOptions tiny(SynthArch arch = SynthArch::kLlama, const std::string& type = "F32",
-                  uint64_t seed = 1) {
+SynthOptions tiny(SynthArch arch = SynthArch::kLlama, const std::string& type = "F32", uint64_t seed = 1) {
   SynthOptions o;
   o.arch = arch;
   o.preset = "tiny";
@@ -128,8 +127,7 @@ TEST(SynthTest, LargePresetShapesMatchThePublishedModels) {
 TEST(SynthTest, Q4KMPolicyOnTinyllama) {
   const SynthShape s = resolve_synth_shape(SynthArch::kLlama, "tinyllama-1.1b", {});
   std::vector<std::string> notes;
-  const auto plan =
-      plan_synth_tensors(SynthArch::kLlama, s, *parse_weight_format("q4_k_m"), TensorType::F16, &notes);
+  const auto plan = plan_synth_tensors(SynthArch::kLlama, s, *parse_weight_format("q4_k_m"), TensorType::F16, &notes);
   EXPECT_TRUE(notes.empty());  // 2048 and 5632 are multiples of 256
   EXPECT_EQ(find(plan, "output.weight").type, TensorType::Q6_K);
   EXPECT_EQ(find(plan, "token_embd.weight").type, TensorType::Q4_K);
@@ -150,8 +148,7 @@ TEST(SynthTest, Q4KMTiedEmbeddingGetsQ6K) {
   o.n_ff = 512;
   const SynthShape s = resolve_synth_shape(SynthArch::kGemma3, "tiny", o);
   EXPECT_TRUE(s.tied_output);
-  const auto plan = plan_synth_tensors(SynthArch::kGemma3, s, *parse_weight_format("Q4_K_M"),
-                                       TensorType::F16, nullptr);
+  const auto plan = plan_synth_tensors(SynthArch::kGemma3, s, *parse_weight_format("Q4_K_M"), TensorType::F16, nullptr);
   EXPECT_EQ(find(plan, "token_embd.weight").type, TensorType::Q6_K);
   for (const SynthTensor& t : plan) EXPECT_NE(t.name, "output.weight");
 }
@@ -161,10 +158,9 @@ TEST(SynthTest, RowsThatDoNotFitFallBackPerTensor) {
   o.n_ff = 100;  // ffn_down rows of 100: neither 256 nor 32 divides it
   const SynthShape s = resolve_synth_shape(SynthArch::kLlama, "tiny", o);
   std::vector<std::string> notes;
-  const auto plan =
-      plan_synth_tensors(SynthArch::kLlama, s, *parse_weight_format("Q4_K"), TensorType::F16, &notes);
-  EXPECT_EQ(find(plan, "blk.0.attn_q.weight").type, TensorType::Q8_0);    // rows of 64
-  EXPECT_EQ(find(plan, "blk.1.ffn_down.weight").type, TensorType::F16);   // rows of 100
+  const auto plan = plan_synth_tensors(SynthArch::kLlama, s, *parse_weight_format("Q4_K"), TensorType::F16, &notes);
+  EXPECT_EQ(find(plan, "blk.0.attn_q.weight").type, TensorType::Q8_0);   // rows of 64
+  EXPECT_EQ(find(plan, "blk.1.ffn_down.weight").type, TensorType::F16);  // rows of 100
   EXPECT_EQ(find(plan, "blk.1.ffn_up.weight").type, TensorType::Q8_0);
   EXPECT_EQ(notes.size(), 2u + 2 * 7);  // every matrix of the model
   EXPECT_NE(notes[0].find("token_embd.weight"), std::string::npos);
@@ -175,8 +171,7 @@ TEST(SynthTest, RowsThatDoNotFitFallBackPerTensor) {
   wide.n_ff = 512;
   notes.clear();
   const SynthShape w = resolve_synth_shape(SynthArch::kLlama, "tiny", wide);
-  const auto fits =
-      plan_synth_tensors(SynthArch::kLlama, w, *parse_weight_format("Q4_K"), TensorType::F16, &notes);
+  const auto fits = plan_synth_tensors(SynthArch::kLlama, w, *parse_weight_format("Q4_K"), TensorType::F16, &notes);
   EXPECT_TRUE(notes.empty());
   EXPECT_EQ(find(fits, "blk.0.ffn_down.weight").type, TensorType::Q4_K);
 }
@@ -186,8 +181,8 @@ TEST(SynthTest, FileHasEveryPlannedTensorAndTheLlamaKeys) {
   SynthOptions o = tiny(SynthArch::kLlama, "Q4_K", 5);
   auto b = build(o, &notes);
   const gguf::GgufFile& f = *b->file;
-  const auto plan = plan_synth_tensors(SynthArch::kLlama, resolve_synth_shape(o.arch, "tiny", {}),
-                                       o.format, TensorType::F16, nullptr);
+  const auto plan = plan_synth_tensors(SynthArch::kLlama, resolve_synth_shape(o.arch, "tiny", {}), o.format,
+                                       TensorType::F16, nullptr);
   ASSERT_EQ(f.tensors().size(), plan.size());
   for (const SynthTensor& t : plan) {
     const gguf::TensorInfo& info = f.tensor(t.name);

@@ -14,18 +14,16 @@ namespace {
 // Frequent English words (many from children's stories, which is what the
 // small test models speak), most frequent first: they get the best scores.
 constexpr std::array<std::string_view, 120> kWords = {
-    "the",   "and",   "a",     "to",    "was",   "he",     "she",   "it",    "of",    "in",
-    "they",  "you",   "said",  "his",   "her",   "with",   "on",    "that",  "for",   "is",
-    "day",   "I",     "The",   "Once",  "upon",  "time",   "there", "little", "girl", "boy",
-    "named", "Lily",  "Tim",   "He",    "She",   "They",   "had",   "saw",   "big",   "happy",
-    "play",  "mom",   "dog",   "cat",   "friend", "ball",  "tree",  "park",  "went",  "wanted",
-    "very",  "so",    "but",   "not",   "we",    "can",    "be",    "have",  "do",    "go",
-    "see",   "like",  "one",   "all",   "what",  "when",   "up",    "out",   "at",    "from",
-    "this",  "my",    "your",  "are",   "were",  "will",   "would", "could", "then",  "about",
-    "just",  "know",  "people", "good", "new",   "first",  "way",   "make",  "look",  "more",
-    "man",   "world", "year",  "hello", "an",    "or",     "if",    "by",    "as",    "him",
-    "them",  "their", "some",  "into",  "time",  "It",     "One",   "A",     "But",   "And",
-    "found", "toy",   "sun",   "sky",   "water", "home",   "love",  "help",  "smiled", "loved",
+    "the",  "and",    "a",     "to",     "was",   "he",    "she",   "it",    "of",     "in",    "they",   "you",
+    "said", "his",    "her",   "with",   "on",    "that",  "for",   "is",    "day",    "I",     "The",    "Once",
+    "upon", "time",   "there", "little", "girl",  "boy",   "named", "Lily",  "Tim",    "He",    "She",    "They",
+    "had",  "saw",    "big",   "happy",  "play",  "mom",   "dog",   "cat",   "friend", "ball",  "tree",   "park",
+    "went", "wanted", "very",  "so",     "but",   "not",   "we",    "can",   "be",     "have",  "do",     "go",
+    "see",  "like",   "one",   "all",    "what",  "when",  "up",    "out",   "at",     "from",  "this",   "my",
+    "your", "are",    "were",  "will",   "would", "could", "then",  "about", "just",   "know",  "people", "good",
+    "new",  "first",  "way",   "make",   "look",  "more",  "man",   "world", "year",   "hello", "an",     "or",
+    "if",   "by",     "as",    "him",    "them",  "their", "some",  "into",  "time",   "It",    "One",    "A",
+    "But",  "And",    "found", "toy",    "sun",   "sky",   "water", "home",  "love",   "help",  "smiled", "loved",
 };
 
 // Word endings and fragments that recur inside words.
@@ -67,9 +65,7 @@ class VocabBuilder {
   VocabTables take() { return std::move(vocab_); }
 
  private:
-  void add_normal(std::string token) {
-    add(std::move(token), -static_cast<float>(vocab_.tokens.size()), kTokenNormal);
-  }
+  void add_normal(std::string token) { add(std::move(token), -static_cast<float>(vocab_.tokens.size()), kTokenNormal); }
 
   int64_t size_;
   VocabTables vocab_;
@@ -91,9 +87,10 @@ void add_letter_ngrams(VocabBuilder& b, int length, bool with_marker) {
 
 VocabTables builtin_vocab(int64_t size) {
   if (size < kMinBuiltinVocab) {
-    fail("the built-in vocabulary needs at least {} tokens (<unk>, <s>, </s> and 256 byte "
-         "tokens), got a vocabulary size of {}",
-         kMinBuiltinVocab, size);
+    fail(
+        "the built-in vocabulary needs at least {} tokens (<unk>, <s>, </s> and 256 byte "
+        "tokens), got a vocabulary size of {}",
+        kMinBuiltinVocab, size);
   }
   VocabBuilder b(size);
   b.add("<unk>", 0.0f, kTokenUnknown);
@@ -137,10 +134,8 @@ void set_spm_tokenizer_keys(gguf::GgufWriter& writer, const VocabTables& vocab) 
 
 int64_t copy_tokenizer_keys(const gguf::GgufFile& from, gguf::GgufWriter& to) {
   const gguf::Value* tokens = from.find("tokenizer.ggml.tokens");
-  if (tokens == nullptr || !tokens->is_array() ||
-      tokens->as_array().element_type != gguf::ValueType::STRING) {
-    fail("'{}' has no vocabulary: tokenizer.ggml.tokens is missing or not a string array",
-         from.name());
+  if (tokens == nullptr || !tokens->is_array() || tokens->as_array().element_type != gguf::ValueType::STRING) {
+    fail("'{}' has no vocabulary: tokenizer.ggml.tokens is missing or not a string array", from.name());
   }
   for (const gguf::MetadataEntry& e : from.metadata()) {
     if (e.key.starts_with("tokenizer.")) to.set(e.key, e.value);

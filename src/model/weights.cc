@@ -15,8 +15,7 @@ class Binder {
   kernels::WeightView matrix(const std::string& name, int64_t rows, int64_t cols) const {
     const gguf::TensorInfo& t = require(name);
     if (t.num_dims != 2 || t.dims[0] != cols || t.dims[1] != rows)
-      fail("{}: tensor '{}' has shape {}, expected [{}, {}]", file_.name(), name, t.shape_string(),
-           cols, rows);
+      fail("{}: tensor '{}' has shape {}, expected [{}, {}]", file_.name(), name, t.shape_string(), cols, rows);
     return {t.type, t.data, rows, cols};
   }
 
@@ -41,8 +40,7 @@ class Binder {
 
   VectorView vector_from(const gguf::TensorInfo& t, int64_t size) const {
     if (t.type != gguf::TensorType::F32)
-      fail("{}: tensor '{}' has type {}, expected F32", file_.name(), t.name,
-           gguf::tensor_type_name(t.type));
+      fail("{}: tensor '{}' has type {}, expected F32", file_.name(), t.name, gguf::tensor_type_name(t.type));
     if (t.num_elements() != size)
       fail("{}: tensor '{}' has shape {}, expected [{}]", file_.name(), t.name, t.shape_string(), size);
     return {reinterpret_cast<const float*>(t.data), size};

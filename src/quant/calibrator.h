@@ -30,9 +30,9 @@ class ImatrixCollector : public model::MatmulHook {
 };
 
 struct CalibrationSpec {
-  int64_t ctx = 512;      // tokens per chunk (BOS included)
-  int64_t max_chunks = 0; // 0: all
-  int64_t batch = 64;     // tokens per forward call
+  int64_t ctx = 512;       // tokens per chunk (BOS included)
+  int64_t max_chunks = 0;  // 0: all
+  int64_t batch = 64;      // tokens per forward call
 };
 
 // Splits tokens (tokens[0] = BOS) into chunks of ctx - 1 text tokens, each

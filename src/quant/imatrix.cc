@@ -75,9 +75,9 @@ void Imatrix::save(const std::string& path) const {
     const int64_t cols = static_cast<int64_t>(s.sum_sq.size());
     std::vector<float> sum(s.sum_sq.begin(), s.sum_sq.end());
     w.add_tensor(name + std::string(kSum2), gguf::TensorType::F32, {cols, 1}, f32_bytes(sum));
-    w.add_tensor(name + std::string(kCounts), gguf::TensorType::F32, {1, 1},
-                 f32_bytes({static_cast<float>(s.count)}));
-    if (!s.abs_max.empty()) w.add_tensor(name + std::string(kMax), gguf::TensorType::F32, {cols, 1}, f32_bytes(s.abs_max));
+    w.add_tensor(name + std::string(kCounts), gguf::TensorType::F32, {1, 1}, f32_bytes({static_cast<float>(s.count)}));
+    if (!s.abs_max.empty())
+      w.add_tensor(name + std::string(kMax), gguf::TensorType::F32, {cols, 1}, f32_bytes(s.abs_max));
   }
   w.write(path);
 }

@@ -23,8 +23,8 @@
 namespace tokenmill::quant {
 
 struct ChannelStats {
-  std::vector<double> sum_sq;   // [cols]
-  std::vector<float> abs_max;   // [cols]; empty when the file had none
+  std::vector<double> sum_sq;  // [cols]
+  std::vector<float> abs_max;  // [cols]; empty when the file had none
   int64_t count = 0;
 };
 

@@ -14,7 +14,7 @@ namespace {
 using gguf::TensorType;
 
 constexpr int kBlock = 32;
-constexpr int kSteps = 10;       // candidates at natural scale * (levels + 0.1 k) / levels, |k| <= kSteps
+constexpr int kSteps = 10;  // candidates at natural scale * (levels + 0.1 k) / levels, |k| <= kSteps
 constexpr float kStep = 0.1f;
 
 float half(float v) { return fp16_to_fp32(fp32_to_fp16(v)); }
@@ -150,8 +150,7 @@ double weighted_error(const float* x, const float* xr, const float* w) {
 }  // namespace
 
 bool has_weighted_search(TensorType type) {
-  return type == TensorType::Q4_0 || type == TensorType::Q4_1 || type == TensorType::Q5_0 ||
-         type == TensorType::Q5_1;
+  return type == TensorType::Q4_0 || type == TensorType::Q4_1 || type == TensorType::Q5_0 || type == TensorType::Q5_1;
 }
 
 void quantize_row_weighted(TensorType type, const float* src, void* dst, int64_t n, const float* importance) {

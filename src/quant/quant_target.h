@@ -26,11 +26,11 @@ enum class Mix { kNone, kQ4_K_M, kQ5_K_M };
 enum class WeightRuntime { kDense, kFp8, kW8A8 };
 
 struct QuantTarget {
-  std::string name;            // canonical: "Q4_K_M", "FP8_E4M3", "Q8_0"
-  gguf::TensorType base;       // the ordinary matrices' type (storage type for FP8/W8A8)
+  std::string name;       // canonical: "Q4_K_M", "FP8_E4M3", "Q8_0"
+  gguf::TensorType base;  // the ordinary matrices' type (storage type for FP8/W8A8)
   Mix mix = Mix::kNone;
   WeightRuntime runtime = WeightRuntime::kDense;
-  uint32_t file_type = 0;      // general.file_type (llama.cpp's LLAMA_FTYPE numbering)
+  uint32_t file_type = 0;  // general.file_type (llama.cpp's LLAMA_FTYPE numbering)
 };
 
 // Case-insensitive: F32 F16 BF16 Q8_0 Q4_0 Q4_1 Q5_0 Q5_1 Q2_K Q3_K Q4_K

@@ -35,8 +35,9 @@ namespace fs = std::filesystem;
 struct TempDir {
   fs::path path;
   TempDir() {
-    path = fs::temp_directory_path() / ("tm_quant_" + std::to_string(::testing::UnitTest::GetInstance()->random_seed()) +
-                                        "_" + ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    path =
+        fs::temp_directory_path() / ("tm_quant_" + std::to_string(::testing::UnitTest::GetInstance()->random_seed()) +
+                                     "_" + ::testing::UnitTest::GetInstance()->current_test_info()->name());
     fs::create_directories(path);
   }
   ~TempDir() { fs::remove_all(path); }
@@ -73,8 +74,8 @@ QuantizeResult quantize(const std::string& in, const std::string& out, const std
 }
 
 TEST(QuantTarget, ParsesEveryTargetAndRejectsUnknown) {
-  for (const char* name : {"F32", "f16", "BF16", "q8_0", "Q4_0", "Q4_1", "Q5_0", "Q5_1", "Q2_K", "Q3_K", "Q4_K",
-                           "Q5_K", "Q6_K", "q4_k_m", "Q5_K_M", "fp8", "FP8_E4M3", "w8a8"}) {
+  for (const char* name : {"F32", "f16", "BF16", "q8_0", "Q4_0", "Q4_1", "Q5_0", "Q5_1", "Q2_K", "Q3_K", "Q4_K", "Q5_K",
+                           "Q6_K", "q4_k_m", "Q5_K_M", "fp8", "FP8_E4M3", "w8a8"}) {
     EXPECT_TRUE(parse_quant_target(name).has_value()) << name;
   }
   EXPECT_EQ(parse_quant_target("Q4_K_M")->file_type, 15u);
@@ -141,8 +142,10 @@ TEST(ImportanceQuant, WeightedErrorBelowPlainRounding) {
     quantize_row_weighted(type, x.data(), weighted.data(), n, w.data());
     const int64_t bb = gguf::tensor_type_info(type).bytes_per_block;
     for (int64_t b = 0; b < n / 32; ++b) {
-      const std::vector<float> xb(x.begin() + b * 32, x.begin() + b * 32 + 32), wb(w.begin() + b * 32, w.begin() + b * 32 + 32);
-      ASSERT_LE(weighted_err(type, xb, wb, weighted.data() + b * bb), weighted_err(type, xb, wb, plain.data() + b * bb) * (1 + 1e-6))
+      const std::vector<float> xb(x.begin() + b * 32, x.begin() + b * 32 + 32),
+          wb(w.begin() + b * 32, w.begin() + b * 32 + 32);
+      ASSERT_LE(weighted_err(type, xb, wb, weighted.data() + b * bb),
+                weighted_err(type, xb, wb, plain.data() + b * bb) * (1 + 1e-6))
           << gguf::tensor_type_name(type) << " block " << b;
     }
     const double ep = weighted_err(type, x, w, plain.data()), ew = weighted_err(type, x, w, weighted.data());
@@ -193,8 +196,8 @@ TEST(Quantizer, UniformTypesWithinErrorBounds) {
   // their scale search minimises the squared error, clipping extremes: about
   // twice the half step (Q4_K: 2 / 15 of the sub-block range, Q5_K: 2 / 31).
   const std::vector<std::pair<std::string, double>> bounds = {
-      {"F16", 5e-4}, {"BF16", 4e-3}, {"Q8_0", 0.0041}, {"Q6_K", 0.033}, {"Q5_0", 0.0635}, {"Q5_1", 0.0335},
-      {"Q4_0", 0.126}, {"Q4_1", 0.0675}, {"Q4_K", 0.16}, {"Q5_K", 0.08}, {"FP8", 0.0626}};
+      {"F16", 5e-4},   {"BF16", 4e-3},   {"Q8_0", 0.0041}, {"Q6_K", 0.033}, {"Q5_0", 0.0635}, {"Q5_1", 0.0335},
+      {"Q4_0", 0.126}, {"Q4_1", 0.0675}, {"Q4_K", 0.16},   {"Q5_K", 0.08},  {"FP8", 0.0626}};
   for (const auto& [type, bound] : bounds) {
     const std::string out = dir.file(type + ".gguf");
     const QuantizeResult r = quantize(src, out, type);
@@ -220,7 +223,8 @@ TEST(Quantizer, UniformTypesWithinErrorBounds) {
         worst = std::max(worst, emax / amax);
       }
       EXPECT_LE(worst, bound) << type << " " << t.name << " stored as " << gguf::tensor_type_name(u.type);
-      if (t.name == "blk.0.ffn_down.weight") std::printf("%s: worst block error %.4f of the block max\n", type.c_str(), worst);
+      if (t.name == "blk.0.ffn_down.weight")
+        std::printf("%s: worst block error %.4f of the block max\n", type.c_str(), worst);
       if (type == "FP8") {
         EXPECT_EQ(u.type, TensorType::BF16);
         std::vector<float> g(b.size());
@@ -247,7 +251,7 @@ TEST(Quantizer, MixPolicyAndModelRuns) {
   const gguf::GgufFile q = gguf::GgufFile::open(out);
   EXPECT_EQ(q.tensor("blk.0.ffn_down.weight").type, TensorType::Q6_K);  // more bits: layer 0
   EXPECT_EQ(q.tensor("blk.4.ffn_down.weight").type, TensorType::Q4_K);
-  EXPECT_EQ(q.tensor("token_embd.weight").type, TensorType::Q8_0);      // tied classifier: Q6_K -> Q8_0 (rows of 64)
+  EXPECT_EQ(q.tensor("token_embd.weight").type, TensorType::Q8_0);  // tied classifier: Q6_K -> Q8_0 (rows of 64)
   EXPECT_EQ(q.get_string("tokenmill.quantize.type"), "Q4_K_M");
   std::unique_ptr<model::Model> m = model::Model::load(out);
   model::SingleSequence seq(*m, 8, kv::KvDtype::F32);
@@ -295,7 +299,11 @@ TEST(Quantizer, RefusesBadInputWithoutLeavingFiles) {
   EXPECT_THROW(quantize(src, src, "Q8_0"), Error);  // output == input
   // Not a GGUF, and a truncated GGUF.
   const std::string junk = dir.file("junk.gguf");
-  { std::FILE* f = std::fopen(junk.c_str(), "wb"); std::fputs("not a model", f); std::fclose(f); }
+  {
+    std::FILE* f = std::fopen(junk.c_str(), "wb");
+    std::fputs("not a model", f);
+    std::fclose(f);
+  }
   EXPECT_THROW(quantize(junk, out, "Q8_0"), Error);
   fs::copy_file(src, dir.file("cut.gguf"));
   fs::resize_file(dir.file("cut.gguf"), fs::file_size(src) / 2);

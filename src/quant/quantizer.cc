@@ -53,13 +53,14 @@ Context open_context(const QuantizeOptions& o, const std::function<void(const st
   if (!target) fail("unknown quantization type '{}' (one of {})", o.type, quant_target_choices());
   check_paths(o);
   Context c{o, *target, gguf::GgufFile::open(o.input), {}, std::nullopt, {}, {}};
-  c.config = model::ModelConfig::from_gguf(c.file);     // unsupported architectures stop here
-  (void)model::ModelWeights::bind(c.file, c.config);     // and missing or misshapen tensors here
+  c.config = model::ModelConfig::from_gguf(c.file);   // unsupported architectures stop here
+  (void)model::ModelWeights::bind(c.file, c.config);  // and missing or misshapen tensors here
   c.classifier = c.file.find_tensor("output.weight") ? "output.weight" : "token_embd.weight";
   if (!o.imatrix_path.empty()) {
     c.imatrix = Imatrix::load(o.imatrix_path);
-    if (log) log(fmt::format("imatrix: {} matrices from {} chunks of {} tokens", c.imatrix->entries().size(),
-                             c.imatrix->chunk_count, c.imatrix->chunk_size));
+    if (log)
+      log(fmt::format("imatrix: {} matrices from {} chunks of {} tokens", c.imatrix->entries().size(),
+                      c.imatrix->chunk_count, c.imatrix->chunk_size));
   }
   if (c.target.runtime == WeightRuntime::kW8A8 && c.imatrix) {
     c.smoothing = plan_smoothing(c.file, c.config, *c.imatrix, o.smooth_alpha);
@@ -79,8 +80,8 @@ void check_imatrix(const Context& c, std::vector<std::string>& warnings) {
       continue;
     }
     if (static_cast<int64_t>(s->sum_sq.size()) != t.row_length()) {
-      fail("imatrix '{}' does not match the model: '{}' has {} columns, the imatrix {}", c.options.imatrix_path,
-           t.name, t.row_length(), s->sum_sq.size());
+      fail("imatrix '{}' does not match the model: '{}' has {} columns, the imatrix {}", c.options.imatrix_path, t.name,
+           t.row_length(), s->sum_sq.size());
     }
     ++matched;
   }
@@ -122,8 +123,7 @@ const std::vector<float>* find_factors(const std::map<std::string, std::vector<f
 
 // Re-encodes one tensor row by row over the pool: dequantize, smooth, round
 // to the FP8 grid, quantize with importance weights.
-std::vector<uint8_t> encode_tensor(const Context& c, const gguf::TensorInfo& t, const TensorPlan& p,
-                                   ThreadPool& pool) {
+std::vector<uint8_t> encode_tensor(const Context& c, const gguf::TensorInfo& t, const TensorPlan& p, ThreadPool& pool) {
   const int64_t cols = t.row_length(), rows = t.num_rows();
   const std::vector<float>* col = find_factors(c.smoothing.col_scale, t.name);
   const std::vector<float>* rowdiv = find_factors(c.smoothing.row_divide, t.name);
@@ -163,7 +163,8 @@ void set_metadata(const Context& c, gguf::GgufWriter& w) {
   w.set("general.file_type", gguf::Value::u32(c.target.file_type));
   w.set("general.quantization_version", gguf::Value::u32(2));
   w.set("tokenmill.quantize.type", gguf::Value::str(c.target.name));
-  if (c.imatrix) w.set("tokenmill.quantize.imatrix", gguf::Value::str(std::filesystem::path(c.options.imatrix_path).filename()));
+  if (c.imatrix)
+    w.set("tokenmill.quantize.imatrix", gguf::Value::str(std::filesystem::path(c.options.imatrix_path).filename()));
   if (c.options.keep_output_f16) w.set("tokenmill.quantize.keep_output_f16", gguf::Value::boolean(true));
   if (c.target.runtime != WeightRuntime::kDense) {
     w.set(std::string(kRuntimeKey), gguf::Value::str(std::string(runtime_name(c.target.runtime))));
@@ -185,13 +186,15 @@ QuantizeResult quantize_model(const QuantizeOptions& o, const std::function<void
     result.input_tensor_bytes += static_cast<int64_t>(t.num_bytes);
     result.output_tensor_bytes += p.bytes;
     if (is_matrix(t)) result.num_parameters += t.num_elements(), result.matrix_bytes += p.bytes;
-    if (is_matrix(t) && !is_float_type(t.type)) requantized.push_back(fmt::format("{} is {}", t.name, gguf::tensor_type_name(t.type)));
+    if (is_matrix(t) && !is_float_type(t.type))
+      requantized.push_back(fmt::format("{} is {}", t.name, gguf::tensor_type_name(t.type)));
   }
   if (!requantized.empty()) {
     if (!o.allow_requantize) {
-      fail("'{}' is already quantized ({} of its matrices, e.g. {}); quantizing it again adds a second rounding "
-           "error on top of the first. Quantize from an F32/F16/BF16 source, or pass --allow-requantize",
-           o.input, requantized.size(), requantized.front());
+      fail(
+          "'{}' is already quantized ({} of its matrices, e.g. {}); quantizing it again adds a second rounding "
+          "error on top of the first. Quantize from an F32/F16/BF16 source, or pass --allow-requantize",
+          o.input, requantized.size(), requantized.front());
     }
     result.warnings.push_back(fmt::format(
         "requantizing an already-quantized source ({} matrices, e.g. {}): {}", requantized.size(), requantized.front(),
@@ -203,7 +206,8 @@ QuantizeResult quantize_model(const QuantizeOptions& o, const std::function<void
   }
   check_imatrix(c, result.warnings);
   if (c.target.runtime == WeightRuntime::kW8A8 && c.smoothing.empty()) {
-    result.warnings.push_back("W8A8 without SmoothQuant smoothing (give --imatrix from `tokenmill calibrate` to enable it)");
+    result.warnings.push_back(
+        "W8A8 without SmoothQuant smoothing (give --imatrix from `tokenmill calibrate` to enable it)");
   }
   for (const std::string& w : result.warnings) {
     if (log) log("warning: " + w);
@@ -218,7 +222,8 @@ QuantizeResult quantize_model(const QuantizeOptions& o, const std::function<void
   for (size_t i = 0; i < result.tensors.size(); ++i) {
     const gguf::TensorInfo& t = c.file.tensors()[i];
     const TensorPlan& p = result.tensors[i];
-    std::vector<uint8_t> bytes = p.convert ? encode_tensor(c, t, p, pool) : std::vector<uint8_t>(t.data, t.data + t.num_bytes);
+    std::vector<uint8_t> bytes =
+        p.convert ? encode_tensor(c, t, p, pool) : std::vector<uint8_t>(t.data, t.data + t.num_bytes);
     writer.add_tensor(p.name, p.to, p.dims, std::move(bytes));
   }
   writer.write(o.output);

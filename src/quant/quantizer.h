@@ -37,12 +37,12 @@ struct TensorPlan {
   std::vector<int64_t> dims;  // GGUF order
   gguf::TensorType from = gguf::TensorType::F32;
   gguf::TensorType to = gguf::TensorType::F32;
-  bool convert = false;         // false: bytes copied unchanged
-  bool fp8_grid = false;        // rounded to the FP8 block grid (FP8 target)
-  bool importance = false;      // quantized with imatrix weights
-  bool smoothed = false;        // SmoothQuant factors applied
-  std::string note;             // fallback explanation, if any
-  int64_t bytes = 0;            // output bytes
+  bool convert = false;     // false: bytes copied unchanged
+  bool fp8_grid = false;    // rounded to the FP8 block grid (FP8 target)
+  bool importance = false;  // quantized with imatrix weights
+  bool smoothed = false;    // SmoothQuant factors applied
+  std::string note;         // fallback explanation, if any
+  int64_t bytes = 0;        // output bytes
 };
 
 struct QuantizeResult {
@@ -51,9 +51,9 @@ struct QuantizeResult {
   std::vector<std::string> warnings;  // requantizing, missing imatrix entries ...
   int64_t input_tensor_bytes = 0;
   int64_t output_tensor_bytes = 0;
-  int64_t num_parameters = 0;         // elements of the weight matrices
-  int64_t matrix_bytes = 0;           // output bytes of the weight matrices
-  int64_t output_file_bytes = 0;      // 0 for a dry run
+  int64_t num_parameters = 0;     // elements of the weight matrices
+  int64_t matrix_bytes = 0;       // output bytes of the weight matrices
+  int64_t output_file_bytes = 0;  // 0 for a dry run
   double seconds = 0.0;
 };
 

@@ -61,7 +61,8 @@ std::vector<float> column_abs_max(const gguf::TensorInfo& t) {
   std::vector<float> row(static_cast<size_t>(cols)), out(static_cast<size_t>(cols), 0.0f);
   for (int64_t r = 0; r < t.num_rows(); ++r) {
     kernels::dequantize_row_ref(t.type, t.data + r * row_bytes, row.data(), cols);
-    for (int64_t c = 0; c < cols; ++c) out[static_cast<size_t>(c)] = std::max(out[static_cast<size_t>(c)], std::fabs(row[static_cast<size_t>(c)]));
+    for (int64_t c = 0; c < cols; ++c)
+      out[static_cast<size_t>(c)] = std::max(out[static_cast<size_t>(c)], std::fabs(row[static_cast<size_t>(c)]));
   }
   return out;
 }

@@ -61,8 +61,8 @@ TensorType mix_type(const QuantTarget& target, const TensorRole& role, int64_t n
 
 }  // namespace
 
-TensorChoice choose_tensor_type(const QuantTarget& target, std::string_view name, int64_t n_layer,
-                                bool classifier, bool keep_output_f16, int64_t row_length) {
+TensorChoice choose_tensor_type(const QuantTarget& target, std::string_view name, int64_t n_layer, bool classifier,
+                                bool keep_output_f16, int64_t row_length) {
   TensorChoice c;
   if (classifier && keep_output_f16) {
     c.type = TensorType::F16;
@@ -71,15 +71,15 @@ TensorChoice choose_tensor_type(const QuantTarget& target, std::string_view name
   const TensorType wanted = mix_type(target, parse_tensor_role(name), n_layer, classifier);
   c.type = fallback_type(wanted, row_length);
   if (c.type != wanted) {
-    c.note = fmt::format("{}: row length {} is not a multiple of the {} block size {}; stored as {}", name,
-                         row_length, gguf::tensor_type_name(wanted), gguf::tensor_type_info(wanted).block_size,
+    c.note = fmt::format("{}: row length {} is not a multiple of the {} block size {}; stored as {}", name, row_length,
+                         gguf::tensor_type_name(wanted), gguf::tensor_type_info(wanted).block_size,
                          gguf::tensor_type_name(c.type));
   }
   if (target.runtime == WeightRuntime::kFp8) {
     c.fp8_grid = row_length % 32 == 0;
     if (!c.fp8_grid) {
-      c.note = fmt::format("{}: row length {} is not a multiple of the FP8 block size 32; stored as plain BF16",
-                           name, row_length);
+      c.note = fmt::format("{}: row length {} is not a multiple of the FP8 block size 32; stored as plain BF16", name,
+                           row_length);
     }
   }
   return c;

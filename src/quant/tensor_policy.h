@@ -45,14 +45,14 @@ bool use_more_bits(int64_t layer, int64_t n_layer);
 gguf::TensorType fallback_type(gguf::TensorType wanted, int64_t row_length);
 
 struct TensorChoice {
-  gguf::TensorType type;   // what the file stores
-  bool fp8_grid = false;   // values rounded to the FP8 E4M3 block grid first (FP8 target)
-  std::string note;        // non-empty when the policy fell back, saying why
+  gguf::TensorType type;  // what the file stores
+  bool fp8_grid = false;  // values rounded to the FP8 E4M3 block grid first (FP8 target)
+  std::string note;       // non-empty when the policy fell back, saying why
 };
 
 // The choice for one 2-D weight matrix. classifier: the tensor that produces
 // the logits (output.weight, or the tied token_embd.weight).
-TensorChoice choose_tensor_type(const QuantTarget& target, std::string_view name, int64_t n_layer,
-                                bool classifier, bool keep_output_f16, int64_t row_length);
+TensorChoice choose_tensor_type(const QuantTarget& target, std::string_view name, int64_t n_layer, bool classifier,
+                                bool keep_output_f16, int64_t row_length);
 
 }  // namespace tokenmill::quant

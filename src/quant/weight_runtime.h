@@ -31,8 +31,8 @@ class WeightRuntimeHook : public model::MatmulHook {
   bool matmul(const kernels::WeightView& w, const float* x, int64_t num_tokens, float* y, ThreadPool& pool) override;
 
   WeightRuntime runtime() const { return runtime_; }
-  int64_t num_converted() const { return num_converted_; }    // matrices this runtime runs
-  int64_t num_dense() const { return num_dense_; }            // matrices left to kernels::matmul
+  int64_t num_converted() const { return num_converted_; }  // matrices this runtime runs
+  int64_t num_dense() const { return num_dense_; }          // matrices left to kernels::matmul
   // Bytes of weights as this runtime holds them (packed FP8, or the file's
   // bytes for W8A8 and dense matrices), for the memory column of the card.
   int64_t weight_bytes() const { return weight_bytes_; }

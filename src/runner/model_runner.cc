@@ -4,8 +4,7 @@
 
 namespace tokenmill::runner {
 
-ModelRunner::ModelRunner(model::Model& model, std::vector<std::unique_ptr<kv::PagedKvStorage>> pools,
-                         ThreadPool& pool)
+ModelRunner::ModelRunner(model::Model& model, std::vector<std::unique_ptr<kv::PagedKvStorage>> pools, ThreadPool& pool)
     : model_(model), pools_(std::move(pools)), pool_(pool) {
   TM_CHECK(!pools_.empty());
   for (const auto& p : pools_) {

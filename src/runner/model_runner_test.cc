@@ -19,9 +19,8 @@ namespace {
 class ModelRunnerTest : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
-    path_ = new std::string((std::filesystem::temp_directory_path() /
-                             ("tm_runner_test_" + std::to_string(::getpid()) + ".gguf"))
-                                .string());
+    path_ = new std::string(
+        (std::filesystem::temp_directory_path() / ("tm_runner_test_" + std::to_string(::getpid()) + ".gguf")).string());
     model::SynthOptions o;
     o.arch = model::SynthArch::kLlama;
     o.preset = "tiny";

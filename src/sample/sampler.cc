@@ -15,9 +15,7 @@ constexpr float kNegInf = -std::numeric_limits<float>::infinity();
 
 // Strict total order: higher logit first, lower id on ties, so that every
 // selection below has exactly one answer whatever algorithm finds it.
-bool better(const Candidate& a, const Candidate& b) {
-  return a.logit > b.logit || (a.logit == b.logit && a.id < b.id);
-}
+bool better(const Candidate& a, const Candidate& b) { return a.logit > b.logit || (a.logit == b.logit && a.id < b.id); }
 
 float max_logit(std::span<const Candidate> cands, bool sorted) {
   if (sorted) return cands.front().logit;
@@ -37,12 +35,12 @@ void extend_sorted_prefix(std::vector<Candidate>& cands, size_t done, size_t wan
 
 }  // namespace
 
-void apply_bias_and_penalties(const SamplingParams& params, std::span<float> logits,
-                              std::span<const int32_t> history, std::vector<int32_t>& window) {
+void apply_bias_and_penalties(const SamplingParams& params, std::span<float> logits, std::span<const int32_t> history,
+                              std::vector<int32_t>& window) {
   for (const auto& [id, bias] : params.logit_bias) logits[static_cast<size_t>(id)] += bias;
 
-  const bool any_penalty = params.repetition_penalty != 1.0f ||
-                           params.frequency_penalty != 0.0f || params.presence_penalty != 0.0f;
+  const bool any_penalty =
+      params.repetition_penalty != 1.0f || params.frequency_penalty != 0.0f || params.presence_penalty != 0.0f;
   if (!any_penalty || params.penalty_last_n == 0 || history.empty()) return;
   size_t n = history.size();
   if (params.penalty_last_n > 0) n = std::min(n, static_cast<size_t>(params.penalty_last_n));
@@ -73,8 +71,7 @@ int32_t Sampler::sample(std::span<const float> logits, std::span<const int32_t> 
   return sample(logits, history, scratch_);
 }
 
-int32_t Sampler::sample(std::span<const float> logits, std::span<const int32_t> history,
-                        SamplerScratch& scratch) {
+int32_t Sampler::sample(std::span<const float> logits, std::span<const int32_t> history, SamplerScratch& scratch) {
   if (params_.temperature == 0.0f) {
     adjust(logits, history, scratch);
     return sample_greedy(scratch.logits);
@@ -83,15 +80,13 @@ int32_t Sampler::sample(std::span<const float> logits, std::span<const int32_t> 
   return draw(scratch.candidates);
 }
 
-void Sampler::adjust(std::span<const float> logits, std::span<const int32_t> history,
-                     SamplerScratch& scratch) const {
+void Sampler::adjust(std::span<const float> logits, std::span<const int32_t> history, SamplerScratch& scratch) const {
   TM_CHECK_MSG(logits.size() == static_cast<size_t>(vocab_size_), "logits row is not [vocab]");
   scratch.logits.assign(logits.begin(), logits.end());
   apply_bias_and_penalties(params_, scratch.logits, history, scratch.window);
 }
 
-void Sampler::filter(std::span<const float> logits, std::span<const int32_t> history,
-                     SamplerScratch& scratch) const {
+void Sampler::filter(std::span<const float> logits, std::span<const int32_t> history, SamplerScratch& scratch) const {
   adjust(logits, history, scratch);
   std::vector<Candidate>& cands = scratch.candidates;
   bool sorted = false;
@@ -120,8 +115,7 @@ int32_t Sampler::sample_greedy(std::span<const float> adjusted) {
 // compares, ~k log(vocab / k) heap updates on typical rows) instead of copying
 // the whole vocabulary. With min-p alone it pre-drops tokens far below the
 // threshold (keep_min_p still applies the exact test). `>` drops -inf and NaN.
-void Sampler::collect_candidates(std::span<const float> adjusted, std::vector<Candidate>& cands,
-                                 bool& sorted) const {
+void Sampler::collect_candidates(std::span<const float> adjusted, std::vector<Candidate>& cands, bool& sorted) const {
   cands.clear();
   const auto k = static_cast<size_t>(params_.top_k);
   if (k > 0 && k < adjusted.size()) {
@@ -190,9 +184,7 @@ void Sampler::keep_min_p(std::vector<Candidate>& cands) const {
   if (params_.min_p <= 0.0f) return;
   const float lmax = max_logit(cands, false);
   const double min_p = params_.min_p;
-  std::erase_if(cands, [&](const Candidate& c) {
-    return std::exp(static_cast<double>(c.logit - lmax)) < min_p;
-  });
+  std::erase_if(cands, [&](const Candidate& c) { return std::exp(static_cast<double>(c.logit - lmax)) < min_p; });
 }
 
 // Softmax of logit / temperature over the survivors, then one inverse-CDF draw.

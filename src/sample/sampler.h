@@ -31,9 +31,9 @@ struct Candidate {
 
 // Buffers reused from call to call so that sampling allocates nothing once warm.
 struct SamplerScratch {
-  std::vector<float> logits;           // [vocab] adjusted copy of the input row
-  std::vector<Candidate> candidates;   // [<= vocab] tokens still in the running
-  std::vector<int32_t> window;         // [<= history] sorted penalty window
+  std::vector<float> logits;          // [vocab] adjusted copy of the input row
+  std::vector<Candidate> candidates;  // [<= vocab] tokens still in the running
+  std::vector<int32_t> window;        // [<= history] sorted penalty window
 };
 
 // Adds params.logit_bias, then applies the repetition, frequency and presence
@@ -83,7 +83,7 @@ class Sampler {
   // Copies logits into scratch.logits and applies bias and penalties there.
   void adjust(std::span<const float> logits,  // [vocab]
               std::span<const int32_t> history, SamplerScratch& scratch) const;
-  int32_t sample_greedy(std::span<const float> adjusted);  // [vocab]
+  int32_t sample_greedy(std::span<const float> adjusted);   // [vocab]
   void collect_candidates(std::span<const float> adjusted,  // [vocab]
                           std::vector<Candidate>& cands, bool& sorted) const;
   void keep_top_p(std::vector<Candidate>& cands, bool& sorted) const;

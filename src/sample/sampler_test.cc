@@ -90,8 +90,7 @@ TEST(Sampler, TopKOneIsGreedy) {
 std::vector<int32_t> ids_best_first(const std::vector<float>& logits) {
   std::vector<int32_t> order(logits.size());
   std::iota(order.begin(), order.end(), 0);
-  std::stable_sort(order.begin(), order.end(),
-                   [&](int32_t a, int32_t b) { return logits[a] > logits[b]; });
+  std::stable_sort(order.begin(), order.end(), [&](int32_t a, int32_t b) { return logits[a] > logits[b]; });
   return order;
 }
 
@@ -261,8 +260,7 @@ TEST(ApplyBiasAndPenalties, WindowIsLastN) {
   EXPECT_EQ(logits, (std::vector<float>{0.0f, 0.0f, 0.0f}));
 }
 
-int32_t greedy_with(const SamplingParams& base, std::vector<float> logits,
-                    std::vector<int32_t> history) {
+int32_t greedy_with(const SamplingParams& base, std::vector<float> logits, std::vector<int32_t> history) {
   SamplingParams p = base;
   p.temperature = 0.0f;
   Sampler s(p, static_cast<int32_t>(logits.size()));
@@ -273,20 +271,20 @@ TEST(Sampler, PenaltiesFlipGreedyChoice) {
   SamplingParams rep;
   rep.repetition_penalty = 1.2f;
   EXPECT_EQ(greedy_with(rep, {1.0f, 0.9f}, {}), 0);
-  EXPECT_EQ(greedy_with(rep, {1.0f, 0.9f}, {0}), 1);        // 1 / 1.2 = 0.833 < 0.9
-  EXPECT_EQ(greedy_with(rep, {-1.0f, -1.1f}, {0}), 1);      // -1 * 1.2 = -1.2 < -1.1
+  EXPECT_EQ(greedy_with(rep, {1.0f, 0.9f}, {0}), 1);    // 1 / 1.2 = 0.833 < 0.9
+  EXPECT_EQ(greedy_with(rep, {-1.0f, -1.1f}, {0}), 1);  // -1 * 1.2 = -1.2 < -1.1
   EXPECT_EQ(greedy_with(rep, {1.0f, 0.9f, -5.0f}, {0, 2}), 1);
   rep.penalty_last_n = 1;
   EXPECT_EQ(greedy_with(rep, {1.0f, 0.9f, -5.0f}, {0, 2}), 0);  // id 0 left the window
 
   SamplingParams freq;
   freq.frequency_penalty = 0.15f;
-  EXPECT_EQ(greedy_with(freq, {1.0f, 0.8f}, {0}), 0);       // 0.85 > 0.8
-  EXPECT_EQ(greedy_with(freq, {1.0f, 0.8f}, {0, 0}), 1);    // 0.70 < 0.8
+  EXPECT_EQ(greedy_with(freq, {1.0f, 0.8f}, {0}), 0);     // 0.85 > 0.8
+  EXPECT_EQ(greedy_with(freq, {1.0f, 0.8f}, {0, 0}), 1);  // 0.70 < 0.8
 
   SamplingParams pres;
   pres.presence_penalty = 0.3f;
-  EXPECT_EQ(greedy_with(pres, {1.0f, 0.75f}, {0}), 1);      // 0.7 < 0.75
+  EXPECT_EQ(greedy_with(pres, {1.0f, 0.75f}, {0}), 1);           // 0.7 < 0.75
   EXPECT_EQ(greedy_with(pres, {1.0f, 0.65f}, {0, 0, 0, 0}), 0);  // not per count: 0.7 > 0.65
 }
 

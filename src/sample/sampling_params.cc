@@ -25,15 +25,13 @@ void SamplingParams::validate(int32_t vocab_size) const {
   }
   check_range("min_p", min_p, 0.0f, 1.0f);
   if (!(repetition_penalty > 0.0f && repetition_penalty <= kMaxRepetitionPenalty)) {
-    fail("sampling parameter repetition_penalty = {} is out of range: must be in (0, {}]",
-         repetition_penalty, kMaxRepetitionPenalty);
+    fail("sampling parameter repetition_penalty = {} is out of range: must be in (0, {}]", repetition_penalty,
+         kMaxRepetitionPenalty);
   }
   if (penalty_last_n < -1) {
-    fail("sampling parameter penalty_last_n = {} is out of range: must be >= -1 (-1 = whole history)",
-         penalty_last_n);
+    fail("sampling parameter penalty_last_n = {} is out of range: must be >= -1 (-1 = whole history)", penalty_last_n);
   }
-  check_range("frequency_penalty", frequency_penalty, -kMaxAbsFrequencyPenalty,
-              kMaxAbsFrequencyPenalty);
+  check_range("frequency_penalty", frequency_penalty, -kMaxAbsFrequencyPenalty, kMaxAbsFrequencyPenalty);
   check_range("presence_penalty", presence_penalty, -kMaxAbsPresencePenalty, kMaxAbsPresencePenalty);
   for (const auto& [id, bias] : logit_bias) {
     if (id < 0 || id >= vocab_size) {

@@ -35,9 +35,9 @@ struct SamplingParams {
   // Added to the raw logits before anything else; -inf bans a token.
   std::vector<std::pair<int32_t, float>> logit_bias;
 
-  uint64_t seed = 0;               // the Sampler's own mt19937_64 starts from it
-  std::vector<std::string> stop;   // stop strings (see stop_criteria.h)
-  bool ignore_eos = false;         // honoured by the scheduler's stop checks, not here
+  uint64_t seed = 0;              // the Sampler's own mt19937_64 starts from it
+  std::vector<std::string> stop;  // stop strings (see stop_criteria.h)
+  bool ignore_eos = false;        // honoured by the scheduler's stop checks, not here
 
   // Throws tokenmill::Error naming the first field out of range (NaN included):
   // temperature in [0, kMaxTemperature], top_k >= 0, top_p in (0, 1], min_p in

@@ -66,8 +66,7 @@ TEST(SamplingParams, RejectsOutOfRange) {
   expect_rejected([&](SamplingParams& p) { p.logit_bias = {{3, nan}}; }, "logit_bias value");
   expect_rejected([&](SamplingParams& p) { p.logit_bias = {{3, inf}}; }, "logit_bias value");
   expect_rejected([](SamplingParams& p) { p.stop = {"a", ""}; }, "stop string #1 is empty");
-  expect_rejected([](SamplingParams& p) { p.stop.assign(kMaxStopStrings + 1, "x"); },
-                  "too many stop strings");
+  expect_rejected([](SamplingParams& p) { p.stop.assign(kMaxStopStrings + 1, "x"); }, "too many stop strings");
 }
 
 }  // namespace

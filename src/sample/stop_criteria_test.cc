@@ -60,15 +60,15 @@ const std::vector<Case>& cases() {
   static const std::vector<Case> kCases = {
       {"Hello world\n\nUser: hi", {"\n\nUser:"}},
       {"Hello world", {"\n\nUser:"}},
-      {"aaab", {"aab"}},                       // overlapping prefix: restart inside a partial match
+      {"aaab", {"aab"}},  // overlapping prefix: restart inside a partial match
       {"abababc", {"ababc"}},
-      {"xabcd", {"abcd", "bc"}},               // shorter stop ends first
-      {"xabc", {"bc", "abc"}},                 // same end: the longer (earlier) one cuts
+      {"xabcd", {"abcd", "bc"}},  // shorter stop ends first
+      {"xabc", {"bc", "abc"}},    // same end: the longer (earlier) one cuts
       {"the end</s>tail", {"</s>", "<|eot|>"}},
       {"partial </ no stop", {"</s>"}},
       {"ends with prefix </", {"</s>"}},
       {"stop at start", {"stop"}},
-      {"héllo wörld ✓ ok", {"wörld", "✓"}},   // UTF-8 bytes
+      {"héllo wörld ✓ ok", {"wörld", "✓"}},  // UTF-8 bytes
       {"mississippi", {"issip", "ssi", "pp"}},
       {"aaaa", {"aaaaa"}},
   };
@@ -83,13 +83,11 @@ TEST(StopStringMatcher, EverySplitPoint) {
   for (const Case& c : cases()) {
     const Outcome want = reference(c.text, c.stops);
     for (size_t i = 0; i <= c.text.size(); ++i) {
-      EXPECT_EQ(stream({c.text.substr(0, i), c.text.substr(i)}, c.stops), want)
-          << c.text << " split at " << i;
+      EXPECT_EQ(stream({c.text.substr(0, i), c.text.substr(i)}, c.stops), want) << c.text << " split at " << i;
     }
     for (size_t i = 0; i <= c.text.size(); ++i) {
       for (size_t j = i; j <= c.text.size(); ++j) {
-        ASSERT_EQ(stream({c.text.substr(0, i), c.text.substr(i, j - i), c.text.substr(j)}, c.stops),
-                  want)
+        ASSERT_EQ(stream({c.text.substr(0, i), c.text.substr(i, j - i), c.text.substr(j)}, c.stops), want)
             << c.text << " split at " << i << ", " << j;
       }
     }

@@ -29,7 +29,8 @@ int64_t pool_blocks(const CapacityLimits& l, int64_t prompt_len, int64_t total, 
 // Window-pool blocks when every sample decodes at once, each holding up to a
 // decode step's window; never less than one sequence's longest step.
 int64_t window_pool_blocks(const CapacityLimits& l, int64_t window, int64_t total, int64_t num_samples) {
-  const int64_t per_sample = std::min(ceil_div(total - 1, l.block_size), window_blocks_per_step(window, l.block_size, 1));
+  const int64_t per_sample =
+      std::min(ceil_div(total - 1, l.block_size), window_blocks_per_step(window, l.block_size, 1));
   const int64_t longest_step =
       window_blocks_per_step(window, l.block_size, max_step_tokens(l.max_batch_tokens, l.prefill_chunk));
   return std::max(num_samples * per_sample, longest_step);

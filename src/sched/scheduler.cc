@@ -2,8 +2,8 @@
 // The per-step planning lives in scheduler_step.cc.
 #include "sched/scheduler.h"
 
-#include <algorithm>
 #include <fmt/format.h>
+#include <algorithm>
 
 #include "util/check.h"
 #include "util/error.h"
@@ -26,11 +26,12 @@ void SchedulerConfig::validate() const {
   if (kv_groups[0].window != 0) fail("scheduler: KV group 0 must hold every position (window 0)");
   for (size_t g = 0; g < kv_groups.size(); ++g) {
     const KvGroupConfig& group = kv_groups[g];
-    if (group.num_blocks <= 0) fail("scheduler: KV group {} needs a positive number of blocks, got {}", g, group.num_blocks);
+    if (group.num_blocks <= 0)
+      fail("scheduler: KV group {} needs a positive number of blocks, got {}", g, group.num_blocks);
     if (group.window < 0) fail("scheduler: KV group {} has a negative window ({})", g, group.window);
     if (group.window > 0 && group.num_blocks < blocks_per_seq(g))
-      fail("scheduler: the pool of KV group {} ({} blocks) cannot hold one sequence's window and step ({} blocks)",
-           g, group.num_blocks, blocks_per_seq(g));
+      fail("scheduler: the pool of KV group {} ({} blocks) cannot hold one sequence's window and step ({} blocks)", g,
+           group.num_blocks, blocks_per_seq(g));
   }
 }
 
@@ -120,8 +121,8 @@ std::optional<Refusal> Scheduler::admission_error(const Sequence& seq) const {
     return Refusal{RejectReason::kInvalid, fmt::format("request id {} is already scheduled", seq.id)};
   }
   if (seq.num_samples() > config_.max_seqs) {
-    return Refusal{RejectReason::kInvalid, fmt::format("{} parallel samples exceed max_seqs ({})", seq.num_samples(),
-                                                       config_.max_seqs)};
+    return Refusal{RejectReason::kInvalid,
+                   fmt::format("{} parallel samples exceed max_seqs ({})", seq.num_samples(), config_.max_seqs)};
   }
   if (std::optional<Refusal> never = never_fits(config_.capacity(), prompt_len, seq.max_tokens, seq.num_samples()))
     return never;
@@ -263,8 +264,8 @@ bool Scheduler::drop_fork(uint64_t parent, uint64_t fork_id) {
   return false;
 }
 
-std::vector<std::unique_ptr<Sequence>> Scheduler::fail_batch(const ScheduledBatch& batch,
-                                                             const std::string& message, TimePoint now) {
+std::vector<std::unique_ptr<Sequence>> Scheduler::fail_batch(const ScheduledBatch& batch, const std::string& message,
+                                                             TimePoint now) {
   TM_CHECK_MSG(batch_outstanding_ || batch.seqs.empty(), "fail_batch() without a matching schedule()");
   batch_outstanding_ = false;
   std::vector<std::unique_ptr<Sequence>> done;

@@ -128,7 +128,7 @@ struct SchedulerConfig {
   int64_t max_model_len = 0;       // prompt + max_tokens limit (model context); 0 = none
   int64_t max_waiting = 0;         // waiting queue bound for add(); 0 = none
   KvExhaustedPolicy on_kv_exhausted = KvExhaustedPolicy::kPreempt;
-  double priority_aging_s = 0.0;   // seconds per class of aging; 0 = off
+  double priority_aging_s = 0.0;  // seconds per class of aging; 0 = off
   bool enable_prefix_cache = true;
 
   // Throws Error naming the first bad field.
@@ -196,8 +196,7 @@ class Scheduler {
   // is set ends its sequence with that reason; otherwise reaching
   // max_tokens ends it with kLength. Returns the sequences that finished,
   // blocks freed.
-  std::vector<std::unique_ptr<Sequence>> commit(const ScheduledBatch& batch, const SampledStep& sampled,
-                                                TimePoint now);
+  std::vector<std::unique_ptr<Sequence>> commit(const ScheduledBatch& batch, const SampledStep& sampled, TimePoint now);
   // Drops a fork that was not made yet (a sample cancelled before its
   // prompt's prefill completed). False when `parent` is unknown or has no
   // such pending fork.

@@ -217,7 +217,7 @@ struct StressCase {
   KvExhaustedPolicy policy;
   bool prefix_cache;
   int64_t prefill_chunk;
-  int64_t window = 0;            // > 0: two KV groups with this sliding window
+  int64_t window = 0;  // > 0: two KV groups with this sliding window
   int32_t num_window_blocks = 0;
 };
 

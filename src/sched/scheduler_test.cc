@@ -267,7 +267,7 @@ TEST(Scheduler, DeadlinesExpireWaitingAndRunningSequences) {
   EXPECT_EQ(d.step(), (std::vector<Entry>{{1, 0, 4, true, false}}));
   EXPECT_EQ(d.step(), (std::vector<Entry>{{1, 4, 1, true, true}}));
   EXPECT_EQ(d.step(), (std::vector<Entry>{{1, 5, 1, true, true}}));  // 2 expires (queued)
-  ASSERT_NE(d.finished_seq(2), nullptr);  // never ran: rejected, not timed out
+  ASSERT_NE(d.finished_seq(2), nullptr);                             // never ran: rejected, not timed out
   EXPECT_EQ(d.finished_seq(2)->finish_reason, FinishReason::kRejected);
   EXPECT_EQ(d.finished_seq(2)->reject_reason, RejectReason::kDeadlineExpired);
   EXPECT_EQ(d.step(), (std::vector<Entry>{}));  // 1 expires (running)

@@ -39,8 +39,8 @@ struct SequenceData {
   // share cached blocks only within one namespace. Include the tenant when
   // isolating tenants.
   uint64_t cache_namespace = 0;
-  TimePoint arrival{};                 // when the request reached the server
-  std::optional<TimePoint> deadline;   // finishes with kTimeout once passed
+  TimePoint arrival{};                // when the request reached the server
+  std::optional<TimePoint> deadline;  // finishes with kTimeout once passed
   // Never take prefix-cache hits at admission: every position must be
   // computed (prompt log-probabilities need their logits). Still publishes.
   bool skip_prefix_lookup = false;
@@ -56,7 +56,7 @@ struct SequenceData {
   SequenceStatus status = SequenceStatus::kWaiting;
   FinishReason finish_reason = FinishReason::kNone;
   RejectReason reject_reason = RejectReason::kNone;
-  std::string error;  // human-readable reason for kRejected / kError
+  std::string error;                     // human-readable reason for kRejected / kError
   int64_t num_computed_tokens = 0;       // tokens (prompt + output) with K/V cached
   int64_t num_cached_prompt_tokens = 0;  // of those, prefix-cache hits at the last admission
   int64_t num_preemptions = 0;
@@ -68,7 +68,7 @@ struct SequenceData {
   std::optional<TimePoint> finished;
 
   // Scheduler-private bookkeeping; do not modify.
-  uint64_t admission_order = 0;          // FCFS tie-break (add() order)
+  uint64_t admission_order = 0;             // FCFS tie-break (add() order)
   std::vector<kv::BlockHash> block_hashes;  // prefix-cache chain memo
 
   int64_t num_prompt_tokens() const { return static_cast<int64_t>(prompt.size()); }

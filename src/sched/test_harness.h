@@ -167,7 +167,8 @@ class Driver {
     num_preempted += static_cast<int64_t>(batch.preempted.size());
     for (auto& f : batch.finished) finished.push_back(std::move(f));
     std::vector<Entry> ran;
-    for (const ScheduledSeq& s : batch.seqs) ran.push_back({s.seq->id, s.start_pos, s.num_tokens, s.samples, s.is_decode});
+    for (const ScheduledSeq& s : batch.seqs)
+      ran.push_back({s.seq->id, s.start_pos, s.num_tokens, s.samples, s.is_decode});
     if (!batch.empty()) {
       SampledStep sampled = model.run(batch);
       // Forks: each gets its own first token (fork_token), as the engine

@@ -19,18 +19,15 @@ nlohmann::json ApiError::to_json() const {
 
 ApiError error_for_status(int status) {
   switch (status) {
-    case 400:
-      return ApiError(400, "the HTTP request is malformed", "invalid_request_error");
+    case 400: return ApiError(400, "the HTTP request is malformed", "invalid_request_error");
     case 404:
       return ApiError(404, "no such endpoint; see docs/api.md for the list", "invalid_request_error", std::nullopt,
                       "not_found");
-    case 405:
-      return ApiError(405, "method not allowed on this endpoint", "invalid_request_error");
+    case 405: return ApiError(405, "method not allowed on this endpoint", "invalid_request_error");
     case 413:
       return ApiError(413, "the request body is larger than the server's limit (--max-body-bytes)",
                       "invalid_request_error", std::nullopt, "request_too_large");
-    case 414:
-      return ApiError(414, "the request URI is too long", "invalid_request_error");
+    case 414: return ApiError(414, "the request URI is too long", "invalid_request_error");
     default:
       if (status >= 500) return ApiError(status, "internal server error", "server_error");
       return ApiError(status, fmt::format("HTTP error {}", status), "invalid_request_error");

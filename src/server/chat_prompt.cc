@@ -41,9 +41,10 @@ std::optional<ChatFormat> select_chat_format(const std::string& override_spec, c
     if (std::filesystem::is_regular_file(override_spec, ec)) {
       const std::optional<tokenizer::ChatTemplateKind> kind = tokenizer::detect_chat_template(read_file(override_spec));
       if (!kind)
-        fail("--chat-template {}: the template matches none of the supported families "
-             "(gemma, llama2, llama3, chatml, mistral, phi3); pass one of those names instead",
-             override_spec);
+        fail(
+            "--chat-template {}: the template matches none of the supported families "
+            "(gemma, llama2, llama3, chatml, mistral, phi3); pass one of those names instead",
+            override_spec);
       f.kind = *kind;
       f.source = "file " + override_spec;
     } else {

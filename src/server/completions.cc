@@ -195,9 +195,9 @@ void handle_completions(ServingContext& ctx, const httplib::Request& req, httpli
   for (PromptInput& p : r.prompts) {
     if (p.is_text) p.tokens = ctx.require_tokenizer("prompt").encode(p.text, /*add_special=*/true, false);
     if (r.echo) {
-      job.echo_texts.push_back(p.is_text ? p.text
-                                         : ctx.tokenizer ? ctx.tokenizer->decode(p.tokens, /*skip_special=*/false)
-                                                         : std::string());
+      job.echo_texts.push_back(p.is_text       ? p.text
+                               : ctx.tokenizer ? ctx.tokenizer->decode(p.tokens, /*skip_special=*/false)
+                                               : std::string());
     }
     if (p.tokens.empty()) bad_request("prompt", "the prompt is empty after tokenization");
     job.prompts.push_back(std::move(p.tokens));

@@ -93,15 +93,15 @@ ApiError rejection_error(const engine::FinalEvent& f, const std::string& prompt_
     case RejectReason::kContextExceeded:
       return ApiError(400, f.error, "invalid_request_error", "max_tokens", "context_length_exceeded");
     case RejectReason::kKvNeverFits:
-      return ApiError(400, f.error + "; lower max_tokens or shorten the prompt", "invalid_request_error",
-                      "max_tokens", "kv_cache_too_small");
+      return ApiError(400, f.error + "; lower max_tokens or shorten the prompt", "invalid_request_error", "max_tokens",
+                      "kv_cache_too_small");
     case RejectReason::kQueueFull:
-      return ApiError(429, "the server is overloaded: " + f.error + "; retry later", "rate_limit_error",
-                      std::nullopt, "queue_full")
+      return ApiError(429, "the server is overloaded: " + f.error + "; retry later", "rate_limit_error", std::nullopt,
+                      "queue_full")
           .with_retry_after(1);
     case RejectReason::kKvExhausted:
-      return ApiError(429, "the server is overloaded: " + f.error + "; retry later", "rate_limit_error",
-                      std::nullopt, "kv_cache_exhausted")
+      return ApiError(429, "the server is overloaded: " + f.error + "; retry later", "rate_limit_error", std::nullopt,
+                      "kv_cache_exhausted")
           .with_retry_after(1);
     case RejectReason::kDeadlineExpired:
       return ApiError(503, "the server is overloaded: " + f.error + "; retry later", "service_unavailable",
@@ -111,24 +111,20 @@ ApiError rejection_error(const engine::FinalEvent& f, const std::string& prompt_
       return ApiError(503, "the server is shutting down", "service_unavailable", std::nullopt, "shutting_down")
           .with_retry_after(5);
     case RejectReason::kInvalid:
-    case RejectReason::kNone:
-      break;
+    case RejectReason::kNone: break;
   }
   return ApiError(400, f.error, "invalid_request_error");
 }
 
 std::optional<ApiError> failure_error(const engine::FinalEvent& f, const std::string& prompt_param) {
   switch (f.reason) {
-    case engine::FinishReason::kRejected:
-      return rejection_error(f, prompt_param);
-    case engine::FinishReason::kError:
-      return ApiError(500, "generation failed: " + f.error, "server_error");
+    case engine::FinishReason::kRejected: return rejection_error(f, prompt_param);
+    case engine::FinishReason::kError: return ApiError(500, "generation failed: " + f.error, "server_error");
     case engine::FinishReason::kCancelled:
       return ApiError(503, "the request was cancelled: " + (f.error.empty() ? std::string("cancelled") : f.error),
                       "service_unavailable", std::nullopt, "cancelled")
           .with_retry_after(5);
-    default:
-      return std::nullopt;
+    default: return std::nullopt;
   }
 }
 

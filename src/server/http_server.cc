@@ -99,12 +99,9 @@ void HttpServer::join() {
 
 std::string HttpServer::state_name() const {
   switch (ctx_.state.load()) {
-    case ServerState::kLoading:
-      return "loading";
-    case ServerState::kStopping:
-      return "stopping";
-    case ServerState::kReady:
-      break;
+    case ServerState::kLoading: return "loading";
+    case ServerState::kStopping: return "stopping";
+    case ServerState::kReady: break;
   }
   const engine::Engine* e = ctx_.engine.load();
   if (e && options_.max_waiting > 0 && e->metrics().waiting >= options_.max_waiting) return "overloaded";
@@ -154,9 +151,9 @@ void HttpServer::check_api_key(const httplib::Request& req) {
     }
   }
   ctx_.stats.on_auth_failure();
-  throw ApiError(401,
-                 auth.empty() ? "missing API key: send it as 'Authorization: Bearer KEY'" : "incorrect API key provided",
-                 "invalid_request_error", std::nullopt, "invalid_api_key");
+  throw ApiError(
+      401, auth.empty() ? "missing API key: send it as 'Authorization: Bearer KEY'" : "incorrect API key provided",
+      "invalid_request_error", std::nullopt, "invalid_api_key");
 }
 
 namespace {
@@ -191,9 +188,8 @@ httplib::Server::Handler HttpServer::guarded(bool authed,
   };
 }
 
-httplib::Server::Handler HttpServer::guarded_ctx(bool authed,
-                                                 void (*fn)(ServingContext&, const httplib::Request&,
-                                                            httplib::Response&)) {
+httplib::Server::Handler HttpServer::guarded_ctx(bool authed, void (*fn)(ServingContext&, const httplib::Request&,
+                                                                         httplib::Response&)) {
   return [this, authed, fn](const httplib::Request& req, httplib::Response& res) {
     run_guarded(res, [&] {
       if (authed) check_api_key(req);
@@ -234,7 +230,8 @@ void HttpServer::handle_health(const httplib::Request&, httplib::Response& res) 
 void HttpServer::handle_metrics(const httplib::Request&, httplib::Response& res) {
   const engine::Engine* e = ctx_.engine.load();
   const engine::MetricsSnapshot m = e ? e->metrics() : engine::MetricsSnapshot{};
-  res.set_content(render_metrics(m, ctx_.stats.snapshot(), state_name(), read_process_memory()), "text/plain; version=0.0.4; charset=utf-8");
+  res.set_content(render_metrics(m, ctx_.stats.snapshot(), state_name(), read_process_memory()),
+                  "text/plain; version=0.0.4; charset=utf-8");
 }
 
 void HttpServer::handle_models(const httplib::Request& req, httplib::Response& res) {

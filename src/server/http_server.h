@@ -31,7 +31,7 @@ namespace tokenmill::server {
 
 struct ServerOptions {
   std::string host = "127.0.0.1";
-  int port = 8080;  // 0: any free port (bind() returns it)
+  int port = 8080;                       // 0: any free port (bind() returns it)
   std::vector<std::string> api_keys;     // empty: no authentication
   std::vector<std::string> model_names;  // served names; [0] is reported by /v1/models
   std::string chat_template;             // --chat-template NAME|FILE; "" = the GGUF's

@@ -13,8 +13,8 @@ namespace tokenmill::server {
 
 struct HttpStatsSnapshot {
   std::map<std::pair<std::string, int>, uint64_t> responses;  // (endpoint, status) -> count
-  int64_t in_flight = 0;                 // generation requests being answered now
-  uint64_t client_disconnects = 0;       // streams cancelled because the client went away
+  int64_t in_flight = 0;                                      // generation requests being answered now
+  uint64_t client_disconnects = 0;                            // streams cancelled because the client went away
   uint64_t auth_failures = 0;
 };
 

@@ -52,7 +52,7 @@ std::optional<int64_t> JsonFields::integer(std::string_view name, int64_t lo, in
   if (v->is_number_unsigned()) {
     const uint64_t u = v->get<uint64_t>();
     x = u > static_cast<uint64_t>(std::numeric_limits<int64_t>::max()) ? std::numeric_limits<int64_t>::max()
-                                                                        : static_cast<int64_t>(u);
+                                                                       : static_cast<int64_t>(u);
   } else if (v->is_number_integer()) {
     x = v->get<int64_t>();
   } else {

@@ -16,10 +16,31 @@ using Known = std::set<std::string, std::less<>>;
 // Fields both generation endpoints accept. Harmless OpenAI fields we do not
 // act on (user, metadata, store, service_tier) are accepted and ignored.
 const Known& common_fields() {
-  static const Known k = {"model", "max_tokens", "temperature", "top_p", "top_k", "min_p", "seed", "stop", "n",
-                          "presence_penalty", "frequency_penalty", "repetition_penalty", "logit_bias", "logprobs",
-                          "stream", "stream_options", "user", "metadata", "store", "service_tier", "priority",
-                          "ignore_eos", "best_of", "min_tokens", "response_format"};
+  static const Known k = {"model",
+                          "max_tokens",
+                          "temperature",
+                          "top_p",
+                          "top_k",
+                          "min_p",
+                          "seed",
+                          "stop",
+                          "n",
+                          "presence_penalty",
+                          "frequency_penalty",
+                          "repetition_penalty",
+                          "logit_bias",
+                          "logprobs",
+                          "stream",
+                          "stream_options",
+                          "user",
+                          "metadata",
+                          "store",
+                          "service_tier",
+                          "priority",
+                          "ignore_eos",
+                          "best_of",
+                          "min_tokens",
+                          "response_format"};
   return k;
 }
 
@@ -65,8 +86,7 @@ std::vector<std::pair<int32_t, float>> parse_logit_bias(const JsonFields& f, con
   const json* v = f.find("logit_bias");
   if (!v) return {};
   if (!v->is_object())
-    bad_request("logit_bias", "'logit_bias' must be an object mapping token ids to numbers, got {}",
-                describe_json(*v));
+    bad_request("logit_bias", "'logit_bias' must be an object mapping token ids to numbers, got {}", describe_json(*v));
   if (v->size() > kMaxLogitBias)
     bad_request("logit_bias", "'logit_bias' has {} entries; at most {} are allowed", v->size(), kMaxLogitBias);
   std::vector<std::pair<int32_t, float>> out;
@@ -94,7 +114,8 @@ engine::Priority parse_priority(const JsonFields& f) {
     const int64_t x = v->get<int64_t>();
     if (x >= 0 && x <= 2) p = static_cast<engine::Priority>(x);
   }
-  if (!p) bad_request("priority", "'priority' must be \"high\", \"normal\", \"low\" or 0, 1, 2, got {}", describe_json(*v));
+  if (!p)
+    bad_request("priority", "'priority' must be \"high\", \"normal\", \"low\" or 0, 1, 2, got {}", describe_json(*v));
   return *p;
 }
 

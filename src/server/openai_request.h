@@ -23,7 +23,7 @@
 
 namespace tokenmill::server {
 
-inline constexpr int kMaxChoices = 16;          // n, per prompt
+inline constexpr int kMaxChoices = 16;            // n, per prompt
 inline constexpr int kMaxPromptsPerRequest = 64;  // a list of prompts
 inline constexpr size_t kMaxLogitBias = 1024;
 inline constexpr double kMaxTemperature = 2.0;  // OpenAI's range

@@ -12,18 +12,13 @@ using nlohmann::json;
 
 std::string finish_reason_text(engine::FinishReason reason) {
   switch (reason) {
-    case engine::FinishReason::kStop:
-      return "stop";
-    case engine::FinishReason::kLength:
-      return "length";
-    case engine::FinishReason::kCancelled:
-      return "cancelled";
-    case engine::FinishReason::kTimeout:
-      return "timeout";
-    case engine::FinishReason::kRejected:
-      return "rejected";
-    case engine::FinishReason::kError:
-      return "error";
+    case engine::FinishReason::kStop: return "stop";
+    case engine::FinishReason::kLength: return "length";
+    case engine::FinishReason::kCancelled: return "cancelled";
+    case engine::FinishReason::kTimeout: return "timeout";
+    case engine::FinishReason::kRejected: return "rejected";
+    case engine::FinishReason::kNone:  // never in a final event
+    case engine::FinishReason::kError: return "error";
   }
   return "error";
 }
@@ -41,11 +36,16 @@ json timings_json(const engine::Timings& t, const engine::Usage& u) {
   const double decode_tps = t.decode_ms > 0 && u.completion_tokens > 1
                                 ? static_cast<double>(u.completion_tokens - 1) * 1000.0 / t.decode_ms
                                 : 0.0;
-  return {{"queue_ms", t.queue_ms},       {"prompt_ms", t.prefill_ms},
-          {"ttft_ms", t.ttft_ms},         {"decode_ms", t.decode_ms},
-          {"tpot_ms", t.tpot_ms},         {"e2e_ms", t.e2e_ms},
-          {"decode_tokens_per_s", decode_tps}, {"prompt_tokens", u.prompt_tokens},
-          {"cached_prompt_tokens", u.cached_prompt_tokens}, {"completion_tokens", u.completion_tokens}};
+  return {{"queue_ms", t.queue_ms},
+          {"prompt_ms", t.prefill_ms},
+          {"ttft_ms", t.ttft_ms},
+          {"decode_ms", t.decode_ms},
+          {"tpot_ms", t.tpot_ms},
+          {"e2e_ms", t.e2e_ms},
+          {"decode_tokens_per_s", decode_tps},
+          {"prompt_tokens", u.prompt_tokens},
+          {"cached_prompt_tokens", u.cached_prompt_tokens},
+          {"completion_tokens", u.completion_tokens}};
 }
 
 std::string token_display(std::string_view piece) {
@@ -144,9 +144,10 @@ json completion_response(const ResponseMeta& meta, const std::vector<ChoiceOutpu
   json cs = json::array();
   for (const ChoiceOutput& c : choices)
     cs.push_back({{"index", c.index}, {"text", c.text}, {"logprobs", c.logprobs}, {"finish_reason", c.finish_reason}});
-  return {{"id", meta.id},   {"object", "text_completion"}, {"created", meta.created}, {"model", meta.model},
-          {"choices", cs},   {"usage", usage},               {"timings", timings},
-          {"system_fingerprint", nullptr}};
+  return {{"id", meta.id},           {"object", "text_completion"},
+          {"created", meta.created}, {"model", meta.model},
+          {"choices", cs},           {"usage", usage},
+          {"timings", timings},      {"system_fingerprint", nullptr}};
 }
 
 json chat_response(const ResponseMeta& meta, const std::vector<ChoiceOutput>& choices, const json& usage,
@@ -158,9 +159,10 @@ json chat_response(const ResponseMeta& meta, const std::vector<ChoiceOutput>& ch
                   {"logprobs", c.logprobs},
                   {"finish_reason", c.finish_reason}});
   }
-  return {{"id", meta.id},   {"object", "chat.completion"}, {"created", meta.created}, {"model", meta.model},
-          {"choices", cs},   {"usage", usage},               {"timings", timings},
-          {"system_fingerprint", nullptr}};
+  return {{"id", meta.id},           {"object", "chat.completion"},
+          {"created", meta.created}, {"model", meta.model},
+          {"choices", cs},           {"usage", usage},
+          {"timings", timings},      {"system_fingerprint", nullptr}};
 }
 
 namespace {
@@ -182,19 +184,27 @@ json reason_json(const std::optional<std::string>& r) { return r ? json(*r) : js
 
 json completion_chunk(const ResponseMeta& meta, int index, const std::string& text, const json& logprobs,
                       const std::optional<std::string>& finish_reason, bool include_usage) {
-  json choice = {{"index", index}, {"text", text}, {"logprobs", logprobs}, {"finish_reason", reason_json(finish_reason)}};
+  json choice = {
+      {"index", index}, {"text", text}, {"logprobs", logprobs}, {"finish_reason", reason_json(finish_reason)}};
   return chunk_base(meta, "text_completion", std::move(choice), include_usage);
 }
 
 json chat_chunk(const ResponseMeta& meta, int index, const json& delta, const json& logprobs,
                 const std::optional<std::string>& finish_reason, bool include_usage) {
-  json choice = {{"index", index}, {"delta", delta}, {"logprobs", logprobs}, {"finish_reason", reason_json(finish_reason)}};
+  json choice = {
+      {"index", index}, {"delta", delta}, {"logprobs", logprobs}, {"finish_reason", reason_json(finish_reason)}};
   return chunk_base(meta, "chat.completion.chunk", std::move(choice), include_usage);
 }
 
 json usage_chunk(const ResponseMeta& meta, const std::string& object, const json& usage, const json& timings) {
-  return {{"id", meta.id},       {"object", object}, {"created", meta.created}, {"model", meta.model},
-          {"system_fingerprint", nullptr}, {"choices", json::array()}, {"usage", usage}, {"timings", timings}};
+  return {{"id", meta.id},
+          {"object", object},
+          {"created", meta.created},
+          {"model", meta.model},
+          {"system_fingerprint", nullptr},
+          {"choices", json::array()},
+          {"usage", usage},
+          {"timings", timings}};
 }
 
 std::string dump_json(const json& j) { return j.dump(-1, ' ', false, json::error_handler_t::replace); }

@@ -84,10 +84,12 @@ void write_requests(PrometheusWriter& w, const engine::MetricsSnapshot& m) {
 }
 
 void write_tokens(PrometheusWriter& w, const engine::MetricsSnapshot& m) {
-  w.counter("tokenmill_prompt_tokens_total", "Prompt tokens of finished requests.", static_cast<double>(m.prompt_tokens));
+  w.counter("tokenmill_prompt_tokens_total", "Prompt tokens of finished requests.",
+            static_cast<double>(m.prompt_tokens));
   w.counter("tokenmill_cached_prompt_tokens_total", "Prompt tokens served from the prefix cache.",
             static_cast<double>(m.cached_prompt_tokens));
-  w.counter("tokenmill_generation_tokens_total", "Tokens generated (sampled).", static_cast<double>(m.generated_tokens));
+  w.counter("tokenmill_generation_tokens_total", "Tokens generated (sampled).",
+            static_cast<double>(m.generated_tokens));
   w.counter("tokenmill_prefill_tokens_total", "Tokens prefilled by engine steps (recomputation included).",
             static_cast<double>(m.prefill_tokens));
   w.counter("tokenmill_engine_steps_total", "Engine steps run.", static_cast<double>(m.steps));
@@ -156,7 +158,8 @@ ProcessMemory parse_process_status(std::string_view status) {
   std::string key;
   while (in >> key) {
     int64_t kib = 0;
-    if ((key == "VmRSS:" || key == "VmHWM:") && in >> kib) (key == "VmRSS:" ? m.resident : m.resident_high_water) = kib * 1024;
+    if ((key == "VmRSS:" || key == "VmHWM:") && in >> kib)
+      (key == "VmRSS:" ? m.resident : m.resident_high_water) = kib * 1024;
     in.ignore(1 << 20, '\n');
   }
   return m;

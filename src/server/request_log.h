@@ -15,8 +15,8 @@ namespace tokenmill::server {
 
 struct RequestRecord {
   std::optional<SteadyClock::time_point> start;  // set by the pre-routing hook
-  std::string request_id;  // X-Request-Id
-  std::string response_id;  // "cmpl-..." when a generation ran
+  std::string request_id;                        // X-Request-Id
+  std::string response_id;                       // "cmpl-..." when a generation ran
   std::string model;
   std::string tenant;
   bool stream = false;
@@ -37,8 +37,8 @@ void reset_record();
 
 // {"ts": ..., "event": "request", "method", "path", "status", ...}: the
 // record's fields that are set, as one JSON object without a newline.
-std::string format_log_line(const std::string& method, const std::string& path, int status,
-                            const std::string& remote, const RequestRecord& r);
+std::string format_log_line(const std::string& method, const std::string& path, int status, const std::string& remote,
+                            const RequestRecord& r);
 
 // Writes one line to stderr, whole (a mutex keeps lines from interleaving).
 void write_log_line(const std::string& line);

@@ -85,14 +85,15 @@ bool StreamSession::on_final(httplib::DataSink& sink, size_t i, const engine::Fi
 bool StreamSession::write_scored_echo(httplib::DataSink& sink, size_t i, const engine::StreamEvent& e) {
   Choice& c = choices_[i];
   c.echoed = true;
-  if (e.final && (e.final->reason == engine::FinishReason::kRejected || e.final->reason == engine::FinishReason::kError))
+  if (e.final &&
+      (e.final->reason == engine::FinishReason::kRejected || e.final->reason == engine::FinishReason::kError))
     return true;  // on_final reports the failure
   const size_t p = i / static_cast<size_t>(spec_.n);
   const std::vector<engine::TokenLogprob>& lps = e.token ? e.token->prompt_logprobs : e.final->prompt_logprobs;
   const json logprobs = prompt_logprobs_json(spec_.echo_prompts[p], lps, piece_);
   c.offset = pieces_size(spec_.echo_prompts[p], piece_);
-  return write(sink, sse_event(chunk(i, p < spec_.echo_texts.size() ? spec_.echo_texts[p] : "", logprobs,
-                                     std::nullopt)));
+  return write(sink,
+               sse_event(chunk(i, p < spec_.echo_texts.size() ? spec_.echo_texts[p] : "", logprobs, std::nullopt)));
 }
 
 bool StreamSession::on_event(httplib::DataSink& sink, size_t i, engine::StreamEvent& e) {
@@ -155,8 +156,9 @@ void StreamSession::collect_after_cancel() {
   for (size_t i = 0; i < choices_.size(); ++i) {
     while (!choices_[i].done && std::chrono::steady_clock::now() < deadline) {
       std::optional<engine::StreamEvent> e = gen_->take_pending(i);
-      if (!e) e = gen_->handle(i).next(std::chrono::duration_cast<std::chrono::milliseconds>(
-                      deadline - std::chrono::steady_clock::now()));
+      if (!e)
+        e = gen_->handle(i).next(
+            std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now()));
       if (e && e->final) {
         choices_[i].done = true;
         choices_[i].final = std::move(*e->final);

@@ -31,9 +31,9 @@ struct StreamSpec {
   ResponseMeta meta;
   bool include_usage = false;
   bool logprobs = false;
-  int n = 1;                             // choices per prompt
-  std::vector<std::string> echo_texts;   // per prompt (completions with echo), else empty
-  std::vector<int64_t> prompt_tokens;    // per prompt
+  int n = 1;                            // choices per prompt
+  std::vector<std::string> echo_texts;  // per prompt (completions with echo), else empty
+  std::vector<int64_t> prompt_tokens;   // per prompt
   // Echo with logprobs: the prompts' tokens. Each choice's echo chunk then
   // waits for its first event, which carries the prompt log-probabilities.
   std::vector<std::vector<int32_t>> echo_prompts;
@@ -53,7 +53,7 @@ class StreamSession {
   struct Choice {
     bool done = false;
     bool echoed = false;  // the echo chunk went out (echo_prompts only)
-    int64_t offset = 0;  // bytes of text before the next token (completion logprobs)
+    int64_t offset = 0;   // bytes of text before the next token (completion logprobs)
     engine::FinalEvent final;
   };
 

@@ -18,7 +18,7 @@ struct BpeBigram {
   int left;
   int right;
   int32_t rank;
-  size_t left_n;   // the sizes when queued: a changed size marks a stale entry
+  size_t left_n;  // the sizes when queued: a changed size marks a stale entry
   size_t right_n;
 };
 
@@ -110,8 +110,8 @@ int32_t BpeMerges::rank(std::string_view left, std::string_view right) const {
   return it == ranks_.end() ? -1 : it->second;
 }
 
-void bpe_tokenize_word(const Vocabulary& vocab, const BpeMerges& merges, std::string_view word,
-                       bool ignore_merges, std::vector<int32_t>& out) {
+void bpe_tokenize_word(const Vocabulary& vocab, const BpeMerges& merges, std::string_view word, bool ignore_merges,
+                       std::vector<int32_t>& out) {
   if (word.empty()) return;
   if (ignore_merges) {
     int32_t id = vocab.find(word);

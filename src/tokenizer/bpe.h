@@ -34,7 +34,7 @@ class BpeMerges {
 // that token. Pieces that end up outside the vocabulary are emitted byte by
 // byte where single-byte tokens exist, and dropped otherwise (llama.cpp's
 // behaviour; byte-level vocabularies have every byte, so it does not happen).
-void bpe_tokenize_word(const Vocabulary& vocab, const BpeMerges& merges, std::string_view word,
-                       bool ignore_merges, std::vector<int32_t>& out);
+void bpe_tokenize_word(const Vocabulary& vocab, const BpeMerges& merges, std::string_view word, bool ignore_merges,
+                       std::vector<int32_t>& out);
 
 }  // namespace tokenmill::tokenizer

@@ -8,8 +8,7 @@ namespace {
 // 0 a, 1 b, 2 c, 3 ab, 4 bc, 5 abc
 const std::vector<std::string> kTexts = {"a", "b", "c", "ab", "bc", "abc"};
 
-std::vector<int32_t> run(const std::vector<std::string>& merges, std::string_view word,
-                         bool ignore_merges = false) {
+std::vector<int32_t> run(const std::vector<std::string>& merges, std::string_view word, bool ignore_merges = false) {
   Vocabulary vocab(kTexts, {}, {});
   BpeMerges ranks(merges);
   std::vector<int32_t> out;

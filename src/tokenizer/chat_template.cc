@@ -56,17 +56,20 @@ Alternating split_alternating(ChatTemplateKind kind, std::span<const ChatMessage
     out.system = messages[0].content;
     out.turns = messages.subspan(1);
     if (out.turns.empty()) {
-      fail("the {} chat template folds the system message into the first user message, "
-           "but no user message follows it", chat_template_name(kind));
+      fail(
+          "the {} chat template folds the system message into the first user message, "
+          "but no user message follows it",
+          chat_template_name(kind));
     }
   }
   const size_t offset = out.system ? 1 : 0;
   for (size_t i = 0; i < out.turns.size(); ++i) {
     const std::string_view want = i % 2 == 0 ? "user" : "assistant";
     if (out.turns[i].role != want) {
-      fail("chat message #{} has role '{}' but the {} chat template needs '{}' there: after an "
-           "optional first system message, roles must alternate user/assistant/user/...",
-           i + offset, out.turns[i].role, chat_template_name(kind), want);
+      fail(
+          "chat message #{} has role '{}' but the {} chat template needs '{}' there: after an "
+          "optional first system message, roles must alternate user/assistant/user/...",
+          i + offset, out.turns[i].role, chat_template_name(kind), want);
     }
   }
   return out;
@@ -198,8 +201,10 @@ ChatTemplateKind chat_template_from_name(std::string_view name) {
   for (const auto& [known, kind] : kNames) {
     if (lower == known) return kind;
   }
-  fail("unknown chat template '{}' (expected one of gemma, llama2, llama3, chatml, qwen, mistral, "
-       "phi3)", name);
+  fail(
+      "unknown chat template '{}' (expected one of gemma, llama2, llama3, chatml, qwen, mistral, "
+      "phi3)",
+      name);
 }
 
 std::string_view chat_template_name(ChatTemplateKind kind) {
@@ -214,8 +219,8 @@ std::string_view chat_template_name(ChatTemplateKind kind) {
   return "unknown";
 }
 
-std::string render_chat(ChatTemplateKind kind, std::span<const ChatMessage> messages,
-                        bool add_generation_prompt, std::string_view bos_text) {
+std::string render_chat(ChatTemplateKind kind, std::span<const ChatMessage> messages, bool add_generation_prompt,
+                        std::string_view bos_text) {
   check_roles(messages);
   switch (kind) {
     case ChatTemplateKind::Gemma: return render_gemma(messages, add_generation_prompt);

@@ -62,7 +62,7 @@ std::string_view chat_template_name(ChatTemplateKind kind);
 //   Mistral: "[INST] {system}\n\n{user} [/INST]{assistant}</s>[INST] {user} [/INST]".
 //   Phi-3:   "<|{role}|>\n{content}<|end|>\n"; prompt "<|assistant|>\n".
 // Throws tokenmill::Error on an unknown role or a broken alternation.
-std::string render_chat(ChatTemplateKind kind, std::span<const ChatMessage> messages,
-                        bool add_generation_prompt, std::string_view bos_text);
+std::string render_chat(ChatTemplateKind kind, std::span<const ChatMessage> messages, bool add_generation_prompt,
+                        std::string_view bos_text);
 
 }  // namespace tokenmill::tokenizer

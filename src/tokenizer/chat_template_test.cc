@@ -19,8 +19,7 @@ const std::vector<ChatMessage> kConversation = {
     {"user", "  How are you?\n"},
 };
 
-std::string render(ChatTemplateKind kind, const std::vector<ChatMessage>& messages,
-                   bool gen = true) {
+std::string render(ChatTemplateKind kind, const std::vector<ChatMessage>& messages, bool gen = true) {
   return render_chat(kind, messages, gen, "<s>");
 }
 
@@ -30,8 +29,7 @@ TEST(ChatTemplate, Gemma) {
             "<start_of_turn>model\nHello.<end_of_turn>\n"
             "<start_of_turn>user\nHow are you?<end_of_turn>\n"
             "<start_of_turn>model\n");
-  EXPECT_EQ(render(ChatTemplateKind::Gemma, {{"user", "Hi"}}, false),
-            "<start_of_turn>user\nHi<end_of_turn>\n");
+  EXPECT_EQ(render(ChatTemplateKind::Gemma, {{"user", "Hi"}}, false), "<start_of_turn>user\nHi<end_of_turn>\n");
   EXPECT_EQ(render(ChatTemplateKind::Gemma, {}), "<start_of_turn>model\n");
 }
 
@@ -63,8 +61,7 @@ TEST(ChatTemplate, Llama2) {
             "<s>[INST] How are you? [/INST]");
   // No system; the generation flag adds nothing; bos_text is what the caller passes.
   EXPECT_EQ(render_chat(ChatTemplateKind::Llama2,
-                        std::vector<ChatMessage>{{"user", " a "}, {"assistant", "b"}, {"user", "c"}},
-                        false, "<BOS>"),
+                        std::vector<ChatMessage>{{"user", " a "}, {"assistant", "b"}, {"user", "c"}}, false, "<BOS>"),
             "[INST] a [/INST] b </s><BOS>[INST] c [/INST]");
 }
 
@@ -84,8 +81,7 @@ TEST(ChatTemplate, Phi3) {
             "<|assistant|>\n");
 }
 
-void expect_error(ChatTemplateKind kind, const std::vector<ChatMessage>& messages,
-                  const std::string& needle) {
+void expect_error(ChatTemplateKind kind, const std::vector<ChatMessage>& messages, const std::string& needle) {
   try {
     render(kind, messages);
     ADD_FAILURE() << "rendered a bad conversation for " << chat_template_name(kind);
@@ -106,8 +102,7 @@ TEST(ChatTemplate, RejectsBrokenAlternation) {
     expect_error(kind, {{"assistant", "a"}}, "chat message #0 has role 'assistant'");
     expect_error(kind, {{"user", "a"}, {"user", "b"}}, "chat message #1 has role 'user'");
     expect_error(kind, {{"system", "s"}, {"assistant", "a"}}, "chat message #1 has role 'assistant'");
-    expect_error(kind, {{"user", "a"}, {"assistant", "b"}, {"system", "c"}},
-                 "chat message #2 has role 'system'");
+    expect_error(kind, {{"user", "a"}, {"assistant", "b"}, {"system", "c"}}, "chat message #2 has role 'system'");
     expect_error(kind, {{"system", "s"}}, "no user message follows it");
   }
   // Formats without the rule accept the same conversations.

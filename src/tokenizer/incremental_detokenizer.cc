@@ -4,8 +4,7 @@
 
 namespace tokenmill::tokenizer {
 
-IncrementalDetokenizer::IncrementalDetokenizer(const Tokenizer& tokenizer, bool skip_special,
-                                               bool at_text_start)
+IncrementalDetokenizer::IncrementalDetokenizer(const Tokenizer& tokenizer, bool skip_special, bool at_text_start)
     : tokenizer_(&tokenizer),
       skip_special_(skip_special),
       strip_leading_space_(at_text_start && tokenizer.strips_leading_space()) {}

@@ -22,8 +22,7 @@ class IncrementalDetokenizer {
   // at_text_start: the ids begin a text, so the SentencePiece prefix space of
   // the first piece is dropped as decode() does. Pass false when streaming a
   // continuation of a prompt, whose first word keeps its leading space.
-  explicit IncrementalDetokenizer(const Tokenizer& tokenizer, bool skip_special = true,
-                                  bool at_text_start = true);
+  explicit IncrementalDetokenizer(const Tokenizer& tokenizer, bool skip_special = true, bool at_text_start = true);
 
   // The newly complete text after appending id (possibly empty). Throws
   // Error for an id outside the vocabulary.

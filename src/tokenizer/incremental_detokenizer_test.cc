@@ -15,7 +15,11 @@ using testing::spm_spec;
 
 // 259 ▁a, 260 é, 261 b
 Tokenizer small() {
-  return Tokenizer::from_spec(spm_spec({{"\xE2\x96\x81" "a", -1}, {"\xC3\xA9", -1}, {"b", -1}}));
+  return Tokenizer::from_spec(spm_spec({{"\xE2\x96\x81"
+                                         "a",
+                                         -1},
+                                        {"\xC3\xA9", -1},
+                                        {"b", -1}}));
 }
 
 TEST(IncrementalDetokenizer, HoldsBackSplitCharacters) {
@@ -36,9 +40,11 @@ TEST(IncrementalDetokenizer, InvalidBytesBecomeReplacementCharacters) {
   IncrementalDetokenizer d(t);
   EXPECT_EQ(d.push(byte_token(0xFF)), "\xEF\xBF\xBD");  // can never start a character
   EXPECT_EQ(d.push(byte_token(0xC3)), "");
-  EXPECT_EQ(d.push(261), "\xEF\xBF\xBD" "b");          // a lead byte cut short
+  EXPECT_EQ(d.push(261),
+            "\xEF\xBF\xBD"
+            "b");  // a lead byte cut short
   EXPECT_EQ(d.push(byte_token(0xE2)), "");
-  EXPECT_EQ(d.flush(), "\xEF\xBF\xBD");                // the stream ends mid-character
+  EXPECT_EQ(d.flush(), "\xEF\xBF\xBD");  // the stream ends mid-character
   EXPECT_EQ(d.pending_bytes(), 0u);
 }
 
@@ -60,7 +66,12 @@ TEST(IncrementalDetokenizer, RandomStreamsMatchDecode) {
   std::mt19937 rng(1234);
   // Ids that spell valid UTF-8 when taken as whole characters.
   const std::vector<std::vector<int32_t>> chars = {
-      {259}, {260}, {261}, {1}, {2}, {byte_token('x')},
+      {259},
+      {260},
+      {261},
+      {1},
+      {2},
+      {byte_token('x')},
       {byte_token(0xC3), byte_token(0xA9)},
       {byte_token(0xE4), byte_token(0xBD), byte_token(0xA0)},
       {byte_token(0xF0), byte_token(0x9F), byte_token(0x98), byte_token(0x81)}};

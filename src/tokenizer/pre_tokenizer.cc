@@ -12,8 +12,7 @@ namespace tokenmill::tokenizer {
 namespace {
 
 // The GPT-2 pattern (contractions, letters, numbers, other symbols, spaces).
-constexpr const char* kGpt2 =
-    R"('s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+)";
+constexpr const char* kGpt2 = R"('s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+)";
 // Llama 3 / cl100k. The case-insensitive contractions are spelt out with
 // classes so that Unicode case folding (e.g. U+017F for s) does not apply.
 constexpr const char* kLlama3 =
@@ -55,8 +54,7 @@ struct Known {
 
 const std::vector<Known>& known_pre_tokenizers() {
   static const std::vector<Known> kKnown = {
-      {{"default"},
-       {R"([\p{P}\$\+<=>\^~\|]+)", kGpt2, R"(\p{N}+)", "[0-9][0-9][0-9]"}},
+      {{"default"}, {R"([\p{P}\$\+<=>\^~\|]+)", kGpt2, R"(\p{N}+)", "[0-9][0-9][0-9]"}},
       {{"gpt-2", "gpt2", "mpt", "olmo", "phi-2", "jais"}, {kGpt2}},
       {{"llama3", "llama-v3", "llama-bpe"}, {kLlama3}, true},
       {{"dbrx", "smaug-bpe"}, {kLlama3}},
@@ -64,8 +62,7 @@ const std::vector<Known>& known_pre_tokenizers() {
       {{"falcon"}, {R"([\p{P}\$\+<=>\^~\|`]+)", kGpt2, "[0-9][0-9][0-9]"}},
       {{"starcoder", "refact", "command-r", "smollm", "codeshell"}, {R"(\p{N})", kGpt2}},
       {{"deepseek-coder"}, {"[\r\n]", R"(\s?\p{L}+)", R"(\s?\p{P}+)", kCjk, R"(\p{N})"}},
-      {{"deepseek-llm"},
-       {"[\r\n]", kDeepseekLlmLetters, kDeepseekLlmPunct, R"(\s+$)", kCjk, R"(\p{N}+)"}},
+      {{"deepseek-llm"}, {"[\r\n]", kDeepseekLlmLetters, kDeepseekLlmPunct, R"(\s+$)", kCjk, R"(\p{N}+)"}},
   };
   return kKnown;
 }
@@ -82,8 +79,7 @@ struct PreTokenizer::Regex {
   ~Regex() { pcre2_code_free(code); }
 
   // Splits text[begin, end) into matches and the runs between them.
-  void split(std::string_view text, size_t begin, size_t end,
-             std::vector<std::pair<size_t, size_t>>& out) const;
+  void split(std::string_view text, size_t begin, size_t end, std::vector<std::pair<size_t, size_t>>& out) const;
 };
 
 void PreTokenizer::Regex::split(std::string_view text, size_t begin, size_t end,
@@ -104,8 +100,7 @@ void PreTokenizer::Regex::split(std::string_view text, size_t begin, size_t end,
     if (rc < 0) {
       PCRE2_UCHAR message[256];
       pcre2_get_error_message(rc, message, sizeof message);
-      fail("pre-tokenizer regex failed on a {}-byte piece: {}", length,
-           reinterpret_cast<const char*>(message));
+      fail("pre-tokenizer regex failed on a {}-byte piece: {}", length, reinterpret_cast<const char*>(message));
     }
     const PCRE2_SIZE* ov = pcre2_get_ovector_pointer(data.get());
     const size_t match_begin = ov[0];
@@ -130,19 +125,18 @@ PreTokenizer PreTokenizer::from_patterns(std::string name, const std::vector<std
   PreTokenizer pre;
   pre.name_ = std::move(name);
   pre.ignore_merges_ = ignore_merges;
-  const uint32_t options =
-      PCRE2_UTF | PCRE2_UCP | PCRE2_MATCH_INVALID_UTF | PCRE2_DOLLAR_ENDONLY;
+  const uint32_t options = PCRE2_UTF | PCRE2_UCP | PCRE2_MATCH_INVALID_UTF | PCRE2_DOLLAR_ENDONLY;
   for (const std::string& pattern : patterns) {
     int error = 0;
     PCRE2_SIZE offset = 0;
     auto regex = std::make_unique<Regex>();
-    regex->code = pcre2_compile(reinterpret_cast<PCRE2_SPTR>(pattern.data()), pattern.size(),
-                                options, &error, &offset, nullptr);
+    regex->code =
+        pcre2_compile(reinterpret_cast<PCRE2_SPTR>(pattern.data()), pattern.size(), options, &error, &offset, nullptr);
     if (regex->code == nullptr) {
       PCRE2_UCHAR message[256];
       pcre2_get_error_message(error, message, sizeof message);
-      fail("pre-tokenizer '{}': regex /{}/ does not compile at offset {}: {}", pre.name_, pattern,
-           offset, reinterpret_cast<const char*>(message));
+      fail("pre-tokenizer '{}': regex /{}/ does not compile at offset {}: {}", pre.name_, pattern, offset,
+           reinterpret_cast<const char*>(message));
     }
     pcre2_jit_compile(regex->code, PCRE2_JIT_COMPLETE);  // optional: falls back to the interpreter
     pre.regexes_.push_back(std::move(regex));
@@ -156,8 +150,7 @@ PreTokenizer PreTokenizer::for_name(std::string_view name) {
       if (n == name) return from_patterns(std::string(name), known.patterns, known.ignore_merges);
     }
   }
-  fail("unknown pre-tokenizer '{}' (tokenizer.ggml.pre); known: {}", name,
-       fmt::join(known_names(), ", "));
+  fail("unknown pre-tokenizer '{}' (tokenizer.ggml.pre); known: {}", name, fmt::join(known_names(), ", "));
 }
 
 std::vector<std::string> PreTokenizer::known_names() {

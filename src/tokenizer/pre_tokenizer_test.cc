@@ -17,8 +17,7 @@ Pieces split(std::string_view name, std::string_view text) {
 }
 
 TEST(PreTokenizer, Gpt2SplitsWordsNumbersSymbolsAndSpaces) {
-  EXPECT_EQ(split("gpt-2", "Hello world's  123!!\n"),
-            (Pieces{"Hello", " world", "'s", " ", " 123", "!!", "\n"}));
+  EXPECT_EQ(split("gpt-2", "Hello world's  123!!\n"), (Pieces{"Hello", " world", "'s", " ", " 123", "!!", "\n"}));
   EXPECT_EQ(split("gpt-2", "  Hello"), (Pieces{" ", " Hello"}));
   EXPECT_EQ(split("gpt-2", "\xC3\xA9t\xC3\xA9 \xE4\xBD\xA0\xE5\xA5\xBD"),  // été 你好
             (Pieces{"\xC3\xA9t\xC3\xA9", " \xE4\xBD\xA0\xE5\xA5\xBD"}));
@@ -31,9 +30,7 @@ TEST(PreTokenizer, Llama3GroupsDigitsInThreesAndFoldsContractions) {
   EXPECT_FALSE(PreTokenizer::for_name("gpt-2").ignore_merges());
 }
 
-TEST(PreTokenizer, Qwen2SplitsDigitsOneByOne) {
-  EXPECT_EQ(split("qwen2", "a 123"), (Pieces{"a", " ", "1", "2", "3"}));
-}
+TEST(PreTokenizer, Qwen2SplitsDigitsOneByOne) { EXPECT_EQ(split("qwen2", "a 123"), (Pieces{"a", " ", "1", "2", "3"})); }
 
 TEST(PreTokenizer, StarcoderIsolatesEachDigitFirst) {
   EXPECT_EQ(split("starcoder", "x 42"), (Pieces{"x", " ", "4", "2"}));
@@ -47,13 +44,11 @@ TEST(PreTokenizer, FalconSplitsPunctuationThenGpt2ThenDigitTriples) {
 TEST(PreTokenizer, DeepseekCoderSequence) {
   // Newlines alone, letters with one optional leading space, punctuation runs,
   // single digits; what no regex matches stays as its own piece.
-  EXPECT_EQ(split("deepseek-coder", "ab cd\n12!?"),
-            (Pieces{"ab", " cd", "\n", "1", "2", "!?"}));
+  EXPECT_EQ(split("deepseek-coder", "ab cd\n12!?"), (Pieces{"ab", " cd", "\n", "1", "2", "!?"}));
 }
 
 TEST(PreTokenizer, DeepseekLlmSequence) {
-  EXPECT_EQ(split("deepseek-llm", "Hi there, 2024\n"),
-            (Pieces{"Hi", " there", ",", " ", "2024", "\n"}));
+  EXPECT_EQ(split("deepseek-llm", "Hi there, 2024\n"), (Pieces{"Hi", " there", ",", " ", "2024", "\n"}));
 }
 
 TEST(PreTokenizer, PiecesAlwaysCoverTheText) {

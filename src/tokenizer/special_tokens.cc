@@ -28,8 +28,7 @@ SpecialTokenMatcher::SpecialTokenMatcher(const Vocabulary& vocab, std::vector<in
   }
 }
 
-std::vector<SpecialTokenMatcher::Occurrence> SpecialTokenMatcher::find_occurrences(
-    std::string_view text) const {
+std::vector<SpecialTokenMatcher::Occurrence> SpecialTokenMatcher::find_occurrences(std::string_view text) const {
   std::vector<Occurrence> found;
   for (size_t i = 0; i < text.size(); ++i) {
     if (!first_byte_[static_cast<uint8_t>(text[i])]) continue;

@@ -45,8 +45,8 @@ class SpecialTokenMatcher {
   };
   std::vector<Occurrence> find_occurrences(std::string_view text) const;
 
-  std::vector<int32_t> order_;        // token ids, longest text first
-  std::vector<size_t> lengths_;       // text length per rank
+  std::vector<int32_t> order_;   // token ids, longest text first
+  std::vector<size_t> lengths_;  // text length per rank
   // Trie over the texts: edge (node << 8 | byte) -> child; node 0 is the root.
   std::unordered_map<uint64_t, int32_t> edges_;
   std::vector<int32_t> terminal_rank_;  // per node: rank ending here, or -1

@@ -11,12 +11,9 @@ struct Piece {
   bool operator==(const Piece&) const = default;
 };
 
-std::ostream& operator<<(std::ostream& os, const Piece& p) {
-  return os << "{" << p.token << ", \"" << p.text << "\"}";
-}
+std::ostream& operator<<(std::ostream& os, const Piece& p) { return os << "{" << p.token << ", \"" << p.text << "\"}"; }
 
-std::vector<Piece> split(const std::vector<std::string>& texts, std::vector<int32_t> ids,
-                         std::string_view text) {
+std::vector<Piece> split(const std::vector<std::string>& texts, std::vector<int32_t> ids, std::string_view text) {
   Vocabulary vocab(texts, {}, {});
   SpecialTokenMatcher matcher(vocab, std::move(ids));
   std::vector<Piece> out;
@@ -35,8 +32,7 @@ TEST(SpecialTokenMatcher, LongerTokensAreTakenFirstEverywhere) {
   // llama.cpp's order: "bcd" (longer) splits first, so "ab" no longer fits,
   // although a leftmost scan would have taken "ab".
   EXPECT_EQ(split({"ab", "bcd"}, {0, 1}, "abcd"), (std::vector<Piece>{{-1, "a"}, {1, "bcd"}}));
-  EXPECT_EQ(split({"<|a|>", "<|a|>x"}, {0, 1}, "<|a|>x<|a|>"),
-            (std::vector<Piece>{{1, "<|a|>x"}, {0, "<|a|>"}}));
+  EXPECT_EQ(split({"<|a|>", "<|a|>x"}, {0, 1}, "<|a|>x<|a|>"), (std::vector<Piece>{{1, "<|a|>x"}, {0, "<|a|>"}}));
 }
 
 TEST(SpecialTokenMatcher, OverlappingOccurrencesOfOneTokenTakeTheLeftmost) {

@@ -83,8 +83,7 @@ class SpmSession {
 
   // Every merged symbol is a token by construction; only single characters
   // can be missing from the vocabulary, and those become byte tokens.
-  void emit(const SpmSymbol& sym, const std::array<int32_t, 256>& byte_tokens,
-            std::vector<int32_t>& out) const {
+  void emit(const SpmSymbol& sym, const std::array<int32_t, 256>& byte_tokens, std::vector<int32_t>& out) const {
     std::string_view piece = text_.substr(sym.start, sym.n);
     int32_t id = vocab_.find(piece);
     if (id != kNoToken) {
@@ -117,8 +116,8 @@ std::array<int32_t, 256> spm_byte_tokens(const Vocabulary& vocab, int32_t unk_id
   return table;
 }
 
-void spm_tokenize(const Vocabulary& vocab, const std::array<int32_t, 256>& byte_tokens,
-                  std::string_view text, std::vector<int32_t>& out) {
+void spm_tokenize(const Vocabulary& vocab, const std::array<int32_t, 256>& byte_tokens, std::string_view text,
+                  std::vector<int32_t>& out) {
   SpmSession session(vocab, text);
   session.run(byte_tokens, out);
 }

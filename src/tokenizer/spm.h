@@ -21,7 +21,7 @@ std::array<int32_t, 256> spm_byte_tokens(const Vocabulary& vocab, int32_t unk_id
 // Appends the tokens of `text` to out. `text` must already be escaped (spaces
 // as U+2581, the optional prefix space added). Cost: O(n log n) in the
 // number of characters, one hash lookup per candidate pair.
-void spm_tokenize(const Vocabulary& vocab, const std::array<int32_t, 256>& byte_tokens,
-                  std::string_view text, std::vector<int32_t>& out);
+void spm_tokenize(const Vocabulary& vocab, const std::array<int32_t, 256>& byte_tokens, std::string_view text,
+                  std::vector<int32_t>& out);
 
 }  // namespace tokenmill::tokenizer

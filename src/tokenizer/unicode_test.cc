@@ -35,13 +35,13 @@ TEST(Utf8, CheckSequence) {
   EXPECT_EQ(utf8_check_sequence("a"), 1);
   EXPECT_EQ(utf8_check_sequence("\xC3\xA9"), 2);
   EXPECT_EQ(utf8_check_sequence("\xF0\x9F\xA6\x99"), 4);
-  EXPECT_EQ(utf8_check_sequence("\xF0\x9F\xA6"), 0);  // incomplete
-  EXPECT_EQ(utf8_check_sequence("\x80"), -1);           // stray continuation
-  EXPECT_EQ(utf8_check_sequence("\xC0\x80"), -1);       // overlong lead
-  EXPECT_EQ(utf8_check_sequence("\xE0\x80\x80"), -1);   // overlong
-  EXPECT_EQ(utf8_check_sequence("\xED\xA0\x80"), -1);   // surrogate
+  EXPECT_EQ(utf8_check_sequence("\xF0\x9F\xA6"), 0);       // incomplete
+  EXPECT_EQ(utf8_check_sequence("\x80"), -1);              // stray continuation
+  EXPECT_EQ(utf8_check_sequence("\xC0\x80"), -1);          // overlong lead
+  EXPECT_EQ(utf8_check_sequence("\xE0\x80\x80"), -1);      // overlong
+  EXPECT_EQ(utf8_check_sequence("\xED\xA0\x80"), -1);      // surrogate
   EXPECT_EQ(utf8_check_sequence("\xF4\x90\x80\x80"), -1);  // above U+10FFFF
-  EXPECT_EQ(utf8_check_sequence("\xE2\x96x"), -2);      // broken after two bytes
+  EXPECT_EQ(utf8_check_sequence("\xE2\x96x"), -2);         // broken after two bytes
 }
 
 TEST(Utf8, AppendCompleteHoldsBackIncompleteTail) {
@@ -65,8 +65,13 @@ TEST(Utf8, CharLengthFollowsTheLeadByte) {
 }
 
 TEST(Spm, EscapeAndUnescapeSpaces) {
-  EXPECT_EQ(spm_escape_spaces(" a  b"), "\xE2\x96\x81" "a\xE2\x96\x81\xE2\x96\x81" "b");
-  EXPECT_EQ(spm_unescape_spaces("\xE2\x96\x81" "a\xE2\x96\x81"), " a ");
+  EXPECT_EQ(spm_escape_spaces(" a  b"),
+            "\xE2\x96\x81"
+            "a\xE2\x96\x81\xE2\x96\x81"
+            "b");
+  EXPECT_EQ(spm_unescape_spaces("\xE2\x96\x81"
+                                "a\xE2\x96\x81"),
+            " a ");
 }
 
 }  // namespace

@@ -109,8 +109,8 @@ TEST_P(VocabConformance, RandomBytesRoundTrip) {
   // Mixed ASCII, multi-byte characters and bytes that are not UTF-8 at all:
   // every vocabulary here is lossless on them (byte fallback or byte-level).
   Tokenizer t = Tokenizer::from_gguf(gguf::GgufFile::open(path_.string()));
-  const std::vector<std::string> atoms = {"a", "Z", " ", "  ", "\n", "\t", "7", "'s", "!",
-                                          "\xC3\xA9", "\xE4\xBD\xA0", "\xF0\x9F\xA6\x99",
+  const std::vector<std::string> atoms = {"a",    "Z",    " ",    "  ",       "\n",           "\t",
+                                          "7",    "'s",   "!",    "\xC3\xA9", "\xE4\xBD\xA0", "\xF0\x9F\xA6\x99",
                                           "\xFF", "\x80", "\xC3", "\xE2\x96"};
   // Some byte-level vocabularies have no plain token for bytes that never
   // occur in UTF-8 (falcon and starcoder lack 0xFF; deepseek-coder has them
@@ -134,8 +134,7 @@ TEST_P(VocabConformance, RandomBytesRoundTrip) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Vocabs, VocabConformance,
-                         ::testing::Values("llama-spm", "gpt-2", "falcon", "starcoder",
-                                           "deepseek-coder"),
+                         ::testing::Values("llama-spm", "gpt-2", "falcon", "starcoder", "deepseek-coder"),
                          [](const auto& info) {
                            std::string name = info.param;
                            std::replace(name.begin(), name.end(), '-', '_');

@@ -4,8 +4,7 @@
 
 namespace tokenmill::tokenizer {
 
-Vocabulary::Vocabulary(std::vector<std::string> texts, std::vector<float> scores,
-                       std::vector<TokenType> types)
+Vocabulary::Vocabulary(std::vector<std::string> texts, std::vector<float> scores, std::vector<TokenType> types)
     : texts_(std::move(texts)), scores_(std::move(scores)), types_(std::move(types)) {
   TM_CHECK(scores_.empty() || scores_.size() == texts_.size());
   if (types_.empty()) types_.assign(texts_.size(), TokenType::kNormal);

@@ -40,8 +40,7 @@ class Vocabulary {
   // scores and types are either empty (all 0 / all normal) or one per token;
   // the caller has checked that. When a text occurs twice, the later id wins
   // (as in llama.cpp).
-  Vocabulary(std::vector<std::string> texts, std::vector<float> scores,
-             std::vector<TokenType> types);
+  Vocabulary(std::vector<std::string> texts, std::vector<float> scores, std::vector<TokenType> types);
 
   int32_t size() const { return static_cast<int32_t>(texts_.size()); }
   bool contains(int32_t id) const { return id >= 0 && id < size(); }

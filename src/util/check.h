@@ -18,14 +18,16 @@ namespace tokenmill {
 
 }  // namespace tokenmill
 
-#define TM_CHECK(cond) \
-  do {                 \
-    if (!(cond)) [[unlikely]] ::tokenmill::check_failed(#cond, ""); \
+#define TM_CHECK(cond)                      \
+  do {                                      \
+    if (!(cond)) [[unlikely]]               \
+      ::tokenmill::check_failed(#cond, ""); \
   } while (0)
 
-#define TM_CHECK_MSG(cond, msg) \
-  do {                          \
-    if (!(cond)) [[unlikely]] ::tokenmill::check_failed(#cond, msg); \
+#define TM_CHECK_MSG(cond, msg)              \
+  do {                                       \
+    if (!(cond)) [[unlikely]]                \
+      ::tokenmill::check_failed(#cond, msg); \
   } while (0)
 
 #ifdef NDEBUG

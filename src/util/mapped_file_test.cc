@@ -33,9 +33,7 @@ TEST(MappedFile, ReleasedPagesReadBackUnchanged) {
   std::filesystem::remove(path);
 }
 
-TEST(MappedFile, MissingFileIsAnError) {
-  EXPECT_THROW(MappedFile::open("/nonexistent/tokenmill/file.gguf"), Error);
-}
+TEST(MappedFile, MissingFileIsAnError) { EXPECT_THROW(MappedFile::open("/nonexistent/tokenmill/file.gguf"), Error); }
 
 }  // namespace
 }  // namespace tokenmill

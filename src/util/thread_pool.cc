@@ -79,8 +79,8 @@ int64_t default_spin_us() {
   char* end = nullptr;
   const long long v = std::strtoll(env, &end, 10);
   if (*end != '\0' || v < 0 || v > 1000000) {
-    throw Error("TOKENMILL_SPIN_US must be a whole number of microseconds in [0, 1000000] (got '" +
-                std::string(env) + "')");
+    throw Error("TOKENMILL_SPIN_US must be a whole number of microseconds in [0, 1000000] (got '" + std::string(env) +
+                "')");
   }
   return v;
 }

@@ -77,7 +77,7 @@ class ThreadPool {
   std::atomic<uint64_t> generation_{0};
   std::atomic<int> pending_{0};
   std::atomic<bool> stop_{false};
-  int sleeping_workers_ = 0;     // guarded by mutex_
+  int sleeping_workers_ = 0;      // guarded by mutex_
   bool caller_sleeping_ = false;  // guarded by mutex_
   int64_t job_n_ = 0;
   const std::function<void(int, int64_t, int64_t)>* job_ = nullptr;

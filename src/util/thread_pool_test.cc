@@ -136,7 +136,8 @@ TEST(ThreadPool, PinsThreadsToTheAllowedCpus) {
     EXPECT_TRUE(pool.pinned());
     std::vector<int> ran_on(3, -1);
     pool.parallel_for(3, [&](int index, int64_t, int64_t) { ran_on[static_cast<size_t>(index)] = sched_getcpu(); });
-    for (int i = 0; i < 3; ++i) EXPECT_EQ(ran_on[static_cast<size_t>(i)], cpus[static_cast<size_t>(i) % cpus.size()]) << i;
+    for (int i = 0; i < 3; ++i)
+      EXPECT_EQ(ran_on[static_cast<size_t>(i)], cpus[static_cast<size_t>(i) % cpus.size()]) << i;
   }
   ASSERT_EQ(sched_setaffinity(0, sizeof(before), &before), 0);  // the caller was pinned: undo it
   for (const char* bad : {"yes", "2"}) {

@@ -66,8 +66,8 @@ float exp_shift_sum(float* s, int64_t n, float shift) {
 
 }  // namespace
 
-void attend_head(const float* q, const float* k, const float* v, int64_t kv_stride, int64_t j_begin,
-                 int64_t j_end, int64_t head_dim, float scale, float softcap, float* out) {
+void attend_head(const float* q, const float* k, const float* v, int64_t kv_stride, int64_t j_begin, int64_t j_end,
+                 int64_t head_dim, float scale, float softcap, float* out) {
   float scores[kChunk];
   float m = -INFINITY;
   float l = 0.0f;

@@ -65,8 +65,8 @@ void rows_tile(const Fp8Matrix& w, int64_t row_begin, int64_t row_end, const flo
 
 }  // namespace
 
-void matmul_fp8_rows(const Fp8Matrix& w, int64_t row_begin, int64_t row_end, const float* x,
-                     int64_t num_tokens, float* y) {
+void matmul_fp8_rows(const Fp8Matrix& w, int64_t row_begin, int64_t row_end, const float* x, int64_t num_tokens,
+                     float* y) {
   switch (num_tokens) {
     case 1: return rows_tile<1>(w, row_begin, row_end, x, y);
     case 2: return rows_tile<2>(w, row_begin, row_end, x, y);

@@ -67,8 +67,8 @@ MicroFn micro_for(int64_t tokens, bool first, bool partial) {
 
 }  // namespace
 
-void pack_rows(const float* src, int64_t src_stride, int64_t num_src, int64_t cols, int64_t row0,
-               int64_t panel_rows, float* packed) {
+void pack_rows(const float* src, int64_t src_stride, int64_t num_src, int64_t cols, int64_t row0, int64_t panel_rows,
+               float* packed) {
   const int64_t group = row0 / kPackRows;
   const int64_t lane0 = row0 % kPackRows;
   for (int64_t k0 = 0; k0 < cols; k0 += kPackChunk) {
@@ -91,11 +91,10 @@ void pack_rows(const float* src, int64_t src_stride, int64_t num_src, int64_t co
 
 void gemm_packed(const float* packed, int64_t num_rows, int64_t cols, const float* x, int64_t x_stride,
                  int64_t num_tokens, float* y, int64_t y_stride) {
-  for_each_f32_tile<kTokens>(packed, num_rows, cols, x, x_stride, num_tokens, y, y_stride,
-                             [&](const float* wp, int64_t kn, const float* xt, float* yt, int64_t valid, int64_t nt,
-                                 bool first, bool partial) {
-                               micro_for(nt, first, partial)(wp, kn, xt, x_stride, yt, y_stride, valid);
-                             });
+  for_each_f32_tile<kTokens>(
+      packed, num_rows, cols, x, x_stride, num_tokens, y, y_stride,
+      [&](const float* wp, int64_t kn, const float* xt, float* yt, int64_t valid, int64_t nt, bool first,
+          bool partial) { micro_for(nt, first, partial)(wp, kn, xt, x_stride, yt, y_stride, valid); });
 }
 
 }  // namespace tokenmill::kernels::avx2

@@ -31,8 +31,12 @@ constexpr int kTokens = 3;
 constexpr int64_t kDecodePrefetchBytes = 16 * kQ4_0x16BlockBytes;
 
 // Half h (rows 8 h .. 8 h + 7) of the 32-byte segment at p, widened to int16.
-inline __m256i widen_u8(const uint8_t* p) { return _mm256_cvtepu8_epi16(_mm_load_si128(reinterpret_cast<const __m128i*>(p))); }
-inline __m256i widen_s8(const uint8_t* p) { return _mm256_cvtepi8_epi16(_mm_load_si128(reinterpret_cast<const __m128i*>(p))); }
+inline __m256i widen_u8(const uint8_t* p) {
+  return _mm256_cvtepu8_epi16(_mm_load_si128(reinterpret_cast<const __m128i*>(p)));
+}
+inline __m256i widen_s8(const uint8_t* p) {
+  return _mm256_cvtepi8_epi16(_mm_load_si128(reinterpret_cast<const __m128i*>(p)));
+}
 
 // 8 fp16 values / unsigned bytes / signed bytes (one per row) as floats.
 inline __m256 fp16x8(const uint8_t* p) { return _mm256_cvtph_ps(_mm_load_si128(reinterpret_cast<const __m128i*>(p))); }
@@ -148,12 +152,12 @@ inline void q4_k_unit(const InterleavedArgs& m, int64_t u, __m256 (&acc)[T][2]) 
   const uint8_t* mn = sc + 128;
   const RowPair d{{fp16x8(bp + kQ4_Kx16Scales), fp16x8(bp + kQ4_Kx16Scales + 16)}};
   const __m256 zero = _mm256_setzero_ps();
-  const RowPair neg_dmin{{_mm256_sub_ps(zero, fp16x8(bp + kQ4_Kx16Scales + 32)),
-                          _mm256_sub_ps(zero, fp16x8(bp + kQ4_Kx16Scales + 48))}};
-  const auto sub_block = [&](int j, const __m256i (&sums)[T][2]) {
+  const RowPair neg_dmin{
+      {_mm256_sub_ps(zero, fp16x8(bp + kQ4_Kx16Scales + 32)), _mm256_sub_ps(zero, fp16x8(bp + kQ4_Kx16Scales + 48))}};
+  const auto sub_block = [&](int j, const __m256i(&sums)[T][2]) {
     const RowPair scale{{_mm256_mul_ps(u8x8(sc + 16 * j), d.r[0]), _mm256_mul_ps(u8x8(sc + 16 * j + 8), d.r[1])}};
-    const RowPair bias{{_mm256_mul_ps(u8x8(mn + 16 * j), neg_dmin.r[0]),
-                        _mm256_mul_ps(u8x8(mn + 16 * j + 8), neg_dmin.r[1])}};
+    const RowPair bias{
+        {_mm256_mul_ps(u8x8(mn + 16 * j), neg_dmin.r[0]), _mm256_mul_ps(u8x8(mn + 16 * j + 8), neg_dmin.r[1])}};
     flush<T, true>(m, 8 * u + j, sums, scale, bias, acc);
   };
   for (int k = 0; k < 4; ++k) {
@@ -271,16 +275,17 @@ void gemm(const uint8_t* packed, int64_t rows, int64_t cols, int64_t row_begin, 
           int64_t num_tokens, float* y, int64_t y_stride) {
   walk_interleaved<kTokens, kInterleavedUnitCols<L>, kInterleavedUnitBytes<L>, kDecodePrefetchBytes>(
       packed, rows, cols, row_begin, row_end, a, num_tokens, y, y_stride,
-      [](const InterleavedArgs& m, int64_t tokens, bool first, bool partial) { micro_for<L>(tokens, first, partial)(m); });
+      [](const InterleavedArgs& m, int64_t tokens, bool first, bool partial) {
+        micro_for<L>(tokens, first, partial)(m);
+      });
 }
 
 }  // namespace
 
 void gemm_interleaved(gguf::TensorType type, const uint8_t* packed, int64_t rows, int64_t cols, int64_t row_begin,
                       int64_t row_end, const QuantizedActs& a, int64_t num_tokens, float* y, int64_t y_stride) {
-  with_interleaved_type(type, [&]<gguf::TensorType L>() {
-    gemm<L>(packed, rows, cols, row_begin, row_end, a, num_tokens, y, y_stride);
-  });
+  with_interleaved_type(
+      type, [&]<gguf::TensorType L>() { gemm<L>(packed, rows, cols, row_begin, row_end, a, num_tokens, y, y_stride); });
 }
 
 }  // namespace tokenmill::kernels::avx2

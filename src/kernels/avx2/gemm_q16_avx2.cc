@@ -103,15 +103,20 @@ using MicroFn = void (*)(const MicroArgs&);
 template <bool kHalves, int kBias>
 MicroFn micro_for(int64_t tokens, bool first, bool partial) {
   static constexpr MicroFn table[2][2][kTokens] = {
-      {{micro<1, false, false, kHalves, kBias>, micro<2, false, false, kHalves, kBias>, micro<3, false, false, kHalves, kBias>},
-       {micro<1, false, true, kHalves, kBias>, micro<2, false, true, kHalves, kBias>, micro<3, false, true, kHalves, kBias>}},
-      {{micro<1, true, false, kHalves, kBias>, micro<2, true, false, kHalves, kBias>, micro<3, true, false, kHalves, kBias>},
-       {micro<1, true, true, kHalves, kBias>, micro<2, true, true, kHalves, kBias>, micro<3, true, true, kHalves, kBias>}}};
+      {{micro<1, false, false, kHalves, kBias>, micro<2, false, false, kHalves, kBias>,
+        micro<3, false, false, kHalves, kBias>},
+       {micro<1, false, true, kHalves, kBias>, micro<2, false, true, kHalves, kBias>,
+        micro<3, false, true, kHalves, kBias>}},
+      {{micro<1, true, false, kHalves, kBias>, micro<2, true, false, kHalves, kBias>,
+        micro<3, true, false, kHalves, kBias>},
+       {micro<1, true, true, kHalves, kBias>, micro<2, true, true, kHalves, kBias>,
+        micro<3, true, true, kHalves, kBias>}}};
   return table[first][partial][tokens - 1];
 }
 
 MicroFn micro_for(bool halves, int bias, int64_t tokens, bool first, bool partial) {
-  if (halves) return bias == 16 ? micro_for<true, 16>(tokens, first, partial) : micro_for<true, 0>(tokens, first, partial);
+  if (halves)
+    return bias == 16 ? micro_for<true, 16>(tokens, first, partial) : micro_for<true, 0>(tokens, first, partial);
   return bias == 32 ? micro_for<false, 32>(tokens, first, partial) : micro_for<false, 0>(tokens, first, partial);
 }
 

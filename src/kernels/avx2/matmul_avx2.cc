@@ -136,8 +136,8 @@ void dense_rows(const WeightView& w, int64_t elem_bytes, int64_t r0, int64_t r1,
 }
 
 template <class L>
-void dense_rows_any(const WeightView& w, int64_t elem_bytes, int64_t r0, int64_t r1, const float* x,
-                    int64_t num_tokens, float* y) {
+void dense_rows_any(const WeightView& w, int64_t elem_bytes, int64_t r0, int64_t r1, const float* x, int64_t num_tokens,
+                    float* y) {
   switch (num_tokens) {
     case 1: return dense_rows<L, 1>(w, elem_bytes, r0, r1, x, y);
     case 2: return dense_rows<L, 2>(w, elem_bytes, r0, r1, x, y);
@@ -155,14 +155,14 @@ void convert_row(const void* src, float* dst, int64_t n) {
 
 }  // namespace
 
-void gemm_f32(const float* w, int64_t w_stride, int64_t num_rows, const float* x, int64_t x_stride,
-              int64_t num_tokens, int64_t cols, float* y, int64_t y_stride) {
+void gemm_f32(const float* w, int64_t w_stride, int64_t num_rows, const float* x, int64_t x_stride, int64_t num_tokens,
+              int64_t cols, float* y, int64_t y_stride) {
   for (int64_t r = 0; r < num_rows; r += kTileRows) {
     const int64_t nr = num_rows - r < kTileRows ? num_rows - r : kTileRows;
     for (int64_t t = 0; t < num_tokens; t += kTileTokens) {
       const int64_t nt = num_tokens - t < kTileTokens ? num_tokens - t : kTileTokens;
-      kTiles[nr - 1][nt - 1](w + r * w_stride, w_stride, x + t * x_stride, x_stride, cols,
-                             y + t * y_stride + r, y_stride);
+      kTiles[nr - 1][nt - 1](w + r * w_stride, w_stride, x + t * x_stride, x_stride, cols, y + t * y_stride + r,
+                             y_stride);
     }
   }
 }
@@ -186,21 +186,17 @@ bool fused_supports(TensorType type) {
     case TensorType::Q4_0:
     case TensorType::Q5_0:
     case TensorType::Q4_K:
-    case TensorType::Q6_K:
-      return true;
-    default:
-      return false;
+    case TensorType::Q6_K: return true;
+    default: return false;
   }
 }
 
-void fused_rows(const WeightView& w, int64_t row_begin, int64_t row_end, const float* x,
-                int64_t num_tokens, float* y) {
+void fused_rows(const WeightView& w, int64_t row_begin, int64_t row_end, const float* x, int64_t num_tokens, float* y) {
   switch (w.type) {
     case TensorType::F32: return dense_rows_any<F32Row>(w, 4, row_begin, row_end, x, num_tokens, y);
     case TensorType::F16: return dense_rows_any<F16Row>(w, 2, row_begin, row_end, x, num_tokens, y);
     case TensorType::BF16: return dense_rows_any<BF16Row>(w, 2, row_begin, row_end, x, num_tokens, y);
-    default:
-      fused_rows_quant(w, row_begin, row_end, x, num_tokens, y);
+    default: fused_rows_quant(w, row_begin, row_end, x, num_tokens, y);
   }
 }
 

@@ -100,10 +100,9 @@ struct Q5_0 {
   static __m256i high_bits(const uint8_t* qh_ptr) {
     uint32_t qh;
     memcpy(&qh, qh_ptr, 4);
-    const __m256i spread = _mm256_shuffle_epi8(
-        _mm256_set1_epi32(static_cast<int>(qh)),
-        _mm256_setr_epi8(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1,
-                         2, 2, 2, 2, 2, 2, 2, 2, 3, 3, 3, 3, 3, 3, 3, 3));
+    const __m256i spread = _mm256_shuffle_epi8(_mm256_set1_epi32(static_cast<int>(qh)),
+                                               _mm256_setr_epi8(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1, 2, 2, 2,
+                                                                2, 2, 2, 2, 2, 3, 3, 3, 3, 3, 3, 3, 3));
     const __m256i bit = _mm256_set1_epi64x(static_cast<int64_t>(0x8040201008040201ULL));
     const __m256i set = _mm256_cmpeq_epi8(_mm256_and_si256(spread, bit), bit);
     return _mm256_and_si256(set, _mm256_set1_epi8(16));
@@ -238,8 +237,8 @@ bool dequantize_row_quant(TensorType type, const void* src, float* dst, int64_t 
   }
 }
 
-bool fused_rows_quant(const WeightView& w, int64_t row_begin, int64_t row_end, const float* x,
-                      int64_t num_tokens, float* y) {
+bool fused_rows_quant(const WeightView& w, int64_t row_begin, int64_t row_end, const float* x, int64_t num_tokens,
+                      float* y) {
   switch (w.type) {
     case TensorType::Q8_0: quant_rows_any<Q8_0>(w, row_begin, row_end, x, num_tokens, y); return true;
     case TensorType::Q4_0: quant_rows_any<Q4_0>(w, row_begin, row_end, x, num_tokens, y); return true;

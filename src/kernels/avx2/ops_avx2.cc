@@ -42,8 +42,7 @@ void rms_norm(const float* x, const float* w, float* out, int64_t n, float eps) 
     add_squares_pd(_mm256_maskload_ps(x + i, tail_mask(n - i)), a0, a1);
   }
   const double sum_sq = hsum_pd(_mm256_add_pd(_mm256_add_pd(a0, a1), _mm256_add_pd(a2, a3)));
-  const __m256 inv =
-      _mm256_set1_ps(static_cast<float>(1.0 / sqrt(sum_sq / static_cast<double>(n) + eps)));
+  const __m256 inv = _mm256_set1_ps(static_cast<float>(1.0 / sqrt(sum_sq / static_cast<double>(n) + eps)));
   if (w != nullptr) {
     map2(out, x, w, n, [inv](__m256 a, __m256 b) { return _mm256_mul_ps(_mm256_mul_ps(a, inv), b); });
   } else {

@@ -205,7 +205,7 @@ void attend_group(const PagedKv& kv, const int32_t* table, int64_t kv_head, cons
   alignas(32) float v_buf[kQuant ? kQuantBuffer : 1];
   const uint8_t* k_rows[kChunk];
   const uint8_t* v_rows[kChunk];
-  float scores[kChunk][G];  // [key, head]
+  float scores[kChunk][G];   // [key, head]
   float weights[G][kChunk];  // [head, key]
   float m[G], l[G];
   for (int g = 0; g < G; ++g) m[g] = -INFINITY, l[g] = 0.0f;
@@ -223,7 +223,7 @@ void attend_group(const PagedKv& kv, const int32_t* table, int64_t kv_head, cons
         weights[g][i] = s;
         chunk_max = s > chunk_max ? s : chunk_max;
       }
-      if (chunk_max > m[g]) {  // rescale the previous chunks' state to the new max
+      if (chunk_max > m[g]) {                       // rescale the previous chunks' state to the new max
         const float keep = expf(m[g] - chunk_max);  // 0 for the first chunk (m = -inf)
         l[g] *= keep;
         // GCC (C++: -ffp-contract=fast) may fuse this product with the sum
@@ -241,8 +241,8 @@ void attend_group(const PagedKv& kv, const int32_t* table, int64_t kv_head, cons
   for (int g = 0; g < G; ++g) scale_inplace(out + g * head_dim, l[g] > 0.0f ? 1.0f / l[g] : 0.0f, head_dim);
 }
 
-using GroupKernel = void (*)(const PagedKv&, const int32_t*, int64_t, const float*, int64_t, int64_t,
-                             int64_t, float, float, float*);
+using GroupKernel = void (*)(const PagedKv&, const int32_t*, int64_t, const float*, int64_t, int64_t, int64_t, float,
+                             float, float*);
 
 template <Mode kMode>
 GroupKernel pick(int64_t num_heads) {
@@ -262,8 +262,8 @@ GroupKernel pick(int64_t num_heads) {
 }  // namespace
 
 void paged_attend_group(const PagedKv& kv, const int32_t* block_table, int64_t kv_head, const float* q,
-                        int64_t num_heads, int64_t j_begin, int64_t j_end, int64_t head_dim, float scale,
-                        float softcap, float* out) {
+                        int64_t num_heads, int64_t j_begin, int64_t j_end, int64_t head_dim, float scale, float softcap,
+                        float* out) {
   static_assert(kMaxPagedGroup == 8, "pick() covers 1..8 heads");
   GroupKernel kernel = nullptr;
   switch (kv.dtype) {

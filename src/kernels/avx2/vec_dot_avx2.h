@@ -55,9 +55,7 @@ inline uint16_t load_u16(const uint8_t* p) {
   return v;
 }
 
-inline float fp16_to_f32(const uint8_t* p) {
-  return _mm_cvtss_f32(_mm_cvtph_ps(_mm_cvtsi32_si128(load_u16(p))));
-}
+inline float fp16_to_f32(const uint8_t* p) { return _mm_cvtss_f32(_mm_cvtph_ps(_mm_cvtsi32_si128(load_u16(p)))); }
 
 inline __m256i madd_q(__m256i w, const int16_t* q) {
   return _mm256_madd_epi16(w, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(q)));
@@ -80,11 +78,11 @@ struct Tree8 {
 
 // The 8 fp16 values at p, p + stride, ... p + 7 * stride as floats.
 inline __m256 gather_fp16_8(const uint8_t* p, int64_t stride) {
-  return _mm256_cvtph_ps(_mm_setr_epi16(
-      static_cast<int16_t>(load_u16(p)), static_cast<int16_t>(load_u16(p + stride)),
-      static_cast<int16_t>(load_u16(p + 2 * stride)), static_cast<int16_t>(load_u16(p + 3 * stride)),
-      static_cast<int16_t>(load_u16(p + 4 * stride)), static_cast<int16_t>(load_u16(p + 5 * stride)),
-      static_cast<int16_t>(load_u16(p + 6 * stride)), static_cast<int16_t>(load_u16(p + 7 * stride))));
+  return _mm256_cvtph_ps(
+      _mm_setr_epi16(static_cast<int16_t>(load_u16(p)), static_cast<int16_t>(load_u16(p + stride)),
+                     static_cast<int16_t>(load_u16(p + 2 * stride)), static_cast<int16_t>(load_u16(p + 3 * stride)),
+                     static_cast<int16_t>(load_u16(p + 4 * stride)), static_cast<int16_t>(load_u16(p + 5 * stride)),
+                     static_cast<int16_t>(load_u16(p + 6 * stride)), static_cast<int16_t>(load_u16(p + 7 * stride))));
 }
 
 // Per-group weight-side data of 8 consecutive 32-element blocks: their
@@ -229,8 +227,8 @@ void q16_decode_row(const uint8_t* row, int64_t cols, int16_t* q, float* scale16
 // Rows [r0, r1) of w (type D) for num_tokens <= kMaxQ16RowTokens tokens of a;
 // y[t * rows + r]. `rows`/`cols` are the matrix shape.
 template <class D>
-void q16_rows(const uint8_t* data, int64_t rows, int64_t cols, int64_t r0, int64_t r1,
-              const QuantizedActs& a, int64_t num_tokens, float* y) {
+void q16_rows(const uint8_t* data, int64_t rows, int64_t cols, int64_t r0, int64_t r1, const QuantizedActs& a,
+              int64_t num_tokens, float* y) {
   walk_q16_rows(data, cols / D::kBlock * D::kBytes, rows, cols, r0, r1, a, num_tokens, y,
                 []<int T>(const uint8_t* r, int64_t c, const QuantizedActs& at, float* yt, int64_t ys) {
                   q16_row<D, T>(r, c, at, yt, ys);

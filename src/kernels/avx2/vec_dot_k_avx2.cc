@@ -26,12 +26,13 @@ inline void scales_mins_6bit(const uint8_t* b, __m256& sc, __m256& mn) {
   const __m128i top = _mm_and_si128(_mm_srli_epi16(lo_raw, 2), _mm_set1_epi8(0x30));  // (q >> 6) << 4
   const __m128i lo = _mm_and_si128(lo_raw, _mm_set1_epi8(63));                        // [sc0..3, m0..3]
   const __m128i hi = _mm_or_si128(c_nib, top);                                        // [sc4..7, m4..7]
-  const __m128i all = _mm_unpacklo_epi32(lo, hi);  // sc0..3, sc4..7, m0..3, m4..7
-  const __m128 dd = _mm_cvtph_ps(v);               // d, dmin
+  const __m128i all = _mm_unpacklo_epi32(lo, hi);                                     // sc0..3, sc4..7, m0..3, m4..7
+  const __m128 dd = _mm_cvtph_ps(v);                                                  // d, dmin
   const __m256 d = _mm256_broadcastss_ps(dd);
   const __m256 dmin = _mm256_broadcastss_ps(_mm_movehdup_ps(dd));
   sc = _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(all)), d);
-  mn = _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_srli_si128(all, 8))), _mm256_sub_ps(_mm256_setzero_ps(), dmin));
+  mn = _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_srli_si128(all, 8))),
+                     _mm256_sub_ps(_mm256_setzero_ps(), dmin));
 }
 
 // 16 signed bytes -> two vectors of 8 floats times d.
@@ -93,10 +94,10 @@ struct Q4_K {
   static constexpr int64_t kBlock = 256, kBytes = 144;
   static constexpr bool kHalves = false;
   static constexpr int kBias = 32;
-  struct Ctx { __m256 scale[1], bias[1]; };
-  static void prepare(const uint8_t* b, Ctx& c) {
-    scales_mins_6bit(b, c.scale[0], c.bias[0]);
-  }
+  struct Ctx {
+    __m256 scale[1], bias[1];
+  };
+  static void prepare(const uint8_t* b, Ctx& c) { scales_mins_6bit(b, c.scale[0], c.bias[0]); }
   static void decode(const uint8_t* b, const Ctx&, int s, __m256i& w0, __m256i& w1) {
     nibbles32_16(b + 16 + 32 * (s / 2), (s & 1) != 0, w0, w1);
   }
@@ -107,12 +108,13 @@ struct Q5_K {
   static constexpr int64_t kBlock = 256, kBytes = 176;
   static constexpr bool kHalves = false;
   static constexpr int kBias = 32;
-  struct Ctx { __m256 scale[1], bias[1]; };
-  static void prepare(const uint8_t* b, Ctx& c) {
-    scales_mins_6bit(b, c.scale[0], c.bias[0]);
-  }
+  struct Ctx {
+    __m256 scale[1], bias[1];
+  };
+  static void prepare(const uint8_t* b, Ctx& c) { scales_mins_6bit(b, c.scale[0], c.bias[0]); }
   static __m256i fifth(const uint8_t* qh, int s) {
-    const __m256i h = _mm256_and_si256(_mm256_cvtepu8_epi16(load128(qh)), _mm256_set1_epi16(static_cast<int16_t>(1 << s)));
+    const __m256i h =
+        _mm256_and_si256(_mm256_cvtepu8_epi16(load128(qh)), _mm256_set1_epi16(static_cast<int16_t>(1 << s)));
     return s <= 4 ? _mm256_sll_epi16(h, _mm_cvtsi32_si128(4 - s)) : _mm256_srl_epi16(h, _mm_cvtsi32_si128(s - 4));
   }
   static void decode(const uint8_t* b, const Ctx&, int s, __m256i& w0, __m256i& w1) {
@@ -128,7 +130,9 @@ struct Q6_K {
   static constexpr int64_t kBlock = 256, kBytes = 210;
   static constexpr bool kHalves = true;
   static constexpr int kBias = 0;
-  struct Ctx { __m256 scale[2], bias[2]; };
+  struct Ctx {
+    __m256 scale[2], bias[2];
+  };
   static void prepare(const uint8_t* b, Ctx& c) { scales16(load128(b + 192), fp16_to_f32(b + 208), c.scale); }
   static void decode(const uint8_t* b, const Ctx&, int s, __m256i& w0, __m256i& w1) {
     const int h = s / 4, k = s % 4;
@@ -146,7 +150,9 @@ struct Q3_K {
   static constexpr int64_t kBlock = 256, kBytes = 110;
   static constexpr bool kHalves = true;
   static constexpr int kBias = 0;
-  struct Ctx { __m256 scale[2], bias[2]; };
+  struct Ctx {
+    __m256 scale[2], bias[2];
+  };
   // Scale k: low 4 bits from scales[k] (k < 8) or scales[k - 8] >> 4, high 2
   // bits from scales[8 + k % 4] >> 2 (k / 4): all 16 at once.
   static void prepare(const uint8_t* b, Ctx& c) {
@@ -158,8 +164,8 @@ struct Q3_K {
     const __m128i l = _mm_cvtsi64_si128(static_cast<int64_t>(low8));
     const __m128i mask4 = _mm_set1_epi8(15);
     const __m128i low = _mm_unpacklo_epi64(_mm_and_si128(l, mask4), _mm_and_si128(_mm_srli_epi16(l, 4), mask4));
-    const __m128i high = _mm_and_si128(_mm_srlv_epi32(_mm_set1_epi32(static_cast<int>(high4)), _mm_setr_epi32(0, 2, 4, 6)),
-                                       _mm_set1_epi8(3));
+    const __m128i high = _mm_and_si128(
+        _mm_srlv_epi32(_mm_set1_epi32(static_cast<int>(high4)), _mm_setr_epi32(0, 2, 4, 6)), _mm_set1_epi8(3));
     const __m128i sc = _mm_sub_epi8(_mm_or_si128(low, _mm_slli_epi16(high, 4)), _mm_set1_epi8(32));
     scales16(sc, fp16_to_f32(b + 108), c.scale);
   }
@@ -179,7 +185,9 @@ struct Q2_K {
   static constexpr int64_t kBlock = 256, kBytes = 84;
   static constexpr bool kHalves = true;
   static constexpr int kBias = 16;
-  struct Ctx { __m256 scale[2], bias[2]; };
+  struct Ctx {
+    __m256 scale[2], bias[2];
+  };
   static void prepare(const uint8_t* b, Ctx& c) {
     const __m128i v = load128(b);
     const __m128i mask4 = _mm_set1_epi8(15);
@@ -201,15 +209,13 @@ bool q16_supports_k(TensorType type) {
     case TensorType::Q3_K:
     case TensorType::Q4_K:
     case TensorType::Q5_K:
-    case TensorType::Q6_K:
-      return true;
-    default:
-      return false;
+    case TensorType::Q6_K: return true;
+    default: return false;
   }
 }
 
-void q16_rows_k(const WeightView& w, int64_t row_begin, int64_t row_end, const QuantizedActs& a,
-                int64_t num_tokens, float* y) {
+void q16_rows_k(const WeightView& w, int64_t row_begin, int64_t row_end, const QuantizedActs& a, int64_t num_tokens,
+                float* y) {
   const auto* data = static_cast<const uint8_t*>(w.data);
   switch (w.type) {
     case TensorType::Q2_K: return q16_rows<Q2_K>(data, w.rows, w.cols, row_begin, row_end, a, num_tokens, y);

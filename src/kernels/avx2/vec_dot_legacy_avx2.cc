@@ -105,15 +105,13 @@ bool q16_supports(TensorType type) {
     case TensorType::Q4_0:
     case TensorType::Q4_1:
     case TensorType::Q5_0:
-    case TensorType::Q5_1:
-      return true;
-    default:
-      return q16_supports_k(type);
+    case TensorType::Q5_1: return true;
+    default: return q16_supports_k(type);
   }
 }
 
-void q16_rows(const WeightView& w, int64_t row_begin, int64_t row_end, const QuantizedActs& a,
-              int64_t num_tokens, float* y) {
+void q16_rows(const WeightView& w, int64_t row_begin, int64_t row_end, const QuantizedActs& a, int64_t num_tokens,
+              float* y) {
   const auto* data = static_cast<const uint8_t*>(w.data);
   switch (w.type) {
     case TensorType::Q8_0: return q16_rows<Q8_0>(data, w.rows, w.cols, row_begin, row_end, a, num_tokens, y);

@@ -12,8 +12,7 @@ namespace tokenmill::kernels::avx2 {
 namespace {
 
 template <int NT>
-void rows_tile(const WeightView& w, int64_t row_begin, int64_t row_end, const int8_t* qx, const float* sx,
-               float* y) {
+void rows_tile(const WeightView& w, int64_t row_begin, int64_t row_end, const int8_t* qx, const float* sx, float* y) {
   const int64_t nb = w.cols / kQK8_0;
   const auto* blocks = static_cast<const BlockQ8_0*>(w.data);
   const __m256i ones = _mm256_set1_epi16(1);

@@ -34,11 +34,13 @@ inline __m256i load256(const uint8_t* p) { return _mm256_load_si256(reinterpret_
 
 // 16 unsigned bytes (one per row) as floats.
 inline __m512 bytes_to_float(const uint8_t* p) {
-  return to_float(_mm512_maskz_cvtepu8_epi32(static_cast<__mmask16>(0xFFFF), _mm_load_si128(reinterpret_cast<const __m128i*>(p))));
+  return to_float(
+      _mm512_maskz_cvtepu8_epi32(static_cast<__mmask16>(0xFFFF), _mm_load_si128(reinterpret_cast<const __m128i*>(p))));
 }
 // 16 signed bytes as floats.
 inline __m512 signed_bytes_to_float(const uint8_t* p) {
-  return to_float(_mm512_maskz_cvtepi8_epi32(static_cast<__mmask16>(0xFFFF), _mm_load_si128(reinterpret_cast<const __m128i*>(p))));
+  return to_float(
+      _mm512_maskz_cvtepi8_epi32(static_cast<__mmask16>(0xFFFF), _mm_load_si128(reinterpret_cast<const __m128i*>(p))));
 }
 
 // Independent integer accumulators per token and block: vpdpwssd has a
@@ -46,11 +48,14 @@ inline __m512 signed_bytes_to_float(const uint8_t* p) {
 // pipes idle when there are few tokens (decode: one). Integer sums are
 // exact, so the split does not change the results.
 template <int T>
-constexpr int kChains = T == 1 ? 4 : T == 2 ? 2 : 1;
+constexpr int kChains = T == 1   ? 4
+                        : T == 2 ? 2
+                                 : 1;
 
 // acc[t] += float(sum of the chains) * (scale * d_act) [+ bias * s32_act].
 template <int T, int C, bool kBias = true>
-inline void flush(const InterleavedArgs& m, int64_t blk, __m512i (&sums)[T][C], __m512 scale, __m512 bias, __m512 (&acc)[T]) {
+inline void flush(const InterleavedArgs& m, int64_t blk, __m512i (&sums)[T][C], __m512 scale, __m512 bias,
+                  __m512 (&acc)[T]) {
 #pragma GCC unroll 6
   for (int t = 0; t < T; ++t) {
     __m512i total = sums[t][0];
@@ -66,15 +71,16 @@ inline void flush(const InterleavedArgs& m, int64_t blk, __m512i (&sums)[T][C], 
 template <int T, int C>
 inline void dot_pair(const InterleavedArgs& m, __m512i w, int64_t col, int chain, __m512i (&sums)[T][C]) {
 #pragma GCC unroll 6
-  for (int t = 0; t < T; ++t) sums[t][chain] = _mm512_dpwssd_epi32(sums[t][chain], w, bcast_pair(m.q + t * m.q_stride + col));
+  for (int t = 0; t < T; ++t)
+    sums[t][chain] = _mm512_dpwssd_epi32(sums[t][chain], w, bcast_pair(m.q + t * m.q_stride + col));
 }
 
 // Column pairs 0..n-1 of two blocks (a: low nibbles, b: high ones) from n
 // consecutive 32-byte segments at seg; activations of block a at column
 // qa, of block b at qb (pair p at + 2 p).
 template <int T, int C>
-inline void nibble_pairs(const uint8_t* seg, int n, const InterleavedArgs& m, int64_t qa, int64_t qb, __m512i (&sa)[T][C],
-                         __m512i (&sb)[T][C]) {
+inline void nibble_pairs(const uint8_t* seg, int n, const InterleavedArgs& m, int64_t qa, int64_t qb,
+                         __m512i (&sa)[T][C], __m512i (&sb)[T][C]) {
   const __m512i low4 = _mm512_set1_epi16(15);
 #pragma GCC unroll 16
   for (int p = 0; p < n; ++p) {
@@ -250,16 +256,17 @@ void gemm(const uint8_t* packed, int64_t rows, int64_t cols, int64_t row_begin, 
           int64_t num_tokens, float* y, int64_t y_stride) {
   walk_interleaved<kTokens, kInterleavedUnitCols<L>, kInterleavedUnitBytes<L>, kDecodePrefetchBytes>(
       packed, rows, cols, row_begin, row_end, a, num_tokens, y, y_stride,
-      [](const InterleavedArgs& m, int64_t tokens, bool first, bool partial) { micro_for<L>(tokens, first, partial)(m); });
+      [](const InterleavedArgs& m, int64_t tokens, bool first, bool partial) {
+        micro_for<L>(tokens, first, partial)(m);
+      });
 }
 
 }  // namespace
 
 void gemm_interleaved(gguf::TensorType type, const uint8_t* packed, int64_t rows, int64_t cols, int64_t row_begin,
                       int64_t row_end, const QuantizedActs& a, int64_t num_tokens, float* y, int64_t y_stride) {
-  with_interleaved_type(type, [&]<gguf::TensorType L>() {
-    gemm<L>(packed, rows, cols, row_begin, row_end, a, num_tokens, y, y_stride);
-  });
+  with_interleaved_type(
+      type, [&]<gguf::TensorType L>() { gemm<L>(packed, rows, cols, row_begin, row_end, a, num_tokens, y, y_stride); });
 }
 
 }  // namespace tokenmill::kernels::avx512

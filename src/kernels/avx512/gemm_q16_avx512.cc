@@ -76,18 +76,23 @@ void micro(const MicroArgs& m) {
 using MicroFn = void (*)(const MicroArgs&);
 
 template <bool kFirst, bool kPartial, bool kHalves, int kBias>
-constexpr MicroFn kByTokens[kTokens] = {micro<1, kFirst, kPartial, kHalves, kBias>, micro<2, kFirst, kPartial, kHalves, kBias>,
-                                        micro<3, kFirst, kPartial, kHalves, kBias>, micro<4, kFirst, kPartial, kHalves, kBias>,
-                                        micro<5, kFirst, kPartial, kHalves, kBias>, micro<6, kFirst, kPartial, kHalves, kBias>};
+constexpr MicroFn kByTokens[kTokens] = {
+    micro<1, kFirst, kPartial, kHalves, kBias>, micro<2, kFirst, kPartial, kHalves, kBias>,
+    micro<3, kFirst, kPartial, kHalves, kBias>, micro<4, kFirst, kPartial, kHalves, kBias>,
+    micro<5, kFirst, kPartial, kHalves, kBias>, micro<6, kFirst, kPartial, kHalves, kBias>};
 
 template <bool kHalves, int kBias>
 MicroFn micro_for(int64_t tokens, bool first, bool partial) {
-  if (first) return partial ? kByTokens<true, true, kHalves, kBias>[tokens - 1] : kByTokens<true, false, kHalves, kBias>[tokens - 1];
-  return partial ? kByTokens<false, true, kHalves, kBias>[tokens - 1] : kByTokens<false, false, kHalves, kBias>[tokens - 1];
+  if (first)
+    return partial ? kByTokens<true, true, kHalves, kBias>[tokens - 1]
+                   : kByTokens<true, false, kHalves, kBias>[tokens - 1];
+  return partial ? kByTokens<false, true, kHalves, kBias>[tokens - 1]
+                 : kByTokens<false, false, kHalves, kBias>[tokens - 1];
 }
 
 MicroFn micro_for(bool halves, int bias, int64_t tokens, bool first, bool partial) {
-  if (halves) return bias == 16 ? micro_for<true, 16>(tokens, first, partial) : micro_for<true, 0>(tokens, first, partial);
+  if (halves)
+    return bias == 16 ? micro_for<true, 16>(tokens, first, partial) : micro_for<true, 0>(tokens, first, partial);
   return bias == 32 ? micro_for<false, 32>(tokens, first, partial) : micro_for<false, 0>(tokens, first, partial);
 }
 

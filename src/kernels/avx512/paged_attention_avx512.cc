@@ -261,24 +261,15 @@ using GroupKernel = void (*)(const PagedKv&, const int32_t*, int64_t, const floa
 template <bool kF16>
 GroupKernel pick(int64_t num_heads) {
   switch (num_heads) {
-    case 1:
-      return attend_group<1, kF16>;
-    case 2:
-      return attend_group<2, kF16>;
-    case 3:
-      return attend_group<3, kF16>;
-    case 4:
-      return attend_group<4, kF16>;
-    case 5:
-      return attend_group<5, kF16>;
-    case 6:
-      return attend_group<6, kF16>;
-    case 7:
-      return attend_group<7, kF16>;
-    case 8:
-      return attend_group<8, kF16>;
-    default:
-      return nullptr;
+    case 1: return attend_group<1, kF16>;
+    case 2: return attend_group<2, kF16>;
+    case 3: return attend_group<3, kF16>;
+    case 4: return attend_group<4, kF16>;
+    case 5: return attend_group<5, kF16>;
+    case 6: return attend_group<6, kF16>;
+    case 7: return attend_group<7, kF16>;
+    case 8: return attend_group<8, kF16>;
+    default: return nullptr;
   }
 }
 

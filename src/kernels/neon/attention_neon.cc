@@ -84,12 +84,12 @@ void attend_head(const float* q, const float* k, const float* v, int64_t kv_stri
 }
 
 void paged_attend_group(const PagedKv& kv, const int32_t* block_table, int64_t kv_head, const float* q,
-                        int64_t num_heads, int64_t j_begin, int64_t j_end, int64_t head_dim, float scale,
-                        float softcap, float* out) {
+                        int64_t num_heads, int64_t j_begin, int64_t j_end, int64_t head_dim, float scale, float softcap,
+                        float* out) {
   const bool f16 = kv.dtype == kv::KvDtype::F16;
   if (!vector_shape(head_dim) || num_heads > kMaxPagedGroup || (!f16 && kv.dtype != kv::KvDtype::F32)) {
-    return scalar::paged_attend_group(kv, block_table, kv_head, q, num_heads, j_begin, j_end, head_dim, scale,
-                                      softcap, out);
+    return scalar::paged_attend_group(kv, block_table, kv_head, q, num_heads, j_begin, j_end, head_dim, scale, softcap,
+                                      out);
   }
   const int64_t elem = f16 ? 2 : 4;
   const int64_t row_bytes = kv::kv_row_bytes(kv.dtype, kv.n_kv_dim);

@@ -51,8 +51,8 @@ constexpr const TileFn* kTiles[4] = {kRowTiles<1>, kRowTiles<2>, kRowTiles<3>, k
 
 }  // namespace
 
-void gemm_f32(const float* w, int64_t w_stride, int64_t num_rows, const float* x, int64_t x_stride,
-              int64_t num_tokens, int64_t cols, float* y, int64_t y_stride) {
+void gemm_f32(const float* w, int64_t w_stride, int64_t num_rows, const float* x, int64_t x_stride, int64_t num_tokens,
+              int64_t cols, float* y, int64_t y_stride) {
   for (int64_t r = 0; r < num_rows; r += 4) {
     const int64_t nr = std::min<int64_t>(4, num_rows - r);
     for (int64_t t = 0; t < num_tokens; t += 4) {

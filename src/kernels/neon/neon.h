@@ -29,8 +29,8 @@ namespace tokenmill::kernels::neon {
 // output one 4-lane FMA chain over the columns, then its lanes summed and
 // the remaining (cols % 4) columns added in order: the same operations
 // whatever the tiling (matmul_neon.cc).
-void gemm_f32(const float* w, int64_t w_stride, int64_t num_rows, const float* x, int64_t x_stride,
-              int64_t num_tokens, int64_t cols, float* y, int64_t y_stride);
+void gemm_f32(const float* w, int64_t w_stride, int64_t num_rows, const float* x, int64_t x_stride, int64_t num_tokens,
+              int64_t cols, float* y, int64_t y_stride);
 
 // KernelTable::quantize_acts: the reference's bits (matmul_neon.cc).
 void quantize_acts(const float* x, int64_t num_tokens, int64_t cols, const QuantizedActsOut& out);
@@ -47,7 +47,7 @@ void q16_rows(const WeightView& w, int64_t row_begin, int64_t row_end, const Qua
 void attend_head(const float* q, const float* k, const float* v, int64_t kv_stride, int64_t j_begin, int64_t j_end,
                  int64_t head_dim, float scale, float softcap, float* out);
 void paged_attend_group(const PagedKv& kv, const int32_t* block_table, int64_t kv_head, const float* q,
-                        int64_t num_heads, int64_t j_begin, int64_t j_end, int64_t head_dim, float scale,
-                        float softcap, float* out);
+                        int64_t num_heads, int64_t j_begin, int64_t j_end, int64_t head_dim, float scale, float softcap,
+                        float* out);
 
 }  // namespace tokenmill::kernels::neon

@@ -81,7 +81,9 @@ struct Q8_0 {
   static constexpr int64_t kBlock = 32, kBytes = 34;
   static constexpr bool kHalves = false;
   static constexpr int kBias = 0;
-  static Sub32 decode(const uint8_t* b) { return {vld1q_s8(reinterpret_cast<const int8_t*>(b + 2)), vld1q_s8(reinterpret_cast<const int8_t*>(b + 18))}; }
+  static Sub32 decode(const uint8_t* b) {
+    return {vld1q_s8(reinterpret_cast<const int8_t*>(b + 2)), vld1q_s8(reinterpret_cast<const int8_t*>(b + 18))};
+  }
   static float bias(const uint8_t*, float) { return 0.0f; }
 };
 
@@ -294,7 +296,8 @@ void q16_row(const uint8_t* row, int64_t cols, const QuantizedActs& a, float* y,
         }
         const int32x4_t tot = totals4(part[t][0], part[t][1], part[t][2], part[t][3]);
         acc[t] = vfmaq_f32(acc[t], vcvtq_f32_s32(tot), vmulq_f32(ws, da));
-        if constexpr (D::kBias == 32) acc[t] = vfmaq_f32(acc[t], vld1q_f32(g.bias + q), vld1q_f32(a.s32 + t * nb + s0 + q));
+        if constexpr (D::kBias == 32)
+          acc[t] = vfmaq_f32(acc[t], vld1q_f32(g.bias + q), vld1q_f32(a.s32 + t * nb + s0 + q));
       }
     }
     // Legacy rows whose block count is not a multiple of 4: the last blocks
@@ -348,9 +351,8 @@ bool q16_supports(TensorType type) {
 void q16_rows(const WeightView& w, int64_t row_begin, int64_t row_end, const QuantizedActs& a, int64_t num_tokens,
               float* y) {
   const auto* d = static_cast<const uint8_t*>(w.data);
-  const bool known = with_decoder(w.type, [&]<class D>() {
-    rows_of<D>(d, w.rows, w.cols, row_begin, row_end, a, num_tokens, y);
-  });
+  const bool known =
+      with_decoder(w.type, [&]<class D>() { rows_of<D>(d, w.rows, w.cols, row_begin, row_end, a, num_tokens, y); });
   TM_CHECK_MSG(known, "neon::q16_rows: no decoder for this type (check q16_supports)");
 }
 

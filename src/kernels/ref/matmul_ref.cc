@@ -10,9 +10,8 @@
 namespace tokenmill::kernels {
 
 // Plain float loops: the scalar ISA's speed is not a goal, its clarity is.
-void scalar::gemm_f32(const float* w, int64_t w_stride, int64_t num_rows, const float* x,
-                      int64_t x_stride, int64_t num_tokens, int64_t cols, float* y,
-                      int64_t y_stride) {
+void scalar::gemm_f32(const float* w, int64_t w_stride, int64_t num_rows, const float* x, int64_t x_stride,
+                      int64_t num_tokens, int64_t cols, float* y, int64_t y_stride) {
   for (int64_t t = 0; t < num_tokens; ++t) {
     for (int64_t r = 0; r < num_rows; ++r) {
       float sum = 0.0f;

@@ -18,22 +18,19 @@ int64_t block_elements(TensorType type) {
   switch (type) {
     case TensorType::F32:
     case TensorType::F16:
-    case TensorType::BF16:
-      return 1;
+    case TensorType::BF16: return 1;
     case TensorType::Q4_0:
     case TensorType::Q4_1:
     case TensorType::Q5_0:
     case TensorType::Q5_1:
     case TensorType::Q8_0:
-    case TensorType::Q8_1:
-      return kQK8_0;
+    case TensorType::Q8_1: return kQK8_0;
     case TensorType::Q2_K:
     case TensorType::Q3_K:
     case TensorType::Q4_K:
     case TensorType::Q5_K:
     case TensorType::Q6_K:
-    case TensorType::Q8_K:
-      return kQK_K;
+    case TensorType::Q8_K: return kQK_K;
   }
   return 0;
 }
@@ -50,9 +47,7 @@ void dequantize_row_ref(gguf::TensorType type, const void* src, float* dst, int6
   check_row(type, n);
   const int64_t nb = n / block_elements(type);
   switch (type) {
-    case TensorType::F32:
-      std::memcpy(dst, src, static_cast<size_t>(n) * sizeof(float));
-      return;
+    case TensorType::F32: std::memcpy(dst, src, static_cast<size_t>(n) * sizeof(float)); return;
     case TensorType::F16: {
       const auto* h = static_cast<const uint16_t*>(src);
       for (int64_t i = 0; i < n; ++i) dst[i] = fp16_to_fp32(h[i]);
@@ -80,14 +75,11 @@ void dequantize_row_ref(gguf::TensorType type, const void* src, float* dst, int6
 
 bool can_quantize(gguf::TensorType type) { return block_elements(type) > 0; }
 
-void quantize_row_ref(gguf::TensorType type, const float* src, void* dst, int64_t n,
-                      const float* importance) {
+void quantize_row_ref(gguf::TensorType type, const float* src, void* dst, int64_t n, const float* importance) {
   check_row(type, n);
   const int64_t nb = n / block_elements(type);
   switch (type) {
-    case TensorType::F32:
-      std::memcpy(dst, src, static_cast<size_t>(n) * sizeof(float));
-      return;
+    case TensorType::F32: std::memcpy(dst, src, static_cast<size_t>(n) * sizeof(float)); return;
     case TensorType::F16: {
       auto* h = static_cast<uint16_t*>(dst);
       for (int64_t i = 0; i < n; ++i) h[i] = fp32_to_fp16(src[i]);

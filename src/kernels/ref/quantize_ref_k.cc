@@ -97,8 +97,8 @@ float reround_asym_error(const float* x, const float* w, int n, float dl, float 
 // Rounding each sub-block's scale and min to the nearest code is not always
 // best once the elements are re-rounded; tries the codes one step around
 // them and keeps the pair with the least weighted error. Updates sc, mn, q.
-void refine_codes_asym(const float* x, const float* w, int n, int nmax, float d, float dmin, int max_code,
-                       uint8_t* sc, uint8_t* mn, uint8_t* q) {
+void refine_codes_asym(const float* x, const float* w, int n, int nmax, float d, float dmin, int max_code, uint8_t* sc,
+                       uint8_t* mn, uint8_t* q) {
   uint8_t trial[32];
   float best = reround_asym_error(x, w, n, d * sc[0], dmin * mn[0], nmax, q);
   const int sc0 = sc[0], mn0 = mn[0];
@@ -134,8 +134,8 @@ float super_error_asym(const float* x, const float* w, int sub, float d, float d
                        const uint8_t* mn, const uint8_t* q) {
   float err = 0.0f;
   for (int i = 0; i < kQK_K; ++i) {
-    const float diff = d * static_cast<float>(sc[i / sub]) * static_cast<float>(q[i]) -
-                       dmin * static_cast<float>(mn[i / sub]) - x[i];
+    const float diff =
+        d * static_cast<float>(sc[i / sub]) * static_cast<float>(q[i]) - dmin * static_cast<float>(mn[i / sub]) - x[i];
     err += w[i] * diff * diff;
   }
   return err;
@@ -178,8 +178,8 @@ void refit_super_asym(const float* x, const float* w, int sub, int nmax, const u
 // Fits the sub-blocks of one super-block asymmetrically and quantizes the
 // scales and mins to `scale_bits` codes against fp16 d/dmin. Fills codes
 // q [256] (0..nmax), sc and mn [256 / sub].
-void fit_asym_superblock(const float* x, const float* importance, int sub, int nmax, int scale_bits,
-                         uint16_t* d_out, uint16_t* dmin_out, uint8_t* sc, uint8_t* mn, uint8_t* q) {
+void fit_asym_superblock(const float* x, const float* importance, int sub, int nmax, int scale_bits, uint16_t* d_out,
+                         uint16_t* dmin_out, uint8_t* sc, uint8_t* mn, uint8_t* q) {
   const int num_sub = kQK_K / sub;
   float scales[16] = {}, mins[16] = {}, w[kQK_K];
   for (int k = 0; k < num_sub; ++k) {
@@ -262,8 +262,10 @@ void quantize_q5_k(const float* x, BlockQ5_K* y, int64_t nb, const float* import
     for (int k = 0; k < 8; ++k) {
       for (int i = 0; i < 32; ++i) {
         const uint8_t v = q[32 * k + i];
-        if ((k & 1) == 0) y[b].qs[16 * k + i] = v & 0x0f;
-        else y[b].qs[16 * (k - 1) + i] |= static_cast<uint8_t>((v & 0x0f) << 4);
+        if ((k & 1) == 0)
+          y[b].qs[16 * k + i] = v & 0x0f;
+        else
+          y[b].qs[16 * (k - 1) + i] |= static_cast<uint8_t>((v & 0x0f) << 4);
         y[b].qh[i] |= static_cast<uint8_t>((v >> 4) << k);
       }
     }
@@ -275,8 +277,8 @@ void quantize_q3_k(const float* x, BlockQ3_K* y, int64_t nb, const float* import
   int sc[16];
   for (int64_t b = 0; b < nb; ++b, x += kQK_K) {
     float w[kQK_K];
-    const float d = fit_sym_superblock(x, importance != nullptr ? importance + b * kQK_K : nullptr, 4, 31,
-                                       &y[b].d, sc, q, w);
+    const float d =
+        fit_sym_superblock(x, importance != nullptr ? importance + b * kQK_K : nullptr, 4, 31, &y[b].d, sc, q, w);
     std::memset(y[b].scales, 0, sizeof(y[b].scales));
     for (int k = 0; k < 16; ++k) {
       refine_code_sym(x + 16 * k, w + 16 * k, 16, 4, d, 31, sc + k, q + 16 * k);
@@ -295,8 +297,8 @@ void quantize_q6_k(const float* x, BlockQ6_K* y, int64_t nb, const float* import
   int sc[16];
   for (int64_t b = 0; b < nb; ++b, x += kQK_K) {
     float w[kQK_K];
-    const float d = fit_sym_superblock(x, importance != nullptr ? importance + b * kQK_K : nullptr, 32, 127,
-                                       &y[b].d, sc, q, w);
+    const float d =
+        fit_sym_superblock(x, importance != nullptr ? importance + b * kQK_K : nullptr, 32, 127, &y[b].d, sc, q, w);
     for (int k = 0; k < 16; ++k) {
       refine_code_sym(x + 16 * k, w + 16 * k, 16, 32, d, 127, sc + k, q + 16 * k);
       y[b].scales[k] = static_cast<int8_t>(sc[k]);

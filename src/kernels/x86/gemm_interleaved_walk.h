@@ -22,10 +22,10 @@ struct InterleavedArgs {
   int64_t num_units;
   const int16_t* q;  // token t: q + t * q_stride, at the chunk's first column
   int64_t q_stride;
-  const float* d;    // token t, 32-column block b of the chunk: d[t * act_blocks + b]
+  const float* d;  // token t, 32-column block b of the chunk: d[t * act_blocks + b]
   const float* s32;
   int64_t act_blocks;
-  float* y;          // token t: y + t * y_stride, at the group's first row
+  float* y;  // token t: y + t * y_stride, at the group's first row
   int64_t y_stride;
   int64_t valid;     // rows of the group that exist (16 but for the last group)
   int64_t prefetch;  // bytes from a unit to the one whose lines it prefetches
@@ -75,7 +75,8 @@ inline void walk_interleaved_block(const uint8_t* packed, int64_t rows, int64_t 
   // group by group the next chunk, a whole chunk's work ahead, so the first
   // tile over it finds it loaded; chunk by chunk the same unit of the next
   // group.
-  constexpr int64_t kDecodePrefetchUnits = kDecodePrefetchBytes / kUnitBytes > 0 ? kDecodePrefetchBytes / kUnitBytes : 1;
+  constexpr int64_t kDecodePrefetchUnits =
+      kDecodePrefetchBytes / kUnitBytes > 0 ? kDecodePrefetchBytes / kUnitBytes : 1;
   const int64_t prefetch = num_tokens <= kTokens ? kDecodePrefetchUnits * kUnitBytes
                            : group_walk          ? chunk * kUnitBytes
                                                  : group_bytes;

@@ -24,7 +24,7 @@ struct Q16MicroArgs {
   int64_t num_blocks;
   const int16_t* q;  // token t: q + t * q_stride
   int64_t q_stride;
-  const float* d;    // token t, block b: d[t * act_blocks + b]
+  const float* d;  // token t, block b: d[t * act_blocks + b]
   const float* s32;
   const float* s16;  // token t, half h: s16[t * 2 * act_blocks + h]
   int64_t act_blocks;
@@ -81,8 +81,7 @@ inline void for_each_f32_tile(const float* packed, int64_t num_rows, int64_t col
       const int64_t valid = num_rows - g * kPackRows < kPackRows ? num_rows - g * kPackRows : kPackRows;
       for (int64_t t0 = 0; t0 < num_tokens; t0 += kTokens) {
         const int64_t nt = num_tokens - t0 < kTokens ? num_tokens - t0 : kTokens;
-        micro(wp, kn, x + t0 * x_stride + k0, y + t0 * y_stride + g * kPackRows, valid, nt, k0 == 0,
-              valid < kPackRows);
+        micro(wp, kn, x + t0 * x_stride + k0, y + t0 * y_stride + g * kPackRows, valid, nt, k0 == 0, valid < kPackRows);
       }
     }
   }
