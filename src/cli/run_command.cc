@@ -106,20 +106,24 @@ void run(RunOptions o) {
   if (o.n_predict < 0) fail("-n must be >= 0, got {}", o.n_predict);
   if (o.batch < 1) fail("--batch must be >= 1, got {}", o.batch);
   std::vector<int32_t> prompt;
+  std::shared_ptr<const tokenizer::Tokenizer> tok;
   {
     // The prompt decides the context (and so the KV pool) the engine is
-    // built with: tokenize from the file's metadata before loading weights.
+    // built with: tokenize from the file's metadata before loading weights;
+    // the engine reuses the tokenizer.
     const gguf::GgufFile file = gguf::GgufFile::open(o.model_path);
-    std::optional<tokenizer::Tokenizer> tok;
-    if (tokenizer::Tokenizer::present_in(file)) tok = tokenizer::Tokenizer::from_gguf(file);
-    prompt = prompt_tokens(o, tok ? &*tok : nullptr, file);
+    if (tokenizer::Tokenizer::present_in(file))
+      tok = std::make_shared<const tokenizer::Tokenizer>(tokenizer::Tokenizer::from_gguf(file));
+    prompt = prompt_tokens(o, tok.get(), file);
   }
   if (prompt.empty()) fail("the prompt is empty");
   const int64_t prompt_len = static_cast<int64_t>(prompt.size());
   // -n 0 still runs the prefill (and samples one token, not shown).
   const int64_t wanted = std::max<int64_t>(o.n_predict, 1);
   const int64_t context = o.ctx_size > 0 ? o.ctx_size : prompt_len + wanted;
-  engine::Engine engine(run_engine_config(o, context));
+  engine::EngineConfig config = run_engine_config(o, context);
+  config.tokenizer = std::move(tok);
+  engine::Engine engine(config);
   const int64_t max_len = engine.limits().max_model_len();  // the context, capped by the model's
   if (prompt_len >= max_len) fail("the prompt has {} tokens but the context holds {}", prompt_len, max_len);
 

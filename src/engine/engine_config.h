@@ -11,6 +11,7 @@
 #include "model/config.h"
 #include "model/matmul_hook.h"
 #include "sched/scheduler.h"
+#include "tokenizer/tokenizer.h"
 
 namespace tokenmill::model {
 class Model;
@@ -50,6 +51,10 @@ struct EngineConfig {
   // Off: one pool holds every layer for every position.
   bool kv_window_pool = true;
   MatmulHookFactory matmul_hook_factory;  // empty: the plain kernels
+  // The model file's tokenizer when the caller has already built it (it
+  // must come from model_path: `tokenmill run` tokenizes before it can size
+  // the engine); null: the engine builds it from the file.
+  std::shared_ptr<const tokenizer::Tokenizer> tokenizer;
 
   int64_t max_batch_tokens = 512;  // tokens per forward pass, all sequences together
   int32_t max_seqs = 32;           // sequences running at once

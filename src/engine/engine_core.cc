@@ -61,7 +61,9 @@ EngineCore::EngineCore(const EngineConfig& config, Metrics& metrics)
     model_->set_matmul_hook(matmul_hook_.get());
   }
   const model::ModelConfig& mc = model_->config();
-  if (tokenizer::Tokenizer::present_in(model_->file())) tokenizer_ = tokenizer::Tokenizer::from_gguf(model_->file());
+  tokenizer_ = config_.tokenizer;
+  if (!tokenizer_ && tokenizer::Tokenizer::present_in(model_->file()))
+    tokenizer_ = std::make_shared<const tokenizer::Tokenizer>(tokenizer::Tokenizer::from_gguf(model_->file()));
   namespace_ = make_cache_namespace(config_.model_path, mc, tokenizer(), config_.adapter_id, config_.kv_dtype);
 
   // Two pools when the model has both kinds of layers (see resolve_kv_pools).
@@ -97,7 +99,7 @@ EngineCore::EngineCore(const EngineConfig& config, Metrics& metrics)
 
   limits_.n_vocab = static_cast<int32_t>(mc.n_vocab);
   limits_.capacity = sc.capacity();
-  limits_.has_tokenizer = tokenizer_.has_value();
+  limits_.has_tokenizer = tokenizer_ != nullptr;
   update_gauges();
 }
 

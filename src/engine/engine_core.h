@@ -83,7 +83,7 @@ class EngineCore {
   const EngineConfig& config() const { return config_; }
   const model::ModelConfig& model_config() const { return model_->config(); }
   const model::Model& model() const { return *model_; }
-  const tokenizer::Tokenizer* tokenizer() const { return tokenizer_ ? &*tokenizer_ : nullptr; }
+  const tokenizer::Tokenizer* tokenizer() const { return tokenizer_.get(); }
   const RequestLimits& limits() const { return limits_; }
   const kv::CacheNamespace& cache_namespace() const { return namespace_; }
   // The full-attention pool (every layer with one pool) and the
@@ -124,7 +124,7 @@ class EngineCore {
   Metrics& metrics_;
   std::unique_ptr<model::MatmulHook> matmul_hook_;  // declared before model_: outlives the model's use
   std::unique_ptr<model::Model> model_;
-  std::optional<tokenizer::Tokenizer> tokenizer_;
+  std::shared_ptr<const tokenizer::Tokenizer> tokenizer_;  // null: the model has none
   kv::CacheNamespace namespace_;
   RequestLimits limits_;
   ThreadPool pool_;

@@ -320,5 +320,48 @@ TEST(PrefixCache, TwoGroupsEvictingTheFullBlockUncachesItsWindowBlock) {
   for (BlockId b : taken) g.full.release(b);
 }
 
+// Three groups (a full one and windows of 5 and 9 positions, blocks of 4):
+// a group is data, and a hit needs, in each windowed group, the blocks the
+// next token attends there.
+TEST(PrefixCache, ThreeGroupsHitNeedsEveryWindowedGroupsBlocks) {
+  BlockAllocator full(16), narrow(8), wide(8);
+  PrefixCache cache(std::vector<CacheGroup>{{&full, 0}, {&narrow, 5}, {&wide, 9}}, kBlockSize);
+  const auto tokens = iota_tokens(17);  // 4 full blocks + 1
+  std::vector<BlockTable> tables;
+  tables.emplace_back(full, kBlockSize);
+  tables.emplace_back(narrow, kBlockSize);
+  tables.emplace_back(wide, kBlockSize);
+  std::vector<BlockCopy> copies;
+  for (BlockTable& t : tables) ASSERT_TRUE(t.append_slots(17, &copies));
+  std::vector<BlockHash> hashes;
+  cache.publish(1, tokens, tables, &hashes);
+  EXPECT_EQ(cache.stats().other_group_blocks_held, 8);
+
+  // Boundary 16: window 5 attends [12, 16] (logical block 3), window 9
+  // attends [8, 16] (blocks 2 and 3).
+  PrefixMatch m = cache.lookup(1, tokens);
+  EXPECT_EQ(m.num_tokens, 16);
+  ASSERT_EQ(m.groups.size(), 3u);
+  EXPECT_EQ(m.groups[1].first, 3);
+  EXPECT_EQ(m.groups[1].blocks, (std::vector<BlockId>{tables[1].blocks()[3]}));
+  EXPECT_EQ(m.groups[2].first, 2);
+  EXPECT_EQ(m.groups[2].blocks, (std::vector<BlockId>{tables[2].blocks()[2], tables[2].blocks()[3]}));
+
+  // The wide group loses logical block 3 (released first, evicted first):
+  // boundary 16 is gone, boundary 12 needs wide blocks 1 and 2 and narrow
+  // block 2, all still cached.
+  for (BlockTable& t : tables) t.free();
+  std::vector<BlockId> taken;
+  for (int i = 0; i < 4; ++i) taken.push_back(*wide.allocate());  // the free blocks
+  taken.push_back(*wide.allocate());                              // evicts logical block 3
+  m = cache.lookup(1, tokens);
+  EXPECT_EQ(m.num_tokens, 12);
+  EXPECT_EQ(m.groups[1].first, 2);
+  EXPECT_EQ(m.groups[1].blocks.size(), 1u);
+  EXPECT_EQ(m.groups[2].first, 1);
+  EXPECT_EQ(m.groups[2].blocks.size(), 2u);
+  for (BlockId b : taken) wide.release(b);
+}
+
 }  // namespace
 }  // namespace tokenmill::kv

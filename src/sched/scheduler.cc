@@ -205,21 +205,20 @@ std::vector<std::unique_ptr<Sequence>> Scheduler::commit(const ScheduledBatch& b
     if (!s.samples) continue;
     TM_CHECK(entry.token->seq_id == seq.id);
     if (!seq.fork_ids.empty()) make_forks(seq, entry.forks, now, done);
-    if (append_token(seq, *entry.token, now)) done.push_back(finish_running(&seq, entry.token->stop, now));
+    const FinishReason ended = append_token(seq, *entry.token, now);
+    if (ended == FinishReason::kNone) continue;
+    std::unique_ptr<Sequence> owned = take_running(&seq);
+    finish(*owned, ended, now);
+    done.push_back(std::move(owned));
   }
   return done;
 }
 
-bool Scheduler::append_token(Sequence& seq, const SampledToken& sampled, TimePoint now) {
+FinishReason Scheduler::append_token(Sequence& seq, const SampledToken& sampled, TimePoint now) {
   seq.output.push_back(sampled.token);
   if (!seq.first_token) seq.first_token = now;
-  return sampled.stop != FinishReason::kNone || seq.num_output_tokens() >= seq.max_tokens;
-}
-
-std::unique_ptr<Sequence> Scheduler::finish_running(const Sequence* seq, FinishReason stop, TimePoint now) {
-  std::unique_ptr<Sequence> owned = take_running(seq);
-  finish(*owned, stop != FinishReason::kNone ? stop : FinishReason::kLength, now);
-  return owned;
+  if (sampled.stop != FinishReason::kNone) return sampled.stop;
+  return seq.num_output_tokens() >= seq.max_tokens ? FinishReason::kLength : FinishReason::kNone;
 }
 
 // Creates one sequence per fork id of `parent`, whose step has just
@@ -240,13 +239,12 @@ void Scheduler::make_forks(Sequence& parent, std::span<const SampledToken> first
     static_cast<SequenceData&>(*child) = parent;
     for (const kv::BlockTable& t : parent.tables) child->tables.push_back(t.fork());
     child->id = ids[k];
-    child->output.clear();
-    const bool ends = append_token(*child, first_tokens[k], now);
-    if (!ends) {
+    const FinishReason ended = append_token(*child, first_tokens[k], now);
+    if (ended == FinishReason::kNone) {
       running_.push_back(std::move(child));
       continue;
     }
-    finish(*child, first_tokens[k].stop != FinishReason::kNone ? first_tokens[k].stop : FinishReason::kLength, now);
+    finish(*child, ended, now);
     done.push_back(std::move(child));
   }
 }

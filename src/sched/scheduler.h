@@ -257,10 +257,9 @@ class Scheduler {
   int64_t running_slots() const;  // running sequences plus their pending forks
   void make_forks(Sequence& parent, std::span<const SampledToken> first_tokens, TimePoint now,
                   std::vector<std::unique_ptr<Sequence>>& done);
-  // Appends one sampled token; true when the sequence ends with it.
-  bool append_token(Sequence& seq, const SampledToken& sampled, TimePoint now);
-  // Takes a running sequence out and finishes it: `stop`, or kLength.
-  std::unique_ptr<Sequence> finish_running(const Sequence* seq, FinishReason stop, TimePoint now);
+  // Appends one sampled token. Returns why the sequence ends with it (the
+  // token's stop, else kLength at max_tokens), or kNone.
+  FinishReason append_token(Sequence& seq, const SampledToken& sampled, TimePoint now);
 
   SchedulerConfig config_;
   // One per KV group; pointers stay valid (the prefix cache holds them).

@@ -37,6 +37,20 @@ def test_same_seed_same_output(tokenmill_bin, tiny):
     assert len(a.strip().split(",")) == 24
 
 
+def test_run_stops_where_the_context_is_full(tokenmill_bin, tiny):
+    """`run` on the engine: -c 10 with a 4-token prompt leaves room for 6
+    tokens (prompt + output fit the context), and says so on stderr."""
+    args = ["run", "-m", tiny, "--prompt-ids", "1,20,30,40", "-n", "20", "--temp", "0", "--ignore-eos", "--print-ids"]
+    proc = run_tokenmill(tokenmill_bin, *args, "-c", "10")
+    assert len(proc.stdout.strip().split(",")) == 6
+    assert "[context full at 10 tokens]" in proc.stderr
+    full = run_tokenmill(tokenmill_bin, *args).stdout.strip().split(",")
+    assert proc.stdout.strip().split(",") == full[:6]
+    # -n 0 runs the prefill and prints nothing.
+    none = run_tokenmill(tokenmill_bin, "run", "-m", tiny, "--prompt-ids", "1,20,30,40", "-n", "0", "--print-ids")
+    assert none.stdout.strip() == "" and "generated 0 tokens" in none.stderr
+
+
 def test_text_round_trip_and_inspect(tokenmill_bin, tiny):
     ids = run_tokenmill(tokenmill_bin, "tokenize", "-m", tiny, input_text="hello world").stdout.strip()
     assert ids.startswith("1,")  # BOS of the built-in vocabulary
