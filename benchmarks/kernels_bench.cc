@@ -51,7 +51,7 @@ struct Matrix {
     }
     for (int64_t r = 64; r < rows; ++r) std::copy_n(bytes.data() + (r % 64) * rb, rb, bytes.data() + r * rb);
     view = {type, bytes.data(), rows, cols};
-    if (active_kernels().gemm_interleaved != nullptr && interleave_supported(type)) {
+    if (active_kernels().of(type).gemm_interleaved != nullptr) {
       interleaved.resize(static_cast<size_t>(interleaved_bytes(view)) + 64);
       auto* aligned = reinterpret_cast<uint8_t*>((reinterpret_cast<uintptr_t>(interleaved.data()) + 63) / 64 * 64);
       interleave_weights(view, aligned);
@@ -86,8 +86,11 @@ double process_cpu_seconds() {
 const KernelTable& table_for_path(int64_t path) {
   static const KernelTable float_only = [] {
     KernelTable t = active_kernels();
-    t.q16_supports = nullptr;
-    t.q16_rows = nullptr;
+    for (TypeKernels& k : t.types) {
+      k.q16_rows = nullptr;
+      k.q16_decode_row = nullptr;
+      k.gemm_interleaved = nullptr;
+    }
     return t;
   }();
   static const KernelTable unpacked = [] {
@@ -103,19 +106,25 @@ const KernelTable& table_for_path(int64_t path) {
   }();
   static const KernelTable packed = [] {
     KernelTable t = active_kernels();
-    t.q16_row_max_tokens = t.q16_row_max_tokens_direct = 0;
-    t.gemm_interleaved = nullptr;
+    for (TypeKernels& k : t.types) {
+      k.q16_row_max_tokens = 0;
+      k.gemm_interleaved = nullptr;
+    }
     return t;
   }();
   static const KernelTable rows = [] {
     KernelTable t = active_kernels();
-    t.q16_row_max_tokens = t.q16_row_max_tokens_direct = kMaxQ16RowTokens;
-    t.gemm_interleaved = nullptr;
+    for (TypeKernels& k : t.types) {
+      k.q16_row_max_tokens = kMaxQ16RowTokens;
+      k.gemm_interleaved = nullptr;
+    }
     return t;
   }();
   static const KernelTable file_layout = [] {
     KernelTable t = active_kernels();
-    t.gemm_interleaved = nullptr;
+    for (TypeKernels& k : t.types) {
+      k.gemm_interleaved = nullptr;
+    }
     return t;
   }();
   switch (path) {
@@ -171,7 +180,7 @@ void gemv_args(benchmark::internal::Benchmark* b) {
     const int64_t copies = std::max<int64_t>(2, (96 << 20) / gguf::row_bytes(t, 2048) / 2048);
     for (int threads : {1, 2}) {
       for (int64_t path : {0, 1}) b->Args({id(t), 2048, 2048, 1, threads, path, copies});
-      if (interleave_supported(t)) b->Args({id(t), 2048, 2048, 1, threads, 6, copies});
+      if (active_kernels().of(t).gemm_interleaved != nullptr) b->Args({id(t), 2048, 2048, 1, threads, 6, copies});
     }
   }
 }

@@ -2,6 +2,7 @@
 // geometry. Knows nothing about how to compute with them (that is kernels/).
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <optional>
 #include <string_view>
@@ -25,6 +26,9 @@ enum class TensorType : uint32_t {
   Q8_K = 15,
   BF16 = 30,
 };
+
+// Every TensorType's id is below this (for tables indexed by type id).
+inline constexpr size_t kTensorTypeIdLimit = 31;
 
 struct TensorTypeInfo {
   TensorType type;

@@ -16,6 +16,20 @@
 namespace tokenmill::kernels {
 namespace {
 
+using gguf::TensorType;
+
+template <TensorType T>
+void dequantize_row_ref_of(const void* src, float* dst, int64_t n) {
+  dequantize_row_ref(T, src, dst, n);
+}
+
+// Every type's row gets the reference dequantizer, the one kernel every
+// table has for every type (type_kernels.h).
+template <TensorType... Ts>
+void set_reference_rows(KernelTable& t) {
+  ((t.of(Ts).dequantize_row = dequantize_row_ref_of<Ts>), ...);
+}
+
 KernelTable make_scalar_table() {
   KernelTable t;
   t.isa = Isa::kScalar;
@@ -26,14 +40,14 @@ KernelTable make_scalar_table() {
   t.add_inplace = add_inplace_ref;
   t.scale_inplace = scale_inplace_ref;
   t.gemm_f32 = scalar::gemm_f32;
-  t.dequantize_row = dequantize_row_ref;
-  t.fused_supports = nullptr;
-  t.fused_rows = nullptr;
   t.quantize_acts = quantize_acts_ref;
   t.fp8_rows = matmul_fp8_rows_ref;
   t.w8a8_rows = w8a8_rows_ref;
   t.attend_head = scalar::attend_head;
   t.paged_attend_group = scalar::paged_attend_group;
+  set_reference_rows<TensorType::F32, TensorType::F16, TensorType::BF16, TensorType::Q4_0, TensorType::Q4_1,
+                     TensorType::Q5_0, TensorType::Q5_1, TensorType::Q8_0, TensorType::Q8_1, TensorType::Q2_K,
+                     TensorType::Q3_K, TensorType::Q4_K, TensorType::Q5_K, TensorType::Q6_K, TensorType::Q8_K>(t);
   return t;
 }
 

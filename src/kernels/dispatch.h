@@ -6,8 +6,12 @@
 // Each ISA's table is made in one file (dispatch.cc: scalar;
 // x86/tables_x86.cc: AVX2 and AVX-512; neon/tables_neon.cc: NEON) and listed
 // once in dispatch.cc's registry, which isa_name, choose_isa, best_isa and
-// available_kernels all read. A null entry means "this ISA has no kernel of
-// its own here"; matmul then takes another path. Files for one CPU family
+// available_kernels all read. A table has type-independent entries (ops,
+// GEMM micro-kernels, attention) and one row per weight type (TypeKernels,
+// type_kernels.h). A null entry means "this ISA has no kernel of its own
+// here"; matmul then takes another path. Adding an ISA is one table file,
+// one header declaring its kernels (avx2/avx2.h, avx512/avx512.h,
+// neon/neon.h), one registry line and its CMake flags. Files for one CPU family
 // (*_avx2.cc, *_avx512.cc, *_x86.cc; *_neon.cc) are built only for that
 // family (CMakeLists.txt: tm_library), wherever they sit: the file name
 // decides, the folder only has to agree with it.
@@ -20,9 +24,10 @@
 //              _neon suffix rule;
 //   ref/       the scalar references: (de)quantizers, matmul_ref, the ops,
 //              and gemm_q16_ref (the int16 GEMM's exact numerics);
-//   avx2/      the AVX2 kernels and the headers only they include
-//              (math_avx2.h, vec_dot_avx2.h);
-//   avx512/    the AVX-512 kernels and math_avx512.h;
+//   avx2/      the AVX2 kernels, avx2.h (what they export, for the
+//              table) and the headers only they include (math_avx2.h,
+//              vec_dot_avx2.h);
+//   avx512/    the AVX-512 kernels, avx512.h and math_avx512.h;
 //   x86/       what the two x86 ISAs share: their tables (tables_x86.cc)
 //              and the tile walks both micro-kernels include (gemm_tiles.h,
 //              gemm_interleaved_walk.h). A folder rather than the top level
@@ -43,6 +48,7 @@
 // such care: NEON is part of the AArch64 baseline.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <string_view>
 #include <vector>
@@ -55,6 +61,7 @@
 #include "kernels/matmul.h"
 #include "kernels/paged_attention.h"
 #include "kernels/quantize_act.h"
+#include "kernels/type_kernels.h"
 #include "kernels/w8a8.h"
 
 namespace tokenmill::kernels {
@@ -83,16 +90,6 @@ struct KernelTable {
   // tiling, so results do not depend on how rows are split over threads.
   void (*gemm_f32)(const float* w, int64_t w_stride, int64_t num_rows, const float* x, int64_t x_stride,
                    int64_t num_tokens, int64_t cols, float* y, int64_t y_stride) = nullptr;
-  // dst[0..n) = elements of one row stored in src (any type dequantize_row_ref
-  // handles; faster for the types this ISA has decoders for).
-  void (*dequantize_row)(gguf::TensorType type, const void* src, float* dst, int64_t n) = nullptr;
-  // Fused dequantize-and-dot for decode: for rows [row_begin, row_end) and
-  // t < num_tokens (<= kMaxFusedTokens): y[t * w.rows + r] = W[r] . x[t].
-  // Null, or false from fused_supports, when this ISA has no fused kernel.
-  bool (*fused_supports)(gguf::TensorType type) = nullptr;
-  void (*fused_rows)(const WeightView& w, int64_t row_begin, int64_t row_end, const float* x, int64_t num_tokens,
-                     float* y) = nullptr;
-
   // Packed-panel FP32 GEMM for prefill (gemm.h: layout, contracts). Null
   // where this ISA has none; matmul then multiplies row-major panels with
   // gemm_f32.
@@ -101,53 +98,30 @@ struct KernelTable {
   void (*gemm_packed)(const float* packed, int64_t num_rows, int64_t cols, const float* x, int64_t x_stride,
                       int64_t num_tokens, float* y, int64_t y_stride) = nullptr;
 
-  // --- integer decode path (quantize_act.h, vec_dot.h) ---
+  // --- the integer path's type-independent parts (type_kernels.h) ---
   // Quantizes x [num_tokens, cols] to int16 blocks (quantize_acts_ref's bits).
   void (*quantize_acts)(const float* x, int64_t num_tokens, int64_t cols, const QuantizedActsOut& out) = nullptr;
-  // Integer dot products for decode, preferred over fused_rows where
-  // q16_supports(type): y[t * w.rows + r] = W[r] . dequant(a[t]) for rows
-  // [row_begin, row_end) and t < num_tokens (<= kMaxQ16RowTokens). Null where
-  // this ISA has none.
-  bool (*q16_supports)(gguf::TensorType type) = nullptr;
-  void (*q16_rows)(const WeightView& w, int64_t row_begin, int64_t row_end, const QuantizedActs& a, int64_t num_tokens,
-                   float* y) = nullptr;
-  // The same numerics for prefill (gemm.h): rows widened to int16, packed,
-  // and multiplied with quantized activations of many tokens. Null where
-  // this ISA has none (matmul then uses the FP32 panels).
-  Q16Layout (*q16_layout)(gguf::TensorType type) = nullptr;
-  void (*q16_decode_row)(gguf::TensorType type, const void* row, int64_t cols, int16_t* q, float* scale16,
-                         float* bias16) = nullptr;
+  // Packs rows widened by a row's q16_decode_row into the int16 GEMM's
+  // panels (gemm.h).
   void (*pack_q16_rows)(const int16_t* q, const float* scale16, const float* bias16, int64_t num_src, int64_t cols,
                         int64_t row0, int64_t panel_rows, int16_t* packed_q, float* packed_scale,
                         float* packed_bias) = nullptr;
-  // pack_q16_rows straight from the weight blocks (gemm.h) for the types
-  // pack_q16_blocks_supports accepts; both null where this ISA has none.
-  bool (*pack_q16_blocks_supports)(gguf::TensorType type) = nullptr;
-  bool (*pack_q16_blocks)(gguf::TensorType type, const uint8_t* rows, int64_t row_bytes, int64_t num_src, int64_t cols,
-                          int64_t row0, int64_t panel_rows, int16_t* packed_q, float* packed_scale,
-                          float* packed_bias) = nullptr;
+  // The packed int16 GEMM (gemm.h) for every type whose row has
+  // q16_decode_row. Null where this ISA has none (matmul then uses the FP32
+  // panels).
   void (*gemm_q16_packed)(const int16_t* packed_q, const float* packed_scale, const float* packed_bias, bool halves,
                           int bias, int64_t num_rows, int64_t cols, const QuantizedActs& a, int64_t num_tokens,
                           float* y, int64_t y_stride) = nullptr;
-  // Calls of up to this many tokens (<= kMaxQ16RowTokens) use q16_rows (rows
-  // decoded once per 4 tokens, read from memory once); longer ones the packed
-  // GEMM, whose per-call repacking of every row must be repaid by the
-  // tokens. Where that happens depends on the micro-kernel's speed: measured
-  // per ISA with kernels_bench (GemmSwitch) on TinyLlama shapes; types
-  // packed straight from their blocks (pack_q16_blocks) switch sooner.
-  int64_t q16_row_max_tokens = 0;
-  int64_t q16_row_max_tokens_direct = 0;
 
-  // Products with weights interleaved at load (interleave.h): rows
-  // [row_begin, row_end) (multiples of kInterleaveRows, or rows) for any
-  // number of tokens of quantized activations; y[t * w.rows + r]. Null where
-  // this ISA has none; then matmul ignores WeightView::interleaved.
-  void (*gemm_interleaved)(const WeightView& w, int64_t row_begin, int64_t row_end, const QuantizedActs& a,
-                           int64_t num_tokens, float* y) = nullptr;
-  // matmul takes gemm_interleaved up to this many tokens, the packed GEMM
-  // (from the file's blocks) beyond; kAnyTokens: always the interleaved one.
+  // matmul takes a row's gemm_interleaved up to this many tokens, the packed
+  // int16 GEMM beyond; kAnyTokens: always the interleaved one.
   static constexpr int64_t kAnyTokens = INT64_MAX;
   int64_t interleaved_max_tokens = kAnyTokens;
+
+  // --- per weight type (type_kernels.h), indexed by GGUF type id ---
+  std::array<TypeKernels, gguf::kTensorTypeIdLimit> types{};
+  const TypeKernels& of(gguf::TensorType type) const { return types[static_cast<size_t>(type)]; }
+  TypeKernels& of(gguf::TensorType type) { return types[static_cast<size_t>(type)]; }
 
   // --- FP8 weights (fp8.h) and W8A8 (w8a8.h) ---
   // Rows [row_begin, row_end) of matmul_fp8 / matmul_w8a8 for up to 4
@@ -186,12 +160,6 @@ void paged_chunk_rows(const PagedKv& kv, const int32_t* block_table, int64_t j0,
 
 // The most query heads one paged_attend_group call takes.
 inline constexpr int64_t kMaxPagedGroup = 8;
-
-// The most tokens a fused decode kernel handles in one call.
-inline constexpr int64_t kMaxFusedTokens = 4;
-// The most tokens q16_rows takes in one call (KernelTable::q16_row_max_tokens
-// picks the switch to the packed GEMM at or below it).
-inline constexpr int64_t kMaxQ16RowTokens = 16;
 
 // The scalar table (always available; the ops in it are the *_ref functions).
 const KernelTable& scalar_kernels();
@@ -245,37 +213,5 @@ void paged_attend_group(const PagedKv& kv, const int32_t* block_table, int64_t k
                         int64_t num_heads, int64_t j_begin, int64_t j_end, int64_t head_dim, float scale, float softcap,
                         float* out);
 }  // namespace scalar
-
-namespace avx2 {
-void rms_norm(const float* x, const float* w, float* out, int64_t n, float eps);
-void swiglu(float* gate, const float* up, int64_t n);
-void geglu_tanh(float* gate, const float* up, int64_t n);
-void softmax(float* x, int64_t n);
-void add_inplace(float* y, const float* x, int64_t n);
-void scale_inplace(float* x, float s, int64_t n);
-void gemm_f32(const float* w, int64_t w_stride, int64_t num_rows, const float* x, int64_t x_stride, int64_t num_tokens,
-              int64_t cols, float* y, int64_t y_stride);
-void dequantize_row(gguf::TensorType type, const void* src, float* dst, int64_t n);
-bool fused_supports(gguf::TensorType type);
-void fused_rows(const WeightView& w, int64_t row_begin, int64_t row_end, const float* x, int64_t num_tokens, float* y);
-void attend_head(const float* q, const float* k, const float* v, int64_t kv_stride, int64_t j_begin, int64_t j_end,
-                 int64_t head_dim, float scale, float softcap, float* out);
-void paged_attend_group(const PagedKv& kv, const int32_t* block_table, int64_t kv_head, const float* q,
-                        int64_t num_heads, int64_t j_begin, int64_t j_end, int64_t head_dim, float scale, float softcap,
-                        float* out);
-// The quantized-type half of dequantize_row / fused_rows (matmul_quant_avx2.cc);
-// false when it has no decoder for the type.
-bool dequantize_row_quant(gguf::TensorType type, const void* src, float* dst, int64_t n);
-bool fused_rows_quant(const WeightView& w, int64_t row_begin, int64_t row_end, const float* x, int64_t num_tokens,
-                      float* y);
-}  // namespace avx2
-
-namespace avx512 {
-// F32 and F16 caches with head_dim a multiple of 16 (up to 256) and no
-// soft-capping; anything else goes to avx2::paged_attend_group.
-void paged_attend_group(const PagedKv& kv, const int32_t* block_table, int64_t kv_head, const float* q,
-                        int64_t num_heads, int64_t j_begin, int64_t j_end, int64_t head_dim, float scale, float softcap,
-                        float* out);
-}  // namespace avx512
 
 }  // namespace tokenmill::kernels

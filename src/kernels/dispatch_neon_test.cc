@@ -17,15 +17,21 @@ TEST(DispatchNeon, TableOwnsItsKernels) {
   EXPECT_EQ(n.isa, Isa::kNeon);
   EXPECT_EQ(n.gemm_f32, &neon::gemm_f32);
   EXPECT_EQ(n.quantize_acts, &neon::quantize_acts);
-  EXPECT_EQ(n.q16_supports, &neon::q16_supports);
-  EXPECT_EQ(n.q16_rows, &neon::q16_rows);
-  EXPECT_EQ(n.q16_row_max_tokens, kMaxQ16RowTokens);
+  using gguf::TensorType;
+  EXPECT_EQ(n.of(TensorType::Q4_K).q16_rows, neon::Q16Kernels<TensorType::Q4_K>::q16_rows);
+  EXPECT_EQ(n.of(TensorType::Q5_1).q16_rows, neon::Q16Kernels<TensorType::Q5_1>::q16_rows);
+  EXPECT_EQ(n.of(TensorType::Q4_K).q16_row_max_tokens, kMaxQ16RowTokens);
+  EXPECT_EQ(n.of(TensorType::Q2_K).q16_rows, nullptr);
   EXPECT_EQ(n.attend_head, &neon::attend_head);
   EXPECT_EQ(n.paged_attend_group, &neon::paged_attend_group);
   // What it keeps from the scalar table, it keeps on purpose.
   EXPECT_EQ(n.rms_norm, &rms_norm_ref);
   EXPECT_EQ(n.fp8_rows, &matmul_fp8_rows_ref);
-  EXPECT_EQ(n.gemm_interleaved, nullptr);
+  for (const TypeKernels& k : n.types) {
+    EXPECT_EQ(k.gemm_interleaved, nullptr);
+    EXPECT_EQ(k.q16_decode_row, nullptr);
+    EXPECT_EQ(k.fused_rows, nullptr);
+  }
   EXPECT_EQ(n.gemm_q16_packed, nullptr);
 }
 

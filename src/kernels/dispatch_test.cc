@@ -6,9 +6,9 @@
 #include <cstdlib>
 #include <string>
 
+#include "kernels/interleave.h"
 #include "kernels/ops.h"
 #include "kernels/quantize_act.h"
-#include "kernels/vec_dot.h"
 #include "util/error.h"
 #include "util/test_dependency.h"
 
@@ -19,21 +19,22 @@ TEST(Dispatch, TablesAreCompleteAndMatchTheCpu) {
   const KernelTable& s = scalar_kernels();
   EXPECT_EQ(s.isa, Isa::kScalar);
   EXPECT_TRUE(s.rms_norm && s.swiglu && s.geglu_tanh && s.softmax && s.add_inplace && s.scale_inplace && s.gemm_f32 &&
-              s.dequantize_row && s.attend_head);
+              s.attend_head);
   const KernelTable* a = kernels_for(Isa::kAvx2);
   EXPECT_EQ(a != nullptr, cpu_features().supports_avx2_kernels());
   if (a != nullptr) {
     EXPECT_EQ(a->isa, Isa::kAvx2);
     EXPECT_TRUE(a->rms_norm && a->swiglu && a->geglu_tanh && a->softmax && a->add_inplace && a->scale_inplace &&
-                a->gemm_f32 && a->dequantize_row && a->fused_supports && a->fused_rows && a->attend_head);
-    EXPECT_TRUE(a->fused_supports(gguf::TensorType::Q8_0));
-    EXPECT_FALSE(a->fused_supports(gguf::TensorType::Q2_K));
+                a->gemm_f32 && a->attend_head);
+    EXPECT_NE(a->of(gguf::TensorType::Q8_0).fused_rows, nullptr);
+    EXPECT_EQ(a->of(gguf::TensorType::Q2_K).fused_rows, nullptr);
   }
   const KernelTable* z = kernels_for(Isa::kAvx512);
   EXPECT_EQ(z != nullptr, cpu_features().supports_avx512_kernels());
   if (z != nullptr) {
     EXPECT_EQ(z->isa, Isa::kAvx512);
-    EXPECT_TRUE(z->gemm_q16_packed != nullptr && z->q16_rows != nullptr && z->attend_head != nullptr);
+    EXPECT_TRUE(z->gemm_q16_packed != nullptr && z->of(gguf::TensorType::Q4_K).q16_rows != nullptr &&
+                z->attend_head != nullptr);
   }
   const auto all = available_kernels();
   ASSERT_FALSE(all.empty());
@@ -44,6 +45,38 @@ TEST(Dispatch, TablesAreCompleteAndMatchTheCpu) {
   const KernelTable* n = kernels_for(Isa::kNeon);
   EXPECT_EQ(n != nullptr, cpu_features().supports_neon_kernels());
   EXPECT_EQ(all.size(), 1u + (a != nullptr) + (z != nullptr) + (n != nullptr));
+}
+
+// The per-type rows are consistent in every table this build has (whether
+// or not this CPU runs it): every type tokenmill reads has a dequantizer; an
+// integer decode kernel comes with its switch point; the int16 prefill
+// pieces come together; interleaved kernels only where interleave.h has the
+// layout; and no row for an id that is no type.
+TEST(Dispatch, TypeRowsAreConsistent) {
+  for (Isa isa : built_isas()) {
+    const KernelTable t = kernel_table_definition(isa);
+    for (uint32_t id = 0; id < gguf::kTensorTypeIdLimit; ++id) {
+      const TypeKernels& k = t.types[id];
+      const auto info = gguf::tensor_type_info(id);
+      const std::string where = std::string(isa_name(isa)) + " type id " + std::to_string(id);
+      if (!info) {
+        EXPECT_TRUE(!k.dequantize_row && !k.fused_rows && !k.q16_rows && !k.q16_decode_row && !k.pack_q16_blocks &&
+                    !k.gemm_interleaved)
+            << where;
+        continue;
+      }
+      EXPECT_NE(k.dequantize_row, nullptr) << where;
+      if (k.q16_rows != nullptr) {
+        EXPECT_GE(k.q16_row_max_tokens, 1) << where;
+        EXPECT_LE(k.q16_row_max_tokens, kMaxQ16RowTokens) << where;
+      } else {
+        EXPECT_EQ(k.q16_row_max_tokens, 0) << where;
+      }
+      EXPECT_TRUE(k.pack_q16_blocks == nullptr || k.q16_decode_row != nullptr) << where;
+      EXPECT_TRUE(k.q16_decode_row == nullptr || t.gemm_q16_packed != nullptr) << where;
+      EXPECT_TRUE(k.gemm_interleaved == nullptr || has_interleaved_layout(info->type)) << where;
+    }
+  }
 }
 
 // TOKENMILL_EXPECT_ISA (set by scripts/test_all.sh from /proc/cpuinfo, which

@@ -2,10 +2,11 @@
 // features, and which kernels the AVX2 and AVX-512 tables hold.
 #include <gtest/gtest.h>
 
+#include "kernels/avx2/avx2.h"
+#include "kernels/avx512/avx512.h"
 #include "kernels/dispatch.h"
 #include "kernels/ops.h"
 #include "kernels/quantize_act.h"
-#include "kernels/vec_dot.h"
 #include "util/error.h"
 
 namespace tokenmill::kernels {
@@ -64,31 +65,47 @@ TEST(Dispatch, EachIsaTableOwnsItsKernels) {
   EXPECT_EQ(a.add_inplace, &avx2::add_inplace);
   EXPECT_EQ(a.scale_inplace, &avx2::scale_inplace);
   EXPECT_EQ(a.gemm_f32, &avx2::gemm_f32);
-  EXPECT_EQ(a.dequantize_row, &avx2::dequantize_row);
-  EXPECT_EQ(a.fused_rows, &avx2::fused_rows);
   EXPECT_EQ(a.gemm_packed, &avx2::gemm_packed);
   EXPECT_EQ(a.quantize_acts, &avx2::quantize_acts);
-  EXPECT_EQ(a.q16_rows, &avx2::q16_rows);
   EXPECT_EQ(a.gemm_q16_packed, &avx2::gemm_q16_packed);
   EXPECT_EQ(a.attend_head, &avx2::attend_head);
   EXPECT_EQ(a.paged_attend_group, &avx2::paged_attend_group);
   EXPECT_EQ(a.fp8_rows, &avx2::matmul_fp8_rows);
   EXPECT_EQ(a.w8a8_rows, &avx2::w8a8_rows);
-  EXPECT_NE(a.gemm_interleaved, nullptr);
+  // Rows: each kernel file's kernels for its types, the reference elsewhere.
+  using gguf::TensorType;
+  EXPECT_EQ(a.of(TensorType::F16).dequantize_row, avx2::FloatRowKernels<TensorType::F16>::dequantize_row);
+  EXPECT_EQ(a.of(TensorType::BF16).fused_rows, avx2::FloatRowKernels<TensorType::BF16>::fused_rows);
+  EXPECT_EQ(a.of(TensorType::Q4_K).dequantize_row, avx2::BlockFloatKernels<TensorType::Q4_K>::dequantize_row);
+  EXPECT_EQ(a.of(TensorType::Q4_1).dequantize_row, s.of(TensorType::Q4_1).dequantize_row);
+  EXPECT_EQ(a.of(TensorType::Q4_1).fused_rows, nullptr);
+  EXPECT_EQ(a.of(TensorType::Q5_1).q16_rows, avx2::Q16LegacyKernels<TensorType::Q5_1>::q16_rows);
+  EXPECT_EQ(a.of(TensorType::Q3_K).q16_decode_row, avx2::Q16KQuantKernels<TensorType::Q3_K>::q16_decode_row);
+  EXPECT_EQ(a.of(TensorType::Q8_K).q16_rows, nullptr);
+  EXPECT_EQ(a.of(TensorType::Q4_0).pack_q16_blocks, avx2::PackBlocksKernels<TensorType::Q4_0>::pack_q16_blocks);
+  EXPECT_EQ(a.of(TensorType::Q4_K).pack_q16_blocks, nullptr);
+  // Q4_0, packed straight from its blocks, leaves the row kernel sooner.
+  EXPECT_LT(a.of(TensorType::Q4_0).q16_row_max_tokens, a.of(TensorType::Q4_K).q16_row_max_tokens);
+  EXPECT_EQ(a.of(TensorType::Q6_K).gemm_interleaved, avx2::InterleavedKernels<TensorType::Q6_K>::gemm_interleaved);
+  EXPECT_EQ(a.of(TensorType::Q5_K).gemm_interleaved, nullptr);
 
   const KernelTable z = kernel_table_definition(Isa::kAvx512);
   EXPECT_EQ(z.isa, Isa::kAvx512);
   EXPECT_EQ(z.gemm_packed, &avx512::gemm_packed);
   EXPECT_EQ(z.gemm_q16_packed, &avx512::gemm_q16_packed);
   EXPECT_EQ(z.paged_attend_group, &avx512::paged_attend_group);
-  EXPECT_NE(z.gemm_interleaved, nullptr);
-  EXPECT_NE(z.gemm_interleaved, a.gemm_interleaved);
+  for (TensorType type : {TensorType::Q4_0, TensorType::Q8_0, TensorType::Q4_K, TensorType::Q6_K}) {
+    EXPECT_NE(z.of(type).gemm_interleaved, nullptr);
+    EXPECT_NE(z.of(type).gemm_interleaved, a.of(type).gemm_interleaved);
+  }
   // The AVX2 limit is not inherited: AVX-512 prefill reads the copy too, so
   // the model releases the file's pages of those matrices.
   EXPECT_LT(a.interleaved_max_tokens, KernelTable::kAnyTokens);
   EXPECT_EQ(z.interleaved_max_tokens, KernelTable::kAnyTokens);
+  // The faster int16 micro-kernel repays packing sooner.
+  EXPECT_LT(z.of(TensorType::Q4_K).q16_row_max_tokens, a.of(TensorType::Q4_K).q16_row_max_tokens);
   // What it keeps from the AVX2 table, it keeps on purpose.
-  EXPECT_EQ(z.q16_rows, &avx2::q16_rows);
+  EXPECT_EQ(z.of(TensorType::Q4_K).q16_rows, a.of(TensorType::Q4_K).q16_rows);
   EXPECT_EQ(z.rms_norm, &avx2::rms_norm);
 }
 

@@ -68,12 +68,4 @@ void matmul_fp8_ref(const Fp8Matrix& w, const float* x, int64_t num_tokens, floa
 void matmul_fp8_rows_ref(const Fp8Matrix& w, int64_t row_begin, int64_t row_end, const float* x, int64_t num_tokens,
                          float* y);
 
-namespace avx2 {
-// rows [row_begin, row_end) of matmul_fp8 (fp8_avx2.cc).
-void matmul_fp8_rows(const Fp8Matrix& w, int64_t row_begin, int64_t row_end, const float* x, int64_t num_tokens,
-                     float* y);
-// dst[0..n) = e4m3 bytes src[0..n) as floats times `scale` (n any).
-void fp8_to_fp32_scaled(const uint8_t* src, float scale, float* dst, int64_t n);
-}  // namespace avx2
-
 }  // namespace tokenmill::kernels

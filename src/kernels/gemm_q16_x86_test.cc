@@ -1,5 +1,6 @@
-// The int16 prefill path (gemm.h: pack_q16_rows, gemm_q16_packed; vec_dot.h:
-// q16_decode_row). The decoded rows must describe the reference weights
+// The int16 prefill path (gemm.h and avx2/avx2.h: pack_q16_rows,
+// gemm_q16_packed; the AVX2 table's rows: q16_decode_row, pack_q16_blocks,
+// gemm_interleaved). The decoded rows must describe the reference weights
 // (w = scale16 * q + bias16 per 16 columns); the packed kernel's integer
 // sums are exact and its float steps are few and fixed, so the scalar
 // reference of those steps (gemm.h: gemm_q16_ref) is exact: results must
@@ -15,24 +16,30 @@
 #include <string>
 #include <vector>
 
+#include "kernels/avx2/avx2.h"
+#include "kernels/avx512/avx512.h"
 #include "kernels/dispatch.h"
 #include "kernels/gemm.h"
 #include "kernels/interleave.h"
 #include "kernels/test_util.h"
-#include "kernels/vec_dot.h"
 
 namespace tokenmill::kernels {
 namespace {
 
 using gguf::TensorType;
 
-// Rows decoded by q16_decode_row: q [rows, cols], scale16 / bias16 [rows, cols / 16].
+// The AVX2 table's row for `type` (callers skip without AVX2).
+const TypeKernels& avx2_row(TensorType type) { return kernels_for(Isa::kAvx2)->of(type); }
+
+// Rows decoded by the AVX2 q16_decode_row: q [rows, cols], scale16 / bias16
+// [rows, cols / 16].
 struct Decoded {
   Decoded(const WeightView& w) : q(w.rows * w.cols), scale(w.rows * w.cols / 16), bias(scale.size()) {
     const int64_t rb = gguf::row_bytes(w.type, w.cols), h = w.cols / 16;
+    const TypeKernels::Q16DecodeRow decode_row = avx2_row(w.type).q16_decode_row;
     for (int64_t r = 0; r < w.rows; ++r) {
-      avx2::q16_decode_row(w.type, static_cast<const uint8_t*>(w.data) + r * rb, w.cols, q.data() + r * w.cols,
-                           scale.data() + r * h, bias.data() + r * h);
+      decode_row(static_cast<const uint8_t*>(w.data) + r * rb, w.cols, q.data() + r * w.cols, scale.data() + r * h,
+                 bias.data() + r * h);
     }
   }
   std::vector<int16_t> q;
@@ -76,7 +83,7 @@ using GemmQ16Fn = void (*)(const int16_t*, const float*, const float*, bool, int
 void check_against_reference(GemmQ16Fn gemm, const char* isa) {
   for (TensorType type : testing::kBlockQuantTypes) {
     const bool k_quant = gguf::tensor_type_info(type).block_size == 256;
-    const Q16Layout layout = avx2::q16_layout(type);
+    const Q16Layout layout = q16_layout(type);
     for (int64_t rows : {1, 7, 16, 17, 37}) {
       for (int64_t cols : k_quant ? std::vector<int64_t>{256, 768} : std::vector<int64_t>{32, 96, 288, 640}) {
         testing::Weights w(type, rows, cols, static_cast<uint32_t>(rows * 7 + cols));
@@ -118,7 +125,9 @@ void check_against_reference(GemmQ16Fn gemm, const char* isa) {
 // chunks, and blocks whose scale is +0 or -0.
 TEST(GemmQ16, DirectPackEqualsDecodeThenPack) {
   if (!cpu_features().supports_avx2_kernels()) GTEST_SKIP() << "no AVX2";
-  EXPECT_FALSE(avx2::pack_q16_blocks(TensorType::Q4_K, nullptr, 0, 0, 256, 0, 16, nullptr, nullptr, nullptr));
+  EXPECT_EQ(avx2_row(TensorType::Q4_K).pack_q16_blocks, nullptr);
+  const TypeKernels::PackQ16Blocks pack_q16_blocks = avx2_row(TensorType::Q4_0).pack_q16_blocks;
+  ASSERT_NE(pack_q16_blocks, nullptr);
   for (int64_t rows : {1, 7, 8, 16, 17, 37}) {
     for (int64_t cols : {32, 96, 288, 640}) {
       testing::Weights w(TensorType::Q4_0, rows, cols, static_cast<uint32_t>(rows * 11 + cols));
@@ -138,8 +147,7 @@ TEST(GemmQ16, DirectPackEqualsDecodeThenPack) {
         const int64_t n = std::max<int64_t>(0, std::min(kPackStep, rows - i));
         avx2::pack_q16_rows(dec.q.data() + i * cols, dec.scale.data() + i * cols / 16, dec.bias.data() + i * cols / 16,
                             n, cols, i, padded, q_two, s_two.data(), b_two.data());
-        ASSERT_TRUE(avx2::pack_q16_blocks(TensorType::Q4_0, w.bytes.data() + i * rb, rb, n, cols, i, padded, q_one,
-                                          s_one.data(), b_one.data()));
+        pack_q16_blocks(w.bytes.data() + i * rb, rb, n, cols, i, padded, q_one, s_one.data(), b_one.data());
       }
       const std::string what = "rows " + std::to_string(rows) + " cols " + std::to_string(cols);
       EXPECT_EQ(std::memcmp(q_two, q_one, nq * 2), 0) << what;
@@ -158,17 +166,14 @@ TEST(GemmQ16, DirectPackEqualsDecodeThenPack) {
 // column chunks of 256, walked group by group) and 300 (from 640 columns
 // on: a block of 256 tokens with more than 256 KiB of activations, walked
 // chunk by chunk, then a block of 44 walked group by group).
-using InterleavedGemm = void (*)(gguf::TensorType, const uint8_t*, int64_t, int64_t, int64_t, int64_t,
-                                 const QuantizedActs&, int64_t, float*, int64_t);
-
-void check_interleaved(InterleavedGemm gemm_interleaved) {
+// y is checked for writes past the call's rows: [num_tokens, rows] and a
+// guard after it.
+void check_interleaved(const KernelTable& kt) {
   for (TensorType type : {TensorType::Q4_0, TensorType::Q8_0, TensorType::Q4_K, TensorType::Q6_K}) {
     const bool super_blocks = type == TensorType::Q4_K || type == TensorType::Q6_K;
-    const Q16Layout layout = avx2::q16_layout(type);
-    const auto gemm = [type, gemm_interleaved](const uint8_t* packed, int64_t rows, int64_t cols, int64_t r0,
-                                               int64_t r1, const QuantizedActs& a, int64_t nt, float* y, int64_t ys) {
-      gemm_interleaved(type, packed, rows, cols, r0, r1, a, nt, y, ys);
-    };
+    const Q16Layout layout = q16_layout(type);
+    const TypeKernels::GemmInterleaved gemm = kt.of(type).gemm_interleaved;
+    ASSERT_NE(gemm, nullptr) << isa_name(kt.isa) << " " << gguf::tensor_type_name(type);
     for (int64_t rows : {1, 7, 16, 17, 37, 48}) {
       for (int64_t cols : super_blocks ? std::vector<int64_t>{256, 768} : std::vector<int64_t>{32, 96, 288, 640}) {
         testing::Weights w(type, rows, cols, static_cast<uint32_t>(rows * 5 + cols));
@@ -180,23 +185,27 @@ void check_interleaved(InterleavedGemm gemm_interleaved) {
         ASSERT_EQ(bytes, (rows + 15) / 16 * 16 * gguf::row_bytes(type, cols) + extra);
         auto* packed = static_cast<uint8_t*>(std::aligned_alloc(64, static_cast<size_t>((bytes + 63) / 64 * 64)));
         interleave_weights(w.view, packed);
+        WeightView view = w.view;
+        view.interleaved = packed;
         for (int64_t nt : {1, 2, 3, 4, 5, 6, 7, 12, 13, 64, 300}) {
           if (nt == 300 && cols < 640) continue;
           const auto x = testing::gaussian(nt * cols, static_cast<uint32_t>(3 * nt + cols));
           const testing::Acts acts(x.data(), nt, cols);
-          const int64_t ys = rows + 3;
+          constexpr int64_t kGuard = 8;
           // The whole matrix, then the rows from 16 on in a second call.
           const int64_t split = rows > 16 ? 16 : rows;
-          std::vector<float> y(static_cast<size_t>(nt * ys), -1.0f);
-          gemm(packed, rows, cols, 0, split, acts.buffer.view(), nt, y.data(), ys);
-          if (split < rows) gemm(packed, rows, cols, split, rows, acts.buffer.view(), nt, y.data(), ys);
-          const std::vector<float> want = reference(dec, rows, cols, layout, acts.buffer.view(), nt, ys);
+          std::vector<float> y(static_cast<size_t>(nt * rows + kGuard), -1.0f);
+          gemm(view, 0, split, acts.buffer.view(), nt, y.data());
+          if (split < rows) gemm(view, split, rows, acts.buffer.view(), nt, y.data());
+          const std::vector<float> want = reference(dec, rows, cols, layout, acts.buffer.view(), nt, rows);
           for (int64_t t = 0; t < nt; ++t) {
-            for (int64_t r = 0; r < ys; ++r) {
-              ASSERT_EQ(y[t * ys + r], want[t * ys + r]) << gguf::tensor_type_name(type) << " rows " << rows << " cols "
-                                                         << cols << " tokens " << nt << " r " << r << " t " << t;
+            for (int64_t r = 0; r < rows; ++r) {
+              ASSERT_EQ(y[t * rows + r], want[t * rows + r])
+                  << gguf::tensor_type_name(type) << " rows " << rows << " cols " << cols << " tokens " << nt << " r "
+                  << r << " t " << t;
             }
           }
+          for (int64_t g = 0; g < kGuard; ++g) ASSERT_EQ(y[nt * rows + g], -1.0f) << "write past the rows";
         }
         std::free(packed);
       }
@@ -206,12 +215,12 @@ void check_interleaved(InterleavedGemm gemm_interleaved) {
 
 TEST(GemmQ16, InterleavedMatchesReferenceBitForBit) {
   if (!cpu_features().supports_avx2_kernels()) GTEST_SKIP() << "no AVX2";
-  check_interleaved(avx2::gemm_interleaved);
+  check_interleaved(*kernels_for(Isa::kAvx2));
 }
 
 TEST(GemmQ16, Avx512InterleavedMatchesReferenceBitForBit) {
   if (!cpu_features().supports_avx512_kernels()) GTEST_SKIP() << "no AVX-512 F/BW/VNNI on this CPU";
-  check_interleaved(avx512::gemm_interleaved);
+  check_interleaved(*kernels_for(Isa::kAvx512));
 }
 
 TEST(GemmQ16, MatchesReferenceBitForBit) {

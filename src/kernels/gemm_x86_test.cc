@@ -14,6 +14,8 @@
 #include <string>
 #include <vector>
 
+#include "kernels/avx2/avx2.h"
+#include "kernels/avx512/avx512.h"
 #include "kernels/cpu_features.h"
 #include "kernels/test_util.h"
 

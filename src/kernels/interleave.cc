@@ -98,13 +98,13 @@ void interleave_legacy(const WeightView& w, int64_t block_bytes, int64_t unit_by
 
 }  // namespace
 
-bool interleave_supported(gguf::TensorType type) {
+bool has_interleaved_layout(gguf::TensorType type) {
   return type == gguf::TensorType::Q4_0 || type == gguf::TensorType::Q8_0 || type == gguf::TensorType::Q4_K ||
          type == gguf::TensorType::Q6_K;
 }
 
 int64_t interleaved_bytes(const WeightView& w) {
-  TM_CHECK(interleave_supported(w.type) && w.cols % gguf::tensor_type_info(w.type).block_size == 0);
+  TM_CHECK(has_interleaved_layout(w.type) && w.cols % gguf::tensor_type_info(w.type).block_size == 0);
   const int64_t groups = (w.rows + kInterleaveRows - 1) / kInterleaveRows;
   switch (w.type) {
     case gguf::TensorType::Q4_K: return groups * (w.cols / 256) * kQ4_Kx16BlockBytes;
@@ -115,7 +115,7 @@ int64_t interleaved_bytes(const WeightView& w) {
 }
 
 void interleave_weights(const WeightView& w, uint8_t* dst) {
-  TM_CHECK(interleave_supported(w.type) && w.cols % gguf::tensor_type_info(w.type).block_size == 0);
+  TM_CHECK(has_interleaved_layout(w.type) && w.cols % gguf::tensor_type_info(w.type).block_size == 0);
   std::memset(dst, 0, static_cast<size_t>(interleaved_bytes(w)));
   switch (w.type) {
     case gguf::TensorType::Q4_K: return interleave_q4_k(w, dst);

@@ -66,9 +66,10 @@ inline constexpr int64_t kQ4_Kx16Scales = 2048;  // offset of the d, dmin, scale
 inline constexpr int64_t kQ6_Kx16BlockBytes = 3360;
 inline constexpr int64_t kQ6_Kx16Scales = 3072;  // offset of the int8 scales, then the fp16 d
 
-// Whether interleave_weights handles this type.
-bool interleave_supported(gguf::TensorType type);
-// Bytes of the interleaved copy of w. Precondition: interleave_supported(w.type).
+// Whether interleave_weights has a layout for this type (the tables give a
+// gemm_interleaved kernel to these types only).
+bool has_interleaved_layout(gguf::TensorType type);
+// Bytes of the interleaved copy of w. Precondition: has_interleaved_layout(w.type).
 int64_t interleaved_bytes(const WeightView& w);
 // Writes the interleaved copy of w (data, rows, cols) to dst
 // (interleaved_bytes(w) bytes, 32-byte aligned). Portable code: runs once at

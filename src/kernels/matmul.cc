@@ -1,23 +1,25 @@
 // matmul driver: validates shapes once, picks a path per weight matrix, and
 // shares the rows out over the thread pool. The per-ISA arithmetic is in the
-// KernelTable (matmul_ref.cc, matmul_avx2.cc, matmul_quant_avx2.cc,
-// vec_dot_*_avx2.cc).
+// KernelTable: its type-independent entries and the weight type's row
+// (type_kernels.h). choose_path tries the paths below in the order
+// interleaved, integer decode, int16 packed panels, fused float decode,
+// FP32 panels, and takes the first one the row has a kernel for.
 //
 // Paths:
-//  - integer decode (num_tokens <= q16_row_max_tokens, quantized types the ISA
-//    has q16 kernels for): x is quantized once per call, by the calling
+//  - integer decode (rows with q16_rows, num_tokens <= the row's
+//    q16_row_max_tokens): x is quantized once per call, by the calling
 //    thread, to int16 blocks (quantize_act.h); each row is then one pass
-//    of integer dot products over its bytes (vec_dot.h).
-//  - fused float decode (F32/F16/BF16, or types without q16 kernels): rows
+//    of integer dot products over its bytes (type_kernels.h).
+//  - fused float decode (rows with fused_rows but no q16_rows): rows
 //    dequantized and dotted in registers, never stored.
-//  - int16 packed panels (quantized types with q16 kernels, calls of more
-//    than q16_row_max_tokens tokens: prefill, batched decode): a thread
+//  - int16 packed panels (rows with q16_decode_row, calls of more than
+//    q16_row_max_tokens tokens: prefill, batched decode): a thread
 //    widens a panel of rows to int16 once (Q4_0 straight from its blocks,
 //    pack_q16_blocks), packs it (gemm.h) and runs the 16-row integer
 //    micro-kernel over the call's int16 activations; same numerics as the
 //    integer decode path.
 //  - interleaved (weights with an interleaved copy made at load,
-//    interleave.h, and a table with a kernel for it): up to the table's
+//    interleave.h, and a row with gemm_interleaved): up to the table's
 //    interleaved_max_tokens (AVX-512: every count; AVX2: 16); 16 rows at a
 //    time, no per-call packing, same numerics as the int16 packed panels.
 //  - FP32 panels (float types, and types without q16 kernels): a thread
@@ -90,16 +92,16 @@ struct Task {
   int64_t num_units = 0;
 };
 
+// The first path down this list that the weight type's row of the table
+// (type_kernels.h) has a kernel for.
 Path choose_path(const KernelTable& kt, const WeightView& w, int64_t num_tokens) {
-  if (w.interleaved != nullptr && kt.gemm_interleaved != nullptr && num_tokens <= kt.interleaved_max_tokens) {
+  const TypeKernels& k = kt.of(w.type);
+  if (w.interleaved != nullptr && k.gemm_interleaved != nullptr && num_tokens <= kt.interleaved_max_tokens) {
     return Path::kInterleaved;
   }
-  const gguf::TensorType type = w.type;
-  const bool q16 = kt.q16_supports != nullptr && kt.q16_supports(type);
-  const bool direct = kt.pack_q16_blocks_supports != nullptr && kt.pack_q16_blocks_supports(type);
-  if (q16 && num_tokens <= (direct ? kt.q16_row_max_tokens_direct : kt.q16_row_max_tokens)) return Path::kQ16;
-  if (q16 && kt.gemm_q16_packed != nullptr) return Path::kQ16Packed;
-  if (num_tokens <= kMaxFusedTokens && kt.fused_supports != nullptr && kt.fused_supports(type)) return Path::kFused;
+  if (k.q16_rows != nullptr && num_tokens <= k.q16_row_max_tokens) return Path::kQ16;
+  if (k.q16_decode_row != nullptr && kt.gemm_q16_packed != nullptr) return Path::kQ16Packed;
+  if (num_tokens <= kMaxFusedTokens && k.fused_rows != nullptr) return Path::kFused;
   if (num_tokens >= kPackedMinTokens && kt.gemm_packed != nullptr) return Path::kPacked;
   return Path::kPanels;
 }
@@ -135,12 +137,12 @@ void run_packed_panel(const KernelTable& kt, const WeightView& w, int64_t r0, in
   float* rows = direct ? nullptr : thread_scratch(0, kPackStep * cols);
   const int64_t bytes_per_row = gguf::row_bytes(w.type, cols);
   const auto* bytes = static_cast<const uint8_t*>(w.data);
+  const TypeKernels::DequantizeRow dequantize_row = kt.of(w.type).dequantize_row;
   for (int64_t i = 0; i < padded; i += kPackStep) {
     const int64_t n = std::clamp<int64_t>(num_rows - i, 0, kPackStep);
     const float* src = direct ? static_cast<const float*>(w.data) + (r0 + i) * cols : rows;
     if (!direct) {
-      for (int64_t j = 0; j < n; ++j)
-        kt.dequantize_row(w.type, bytes + (r0 + i + j) * bytes_per_row, rows + j * cols, cols);
+      for (int64_t j = 0; j < n; ++j) dequantize_row(bytes + (r0 + i + j) * bytes_per_row, rows + j * cols, cols);
     }
     kt.pack_rows(src, cols, n, cols, i, padded, packed);
   }
@@ -166,20 +168,19 @@ void run_q16_packed_panel(const KernelTable& kt, const WeightView& w, int64_t r0
   auto* tb = reinterpret_cast<float*>(temp + tq_bytes + tf_bytes);
   const int64_t bytes_per_row = gguf::row_bytes(w.type, cols);
   const auto* bytes = static_cast<const uint8_t*>(w.data);
-  const bool direct = kt.pack_q16_blocks_supports != nullptr && kt.pack_q16_blocks_supports(w.type);
+  const TypeKernels& k = kt.of(w.type);
   for (int64_t i = 0; i < padded; i += kPackStep) {
     const int64_t n = std::clamp<int64_t>(num_rows - i, 0, kPackStep);
-    if (direct &&
-        kt.pack_q16_blocks(w.type, bytes + (r0 + i) * bytes_per_row, bytes_per_row, n, cols, i, padded, pq, ps, pb)) {
+    if (k.pack_q16_blocks != nullptr) {
+      k.pack_q16_blocks(bytes + (r0 + i) * bytes_per_row, bytes_per_row, n, cols, i, padded, pq, ps, pb);
       continue;
     }
     for (int64_t j = 0; j < n; ++j) {
-      kt.q16_decode_row(w.type, bytes + (r0 + i + j) * bytes_per_row, cols, tq + j * cols, ts + j * halves,
-                        tb + j * halves);
+      k.q16_decode_row(bytes + (r0 + i + j) * bytes_per_row, cols, tq + j * cols, ts + j * halves, tb + j * halves);
     }
     kt.pack_q16_rows(tq, ts, tb, n, cols, i, padded, pq, ps, pb);
   }
-  const Q16Layout layout = kt.q16_layout(w.type);
+  const Q16Layout layout = q16_layout(w.type);
   kt.gemm_q16_packed(pq, ps, pb, layout.halves, layout.bias, num_rows, cols, acts, num_tokens, y + r0, w.rows);
 }
 
@@ -197,8 +198,8 @@ void run_panel(const KernelTable& kt, const WeightView& w, int64_t r0, int64_t n
     float* scratch = thread_scratch(0, num_rows * stride);
     const int64_t bytes_per_row = gguf::row_bytes(w.type, cols);
     const auto* bytes = static_cast<const uint8_t*>(w.data) + r0 * bytes_per_row;
-    for (int64_t i = 0; i < num_rows; ++i)
-      kt.dequantize_row(w.type, bytes + i * bytes_per_row, scratch + i * stride, cols);
+    const TypeKernels::DequantizeRow dequantize_row = kt.of(w.type).dequantize_row;
+    for (int64_t i = 0; i < num_rows; ++i) dequantize_row(bytes + i * bytes_per_row, scratch + i * stride, cols);
     panel = scratch;
   }
   // Token blocks a multiple of the token tile, so only the last block has a
@@ -217,12 +218,12 @@ void run_unit(const KernelTable& kt, const Task& task, int64_t unit, const float
   const int64_t r0 = unit * task.unit_rows;
   const int64_t r1 = std::min(w.rows, r0 + task.unit_rows);
   switch (task.path) {
-    case Path::kQ16: return kt.q16_rows(w, r0, r1, acts, num_tokens, task.y);
-    case Path::kFused: return kt.fused_rows(w, r0, r1, x, num_tokens, task.y);
+    case Path::kQ16: return kt.of(w.type).q16_rows(w, r0, r1, acts, num_tokens, task.y);
+    case Path::kFused: return kt.of(w.type).fused_rows(w, r0, r1, x, num_tokens, task.y);
     case Path::kPanels: return run_panel(kt, w, r0, r1 - r0, x, num_tokens, task.y);
     case Path::kPacked: return run_packed_panel(kt, w, r0, r1 - r0, x, num_tokens, task.y);
     case Path::kQ16Packed: return run_q16_packed_panel(kt, w, r0, r1 - r0, acts, num_tokens, task.y);
-    case Path::kInterleaved: return kt.gemm_interleaved(w, r0, r1, acts, num_tokens, task.y);
+    case Path::kInterleaved: return kt.of(w.type).gemm_interleaved(w, r0, r1, acts, num_tokens, task.y);
   }
 }
 

@@ -55,8 +55,9 @@ std::vector<int64_t> col_counts(TensorType type) {
 // Whether matmul takes an integer path (int16 activations) for this case:
 // decode (q16_rows) or the int16 packed prefill kernel.
 bool uses_q16(const KernelTable& kt, TensorType type, int64_t num_tokens) {
-  if (kt.q16_supports == nullptr || !kt.q16_supports(type)) return false;
-  return num_tokens <= std::max(kt.q16_row_max_tokens, kt.q16_row_max_tokens_direct) || kt.gemm_q16_packed != nullptr;
+  const TypeKernels& k = kt.of(type);
+  if (k.q16_rows == nullptr) return false;
+  return num_tokens <= k.q16_row_max_tokens || (k.q16_decode_row != nullptr && kt.gemm_q16_packed != nullptr);
 }
 
 // Float accumulation bound (matmul_test_util.h: rounding_bound): the AVX2
@@ -170,7 +171,7 @@ TEST(Matmul, InterleavedWeightsAreUsedOnlyWhereSupported) {
         const std::string what = std::string(isa_name(kt->isa)) + " " + std::string(gguf::tensor_type_name(type)) +
                                  " tokens=" + std::to_string(nt);
         ASSERT_EQ(0, std::memcmp(y1.data(), y2.data(), y1.size() * sizeof(float))) << what;
-        if (kt->gemm_interleaved == nullptr || nt > kMaxQ16RowTokens) {
+        if (kt->of(type).gemm_interleaved == nullptr || nt > kt->of(type).q16_row_max_tokens) {
           ASSERT_EQ(0, std::memcmp(plain.data(), y1.data(), y1.size() * sizeof(float))) << what;
         }
         // Within the int16 activations' rounding (bounded precisely in
@@ -212,7 +213,7 @@ TEST(Matmul, FastDequantizeIsExact) {
       const int64_t cols = gguf::tensor_type_info(type).block_size == 1 ? 77 : 1024;
       Weights w(type, 1, cols, 11);
       std::vector<float> a(static_cast<size_t>(cols) + 1, -7.0f), b(static_cast<size_t>(cols));
-      kt->dequantize_row(type, w.bytes.data(), a.data(), cols);
+      kt->of(type).dequantize_row(w.bytes.data(), a.data(), cols);
       dequantize_row_ref(type, w.bytes.data(), b.data(), cols);
       for (int64_t c = 0; c < cols; ++c) {
         ASSERT_EQ(a[c], b[c]) << isa_name(kt->isa) << " " << gguf::tensor_type_name(type) << " c=" << c;
@@ -277,14 +278,13 @@ TEST(Matmul, ManyEqualsSeparateCalls) {
 TEST(Matmul, IntegerDecodePathIsCloseToExactProduct) {
   bool any = false;
   for (const KernelTable* kt : available_kernels()) {
-    if (kt->q16_rows != nullptr) any = true;
+    if (kt->of(TensorType::Q4_0).q16_rows != nullptr) any = true;
   }
   if (!any) GTEST_SKIP() << "no kernel table with integer decode kernels on this CPU";
   ThreadPool pool(2);
   for (const KernelTable* kt : available_kernels()) {
-    if (kt->q16_rows == nullptr) continue;
     for (TensorType type : {TensorType::Q4_0, TensorType::Q8_0, TensorType::Q4_K, TensorType::Q6_K, TensorType::Q2_K}) {
-      if (!kt->q16_supports(type)) continue;
+      if (kt->of(type).q16_rows == nullptr) continue;
       const int64_t cols = 1024, rows = 20;
       Weights w(type, rows, cols, 31);
       // Activations with outliers, as real models have: a few values 100x the rest.

@@ -1,5 +1,5 @@
 // Activations quantized on the fly for integer dot products with quantized
-// weights (the decode path of matmul; see vec_dot.h).
+// weights (the integer path of matmul; see type_kernels.h).
 //
 // Format: per block of kActBlock = 32 consecutive values of one token row,
 // an fp32 scale d = max|x| / 32767 and int16 values q = round(x / d) in
@@ -94,9 +94,5 @@ void quantize_acts_ref(const float* x, int64_t num_tokens, int64_t cols, const Q
 // out [cols] = d * q of token t of `a` (the values the integer path
 // multiplies; for tests and references).
 void dequantize_acts(const QuantizedActs& a, int64_t t, float* out);
-
-namespace avx2 {
-void quantize_acts(const float* x, int64_t num_tokens, int64_t cols, const QuantizedActsOut& out);
-}  // namespace avx2
 
 }  // namespace tokenmill::kernels

@@ -1,12 +1,14 @@
-// Integer decode kernels (vec_dot.h; KernelTable::q16_rows) of every table
+// Integer decode kernels (type_kernels.h: the rows' q16_rows) of every table
 // this CPU runs, for every type each supports, against the scalar
 // reference: matmul_ref (reference dequantization, double dot) on the
 // dequantized activations, over column counts, row ranges that are not
 // multiples of anything, 1..4 tokens, activations with outliers; row splits
 // must not change a bit.
-#include "kernels/vec_dot.h"
+#include "kernels/dispatch.h"
 
 #include <gtest/gtest.h>
+
+#include <algorithm>
 
 #include <cmath>
 #include <cstring>
@@ -28,13 +30,13 @@ using testing::Weights;
 std::vector<const KernelTable*> q16_tables() {
   std::vector<const KernelTable*> out;
   for (const KernelTable* kt : available_kernels()) {
-    if (kt->q16_rows != nullptr) out.push_back(kt);
+    if (std::ranges::any_of(kt->types, [](const TypeKernels& k) { return k.q16_rows != nullptr; })) out.push_back(kt);
   }
   return out;
 }
 
-// The types each ISA promises integer decode kernels for (vec_dot.h,
-// neon.h): a table that quietly drops one would still pass through the
+// The types each ISA promises integer decode kernels for (avx2/avx2.h,
+// neon/neon.h): a table that quietly drops one would still pass through the
 // slower float path.
 std::vector<TensorType> promised_q16_types(Isa isa) {
   if (isa == Isa::kNeon) {
@@ -60,10 +62,10 @@ TEST(VecDot, EveryTypeMatchesReference) {
   if (tables.empty()) GTEST_SKIP() << "no kernel table with integer decode kernels on this CPU";
   for (const KernelTable* kt : tables) {
     for (TensorType type : promised_q16_types(kt->isa)) {
-      ASSERT_TRUE(kt->q16_supports(type)) << isa_name(kt->isa) << " " << gguf::tensor_type_name(type);
+      ASSERT_NE(kt->of(type).q16_rows, nullptr) << isa_name(kt->isa) << " " << gguf::tensor_type_name(type);
     }
     for (TensorType type : testing::kBlockQuantTypes) {
-      if (!kt->q16_supports(type)) continue;
+      if (kt->of(type).q16_rows == nullptr) continue;
       for (int64_t cols : dot_lengths(type)) {
         const int64_t rows = 13;
         Weights w(type, rows, cols, static_cast<uint32_t>(cols) + 1);
@@ -71,7 +73,7 @@ TEST(VecDot, EveryTypeMatchesReference) {
           const auto x = activations(nt * cols, static_cast<uint32_t>(nt));
           const Acts acts(x.data(), nt, cols);
           std::vector<float> y(static_cast<size_t>(nt * rows), -1.0f), ref(y.size());
-          kt->q16_rows(w.view, 2, rows - 1, acts.buffer.view(), nt, y.data());  // rows [2, 12)
+          kt->of(type).q16_rows(w.view, 2, rows - 1, acts.buffer.view(), nt, y.data());  // rows [2, 12)
           matmul_ref(w.view, acts.rounded.data(), nt, ref.data());
           std::vector<float> row(static_cast<size_t>(cols));
           for (int64_t r = 0; r < rows; ++r) {
@@ -111,7 +113,7 @@ TEST(VecDot, ToleranceIsTightEnoughToCatchAWrongScale) {
     const auto x = activations(256, 4);
     const Acts acts(x.data(), 1, 256);
     float y = 0, ref = 0;
-    kt->q16_rows(w.view, 0, 1, acts.buffer.view(), 1, &y);
+    kt->of(TensorType::Q4_0).q16_rows(w.view, 0, 1, acts.buffer.view(), 1, &y);
     w.bytes[18 * 3 + 1] ^= 0x04;  // flip a bit of block 3's fp16 scale
     matmul_ref(w.view, acts.rounded.data(), 1, &ref);
     std::vector<float> row(256);
@@ -127,15 +129,15 @@ TEST(VecDot, RowSplitDoesNotChangeResults) {
   if (tables.empty()) GTEST_SKIP() << "no kernel table with integer decode kernels on this CPU";
   for (const KernelTable* kt : tables) {
     for (TensorType type : testing::kBlockQuantTypes) {
-      if (!kt->q16_supports(type)) continue;
+      if (kt->of(type).q16_rows == nullptr) continue;
       const int64_t cols = 512, rows = 29;
       Weights w(type, rows, cols, 9);
       const auto x = activations(3 * cols, 10);
       const Acts acts(x.data(), 3, cols);
       std::vector<float> whole(static_cast<size_t>(3 * rows)), parts(whole.size());
-      kt->q16_rows(w.view, 0, rows, acts.buffer.view(), 3, whole.data());
+      kt->of(type).q16_rows(w.view, 0, rows, acts.buffer.view(), 3, whole.data());
       for (int64_t r0 = 0; r0 < rows; r0 += 5) {
-        kt->q16_rows(w.view, r0, std::min(rows, r0 + 5), acts.buffer.view(), 3, parts.data());
+        kt->of(type).q16_rows(w.view, r0, std::min(rows, r0 + 5), acts.buffer.view(), 3, parts.data());
       }
       ASSERT_EQ(0, std::memcmp(whole.data(), parts.data(), whole.size() * sizeof(float)))
           << isa_name(kt->isa) << " " << gguf::tensor_type_name(type);
@@ -148,7 +150,7 @@ TEST(VecDot, UnsupportedTypesAreReported) {
   if (tables.empty()) GTEST_SKIP() << "no kernel table with integer decode kernels on this CPU";
   for (const KernelTable* kt : tables) {
     for (TensorType type : {TensorType::F32, TensorType::F16, TensorType::BF16, TensorType::Q8_1, TensorType::Q8_K}) {
-      EXPECT_FALSE(kt->q16_supports(type)) << isa_name(kt->isa) << " " << gguf::tensor_type_name(type);
+      EXPECT_EQ(kt->of(type).q16_rows, nullptr) << isa_name(kt->isa) << " " << gguf::tensor_type_name(type);
     }
   }
 }

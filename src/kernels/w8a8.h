@@ -35,11 +35,4 @@ void matmul_w8a8_ref(const WeightView& w, const float* x, int64_t num_tokens, fl
 void w8a8_rows_ref(const WeightView& w, int64_t row_begin, int64_t row_end, const int8_t* qx, const float* sx,
                    int64_t num_tokens, float* y);
 
-namespace avx2 {
-// Rows [row_begin, row_end) for quantized activations qx [num_tokens, cols]
-// (num_tokens <= 4), scales sx [num_tokens] (w8a8_avx2.cc).
-void w8a8_rows(const WeightView& w, int64_t row_begin, int64_t row_end, const int8_t* qx, const float* sx,
-               int64_t num_tokens, float* y);
-}  // namespace avx2
-
 }  // namespace tokenmill::kernels

@@ -87,7 +87,7 @@ TEST_P(InterleavedWeights, SameLogitsWithAndWithoutTheCopy) {
   const auto& l0 = packed->weights().layers[0];
   EXPECT_EQ(plain->weights().layers[0].wq.interleaved, nullptr);
   EXPECT_EQ(l0.wq.data, packed->file().tensor("blk.0.attn_q.weight").data) << "the view still points into the file";
-  const bool supported = kernels::active_kernels().gemm_interleaved != nullptr;
+  const bool supported = kernels::active_kernels().of(l0.wq.type).gemm_interleaved != nullptr;
   EXPECT_EQ(l0.wq.interleaved != nullptr, supported);
   EXPECT_EQ(l0.w_gate.interleaved != nullptr, supported);
   if (!supported) {
@@ -109,7 +109,7 @@ TEST_P(InterleavedWeights, SameLogitsWithAndWithoutTheCopy) {
   // The prefill chunk goes through the int16 packed GEMM either way (same
   // numerics: equal bits); only decode steps reorder float sums.
   const kernels::KernelTable& kt = kernels::active_kernels();
-  ASSERT_GT(kPrefill, std::max(kt.q16_row_max_tokens, kt.q16_row_max_tokens_direct));
+  for (const kernels::TypeKernels& k : kt.types) ASSERT_GT(kPrefill, k.q16_row_max_tokens);
   const int64_t vocab = plain->config().n_vocab;
   for (int64_t i = 0; i < kPrefill * vocab; ++i) ASSERT_EQ(a[static_cast<size_t>(i)], b[static_cast<size_t>(i)]) << i;
 }

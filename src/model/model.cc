@@ -54,9 +54,9 @@ void Model::interleave_weights() {
   // AVX-512 machines.
   const bool repack = env_flag("TOKENMILL_REPACK", true);
   const kernels::KernelTable& kt = kernels::active_kernels();
-  if (kt.gemm_interleaved == nullptr || !repack) return;
+  if (!repack) return;
   const auto one = [&](kernels::WeightView& w) {
-    if (!kernels::interleave_supported(w.type) || w.rows == 0) return;
+    if (kt.of(w.type).gemm_interleaved == nullptr || w.rows == 0) return;
     const int64_t bytes = kernels::interleaved_bytes(w);
     auto* buf = static_cast<uint8_t*>(std::aligned_alloc(64, static_cast<size_t>((bytes + 63) / 64 * 64)));
     if (buf == nullptr) fail("out of memory repacking {} bytes of weights", bytes);

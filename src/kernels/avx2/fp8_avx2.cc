@@ -4,6 +4,7 @@
 // 15 - 7); F16C converts that to FP32, and the 2^8 goes into the block scale.
 #include <immintrin.h>
 
+#include "kernels/avx2/avx2.h"
 #include "kernels/avx2/math_avx2.h"
 #include "kernels/fp8.h"
 

@@ -2,6 +2,7 @@
 // 16-row x 6-token outer-product micro-kernel.
 #include <immintrin.h>
 
+#include "kernels/avx2/avx2.h"
 #include "kernels/avx2/math_avx2.h"
 #include "kernels/gemm.h"
 #include "kernels/x86/gemm_tiles.h"

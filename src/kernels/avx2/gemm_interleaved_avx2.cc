@@ -16,6 +16,7 @@
 // bit for bit (and the scalar reference gemm_q16_ref, gemm.h).
 #include <immintrin.h>
 
+#include "kernels/avx2/avx2.h"
 #include "kernels/avx2/math_avx2.h"
 #include "kernels/gemm.h"
 #include "kernels/interleave.h"
@@ -270,11 +271,12 @@ MicroFn micro_for(int64_t tokens, bool first, bool partial) {
   return partial ? kByTokens<L, false, true>[tokens - 1] : kByTokens<L, false, false>[tokens - 1];
 }
 
+// TypeKernels::gemm_interleaved for type L.
 template <gguf::TensorType L>
-void gemm(const uint8_t* packed, int64_t rows, int64_t cols, int64_t row_begin, int64_t row_end, const QuantizedActs& a,
-          int64_t num_tokens, float* y, int64_t y_stride) {
+void gemm(const WeightView& w, int64_t row_begin, int64_t row_end, const QuantizedActs& a, int64_t num_tokens,
+          float* y) {
   walk_interleaved<kTokens, kInterleavedUnitCols<L>, kInterleavedUnitBytes<L>, kDecodePrefetchBytes>(
-      packed, rows, cols, row_begin, row_end, a, num_tokens, y, y_stride,
+      static_cast<const uint8_t*>(w.interleaved), w.rows, w.cols, row_begin, row_end, a, num_tokens, y, w.rows,
       [](const InterleavedArgs& m, int64_t tokens, bool first, bool partial) {
         micro_for<L>(tokens, first, partial)(m);
       });
@@ -282,10 +284,12 @@ void gemm(const uint8_t* packed, int64_t rows, int64_t cols, int64_t row_begin, 
 
 }  // namespace
 
-void gemm_interleaved(gguf::TensorType type, const uint8_t* packed, int64_t rows, int64_t cols, int64_t row_begin,
-                      int64_t row_end, const QuantizedActs& a, int64_t num_tokens, float* y, int64_t y_stride) {
-  with_interleaved_type(
-      type, [&]<gguf::TensorType L>() { gemm<L>(packed, rows, cols, row_begin, row_end, a, num_tokens, y, y_stride); });
-}
+template <gguf::TensorType T>
+constinit const TypeKernels::GemmInterleaved InterleavedKernels<T>::gemm_interleaved = gemm<T>;
+
+template struct InterleavedKernels<gguf::TensorType::Q4_0>;
+template struct InterleavedKernels<gguf::TensorType::Q8_0>;
+template struct InterleavedKernels<gguf::TensorType::Q4_K>;
+template struct InterleavedKernels<gguf::TensorType::Q6_K>;
 
 }  // namespace tokenmill::kernels::avx2

@@ -12,6 +12,7 @@
 // kernel tuning, has the measured rates).
 #include <immintrin.h>
 
+#include "kernels/avx2/avx2.h"
 #include "kernels/avx2/math_avx2.h"
 #include "kernels/gemm.h"
 #include "kernels/x86/gemm_tiles.h"

@@ -4,9 +4,9 @@
 #include <immintrin.h>
 #include <string.h>
 
+#include "kernels/avx2/avx2.h"
 #include "kernels/avx2/math_avx2.h"
-#include "kernels/dispatch.h"
-#include "kernels/quant.h"
+#include "kernels/decoder_for.h"
 
 namespace tokenmill::kernels::avx2 {
 namespace {
@@ -65,6 +65,8 @@ constexpr TileFn kTiles[kTileRows][kTileTokens] = {
 // Row loaders for the dense types: 8 elements at i, or the first `count` < 8
 // (zero-padded). Indices are in elements.
 struct F32Row {
+  static constexpr TensorType kType = TensorType::F32;
+  static constexpr int64_t kElemBytes = 4;
   static __m256 load(const void* p, int64_t i) { return _mm256_loadu_ps(static_cast<const float*>(p) + i); }
   static __m256 load_part(const void* p, int64_t i, int64_t count) {
     return _mm256_maskload_ps(static_cast<const float*>(p) + i, tail_mask(count));
@@ -72,6 +74,8 @@ struct F32Row {
 };
 
 struct F16Row {
+  static constexpr TensorType kType = TensorType::F16;
+  static constexpr int64_t kElemBytes = 2;
   static __m256 load(const void* p, int64_t i) {
     return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(static_cast<const uint16_t*>(p) + i)));
   }
@@ -83,6 +87,8 @@ struct F16Row {
 };
 
 struct BF16Row {
+  static constexpr TensorType kType = TensorType::BF16;
+  static constexpr int64_t kElemBytes = 2;
   static __m256 load(const void* p, int64_t i) {
     const __m128i h = _mm_loadu_si128(reinterpret_cast<const __m128i*>(static_cast<const uint16_t*>(p) + i));
     return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));
@@ -136,13 +142,12 @@ void dense_rows(const WeightView& w, int64_t elem_bytes, int64_t r0, int64_t r1,
 }
 
 template <class L>
-void dense_rows_any(const WeightView& w, int64_t elem_bytes, int64_t r0, int64_t r1, const float* x, int64_t num_tokens,
-                    float* y) {
+void dense_rows_any(const WeightView& w, int64_t r0, int64_t r1, const float* x, int64_t num_tokens, float* y) {
   switch (num_tokens) {
-    case 1: return dense_rows<L, 1>(w, elem_bytes, r0, r1, x, y);
-    case 2: return dense_rows<L, 2>(w, elem_bytes, r0, r1, x, y);
-    case 3: return dense_rows<L, 3>(w, elem_bytes, r0, r1, x, y);
-    default: return dense_rows<L, 4>(w, elem_bytes, r0, r1, x, y);
+    case 1: return dense_rows<L, 1>(w, L::kElemBytes, r0, r1, x, y);
+    case 2: return dense_rows<L, 2>(w, L::kElemBytes, r0, r1, x, y);
+    case 3: return dense_rows<L, 3>(w, L::kElemBytes, r0, r1, x, y);
+    default: return dense_rows<L, 4>(w, L::kElemBytes, r0, r1, x, y);
   }
 }
 
@@ -167,37 +172,15 @@ void gemm_f32(const float* w, int64_t w_stride, int64_t num_rows, const float* x
   }
 }
 
-void dequantize_row(TensorType type, const void* src, float* dst, int64_t n) {
-  switch (type) {
-    case TensorType::F32: return convert_row<F32Row>(src, dst, n);
-    case TensorType::F16: return convert_row<F16Row>(src, dst, n);
-    case TensorType::BF16: return convert_row<BF16Row>(src, dst, n);
-    default:
-      if (!dequantize_row_quant(type, src, dst, n)) dequantize_row_ref(type, src, dst, n);
-  }
-}
+template <TensorType T>
+constinit const TypeKernels::DequantizeRow FloatRowKernels<T>::dequantize_row =
+    convert_row<DecoderFor<T, F32Row, F16Row, BF16Row>>;
+template <TensorType T>
+constinit const TypeKernels::FusedRows FloatRowKernels<T>::fused_rows =
+    dense_rows_any<DecoderFor<T, F32Row, F16Row, BF16Row>>;
 
-bool fused_supports(TensorType type) {
-  switch (type) {
-    case TensorType::F32:
-    case TensorType::F16:
-    case TensorType::BF16:
-    case TensorType::Q8_0:
-    case TensorType::Q4_0:
-    case TensorType::Q5_0:
-    case TensorType::Q4_K:
-    case TensorType::Q6_K: return true;
-    default: return false;
-  }
-}
-
-void fused_rows(const WeightView& w, int64_t row_begin, int64_t row_end, const float* x, int64_t num_tokens, float* y) {
-  switch (w.type) {
-    case TensorType::F32: return dense_rows_any<F32Row>(w, 4, row_begin, row_end, x, num_tokens, y);
-    case TensorType::F16: return dense_rows_any<F16Row>(w, 2, row_begin, row_end, x, num_tokens, y);
-    case TensorType::BF16: return dense_rows_any<BF16Row>(w, 2, row_begin, row_end, x, num_tokens, y);
-    default: fused_rows_quant(w, row_begin, row_end, x, num_tokens, y);
-  }
-}
+template struct FloatRowKernels<TensorType::F32>;
+template struct FloatRowKernels<TensorType::F16>;
+template struct FloatRowKernels<TensorType::BF16>;
 
 }  // namespace tokenmill::kernels::avx2

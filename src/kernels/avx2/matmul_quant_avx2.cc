@@ -17,7 +17,7 @@
 // takes the integer path for all five types (choose_path in matmul.cc), so it
 // reaches these for them only through a table with the integer path taken out
 // (kernels_bench's FP32 paths); the tests compare them with the reference
-// through the AVX2 table's dequantize_row and fused_rows.
+// through the AVX2 table's rows (dequantize_row, fused_rows).
 //
 // Block layouts (GGUF; d and dmin are fp16, all little-endian):
 //   Q8_0 (34 B / 32):  d, int8 q[32];              x = d * q
@@ -30,8 +30,9 @@
 #include <immintrin.h>
 #include <string.h>
 
+#include "kernels/avx2/avx2.h"
 #include "kernels/avx2/math_avx2.h"
-#include "kernels/dispatch.h"
+#include "kernels/decoder_for.h"
 
 namespace tokenmill::kernels::avx2 {
 namespace {
@@ -79,6 +80,7 @@ inline __m256i split_nibbles_16(const uint8_t* qs) {
 }
 
 struct Q8_0 {
+  static constexpr TensorType kType = TensorType::Q8_0;
   static constexpr int64_t kBlock = 32, kBytes = 34;
   static void decode(const uint8_t* b, int, __m256 w[4]) {
     i8_to_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(b + 2)), w);
@@ -87,6 +89,7 @@ struct Q8_0 {
 };
 
 struct Q4_0 {
+  static constexpr TensorType kType = TensorType::Q4_0;
   static constexpr int64_t kBlock = 32, kBytes = 18;
   static void decode(const uint8_t* b, int, __m256 w[4]) {
     i8_to_ps(_mm256_sub_epi8(split_nibbles_16(b + 2), _mm256_set1_epi8(8)), w);
@@ -95,6 +98,7 @@ struct Q4_0 {
 };
 
 struct Q5_0 {
+  static constexpr TensorType kType = TensorType::Q5_0;
   static constexpr int64_t kBlock = 32, kBytes = 22;
   // Byte j of the result is 16 if bit j of qh is set, else 0.
   static __m256i high_bits(const uint8_t* qh_ptr) {
@@ -115,6 +119,7 @@ struct Q5_0 {
 };
 
 struct Q4_K {
+  static constexpr TensorType kType = TensorType::Q4_K;
   static constexpr int64_t kBlock = 256, kBytes = 144;
   // Unpacks the 6-bit scale and min of sub-block s from the 12 scale bytes.
   static void scale_min(const uint8_t* q, int s, int& sc, int& m) {
@@ -139,6 +144,7 @@ struct Q4_K {
 };
 
 struct Q6_K {
+  static constexpr TensorType kType = TensorType::Q6_K;
   static constexpr int64_t kBlock = 256, kBytes = 210;
   // Chunk s of 32 = half h (128 elements), quarter k: low 4 bits from
   // ql[64h + 32(k&1)..] (high nibble when k >= 2), top 2 bits at bit 2k of
@@ -165,7 +171,8 @@ struct Q6_K {
 };
 
 template <class D>
-void dequantize_blocks(const uint8_t* src, float* dst, int64_t n) {
+void dequantize_blocks(const void* src_bytes, float* dst, int64_t n) {
+  const auto* src = static_cast<const uint8_t*>(src_bytes);
   for (int64_t b = 0; b < n / D::kBlock; ++b) {
     for (int s = 0; s < D::kBlock / 32; ++s) {
       __m256 w[4];
@@ -225,28 +232,17 @@ void quant_rows_any(const WeightView& w, int64_t r0, int64_t r1, const float* x,
 
 }  // namespace
 
-bool dequantize_row_quant(TensorType type, const void* src, float* dst, int64_t n) {
-  const auto* s = static_cast<const uint8_t*>(src);
-  switch (type) {
-    case TensorType::Q8_0: dequantize_blocks<Q8_0>(s, dst, n); return true;
-    case TensorType::Q4_0: dequantize_blocks<Q4_0>(s, dst, n); return true;
-    case TensorType::Q5_0: dequantize_blocks<Q5_0>(s, dst, n); return true;
-    case TensorType::Q4_K: dequantize_blocks<Q4_K>(s, dst, n); return true;
-    case TensorType::Q6_K: dequantize_blocks<Q6_K>(s, dst, n); return true;
-    default: return false;
-  }
-}
+template <TensorType T>
+constinit const TypeKernels::DequantizeRow BlockFloatKernels<T>::dequantize_row =
+    dequantize_blocks<DecoderFor<T, Q8_0, Q4_0, Q5_0, Q4_K, Q6_K>>;
+template <TensorType T>
+constinit const TypeKernels::FusedRows BlockFloatKernels<T>::fused_rows =
+    quant_rows_any<DecoderFor<T, Q8_0, Q4_0, Q5_0, Q4_K, Q6_K>>;
 
-bool fused_rows_quant(const WeightView& w, int64_t row_begin, int64_t row_end, const float* x, int64_t num_tokens,
-                      float* y) {
-  switch (w.type) {
-    case TensorType::Q8_0: quant_rows_any<Q8_0>(w, row_begin, row_end, x, num_tokens, y); return true;
-    case TensorType::Q4_0: quant_rows_any<Q4_0>(w, row_begin, row_end, x, num_tokens, y); return true;
-    case TensorType::Q5_0: quant_rows_any<Q5_0>(w, row_begin, row_end, x, num_tokens, y); return true;
-    case TensorType::Q4_K: quant_rows_any<Q4_K>(w, row_begin, row_end, x, num_tokens, y); return true;
-    case TensorType::Q6_K: quant_rows_any<Q6_K>(w, row_begin, row_end, x, num_tokens, y); return true;
-    default: return false;
-  }
-}
+template struct BlockFloatKernels<TensorType::Q8_0>;
+template struct BlockFloatKernels<TensorType::Q4_0>;
+template struct BlockFloatKernels<TensorType::Q5_0>;
+template struct BlockFloatKernels<TensorType::Q4_K>;
+template struct BlockFloatKernels<TensorType::Q6_K>;
 
 }  // namespace tokenmill::kernels::avx2

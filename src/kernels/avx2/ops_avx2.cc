@@ -4,6 +4,7 @@
 #include <immintrin.h>
 #include <math.h>
 
+#include "kernels/avx2/avx2.h"
 #include "kernels/avx2/math_avx2.h"
 #include "kernels/dispatch.h"
 

@@ -1,5 +1,5 @@
-// Q4_0 rows decoded and packed for the int16 GEMM in one pass (gemm.h:
-// pack_q16_blocks): the same panel bytes, scales and biases as
+// Q4_0 rows decoded and packed for the int16 GEMM in one pass
+// (TypeKernels::pack_q16_blocks): the same panel bytes, scales and biases as
 // q16_decode_row followed by pack_q16_rows, without the int16 row buffer in
 // between. Packing is paid on every call of the packed GEMM, so it weighs
 // most in batched decode: at 16 tokens (TinyLlama Q4_0, 16 sequences) the
@@ -15,6 +15,7 @@
 #include <immintrin.h>
 #include <string.h>
 
+#include "kernels/avx2/avx2.h"
 #include "kernels/gemm.h"
 
 namespace tokenmill::kernels::avx2 {
@@ -48,13 +49,8 @@ inline uint16_t load_u16(const uint8_t* p) {
   return v;
 }
 
-}  // namespace
-
-bool pack_q16_blocks_supports(gguf::TensorType type) { return type == gguf::TensorType::Q4_0; }
-
-bool pack_q16_blocks(gguf::TensorType type, const uint8_t* rows, int64_t row_bytes, int64_t num_src, int64_t cols,
-                     int64_t row0, int64_t panel_rows, int16_t* packed_q, float* packed_scale, float* packed_bias) {
-  if (!pack_q16_blocks_supports(type)) return false;
+void pack_q4_0(const uint8_t* rows, int64_t row_bytes, int64_t num_src, int64_t cols, int64_t row0, int64_t panel_rows,
+               int16_t* packed_q, float* packed_scale, float* packed_bias) {
   const int64_t group = row0 / kPackRows;
   const int64_t lane0 = row0 % kPackRows;
   const __m256i low4 = _mm256_set1_epi16(15);
@@ -92,7 +88,20 @@ bool pack_q16_blocks(gguf::TensorType type, const uint8_t* rows, int64_t row_byt
       _mm256_storeu_ps(packed_bias + h * panel_rows + row0, bias);
     }
   }
-  return true;
 }
+
+// Only Q4_0 has a packer straight from its blocks.
+template <gguf::TensorType T>
+constexpr TypeKernels::PackQ16Blocks direct_packer() {
+  static_assert(T == gguf::TensorType::Q4_0, "no direct int16 packer for this type");
+  return pack_q4_0;
+}
+
+}  // namespace
+
+template <gguf::TensorType T>
+constinit const TypeKernels::PackQ16Blocks PackBlocksKernels<T>::pack_q16_blocks = direct_packer<T>();
+
+template struct PackBlocksKernels<gguf::TensorType::Q4_0>;
 
 }  // namespace tokenmill::kernels::avx2

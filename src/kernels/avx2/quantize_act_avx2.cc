@@ -3,6 +3,7 @@
 // value), so it produces the same bits. See quantize_act.h.
 #include <immintrin.h>
 
+#include "kernels/avx2/avx2.h"
 #include "kernels/avx2/math_avx2.h"
 #include "kernels/quantize_act.h"
 

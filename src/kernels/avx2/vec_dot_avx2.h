@@ -42,7 +42,9 @@
 
 #include <cstdint>
 
+#include "kernels/avx2/avx2.h"
 #include "kernels/avx2/math_avx2.h"
+#include "kernels/gemm.h"
 #include "kernels/q16_row_walk.h"
 #include "kernels/quantize_act.h"
 
@@ -184,8 +186,11 @@ void q16_row(const uint8_t* row, int64_t cols, const QuantizedActs& a, float* y,
 // One row widened for the packed prefill kernel (gemm.h): q [cols] int16
 // values as the row kernel multiplies them, and per 16 columns the float
 // scale and additive coefficient (a per-32 value repeated for both halves).
+// TypeKernels::q16_decode_row for type D::kType.
 template <class D>
-void q16_decode_row(const uint8_t* row, int64_t cols, int16_t* q, float* scale16, float* bias16) {
+void q16_decode_row_of(const void* row_bytes, int64_t cols, int16_t* q, float* scale16, float* bias16) {
+  static_assert(Q16Layout{D::kHalves, D::kBias} == q16_layout(D::kType), "decoder disagrees with q16_layout");
+  const auto* row = static_cast<const uint8_t*>(row_bytes);
   if constexpr (D::kBlock == 32) {
     for (int64_t b = 0; b < cols / 32; ++b) {
       const uint8_t* bp = row + b * D::kBytes;
@@ -224,13 +229,13 @@ void q16_decode_row(const uint8_t* row, int64_t cols, int16_t* q, float* scale16
   }
 }
 
-// Rows [r0, r1) of w (type D) for num_tokens <= kMaxQ16RowTokens tokens of a;
-// y[t * rows + r]. `rows`/`cols` are the matrix shape.
+// TypeKernels::q16_rows for type D::kType: rows [r0, r1) of w for
+// num_tokens <= kMaxQ16RowTokens tokens of a; y[t * w.rows + r].
 template <class D>
-void q16_rows(const uint8_t* data, int64_t rows, int64_t cols, int64_t r0, int64_t r1, const QuantizedActs& a,
-              int64_t num_tokens, float* y) {
-  walk_q16_rows(data, cols / D::kBlock * D::kBytes, rows, cols, r0, r1, a, num_tokens, y,
-                []<int T>(const uint8_t* r, int64_t c, const QuantizedActs& at, float* yt, int64_t ys) {
+void q16_rows_of(const WeightView& w, int64_t r0, int64_t r1, const QuantizedActs& a, int64_t num_tokens, float* y) {
+  static_assert(Q16Layout{D::kHalves, D::kBias} == q16_layout(D::kType), "decoder disagrees with q16_layout");
+  walk_q16_rows(static_cast<const uint8_t*>(w.data), w.cols / D::kBlock * D::kBytes, w.rows, w.cols, r0, r1, a,
+                num_tokens, y, []<int T>(const uint8_t* r, int64_t c, const QuantizedActs& at, float* yt, int64_t ys) {
                   q16_row<D, T>(r, c, at, yt, ys);
                 });
 }

@@ -5,7 +5,7 @@
 // ones for Q2_K, Q3_K, Q6_K); decode() widens one chunk of 32 weights to
 // int16. Minimums (Q2_K, Q4_K, Q5_K) go through the activation sums.
 #include "kernels/avx2/vec_dot_avx2.h"
-#include "kernels/vec_dot.h"
+#include "kernels/decoder_for.h"
 
 namespace tokenmill::kernels::avx2 {
 namespace {
@@ -91,6 +91,7 @@ inline void widen_signed(__m128i lo, __m128i hi, __m256i& w0, __m256i& w1) {
 
 // x = d * sc[s] * q - dmin * m[s], 4-bit q, sub-block s of 32.
 struct Q4_K {
+  static constexpr TensorType kType = TensorType::Q4_K;
   static constexpr int64_t kBlock = 256, kBytes = 144;
   static constexpr bool kHalves = false;
   static constexpr int kBias = 32;
@@ -105,6 +106,7 @@ struct Q4_K {
 
 // As Q4_K with a fifth bit: element 32s + i's is bit s of qh[i].
 struct Q5_K {
+  static constexpr TensorType kType = TensorType::Q5_K;
   static constexpr int64_t kBlock = 256, kBytes = 176;
   static constexpr bool kHalves = false;
   static constexpr int kBias = 32;
@@ -127,6 +129,7 @@ struct Q5_K {
 // x = d * scales[e / 16] * (q - 32), 6-bit q. Chunk s: half h = s / 4,
 // quarter k = s % 4 (quant_blocks.h).
 struct Q6_K {
+  static constexpr TensorType kType = TensorType::Q6_K;
   static constexpr int64_t kBlock = 256, kBytes = 210;
   static constexpr bool kHalves = true;
   static constexpr int kBias = 0;
@@ -147,6 +150,7 @@ struct Q6_K {
 
 // x = d * (sc - 32) * ((low | high << 2) - 4), sc 6-bit per 16 elements.
 struct Q3_K {
+  static constexpr TensorType kType = TensorType::Q3_K;
   static constexpr int64_t kBlock = 256, kBytes = 110;
   static constexpr bool kHalves = true;
   static constexpr int kBias = 0;
@@ -182,6 +186,7 @@ struct Q3_K {
 
 // x = d * (scales[k] & 15) * q - dmin * (scales[k] >> 4), 2-bit q, per 16.
 struct Q2_K {
+  static constexpr TensorType kType = TensorType::Q2_K;
   static constexpr int64_t kBlock = 256, kBytes = 84;
   static constexpr bool kHalves = true;
   static constexpr int kBias = 16;
@@ -203,51 +208,17 @@ struct Q2_K {
 
 }  // namespace
 
-bool q16_supports_k(TensorType type) {
-  switch (type) {
-    case TensorType::Q2_K:
-    case TensorType::Q3_K:
-    case TensorType::Q4_K:
-    case TensorType::Q5_K:
-    case TensorType::Q6_K: return true;
-    default: return false;
-  }
-}
+template <TensorType T>
+constinit const TypeKernels::Q16Rows Q16KQuantKernels<T>::q16_rows =
+    q16_rows_of<DecoderFor<T, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K>>;
+template <TensorType T>
+constinit const TypeKernels::Q16DecodeRow Q16KQuantKernels<T>::q16_decode_row =
+    q16_decode_row_of<DecoderFor<T, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K>>;
 
-void q16_rows_k(const WeightView& w, int64_t row_begin, int64_t row_end, const QuantizedActs& a, int64_t num_tokens,
-                float* y) {
-  const auto* data = static_cast<const uint8_t*>(w.data);
-  switch (w.type) {
-    case TensorType::Q2_K: return q16_rows<Q2_K>(data, w.rows, w.cols, row_begin, row_end, a, num_tokens, y);
-    case TensorType::Q3_K: return q16_rows<Q3_K>(data, w.rows, w.cols, row_begin, row_end, a, num_tokens, y);
-    case TensorType::Q4_K: return q16_rows<Q4_K>(data, w.rows, w.cols, row_begin, row_end, a, num_tokens, y);
-    case TensorType::Q5_K: return q16_rows<Q5_K>(data, w.rows, w.cols, row_begin, row_end, a, num_tokens, y);
-    case TensorType::Q6_K: return q16_rows<Q6_K>(data, w.rows, w.cols, row_begin, row_end, a, num_tokens, y);
-    default: return;
-  }
-}
-
-Q16Layout q16_layout_k(TensorType type) {
-  switch (type) {
-    case TensorType::Q2_K: return {Q2_K::kHalves, Q2_K::kBias};
-    case TensorType::Q3_K: return {Q3_K::kHalves, Q3_K::kBias};
-    case TensorType::Q4_K: return {Q4_K::kHalves, Q4_K::kBias};
-    case TensorType::Q5_K: return {Q5_K::kHalves, Q5_K::kBias};
-    case TensorType::Q6_K: return {Q6_K::kHalves, Q6_K::kBias};
-    default: return {};
-  }
-}
-
-void q16_decode_row_k(TensorType type, const void* row, int64_t cols, int16_t* q, float* scale16, float* bias16) {
-  const auto* r = static_cast<const uint8_t*>(row);
-  switch (type) {
-    case TensorType::Q2_K: return q16_decode_row<Q2_K>(r, cols, q, scale16, bias16);
-    case TensorType::Q3_K: return q16_decode_row<Q3_K>(r, cols, q, scale16, bias16);
-    case TensorType::Q4_K: return q16_decode_row<Q4_K>(r, cols, q, scale16, bias16);
-    case TensorType::Q5_K: return q16_decode_row<Q5_K>(r, cols, q, scale16, bias16);
-    case TensorType::Q6_K: return q16_decode_row<Q6_K>(r, cols, q, scale16, bias16);
-    default: return;
-  }
-}
+template struct Q16KQuantKernels<TensorType::Q2_K>;
+template struct Q16KQuantKernels<TensorType::Q3_K>;
+template struct Q16KQuantKernels<TensorType::Q4_K>;
+template struct Q16KQuantKernels<TensorType::Q5_K>;
+template struct Q16KQuantKernels<TensorType::Q6_K>;
 
 }  // namespace tokenmill::kernels::avx2

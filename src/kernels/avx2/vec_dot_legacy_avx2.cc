@@ -1,11 +1,11 @@
 // Integer decode-path decoders for the legacy GGUF block types (Q4_0, Q4_1,
-// Q5_0, Q5_1, Q8_0; layouts in quant_blocks.h) and the dispatch over all
-// types. Each decoder widens one block of 32 weights to int16 for the row
+// Q5_0, Q5_1, Q8_0; layouts in quant_blocks.h), exported per type for the
+// table (avx2.h). Each decoder widens one block of 32 weights to int16 for the row
 // kernel in vec_dot_avx2.h. Offsets (the -8 of Q4_0, -16 of Q5_0) and the
 // minimum m of Q4_1 / Q5_1 go through the activation sums (kBias = 32), so
 // the weights are widened as stored, unsigned.
 #include "kernels/avx2/vec_dot_avx2.h"
-#include "kernels/vec_dot.h"
+#include "kernels/decoder_for.h"
 
 namespace tokenmill::kernels::avx2 {
 namespace {
@@ -41,6 +41,7 @@ inline void five_bits(const uint8_t* qh_ptr, const uint8_t* qs, __m256i& lo, __m
 
 // Every decoder: the block's fp16 scale d is its first 2 bytes.
 struct Q8_0 {
+  static constexpr TensorType kType = TensorType::Q8_0;
   static constexpr int64_t kBlock = 32, kBytes = 34;
   static constexpr bool kHalves = false;
   static constexpr int kBias = 0;
@@ -55,6 +56,7 @@ struct Q8_0 {
 
 // x = d * (q - 8): the integer products use q, the -8 d goes through s32.
 struct Q4_0 {
+  static constexpr TensorType kType = TensorType::Q4_0;
   static constexpr int64_t kBlock = 32, kBytes = 18;
   static constexpr bool kHalves = false;
   static constexpr int kBias = 32;
@@ -66,6 +68,7 @@ struct Q4_0 {
 
 // x = d * q + m.
 struct Q4_1 {
+  static constexpr TensorType kType = TensorType::Q4_1;
   static constexpr int64_t kBlock = 32, kBytes = 20;
   static constexpr bool kHalves = false;
   static constexpr int kBias = 32;
@@ -77,6 +80,7 @@ struct Q4_1 {
 
 // x = d * (q - 16), q with its fifth bit.
 struct Q5_0 {
+  static constexpr TensorType kType = TensorType::Q5_0;
   static constexpr int64_t kBlock = 32, kBytes = 22;
   static constexpr bool kHalves = false;
   static constexpr int kBias = 32;
@@ -88,6 +92,7 @@ struct Q5_0 {
 
 // x = d * q + m, q with its fifth bit.
 struct Q5_1 {
+  static constexpr TensorType kType = TensorType::Q5_1;
   static constexpr int64_t kBlock = 32, kBytes = 24;
   static constexpr bool kHalves = false;
   static constexpr int kBias = 32;
@@ -99,51 +104,17 @@ struct Q5_1 {
 
 }  // namespace
 
-bool q16_supports(TensorType type) {
-  switch (type) {
-    case TensorType::Q8_0:
-    case TensorType::Q4_0:
-    case TensorType::Q4_1:
-    case TensorType::Q5_0:
-    case TensorType::Q5_1: return true;
-    default: return q16_supports_k(type);
-  }
-}
+template <TensorType T>
+constinit const TypeKernels::Q16Rows Q16LegacyKernels<T>::q16_rows =
+    q16_rows_of<DecoderFor<T, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1>>;
+template <TensorType T>
+constinit const TypeKernels::Q16DecodeRow Q16LegacyKernels<T>::q16_decode_row =
+    q16_decode_row_of<DecoderFor<T, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1>>;
 
-void q16_rows(const WeightView& w, int64_t row_begin, int64_t row_end, const QuantizedActs& a, int64_t num_tokens,
-              float* y) {
-  const auto* data = static_cast<const uint8_t*>(w.data);
-  switch (w.type) {
-    case TensorType::Q8_0: return q16_rows<Q8_0>(data, w.rows, w.cols, row_begin, row_end, a, num_tokens, y);
-    case TensorType::Q4_0: return q16_rows<Q4_0>(data, w.rows, w.cols, row_begin, row_end, a, num_tokens, y);
-    case TensorType::Q4_1: return q16_rows<Q4_1>(data, w.rows, w.cols, row_begin, row_end, a, num_tokens, y);
-    case TensorType::Q5_0: return q16_rows<Q5_0>(data, w.rows, w.cols, row_begin, row_end, a, num_tokens, y);
-    case TensorType::Q5_1: return q16_rows<Q5_1>(data, w.rows, w.cols, row_begin, row_end, a, num_tokens, y);
-    default: q16_rows_k(w, row_begin, row_end, a, num_tokens, y);
-  }
-}
-
-Q16Layout q16_layout(TensorType type) {
-  switch (type) {
-    case TensorType::Q8_0: return {Q8_0::kHalves, Q8_0::kBias};
-    case TensorType::Q4_0: return {Q4_0::kHalves, Q4_0::kBias};
-    case TensorType::Q4_1: return {Q4_1::kHalves, Q4_1::kBias};
-    case TensorType::Q5_0: return {Q5_0::kHalves, Q5_0::kBias};
-    case TensorType::Q5_1: return {Q5_1::kHalves, Q5_1::kBias};
-    default: return q16_layout_k(type);
-  }
-}
-
-void q16_decode_row(TensorType type, const void* row, int64_t cols, int16_t* q, float* scale16, float* bias16) {
-  const auto* r = static_cast<const uint8_t*>(row);
-  switch (type) {
-    case TensorType::Q8_0: return q16_decode_row<Q8_0>(r, cols, q, scale16, bias16);
-    case TensorType::Q4_0: return q16_decode_row<Q4_0>(r, cols, q, scale16, bias16);
-    case TensorType::Q4_1: return q16_decode_row<Q4_1>(r, cols, q, scale16, bias16);
-    case TensorType::Q5_0: return q16_decode_row<Q5_0>(r, cols, q, scale16, bias16);
-    case TensorType::Q5_1: return q16_decode_row<Q5_1>(r, cols, q, scale16, bias16);
-    default: q16_decode_row_k(type, row, cols, q, scale16, bias16);
-  }
-}
+template struct Q16LegacyKernels<TensorType::Q8_0>;
+template struct Q16LegacyKernels<TensorType::Q4_0>;
+template struct Q16LegacyKernels<TensorType::Q4_1>;
+template struct Q16LegacyKernels<TensorType::Q5_0>;
+template struct Q16LegacyKernels<TensorType::Q5_1>;
 
 }  // namespace tokenmill::kernels::avx2

@@ -4,6 +4,7 @@
 // lanes; converted to float and scaled by the block's fp16 scale.
 #include <immintrin.h>
 
+#include "kernels/avx2/avx2.h"
 #include "kernels/avx2/math_avx2.h"
 #include "kernels/quant_blocks.h"
 #include "kernels/w8a8.h"

@@ -5,6 +5,7 @@
 // the columns in order, so results equal the AVX2 kernel's bit for bit.
 #include <immintrin.h>
 
+#include "kernels/avx512/avx512.h"
 #include "kernels/avx512/math_avx512.h"
 #include "kernels/gemm.h"
 #include "kernels/x86/gemm_tiles.h"

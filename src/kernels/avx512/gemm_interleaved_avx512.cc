@@ -1,6 +1,6 @@
 // AVX-512 (F, BW, VNNI) products of weights interleaved at load
-// (interleave.h: Q4_0 x 16, Q4_K x 16, Q6_K x 16) with int16 activations
-// (quantize_act.h): decode, batched decode and prefill, with no per-call
+// (interleave.h: Q4_0 x 16, Q8_0 x 16, Q4_K x 16, Q6_K x 16) with int16
+// activations (quantize_act.h): decode, batched decode and prefill, with no per-call
 // packing. For each 4 columns of the 16 rows of a group (Q4_0; Q4_K: 2
 // columns of two sub-blocks), one 32-byte load widened to int16 gives two
 // column pairs (mask: low nibbles, shift: high ones), and each token adds
@@ -15,6 +15,7 @@
 // (and the scalar reference gemm_q16_ref, gemm.h).
 #include <immintrin.h>
 
+#include "kernels/avx512/avx512.h"
 #include "kernels/avx512/math_avx512.h"
 #include "kernels/gemm.h"
 #include "kernels/interleave.h"
@@ -251,11 +252,12 @@ MicroFn micro_for(int64_t tokens, bool first, bool partial) {
   return partial ? kByTokens<L, false, true>[tokens - 1] : kByTokens<L, false, false>[tokens - 1];
 }
 
+// TypeKernels::gemm_interleaved for type L.
 template <gguf::TensorType L>
-void gemm(const uint8_t* packed, int64_t rows, int64_t cols, int64_t row_begin, int64_t row_end, const QuantizedActs& a,
-          int64_t num_tokens, float* y, int64_t y_stride) {
+void gemm(const WeightView& w, int64_t row_begin, int64_t row_end, const QuantizedActs& a, int64_t num_tokens,
+          float* y) {
   walk_interleaved<kTokens, kInterleavedUnitCols<L>, kInterleavedUnitBytes<L>, kDecodePrefetchBytes>(
-      packed, rows, cols, row_begin, row_end, a, num_tokens, y, y_stride,
+      static_cast<const uint8_t*>(w.interleaved), w.rows, w.cols, row_begin, row_end, a, num_tokens, y, w.rows,
       [](const InterleavedArgs& m, int64_t tokens, bool first, bool partial) {
         micro_for<L>(tokens, first, partial)(m);
       });
@@ -263,10 +265,12 @@ void gemm(const uint8_t* packed, int64_t rows, int64_t cols, int64_t row_begin, 
 
 }  // namespace
 
-void gemm_interleaved(gguf::TensorType type, const uint8_t* packed, int64_t rows, int64_t cols, int64_t row_begin,
-                      int64_t row_end, const QuantizedActs& a, int64_t num_tokens, float* y, int64_t y_stride) {
-  with_interleaved_type(
-      type, [&]<gguf::TensorType L>() { gemm<L>(packed, rows, cols, row_begin, row_end, a, num_tokens, y, y_stride); });
-}
+template <gguf::TensorType T>
+constinit const TypeKernels::GemmInterleaved InterleavedKernels<T>::gemm_interleaved = gemm<T>;
+
+template struct InterleavedKernels<gguf::TensorType::Q4_0>;
+template struct InterleavedKernels<gguf::TensorType::Q8_0>;
+template struct InterleavedKernels<gguf::TensorType::Q4_K>;
+template struct InterleavedKernels<gguf::TensorType::Q6_K>;
 
 }  // namespace tokenmill::kernels::avx512

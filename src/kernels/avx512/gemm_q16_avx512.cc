@@ -14,6 +14,7 @@
 // AVX2 kernel's exactly.
 #include <immintrin.h>
 
+#include "kernels/avx512/avx512.h"
 #include "kernels/avx512/math_avx512.h"
 #include "kernels/gemm.h"
 #include "kernels/x86/gemm_tiles.h"

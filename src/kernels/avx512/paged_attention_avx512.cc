@@ -17,6 +17,8 @@
 #include <immintrin.h>
 #include <math.h>
 
+#include "kernels/avx2/avx2.h"
+#include "kernels/avx512/avx512.h"
 #include "kernels/dispatch.h"
 
 namespace tokenmill::kernels::avx512 {

@@ -4,7 +4,7 @@
 //
 // What they cover: the integer decode path (activations quantized to int16
 // blocks, quantize_act.h; weights widened per 32-column sub-block and
-// multiplied with SMULL/SMLAL into exact int32 sums, vec_dot.h's numerics)
+// multiplied with SMULL/SMLAL into exact int32 sums, type_kernels.h's numerics)
 // for Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q4_K, Q5_K and Q6_K, the FP32 panel
 // product that prefill and the other types use, and attention over float
 // K/V. Everything else in the NEON table (norms, activations, FP8, W8A8) is
@@ -22,6 +22,7 @@
 #include "kernels/matmul.h"
 #include "kernels/paged_attention.h"
 #include "kernels/quantize_act.h"
+#include "kernels/type_kernels.h"
 
 namespace tokenmill::kernels::neon {
 
@@ -35,10 +36,12 @@ void gemm_f32(const float* w, int64_t w_stride, int64_t num_rows, const float* x
 // KernelTable::quantize_acts: the reference's bits (matmul_neon.cc).
 void quantize_acts(const float* x, int64_t num_tokens, int64_t cols, const QuantizedActsOut& out);
 
-// KernelTable::q16_supports / q16_rows (vec_dot_neon.cc).
-bool q16_supports(gguf::TensorType type);
-void q16_rows(const WeightView& w, int64_t row_begin, int64_t row_end, const QuantizedActs& a, int64_t num_tokens,
-              float* y);
+// TypeKernels::q16_rows of Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q4_K, Q5_K and Q6_K
+// (vec_dot_neon.cc; a constant, as in avx2/avx2.h).
+template <gguf::TensorType T>
+struct Q16Kernels {
+  static const TypeKernels::Q16Rows q16_rows;
+};
 
 // KernelTable::attend_head / paged_attend_group (attention_neon.cc): the
 // scalar kernels' online softmax with vector dot products and row updates,

@@ -1,5 +1,5 @@
 // The integer decode path on NEON: one weight row times the int16
-// activations of up to 4 tokens (vec_dot.h's numerics; layouts in
+// activations of up to 4 tokens (type_kernels.h: the integer path's numerics; layouts in
 // quant_blocks.h).
 //
 // Each decoder turns one 32-column sub-block into 32 int8 values (every
@@ -19,6 +19,8 @@
 #include <algorithm>
 #include <cmath>
 
+#include "kernels/decoder_for.h"
+#include "kernels/gemm.h"
 #include "kernels/neon/neon.h"
 #include "kernels/q16_row_walk.h"
 #include "util/check.h"
@@ -78,6 +80,7 @@ inline Sub32 five_bits(const uint8_t* qh, const uint8_t* qs) {
 // Legacy 32-element blocks (first 2 bytes: the fp16 scale d). kBias == 32:
 // the block's additive term per activation sum, bias(b, d).
 struct Q8_0 {
+  static constexpr TensorType kType = TensorType::Q8_0;
   static constexpr int64_t kBlock = 32, kBytes = 34;
   static constexpr bool kHalves = false;
   static constexpr int kBias = 0;
@@ -88,6 +91,7 @@ struct Q8_0 {
 };
 
 struct Q4_0 {  // x = d * (q - 8)
+  static constexpr TensorType kType = TensorType::Q4_0;
   static constexpr int64_t kBlock = 32, kBytes = 18;
   static constexpr bool kHalves = false;
   static constexpr int kBias = 32;
@@ -96,6 +100,7 @@ struct Q4_0 {  // x = d * (q - 8)
 };
 
 struct Q4_1 {  // x = d * q + m
+  static constexpr TensorType kType = TensorType::Q4_1;
   static constexpr int64_t kBlock = 32, kBytes = 20;
   static constexpr bool kHalves = false;
   static constexpr int kBias = 32;
@@ -104,6 +109,7 @@ struct Q4_1 {  // x = d * q + m
 };
 
 struct Q5_0 {  // x = d * (q - 16)
+  static constexpr TensorType kType = TensorType::Q5_0;
   static constexpr int64_t kBlock = 32, kBytes = 22;
   static constexpr bool kHalves = false;
   static constexpr int kBias = 32;
@@ -112,6 +118,7 @@ struct Q5_0 {  // x = d * (q - 16)
 };
 
 struct Q5_1 {  // x = d * q + m
+  static constexpr TensorType kType = TensorType::Q5_1;
   static constexpr int64_t kBlock = 32, kBytes = 24;
   static constexpr bool kHalves = false;
   static constexpr int kBias = 32;
@@ -134,6 +141,7 @@ inline void k_scale_min(const uint8_t* s, int k, int& sc, int& m) {
 // per sub-block (per half with kHalves) and the additive term per sub-block;
 // decode(g, s) sub-block s of 8.
 struct Q4_K {  // x = d * sc * q - dmin * m
+  static constexpr TensorType kType = TensorType::Q4_K;
   static constexpr int64_t kBlock = 256, kBytes = 144;
   static constexpr bool kHalves = false;
   static constexpr int kBias = 32;
@@ -155,6 +163,7 @@ struct Q4_K {  // x = d * sc * q - dmin * m
 };
 
 struct Q5_K {  // as Q4_K with a fifth bit: qh[i] bit s for element 32 s + i
+  static constexpr TensorType kType = TensorType::Q5_K;
   static constexpr int64_t kBlock = 256, kBytes = 176;
   static constexpr bool kHalves = false;
   static constexpr int kBias = 32;
@@ -170,6 +179,7 @@ struct Q5_K {  // as Q4_K with a fifth bit: qh[i] bit s for element 32 s + i
 };
 
 struct Q6_K {  // x = d * scales[e / 16] * (q - 32)
+  static constexpr TensorType kType = TensorType::Q6_K;
   static constexpr int64_t kBlock = 256, kBytes = 210;
   static constexpr bool kHalves = true;
   static constexpr int kBias = 0;
@@ -316,44 +326,29 @@ void q16_row(const uint8_t* row, int64_t cols, const QuantizedActs& a, float* y,
   for (int t = 0; t < T; ++t) y[t * ys] = vaddvq_f32(acc[t]) + tail[t];
 }
 
+// TypeKernels::q16_rows for type D::kType.
 template <class D>
-void rows_of(const uint8_t* data, int64_t rows, int64_t cols, int64_t r0, int64_t r1, const QuantizedActs& a,
-             int64_t num_tokens, float* y) {
-  walk_q16_rows(data, cols / D::kBlock * D::kBytes, rows, cols, r0, r1, a, num_tokens, y,
-                []<int T>(const uint8_t* r, int64_t c, const QuantizedActs& at, float* yt, int64_t ys) {
+void rows_of(const WeightView& w, int64_t r0, int64_t r1, const QuantizedActs& a, int64_t num_tokens, float* y) {
+  static_assert(Q16Layout{D::kHalves, D::kBias} == q16_layout(D::kType), "decoder disagrees with q16_layout");
+  walk_q16_rows(static_cast<const uint8_t*>(w.data), w.cols / D::kBlock * D::kBytes, w.rows, w.cols, r0, r1, a,
+                num_tokens, y, []<int T>(const uint8_t* r, int64_t c, const QuantizedActs& at, float* yt, int64_t ys) {
                   q16_row<D, T>(r, c, at, yt, ys);
                 });
 }
 
-// Calls f.template operator()<D>() with the decoder D of `type`; false
-// (nothing called) for a type without one. The one list of NEON decoders.
-template <class F>
-bool with_decoder(TensorType type, F&& f) {
-  switch (type) {
-    case TensorType::Q8_0: f.template operator()<Q8_0>(); return true;
-    case TensorType::Q4_0: f.template operator()<Q4_0>(); return true;
-    case TensorType::Q4_1: f.template operator()<Q4_1>(); return true;
-    case TensorType::Q5_0: f.template operator()<Q5_0>(); return true;
-    case TensorType::Q5_1: f.template operator()<Q5_1>(); return true;
-    case TensorType::Q4_K: f.template operator()<Q4_K>(); return true;
-    case TensorType::Q5_K: f.template operator()<Q5_K>(); return true;
-    case TensorType::Q6_K: f.template operator()<Q6_K>(); return true;
-    default: return false;
-  }
-}
-
 }  // namespace
 
-bool q16_supports(TensorType type) {
-  return with_decoder(type, []<class D>() {});
-}
+template <TensorType T>
+constinit const TypeKernels::Q16Rows Q16Kernels<T>::q16_rows =
+    rows_of<DecoderFor<T, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q4_K, Q5_K, Q6_K>>;
 
-void q16_rows(const WeightView& w, int64_t row_begin, int64_t row_end, const QuantizedActs& a, int64_t num_tokens,
-              float* y) {
-  const auto* d = static_cast<const uint8_t*>(w.data);
-  const bool known =
-      with_decoder(w.type, [&]<class D>() { rows_of<D>(d, w.rows, w.cols, row_begin, row_end, a, num_tokens, y); });
-  TM_CHECK_MSG(known, "neon::q16_rows: no decoder for this type (check q16_supports)");
-}
+template struct Q16Kernels<TensorType::Q8_0>;
+template struct Q16Kernels<TensorType::Q4_0>;
+template struct Q16Kernels<TensorType::Q4_1>;
+template struct Q16Kernels<TensorType::Q5_0>;
+template struct Q16Kernels<TensorType::Q5_1>;
+template struct Q16Kernels<TensorType::Q4_K>;
+template struct Q16Kernels<TensorType::Q5_K>;
+template struct Q16Kernels<TensorType::Q6_K>;
 
 }  // namespace tokenmill::kernels::neon

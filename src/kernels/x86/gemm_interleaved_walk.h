@@ -136,18 +136,5 @@ constexpr int64_t kInterleavedUnitBytes = kType == gguf::TensorType::Q4_0   ? kQ
 template <gguf::TensorType kType>
 constexpr int64_t kInterleavedUnitCols = kType == gguf::TensorType::Q4_0 || kType == gguf::TensorType::Q8_0 ? 32 : 256;
 
-// Calls f.template operator()<L>() with L the interleaved layout's type.
-// Precondition: interleave_supported(type).
-template <class F>
-inline void with_interleaved_type(gguf::TensorType type, const F& f) {
-  switch (type) {
-    case gguf::TensorType::Q4_0: return f.template operator()<gguf::TensorType::Q4_0>();
-    case gguf::TensorType::Q8_0: return f.template operator()<gguf::TensorType::Q8_0>();
-    case gguf::TensorType::Q4_K: return f.template operator()<gguf::TensorType::Q4_K>();
-    case gguf::TensorType::Q6_K: return f.template operator()<gguf::TensorType::Q6_K>();
-    default: __builtin_trap();  // callers check interleave_supported()
-  }
-}
-
 }  // namespace
 }  // namespace tokenmill::kernels

@@ -1,32 +1,49 @@
 // The kernel tables of x86-64: AVX2 (with FMA and F16C) and AVX-512 (F, BW,
 // VNNI). Built only for x86-64 (tm_library); the kernels themselves are in
-// the *_avx2.cc and *_avx512.cc files.
+// the *_avx2.cc and *_avx512.cc files (avx2/avx2.h, avx512/avx512.h). This
+// file only reads their addresses, so it runs on any x86-64 CPU.
+#include "kernels/avx2/avx2.h"
+#include "kernels/avx512/avx512.h"
 #include "kernels/dispatch.h"
-#include "kernels/interleave.h"
-#include "kernels/vec_dot.h"
-#include "util/check.h"
 
 namespace tokenmill::kernels {
 namespace {
 
-// The table entry for an ISA's interleaved product: checks the contract,
-// then multiplies the copy matmul found on the weights.
-template <auto kGemm>
-void gemm_interleaved_entry(const WeightView& w, int64_t row_begin, int64_t row_end, const QuantizedActs& a,
-                            int64_t num_tokens, float* y) {
-  TM_CHECK(w.interleaved != nullptr);
-  TM_CHECK_MSG(interleave_supported(w.type), "gemm_interleaved: no interleaved layout for this type");
-  kGemm(w.type, static_cast<const uint8_t*>(w.interleaved), w.rows, w.cols, row_begin, row_end, a, num_tokens, y,
-        w.rows);
+using gguf::TensorType;
+
+// Each helper sets, for every type listed, the TypeKernels members one
+// kernel file has for it (K<T>: one of the class templates of avx2.h).
+template <template <TensorType> class K, TensorType... Ts>
+void set_float_kernels(KernelTable& t) {
+  ((t.of(Ts).dequantize_row = K<Ts>::dequantize_row, t.of(Ts).fused_rows = K<Ts>::fused_rows), ...);
+}
+
+template <template <TensorType> class K, TensorType... Ts>
+void set_q16_kernels(KernelTable& t) {
+  ((t.of(Ts).q16_rows = K<Ts>::q16_rows, t.of(Ts).q16_decode_row = K<Ts>::q16_decode_row), ...);
+}
+
+template <template <TensorType> class K, TensorType... Ts>
+void set_interleaved_kernels(KernelTable& t) {
+  ((t.of(Ts).gemm_interleaved = K<Ts>::gemm_interleaved), ...);
+}
+
+// The switch from q16_rows to the packed int16 GEMM for every type with
+// q16_rows, and sooner for those packed straight from their blocks.
+void set_q16_switch(KernelTable& t, int64_t max_tokens, int64_t max_tokens_direct) {
+  for (TypeKernels& row : t.types) {
+    if (row.q16_rows != nullptr) row.q16_row_max_tokens = row.pack_q16_blocks ? max_tokens_direct : max_tokens;
+  }
 }
 
 }  // namespace
 
 // Products with AVX2, FMA and F16C: row kernels for decode, per-call packed
-// GEMMs, and the kernels for Q4_0, Q8_0, Q4_K and Q6_K weights interleaved
-// at load.
+// GEMMs, and kernels for weights interleaved at load. Types without an AVX2
+// kernel of some kind keep the scalar table's (the reference dequantizer)
+// or none (matmul takes another path).
 KernelTable make_avx2_table() {
-  KernelTable t;
+  KernelTable t = kernel_table_definition(Isa::kScalar);
   t.isa = Isa::kAvx2;
   t.rms_norm = avx2::rms_norm;
   t.swiglu = avx2::swiglu;
@@ -35,21 +52,27 @@ KernelTable make_avx2_table() {
   t.add_inplace = avx2::add_inplace;
   t.scale_inplace = avx2::scale_inplace;
   t.gemm_f32 = avx2::gemm_f32;
-  t.dequantize_row = avx2::dequantize_row;
-  t.fused_supports = avx2::fused_supports;
-  t.fused_rows = avx2::fused_rows;
   t.pack_rows = avx2::pack_rows;
   t.gemm_packed = avx2::gemm_packed;
   t.quantize_acts = avx2::quantize_acts;
-  t.q16_supports = avx2::q16_supports;
-  t.q16_rows = avx2::q16_rows;
-  t.q16_layout = avx2::q16_layout;
-  t.q16_decode_row = avx2::q16_decode_row;
   t.pack_q16_rows = avx2::pack_q16_rows;
-  t.pack_q16_blocks_supports = avx2::pack_q16_blocks_supports;
-  t.pack_q16_blocks = avx2::pack_q16_blocks;
   t.gemm_q16_packed = avx2::gemm_q16_packed;
-  t.gemm_interleaved = gemm_interleaved_entry<avx2::gemm_interleaved>;
+  t.fp8_rows = avx2::matmul_fp8_rows;
+  t.w8a8_rows = avx2::w8a8_rows;
+  t.attend_head = avx2::attend_head;
+  t.paged_attend_group = avx2::paged_attend_group;
+
+  // Per weight type: which AVX2 kernels there are.
+  set_float_kernels<avx2::FloatRowKernels, TensorType::F32, TensorType::F16, TensorType::BF16>(t);
+  set_float_kernels<avx2::BlockFloatKernels, TensorType::Q8_0, TensorType::Q4_0, TensorType::Q5_0, TensorType::Q4_K,
+                    TensorType::Q6_K>(t);
+  set_q16_kernels<avx2::Q16LegacyKernels, TensorType::Q8_0, TensorType::Q4_0, TensorType::Q4_1, TensorType::Q5_0,
+                  TensorType::Q5_1>(t);
+  set_q16_kernels<avx2::Q16KQuantKernels, TensorType::Q2_K, TensorType::Q3_K, TensorType::Q4_K, TensorType::Q5_K,
+                  TensorType::Q6_K>(t);
+  t.of(TensorType::Q4_0).pack_q16_blocks = avx2::PackBlocksKernels<TensorType::Q4_0>::pack_q16_blocks;
+  set_interleaved_kernels<avx2::InterleavedKernels, TensorType::Q4_0, TensorType::Q8_0, TensorType::Q4_K,
+                          TensorType::Q6_K>(t);
   // With 16 registers the interleaved tile is 3 tokens and decodes the
   // nibbles once per tile, where the packed GEMM decodes once per call: the
   // interleaved kernel wins at decode and up to 16 tokens and loses at 32
@@ -59,12 +82,7 @@ KernelTable make_avx2_table() {
   // Where the packed GEMM overtakes the row kernels (kernels_bench
   // GemmSwitch; docs/benchmarks.md, kernel tuning): Q4_0, packed straight
   // from its blocks, switches earlier than the types widened first.
-  t.q16_row_max_tokens = 16;
-  t.q16_row_max_tokens_direct = 10;
-  t.fp8_rows = avx2::matmul_fp8_rows;
-  t.w8a8_rows = avx2::w8a8_rows;
-  t.attend_head = avx2::attend_head;
-  t.paged_attend_group = avx2::paged_attend_group;
+  set_q16_switch(t, 16, 10);
   return t;
 }
 
@@ -76,14 +94,13 @@ KernelTable make_avx512_table() {
   t.isa = Isa::kAvx512;
   t.gemm_q16_packed = avx512::gemm_q16_packed;
   t.gemm_packed = avx512::gemm_packed;
-  t.gemm_interleaved = gemm_interleaved_entry<avx512::gemm_interleaved>;
-  t.interleaved_max_tokens = KernelTable::kAnyTokens;
   t.paged_attend_group = avx512::paged_attend_group;
-  // The faster micro-kernel repays the per-call packing sooner: packed
-  // against row kernel, Q4_K 80 / 104 GFLOP/s at 8 tokens, 102 / 90 at 12;
-  // Q4_0 (packed straight from its blocks) 101 / 98 at 6, 118 / 105 at 8.
-  t.q16_row_max_tokens = 10;
-  t.q16_row_max_tokens_direct = 6;
+  set_interleaved_kernels<avx512::InterleavedKernels, TensorType::Q4_0, TensorType::Q8_0, TensorType::Q4_K,
+                          TensorType::Q6_K>(t);
+  t.interleaved_max_tokens = KernelTable::kAnyTokens;
+  // The faster micro-kernel repays the per-call packing sooner (packed
+  // against row kernel: docs/benchmarks.md, kernel tuning).
+  set_q16_switch(t, 10, 6);
   return t;
 }
 
