@@ -68,6 +68,22 @@ void add_engine_flags(CLI::App& cmd, EngineFlags& f, EngineFlagSet set) {
                  set == EngineFlagSet::kServe ? "shared|tenant (tenant: X-Tenant header)" : "shared|tenant")
       ->capture_default_str();
   cmd.add_option("--priority-aging", f.aging_s, "Seconds per priority class of aging")->capture_default_str();
+  add_spec_flags(cmd, f.spec);
+}
+
+void add_spec_flags(CLI::App& cmd, SpecFlags& f) {
+  cmd.add_option("--spec", f.method, "Speculative decoding: none|ngram (prompt lookup)")->capture_default_str();
+  cmd.add_option("--spec-k", f.k, "Most draft tokens verified per step")->capture_default_str();
+  cmd.add_option("--spec-ngram-min", f.ngram_min, "Shortest suffix prompt lookup matches")->capture_default_str();
+  cmd.add_option("--spec-ngram-max", f.ngram_max, "Longest suffix prompt lookup matches")->capture_default_str();
+}
+
+spec::SpecConfig spec_config(const SpecFlags& f) {
+  spec::SpecConfig c;
+  c.method = spec::parse_spec_method(f.method);
+  c.ngram = {f.k, f.ngram_min, f.ngram_max};
+  c.validate();
+  return c;
 }
 
 engine::MatmulHookFactory runtime_hook_factory(const std::string& runtime) {
@@ -99,6 +115,7 @@ engine::EngineConfig engine_config(const std::string& model_path, const EngineFl
   c.kv_window_pool = !f.no_window_pool;
   c.prefix_isolation = engine::parse_prefix_isolation(f.isolation);
   c.priority_aging_s = f.aging_s;
+  c.spec = spec_config(f.spec);
   c.validate();
   return c;
 }

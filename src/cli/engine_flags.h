@@ -15,6 +15,7 @@
 #include "kv/kv_dtype.h"
 #include "model/model.h"
 #include "quant/weight_runtime.h"
+#include "spec/spec_config.h"
 
 namespace tokenmill::cli {
 
@@ -62,6 +63,17 @@ engine::MatmulHookFactory runtime_hook_factory(const std::string& runtime);
 std::string runtime_name(const model::MatmulHook* hook);
 
 // The serving engine's flags, as `serve` and `bench engine` spell them.
+// Speculative decoding: --spec none|ngram, --spec-k, --spec-ngram-min/max.
+struct SpecFlags {
+  std::string method = "none";
+  int32_t k = 4;
+  int32_t ngram_min = 1;
+  int32_t ngram_max = 3;
+};
+void add_spec_flags(CLI::App& cmd, SpecFlags& flags);
+// Throws Error naming the bad flag.
+spec::SpecConfig spec_config(const SpecFlags& flags);
+
 struct EngineFlags {
   int threads = 0;
   std::string kv_memory;
@@ -79,6 +91,7 @@ struct EngineFlags {
   bool no_window_pool = false;  // gemma3: one KV pool for every layer
   std::string isolation = "shared";
   double aging_s = 10.0;
+  SpecFlags spec;
 };
 
 enum class EngineFlagSet {

@@ -42,6 +42,7 @@ struct RunOptions {
   std::optional<uint64_t> seed;
   std::vector<std::string> logit_bias;
   sample::SamplingParams sampling;
+  SpecFlags spec;
 };
 
 std::vector<std::pair<int32_t, float>> parse_logit_bias(const std::vector<std::string>& items) {
@@ -97,6 +98,7 @@ engine::EngineConfig run_engine_config(const RunOptions& o, int64_t context) {
   c.max_batch_tokens = o.batch;
   c.prefill_chunk = o.batch;
   c.prefix_cache = false;
+  c.spec = spec_config(o.spec);
   c.validate();
   return c;
 }
@@ -174,6 +176,13 @@ void run(RunOptions o) {
                engine.num_threads(), runtime_name(engine.matmul_hook()).c_str(),
                std::string(kv::kv_dtype_name(engine.config().kv_dtype)).c_str(),
                static_cast<unsigned long long>(request.sampling.seed), seconds_since(start));
+  if (engine.config().spec.enabled()) {
+    const engine::SpecStats& sp = final->spec;
+    std::fprintf(stderr, "speculative %s: %lld draft tokens, %lld accepted (%.1f %%)\n",
+                 std::string(spec::spec_method_name(engine.config().spec.method)).c_str(),
+                 static_cast<long long>(sp.draft_tokens), static_cast<long long>(sp.accepted_tokens),
+                 sp.draft_tokens > 0 ? 100.0 * static_cast<double>(sp.accepted_tokens) / sp.draft_tokens : 0.0);
+  }
 }
 
 }  // namespace
@@ -212,6 +221,7 @@ void add_run_command(CLI::App& app) {
   cmd->add_option("--logit-bias", opts->logit_bias, "ID=VALUE, repeatable; -inf bans a token");
   cmd->add_option("--stop", s.stop, "Stop string, repeatable");
   cmd->add_flag("--ignore-eos", s.ignore_eos, "Keep generating past end-of-generation tokens");
+  add_spec_flags(*cmd, opts->spec);
   cmd->callback([opts] { run(*opts); });
 }
 

@@ -10,6 +10,7 @@ namespace tokenmill::engine {
 
 void EngineConfig::validate() const {
   if (num_threads < 0) fail("threads must be >= 0, got {}", num_threads);
+  spec.validate();
   if (kv_num_blocks < 0) fail("kv blocks must be >= 0, got {}", kv_num_blocks);
   if (kv_memory_bytes < 0) fail("kv memory must be >= 0 bytes, got {}", kv_memory_bytes);
   if (!(kv_memory_fraction > 0.0 && kv_memory_fraction <= 1.0))

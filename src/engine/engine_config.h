@@ -11,6 +11,7 @@
 #include "model/config.h"
 #include "model/matmul_hook.h"
 #include "sched/scheduler.h"
+#include "spec/spec_config.h"
 #include "tokenizer/tokenizer.h"
 
 namespace tokenmill::model {
@@ -67,6 +68,12 @@ struct EngineConfig {
   bool prefix_cache = true;
   PrefixIsolation prefix_isolation = PrefixIsolation::kShared;
   std::string adapter_id;  // part of the prefix-cache namespace; "" = base model
+
+  // Speculative decoding: the proposer that drafts tokens for decoding
+  // sequences and k, the most it drafts per step (GenerateRequest::spec_max_draft
+  // narrows it per request). Greedy and seeded sampling give the same tokens
+  // with it as without (engine_core.cc, verify).
+  spec::SpecConfig spec;
 
   // Throws Error naming the first bad field (model_path is checked on load).
   void validate() const;

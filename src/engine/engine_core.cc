@@ -6,6 +6,7 @@
 
 #include "engine/cache_namespace.h"
 #include "engine/memory_budget.h"
+#include "spec/ngram_proposer.h"
 #include "util/check.h"
 #include "util/error.h"
 #include "util/int_math.h"
@@ -34,6 +35,8 @@ std::optional<Refusal> check_fields(const GenerateRequest& r, const RequestLimit
   if (priority < 0 || priority > static_cast<int>(Priority::kLow))
     return invalid(fmt::format("unknown priority class {}", priority));
   if (r.timeout && r.timeout->count() < 0) return invalid("the timeout is negative");
+  if (r.spec_max_draft < -1 || r.spec_max_draft > spec::kMaxDraft)
+    return invalid(fmt::format("spec_max_draft must be in [-1, {}], got {}", spec::kMaxDraft, r.spec_max_draft));
   if (!r.sampling.stop.empty() && !limits.has_tokenizer) return invalid("stop strings need a model with a tokenizer");
   try {
     r.sampling.validate(limits.n_vocab);
@@ -196,6 +199,7 @@ void EngineCore::finish_request(RequestId id, const sched::Sequence& seq, Steady
 
 bool EngineCore::step() {
   const SteadyClock::time_point start = SteadyClock::now();
+  propose();
   sched::ScheduledBatch batch = scheduler_->schedule(start);
   for (const std::unique_ptr<sched::Sequence>& seq : batch.finished) finish_sequence(*seq, start);
   const bool progressed = !batch.empty() || !batch.finished.empty();
@@ -226,7 +230,7 @@ void EngineCore::execute(const sched::ScheduledBatch& batch, StepStats& stats) {
   }
   sched::SampledStep sampled = sample(batch, rows, logits, stats);
   const SteadyClock::time_point now = SteadyClock::now();
-  check_stops(sampled, now);
+  check_stops(batch, sampled, now);
   const std::vector<std::unique_ptr<sched::Sequence>> finished = scheduler_->commit(batch, sampled, now);
   emit(sampled, finished, now);
 }
@@ -241,8 +245,9 @@ std::vector<model::LogitRows> EngineCore::logit_rows(const sched::ScheduledBatch
     RequestState& state = states_.at(s.seq->id);
     state.note_scheduled(*s.seq, num_steps_);
     rows[i] = s.samples ? model::LogitRows::kLast : model::LogitRows::kNone;
-    if (state.wants_prompt_logits(s.start_pos, s.num_tokens)) rows[i] = model::LogitRows::kAll;
-    (s.is_decode ? stats.decode_tokens : stats.prefill_tokens) += s.num_tokens;
+    if (s.num_draft > 0 || state.wants_prompt_logits(s.start_pos, s.num_tokens)) rows[i] = model::LogitRows::kAll;
+    (s.is_decode ? stats.decode_tokens : stats.prefill_tokens) += s.num_tokens - s.num_draft;
+    stats.draft_tokens += s.num_draft;
   }
   stats.num_seqs = static_cast<int64_t>(batch.seqs.size());
   return rows;
@@ -259,13 +264,17 @@ sched::SampledStep EngineCore::sample(const sched::ScheduledBatch& batch, std::s
   for (size_t i = 0; i < batch.seqs.size(); ++i) {
     const sched::ScheduledSeq& s = batch.seqs[i];
     RequestState& state = states_.at(s.seq->id);
-    if (rows[i] == model::LogitRows::kAll) {
+    if (rows[i] == model::LogitRows::kAll && s.num_draft == 0) {
       for (size_t j = 0; j < logits.num_rows(i); ++j)
         state.record_prompt_logprob(*s.seq, s.start_pos + static_cast<int64_t>(j), logits.row(i, j));
     }
     if (!s.samples) continue;
-    const std::span<const float> row = logits.last_row(i);
     sched::SampledEntry& entry = sampled.entries[i];
+    if (s.num_draft > 0) {
+      verify(s, logits, i, entry, stats);
+      continue;
+    }
+    const std::span<const float> row = logits.last_row(i);
     entry.token = sched::SampledToken{s.seq->id, state.sample(row, sampler_scratch_)};
     for (uint64_t fork : s.seq->fork_ids) {
       RequestState& fork_state = states_.at(fork);
@@ -280,11 +289,56 @@ sched::SampledStep EngineCore::sample(const sched::ScheduledBatch& batch, std::s
 
 // The stop decision of every sampled token (EOS, stop strings, sampler
 // failure), made by its request's state; the scheduler adds max_tokens.
-void EngineCore::check_stops(sched::SampledStep& sampled, SteadyClock::time_point now) {
-  for (sched::SampledEntry& e : sampled.entries) {
+// verify() already decided those of entries with a draft.
+void EngineCore::check_stops(const sched::ScheduledBatch& batch, sched::SampledStep& sampled,
+                             SteadyClock::time_point now) {
+  for (size_t i = 0; i < sampled.entries.size(); ++i) {
+    sched::SampledEntry& e = sampled.entries[i];
+    if (batch.seqs[i].num_draft > 0) continue;
     for (sched::SampledToken& f : e.forks) f.stop = states_.at(f.seq_id).accept_token(f.token, now, metrics_);
     if (e.token) e.token->stop = states_.at(e.token->seq_id).accept_token(e.token->token, now, metrics_);
   }
+}
+
+// Speculative decoding, before schedule(): a draft for each decoding
+// sequence whose request allows one (EngineConfig::spec).
+void EngineCore::propose() {
+  if (!config_.spec.enabled()) return;
+  scheduler_->for_each_running([&](sched::Sequence& seq) {
+    seq.draft.clear();
+    if (seq.num_computed_tokens + 1 != seq.num_tokens() || seq.output.empty()) return;  // not decoding
+    const int max_draft = states_.at(seq.id).max_draft(config_.spec.ngram.max_draft);
+    if (max_draft <= 0) return;
+    seq.draft = spec::propose_ngram(seq.all_tokens(), max_draft, config_.spec.ngram);
+  });
+}
+
+// Verification of entry i's draft against the target's logits, one row per
+// position: the token the request's sampler picks from row j (the same
+// draw, from the same history, as plain decoding would make there) is
+// kept; while it equals draft token j, row j + 1 is read too. So the
+// output is exactly plain decoding's, greedy or seeded. For a draft that is
+// one fixed token per position (prompt lookup), this is the rejection rule
+// min(1, p/q) with q a point mass: draft token d is kept with probability
+// p(d), and on rejection the token comes from p without d, renormalized.
+void EngineCore::verify(const sched::ScheduledSeq& s, const runner::StepLogits& logits, size_t i,
+                        sched::SampledEntry& entry, StepStats& stats) {
+  RequestState& state = states_.at(s.seq->id);
+  const SteadyClock::time_point now = SteadyClock::now();
+  for (int64_t j = 0; j <= s.num_draft; ++j) {
+    const int32_t token = state.sample(logits.row(i, static_cast<size_t>(j)), sampler_scratch_);
+    const FinishReason stop = state.accept_token(token, now, metrics_);
+    ++stats.sampled_tokens;
+    const sched::SampledToken t{s.seq->id, token, stop};
+    const bool matches = j < s.num_draft && token == s.seq->draft[static_cast<size_t>(j)];
+    if (stop != FinishReason::kNone || !matches) {
+      entry.token = t;
+      break;
+    }
+    entry.accepted.push_back(t);
+    ++stats.accepted_tokens;
+  }
+  state.note_draft(s.num_draft, static_cast<int64_t>(entry.accepted.size()));
 }
 
 // Token events first, so that a finished request's final event follows its

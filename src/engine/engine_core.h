@@ -1,11 +1,13 @@
 // The single-threaded heart of the engine: the model runner (model + paged
 // KV pools), the scheduler and the per-request states, driven one step at a
-// time. A step (step()) is five named calls:
+// time. A step (step()) is five named calls (six with speculative decoding):
 //
+//   propose   speculative decoding only: a draft per decoding sequence
 //   schedule  Scheduler::schedule: what runs (ScheduledBatch)
 //   run       ModelRunner::run: block copies, chunks, forward pass (StepLogits)
 //   sample    RequestState::sample per sampling entry and fork, then
-//             accept_token decides stops (SampledStep)
+//             accept_token decides stops (SampledStep); an entry with a
+//             draft is verified token by token (verify)
 //   commit    Scheduler::commit: appends, forks, frees what finished
 //   emit      token events, then the final events of finished requests
 //
@@ -115,7 +117,10 @@ class EngineCore {
   std::vector<model::LogitRows> logit_rows(const sched::ScheduledBatch& batch, StepStats& stats);
   sched::SampledStep sample(const sched::ScheduledBatch& batch, std::span<const model::LogitRows> rows,
                             const runner::StepLogits& logits, StepStats& stats);
-  void check_stops(sched::SampledStep& sampled, SteadyClock::time_point now);
+  void check_stops(const sched::ScheduledBatch& batch, sched::SampledStep& sampled, SteadyClock::time_point now);
+  void propose();
+  void verify(const sched::ScheduledSeq& s, const runner::StepLogits& logits, size_t i, sched::SampledEntry& entry,
+              StepStats& stats);
   void emit(const sched::SampledStep& sampled, std::span<const std::unique_ptr<sched::Sequence>> finished,
             SteadyClock::time_point now);
   void update_gauges();

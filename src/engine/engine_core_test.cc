@@ -13,28 +13,7 @@ namespace {
 using testing::greedy_request;
 using testing::random_prompt;
 using testing::tiny_config;
-
-class Driver {
- public:
-  explicit Driver(const EngineConfig& config) : core_(config, metrics_) {}
-
-  RequestHandle add(const GenerateRequest& r) {
-    auto stream = std::make_shared<RequestStream>(next_id_++, nullptr);
-    metrics_.on_submit();
-    core_.add({stream}, r, SteadyClock::now());
-    return RequestHandle(stream);
-  }
-  void run_to_end() {
-    while (core_.has_work()) core_.step();
-  }
-  EngineCore& core() { return core_; }
-  MetricsSnapshot metrics() const { return metrics_.snapshot(); }
-
- private:
-  Metrics metrics_;
-  EngineCore core_;
-  RequestId next_id_ = 1;
-};
+using Driver = testing::CoreDriver;
 
 GenerateRequest with_priority(GenerateRequest r, Priority p) {
   r.priority = p;

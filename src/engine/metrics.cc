@@ -100,6 +100,8 @@ void Metrics::on_step(const StepStats& step) {
   s_.prefill_tokens += static_cast<uint64_t>(step.prefill_tokens);
   s_.decode_tokens += static_cast<uint64_t>(step.decode_tokens);
   s_.generated_tokens += static_cast<uint64_t>(step.sampled_tokens);
+  s_.spec_draft_tokens += static_cast<uint64_t>(step.draft_tokens);
+  s_.spec_accepted_tokens += static_cast<uint64_t>(step.accepted_tokens);
   s_.step_seconds += step.step_ms / 1e3;
   s_.step_ms.observe(step.step_ms);
   s_.last_step = step;

@@ -47,6 +47,10 @@ struct StepStats {
   int64_t decode_tokens = 0;   // one per decoding sequence
   int64_t sampled_tokens = 0;  // tokens sampled (EOS included; one per finished prefill or decode)
   double step_ms = 0;
+  // Speculative decoding: draft tokens verified this step (also computed,
+  // besides decode_tokens), and of those the ones the target accepted.
+  int64_t draft_tokens = 0;
+  int64_t accepted_tokens = 0;
 };
 
 struct MetricsSnapshot {
@@ -58,6 +62,10 @@ struct MetricsSnapshot {
   uint64_t cached_prompt_tokens = 0;                            // of those, served by the prefix cache
   uint64_t generated_tokens = 0;  // tokens sampled, EOS included (sum of completion_tokens)
   uint64_t steps = 0;
+  // Speculative decoding: draft tokens verified and accepted (acceptance
+  // rate = accepted / draft, docs/serving.md).
+  uint64_t spec_draft_tokens = 0;
+  uint64_t spec_accepted_tokens = 0;
   uint64_t prefill_tokens = 0;  // summed over steps (recomputation included)
   uint64_t decode_tokens = 0;
   double step_seconds = 0;

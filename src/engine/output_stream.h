@@ -70,6 +70,12 @@ struct Timings {
   double e2e_ms = 0;      // submit -> final event
 };
 
+// Speculative decoding's tally for one request.
+struct SpecStats {
+  int64_t draft_tokens = 0;     // proposed and verified
+  int64_t accepted_tokens = 0;  // of those, kept
+};
+
 struct FinalEvent {
   FinishReason reason = FinishReason::kStop;
   RejectReason reject = RejectReason::kNone;
@@ -81,6 +87,7 @@ struct FinalEvent {
   Usage usage;
   Timings timings;
   int64_t num_preemptions = 0;  // times the request lost its KV and recomputed
+  SpecStats spec;
   // Index of the engine step in which the request first ran (-1: never).
   // Deterministic, unlike timings: tests use it to check scheduling order.
   int64_t first_scheduled_step = -1;

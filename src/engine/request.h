@@ -49,6 +49,9 @@ struct GenerateRequest {
   // the request skips the prefix-cache lookup, since a hit would leave
   // positions uncomputed.
   int prompt_logprobs = -1;
+  // Speculative decoding (EngineConfig::spec): -1 drafts up to the engine's
+  // k, 0 turns it off for this request, n > 0 drafts at most min(n, k).
+  int spec_max_draft = -1;
 };
 
 }  // namespace tokenmill::engine

@@ -28,6 +28,7 @@ RequestState::RequestState(std::shared_ptr<RequestStream> stream, const Generate
       num_prompt_tokens_(static_cast<int64_t>(request.prompt.size())),
       sample_index_(sample_index),
       submitted_(submitted) {
+  spec_max_draft_ = request.spec_max_draft;
   if (tokenizer_ != nullptr) text_.emplace(*tokenizer_, request.sampling.stop);
 }
 
@@ -103,14 +104,13 @@ FinishReason RequestState::accept_token(int32_t id, SteadyClock::time_point now,
     event.text = std::move(piece.text);
     stopped = piece.stopped;
   }
-  unsent_event_ = std::move(event);
+  unsent_events_.push_back(std::move(event));
   return stopped ? FinishReason::kStop : FinishReason::kNone;
 }
 
 void RequestState::emit_token() {
-  if (!unsent_event_) return;
-  stream_->push_token(std::move(*unsent_event_));
-  unsent_event_.reset();
+  for (TokenEvent& event : unsent_events_) stream_->push_token(std::move(event));
+  unsent_events_.clear();
 }
 
 FinalEvent RequestState::make_final(const sched::Sequence& seq, SteadyClock::time_point now) {
@@ -129,6 +129,7 @@ FinalEvent RequestState::make_final(const sched::Sequence& seq, SteadyClock::tim
     prompt_lps_sent_ = true;
   }
   f.num_preemptions = seq.num_preemptions;
+  f.spec = spec_;
   f.sample_index = sample_index_;
   f.first_scheduled_step = first_step_;
 

@@ -6,6 +6,7 @@
 // Thread-safety: engine thread only (the stream it pushes to is thread-safe).
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <memory>
 #include <optional>
@@ -68,8 +69,18 @@ class RequestState {
   // (max_tokens 0: the prompt was only scored), or kNone to go on (the
   // scheduler then checks max_tokens).
   FinishReason accept_token(int32_t id, SteadyClock::time_point now, Metrics& metrics);
-  // Pushes the event accept_token prepared, if any (EOS prepares none).
+  // Pushes the events accept_token prepared since the last call, if any
+  // (EOS prepares none; verifying a draft may accept several tokens).
   void emit_token();
+
+  // Speculative decoding: the most draft tokens for this request, given the
+  // engine's k (GenerateRequest::spec_max_draft), and the tally of one
+  // verification (FinalEvent::spec).
+  int max_draft(int engine_k) const { return spec_max_draft_ < 0 ? engine_k : std::min(spec_max_draft_, engine_k); }
+  void note_draft(int64_t drafted, int64_t accepted) {
+    spec_.draft_tokens += drafted;
+    spec_.accepted_tokens += accepted;
+  }
 
   // The final event of a finished (or rejected) sequence: releases held
   // text, fills usage and timings. The caller pushes it.
@@ -85,9 +96,11 @@ class RequestState {
   std::optional<TextStream> text_;  // null without a tokenizer
   std::vector<int32_t> history_;    // prompt + sampled tokens, for penalties
   std::optional<TokenLogprob> pending_logprob_;
-  std::optional<TokenEvent> unsent_event_;  // accept_token -> emit_token
-  int prompt_logprobs_ = -1;                // GenerateRequest::prompt_logprobs
-  bool discard_output_ = false;             // max_tokens 0: the one sampled token is not output
+  std::vector<TokenEvent> unsent_events_;  // accept_token -> emit_token
+  int spec_max_draft_ = -1;
+  SpecStats spec_;
+  int prompt_logprobs_ = -1;     // GenerateRequest::prompt_logprobs
+  bool discard_output_ = false;  // max_tokens 0: the one sampled token is not output
   int64_t num_prompt_tokens_ = 0;
   std::vector<TokenLogprob> prompt_lps_;  // for prompt tokens 1.., until sent
   int64_t num_prompt_lps_ = 0;            // recorded so far (survives the hand-off)

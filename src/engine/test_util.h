@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "engine/engine_config.h"
+#include "engine/engine_core.h"
 #include "engine/request.h"
 #include "model/model.h"
 #include "model/single_sequence.h"
@@ -73,6 +74,30 @@ inline GenerateRequest with_n(GenerateRequest r, int n) {
   r.n = n;
   return r;
 }
+
+// An EngineCore driven step by step on the test's thread (no engine
+// thread), for exact checks of scheduling and bookkeeping.
+class CoreDriver {
+ public:
+  explicit CoreDriver(const EngineConfig& config) : core_(config, metrics_) {}
+
+  RequestHandle add(const GenerateRequest& r) {
+    auto stream = std::make_shared<RequestStream>(next_id_++, nullptr);
+    metrics_.on_submit();
+    core_.add({stream}, r, SteadyClock::now());
+    return RequestHandle(stream);
+  }
+  void run_to_end() {
+    while (core_.has_work()) core_.step();
+  }
+  EngineCore& core() { return core_; }
+  MetricsSnapshot metrics() const { return metrics_.snapshot(); }
+
+ private:
+  Metrics metrics_;
+  EngineCore core_;
+  RequestId next_id_ = 1;
+};
 
 // `n` random ids in [3, 512) (no BOS/EOS/UNK), from a fixed seed.
 inline std::vector<int32_t> random_prompt(uint64_t seed, size_t n) {

@@ -121,6 +121,16 @@ BlockTable BlockTable::fork() const {
   return copy;
 }
 
+void BlockTable::truncate(int64_t n) {
+  TM_CHECK(n >= first_block_ * block_size_ && n <= num_tokens_);
+  const int64_t keep_end = std::max<int64_t>(first_block_, (n + block_size_ - 1) / block_size_);
+  while (end_block() > keep_end) {
+    allocator_->release(blocks_.back());
+    blocks_.pop_back();
+  }
+  num_tokens_ = n;
+}
+
 void BlockTable::free() {
   // Tail first: cached blocks then sit in the evictable LRU list tail-first,
   // so eviction eats a cached chain from its end and its prefix stays usable.

@@ -84,6 +84,13 @@ class BlockTable {
   // Precondition: pos <= num_tokens(). Cost: O(released).
   int64_t drop_before(int64_t pos);
 
+  // Gives back reserved slots from the end: keeps the first n, releasing
+  // (last first) the held blocks wholly past them. For speculative decoding:
+  // the slots of draft tokens the target rejected. Stale K/V left in a kept
+  // block past n is overwritten before any step attends it. Precondition:
+  // first_block() * block_size() <= n <= num_tokens().
+  void truncate(int64_t n);
+
   // A second table sharing every block (each retained once more), for
   // parallel sampling.
   BlockTable fork() const;

@@ -30,6 +30,38 @@ TEST(BlockTable, AppendAllocatesBlocksAsSlotsCrossBoundaries) {
   EXPECT_EQ(a.num_free(), 8);
 }
 
+// Rejected draft tokens give their slots back: blocks wholly past the kept
+// slots are released, a shared block only drops this table's reference, and
+// appending again reuses the freed blocks.
+TEST(BlockTable, TruncateGivesBackTheSlotsPastN) {
+  BlockAllocator a(8);
+  BlockTable t(a, 4);
+  std::vector<BlockCopy> copies;
+  ASSERT_TRUE(t.append_slots(6, &copies));  // blocks 0, 1
+  BlockTable shared = t.fork();
+  ASSERT_TRUE(t.append_slots(7, &copies));  // 13 slots: copy of block 1, then two more blocks
+  EXPECT_EQ(t.blocks().size(), 4u);
+  EXPECT_EQ(a.num_free(), 3);
+  t.truncate(7);  // keeps blocks 0 and the private copy of 1
+  EXPECT_EQ(t.num_tokens(), 7);
+  EXPECT_EQ(t.blocks().size(), 2u);
+  EXPECT_EQ(a.num_free(), 5);
+  t.truncate(7);  // nothing to give back
+  EXPECT_EQ(a.num_free(), 5);
+  t.truncate(4);  // exactly one block
+  EXPECT_EQ(t.blocks().size(), 1u);
+  EXPECT_EQ(a.num_free(), 6);
+  EXPECT_EQ(a.ref_count(t.blocks()[0]), 2);  // still shared with the fork
+  t.truncate(0);
+  EXPECT_TRUE(t.empty());
+  EXPECT_EQ(a.ref_count(shared.blocks()[0]), 1);
+  ASSERT_TRUE(t.append_slots(5, &copies));
+  EXPECT_EQ(t.num_tokens(), 5);
+  t.free();
+  shared.free();
+  EXPECT_EQ(a.num_free(), 8);
+}
+
 TEST(BlockTable, AppendIsAllOrNothing) {
   BlockAllocator a(2);
   BlockTable t(a, 4);

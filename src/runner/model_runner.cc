@@ -41,7 +41,7 @@ StepLogits ModelRunner::run(const sched::ScheduledBatch& batch, std::span<const 
   for (size_t i = 0; i < n; ++i) {
     const sched::ScheduledSeq& s = batch.seqs[i];
     TM_CHECK(s.seq->tables.size() == groups);
-    chunk_tokens_[i] = s.seq->tokens(s.start_pos, s.num_tokens);
+    chunk_tokens_[i] = s.tokens();
     for (size_t g = 0; g < groups; ++g) {
       const kv::BlockTable& t = s.seq->table(g);
       chunk_tables_[i * groups + g] = model::ChunkTable{t.blocks(), t.first_block()};

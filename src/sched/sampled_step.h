@@ -24,6 +24,11 @@ struct SampledToken {
 };
 
 struct SampledEntry {
+  // Speculative decoding: the draft tokens the target accepted, in order,
+  // before `token` (the target's own token after them). Each has stop ==
+  // kNone: verification ends at the first token that stops, which is then
+  // `token`.
+  std::vector<SampledToken> accepted;
   std::optional<SampledToken> token;  // set iff the batch entry samples
   // One per fork id of the entry's sequence, in fork_ids order, when the
   // entry samples and the sequence has pending forks; else empty.
@@ -33,12 +38,13 @@ struct SampledEntry {
 struct SampledStep {
   std::vector<SampledEntry> entries;  // [batch.seqs.size()]
 
-  // Every sampled token of the step, forks first within an entry (the order
-  // commit applies them in).
+  // Every sampled token of the step, forks first within an entry, then its
+  // accepted draft tokens, then its token (the order commit applies them in).
   template <typename Fn>
   void for_each_token(Fn&& fn) const {
     for (const SampledEntry& e : entries) {
       for (const SampledToken& f : e.forks) fn(f);
+      for (const SampledToken& a : e.accepted) fn(a);
       if (e.token) fn(*e.token);
     }
   }

@@ -23,10 +23,19 @@ struct ScheduledSeq {
   // must return that position's logits and the engine samples the next
   // token. False for a non-final prefill chunk.
   bool samples = false;
-  // A decode step: one token, the sequence's newest sampled output. False
-  // for prefill chunks (prompt, or prompt + output recomputed after a
-  // preemption).
+  // A decode step: the sequence's newest sampled output, then num_draft
+  // draft tokens. False for prefill chunks (prompt, or prompt + output
+  // recomputed after a preemption).
   bool is_decode = false;
+  // Speculative decoding: the last num_draft of the num_tokens are
+  // seq->draft[0, num_draft), not yet output. The runner returns every
+  // position's logits; the engine verifies the draft against them
+  // (SampledEntry::accepted) and commit keeps the K/V of the accepted ones.
+  int64_t num_draft = 0;
+
+  // The tokens this entry computes: num_tokens - num_draft of prompt +
+  // output from start_pos, then the draft's.
+  std::vector<int32_t> tokens() const;
 };
 
 struct ScheduledBatch {

@@ -199,13 +199,29 @@ std::vector<std::unique_ptr<Sequence>> Scheduler::commit(const ScheduledBatch& b
     Sequence& seq = *s.seq;
     TM_CHECK(seq.status == SequenceStatus::kRunning && seq.num_computed_tokens == s.start_pos);
     TM_CHECK_MSG(entry.token.has_value() == s.samples, "a token must be sampled exactly where samples is set");
-    seq.num_computed_tokens += s.num_tokens;
+    TM_CHECK(static_cast<int64_t>(entry.accepted.size()) <= s.num_draft);
+    // Rejected draft tokens: their K/V is not kept, nor are their slots.
+    const int64_t rejected = s.num_draft - static_cast<int64_t>(entry.accepted.size());
+    seq.num_computed_tokens += s.num_tokens - rejected;
+    if (rejected > 0) {
+      for (kv::BlockTable& t : seq.tables) t.truncate(seq.num_computed_tokens);
+    }
+    seq.draft.clear();
     TM_CHECK(seq.num_computed_tokens <= seq.table(0).num_tokens());
-    publish_computed(seq);
-    if (!s.samples) continue;
+    if (!s.samples) {
+      publish_computed(seq);
+      continue;
+    }
     TM_CHECK(entry.token->seq_id == seq.id);
     if (!seq.fork_ids.empty()) make_forks(seq, entry.forks, now, done);
-    const FinishReason ended = append_token(seq, *entry.token, now);
+    FinishReason ended = FinishReason::kNone;
+    for (const SampledToken& a : entry.accepted) {
+      TM_CHECK(a.seq_id == seq.id && a.stop == FinishReason::kNone);
+      ended = append_token(seq, a, now);
+      TM_CHECK_MSG(ended == FinishReason::kNone, "a draft longer than max_tokens allows was verified");
+    }
+    publish_computed(seq);  // after the accepted tokens: their K/V is computed
+    ended = append_token(seq, *entry.token, now);
     if (ended == FinishReason::kNone) continue;
     std::unique_ptr<Sequence> owned = take_running(&seq);
     finish(*owned, ended, now);

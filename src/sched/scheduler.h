@@ -207,6 +207,13 @@ class Scheduler {
   // Ends every sequence now with `reason` (engine shutdown).
   std::vector<std::unique_ptr<Sequence>> finish_all(FinishReason reason, TimePoint now);
 
+  // Calls fn(Sequence&) for each running sequence, between commit() and
+  // the next schedule(): the engine sets drafts (Sequence::draft) this way.
+  template <typename Fn>
+  void for_each_running(Fn&& fn) {
+    for (std::unique_ptr<Sequence>& seq : running_) fn(*seq);
+  }
+
   bool has_work() const { return !running_.empty() || !waiting_.empty(); }
   int64_t num_running() const { return static_cast<int64_t>(running_.size()); }
   int64_t num_waiting() const { return static_cast<int64_t>(waiting_.size()); }
@@ -233,6 +240,7 @@ class Scheduler {
   void expire_deadlines(ScheduledBatch& batch, TimePoint now);
   bool plan_step(ScheduledBatch& batch, TimePoint now);
   void schedule_decodes(StepState& step, ScheduledBatch& batch);
+  int64_t draft_length(const Sequence& seq, int64_t budget) const;
   void schedule_running_prefills(StepState& step, ScheduledBatch& batch);
   void admit_waiting(StepState& step, ScheduledBatch& batch, TimePoint now);
   bool try_admit(Sequence& seq, StepState& step, ScheduledBatch& batch, TimePoint now);

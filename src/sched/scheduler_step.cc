@@ -99,15 +99,25 @@ bool Scheduler::plan_step(ScheduledBatch& batch, TimePoint now) {
 }
 
 void Scheduler::schedule_decodes(StepState& step, ScheduledBatch& batch) {
+  // Every decode gets its one token first; draft tokens only use what is
+  // left of the step's budget after one token for each decode still to come.
+  int64_t decodes_left = std::count_if(running_.begin(), running_.end(), [](const auto& s) { return is_decoding(*s); });
   size_t i = 0;
   while (i < running_.size()) {
     Sequence& seq = *running_[i];
     if (!is_decoding(seq)) {
+      seq.draft.clear();
       ++i;
       continue;
     }
     TM_CHECK(step.budget > 0 && step.seq_slots > 0);  // max_batch_tokens >= max_seqs >= running
-    bool got = append_slots(seq, 1, batch);
+    --decodes_left;
+    int64_t num_draft = draft_length(seq, step.budget - 1 - decodes_left);
+    bool got = append_slots(seq, 1 + num_draft, batch);
+    if (!got && num_draft > 0) {  // short of blocks: decode without the draft
+      num_draft = 0;
+      got = append_slots(seq, 1, batch);
+    }
     bool self_preempted = false;
     while (!got) {
       if (config_.on_kv_exhausted != KvExhaustedPolicy::kPreempt) {
@@ -124,13 +134,22 @@ void Scheduler::schedule_decodes(StepState& step, ScheduledBatch& batch) {
       got = append_slots(seq, 1, batch);
     }
     if (self_preempted) continue;  // running_[i] is now the next sequence
+    seq.draft.resize(static_cast<size_t>(num_draft));
     if (got) {
-      batch.seqs.push_back({&seq, seq.num_computed_tokens, 1, true, true});
-      --step.budget;
+      batch.seqs.push_back({&seq, seq.num_computed_tokens, 1 + num_draft, true, true, num_draft});
+      step.budget -= 1 + num_draft;
       --step.seq_slots;
     }
     ++i;
   }
+}
+
+// How many of seq's draft tokens a decode may verify: no more than the
+// budget allows, and none past max_tokens (the target's own token after
+// them must still be allowed).
+int64_t Scheduler::draft_length(const Sequence& seq, int64_t budget) const {
+  const int64_t room = seq.max_tokens - seq.num_output_tokens() - 1;
+  return std::max<int64_t>(0, std::min({static_cast<int64_t>(seq.draft.size()), budget, room}));
 }
 
 void Scheduler::schedule_running_prefills(StepState& step, ScheduledBatch& batch) {

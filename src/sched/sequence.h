@@ -51,6 +51,14 @@ struct SequenceData {
   // reserves num_samples() sequence slots.
   std::vector<uint64_t> fork_ids;
 
+  // ---- set by the engine before each schedule() (speculative decoding) ----
+  // Tokens proposed to follow the newest output token. A decode step then
+  // also computes them (ScheduledSeq::num_draft, as many as fit) so that the
+  // target can verify them in one pass; commit keeps the accepted ones and
+  // clears the draft. Ignored (and cleared) for a sequence that is not
+  // decoding.
+  std::vector<int32_t> draft;
+
   // ---- maintained by the Scheduler ----
   std::vector<int32_t> output;
   SequenceStatus status = SequenceStatus::kWaiting;

@@ -64,14 +64,18 @@ class FakeModel {
 
   // Applies copies, writes the step's tokens into their slots, and for each
   // sampling entry predicts from the tokens read back through the table(s).
-  // No stops and no fork tokens (Driver::step adds those).
+  // An entry with draft tokens is verified as the engine does: the
+  // prediction at each position is kept, and while it equals the draft's
+  // token the next position is predicted too (SampledEntry::accepted). No
+  // stops and no fork tokens (Driver::step adds those).
   SampledStep run(const ScheduledBatch& batch) {
     apply(batch.copies.at(0), slots_);
     if (window_ > 0) apply(batch.copies.at(1), window_slots_);
     for (const ScheduledSeq& s : batch.seqs) {
+      const std::vector<int32_t> tokens = s.tokens();
       for (int64_t p = s.start_pos; p < s.start_pos + s.num_tokens; ++p) {
-        slot(*s.seq, p) = s.seq->token_at(p);
-        if (window_ > 0) window_slot(*s.seq, p) = s.seq->token_at(p);
+        slot(*s.seq, p) = tokens[static_cast<size_t>(p - s.start_pos)];
+        if (window_ > 0) window_slot(*s.seq, p) = tokens[static_cast<size_t>(p - s.start_pos)];
       }
     }
     SampledStep sampled;
@@ -79,13 +83,24 @@ class FakeModel {
     for (size_t i = 0; i < batch.seqs.size(); ++i) {
       const ScheduledSeq& s = batch.seqs[i];
       if (!s.samples) continue;
+      std::vector<int32_t> known = s.seq->all_tokens();
+      known.insert(known.end(), s.seq->draft.begin(), s.seq->draft.begin() + s.num_draft);
       const int64_t window_start = window_ > 0 ? std::max<int64_t>(0, s.start_pos - window_ + 1) : INT64_MAX;
       std::vector<int32_t> seen;
       for (int64_t p = 0; p < s.start_pos + s.num_tokens; ++p) {
         seen.push_back(p >= window_start ? window_slot(*s.seq, p) : slot(*s.seq, p));
       }
-      EXPECT_EQ(seen, s.seq->all_tokens()) << "KV contents of request " << s.seq->id;
-      sampled.entries[i].token = SampledToken{s.seq->id, next_token(seen)};
+      EXPECT_EQ(seen, known) << "KV contents of request " << s.seq->id;
+      SampledEntry& e = sampled.entries[i];
+      for (int64_t j = 0; j <= s.num_draft; ++j) {
+        const int64_t end = s.start_pos + s.num_tokens - s.num_draft + j;  // positions the prediction reads
+        const int32_t t = next_token(std::span<const int32_t>(seen).first(static_cast<size_t>(end)));
+        if (j == s.num_draft || t != s.seq->draft[static_cast<size_t>(j)]) {
+          e.token = SampledToken{s.seq->id, t};
+          break;
+        }
+        e.accepted.push_back(SampledToken{s.seq->id, t});
+      }
     }
     return sampled;
   }
@@ -160,6 +175,12 @@ class Driver {
 
   // One engine step; advances the clock by `dt` afterwards. Returns what ran.
   std::vector<Entry> step(std::chrono::milliseconds dt = std::chrono::milliseconds(1)) {
+    if (propose) {
+      sched.for_each_running([&](Sequence& s) {
+        const bool decoding = s.num_computed_tokens + 1 == s.num_tokens() && !s.output.empty();
+        s.draft = decoding ? propose(s) : std::vector<int32_t>();
+      });
+    }
     ScheduledBatch batch = sched.schedule(now);
     EXPECT_LE(batch.num_tokens(), sched.config().max_batch_tokens);
     EXPECT_LE(static_cast<int64_t>(batch.seqs.size()), sched.config().max_seqs);
@@ -167,8 +188,10 @@ class Driver {
     num_preempted += static_cast<int64_t>(batch.preempted.size());
     for (auto& f : batch.finished) finished.push_back(std::move(f));
     std::vector<Entry> ran;
-    for (const ScheduledSeq& s : batch.seqs)
+    for (const ScheduledSeq& s : batch.seqs) {
       ran.push_back({s.seq->id, s.start_pos, s.num_tokens, s.samples, s.is_decode});
+      num_draft_tokens += s.num_draft;
+    }
     if (!batch.empty()) {
       SampledStep sampled = model.run(batch);
       // Forks: each gets its own first token (fork_token), as the engine
@@ -188,6 +211,7 @@ class Driver {
           if (e.token) e.token->stop = stop(*e.token);
         }
       }
+      for (const SampledEntry& e : sampled.entries) num_accepted_tokens += static_cast<int64_t>(e.accepted.size());
       for (auto& f : sched.commit(batch, sampled, now)) finished.push_back(std::move(f));
     }
     now += dt;
@@ -232,6 +256,11 @@ class Driver {
   // The engine's stop decision per sampled token (EOS, stop strings); none
   // when empty.
   std::function<FinishReason(const SampledToken&)> stop;
+  // Speculative decoding: a draft for each decoding sequence before each
+  // step (the engine's propose phase); none when empty.
+  std::function<std::vector<int32_t>(const Sequence&)> propose;
+  int64_t num_draft_tokens = 0;
+  int64_t num_accepted_tokens = 0;
   TimePoint now;
   std::vector<std::unique_ptr<Sequence>> finished;
   std::vector<uint64_t> forked;  // ids of the sequences made by forks

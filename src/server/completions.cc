@@ -30,6 +30,7 @@ engine::GenerateRequest base_request(const SamplingRequest& c, const std::string
   if (!c.seed_given) r.sampling.seed = random_seed();
   r.max_tokens = max_tokens;
   r.priority = c.priority;
+  r.spec_max_draft = c.spec_max_draft;
   r.tenant = tenant;
   r.logprobs = c.logprobs;
   r.top_logprobs = c.top_logprobs;
@@ -157,7 +158,7 @@ void respond_whole(ServingContext& ctx, engine::Engine* engine, Job& job, httpli
     choices.push_back(std::move(c));
   }
   const engine::Usage usage = total_usage(results, job.common.n);
-  const json timings = timings_json(results[0].final.timings, results[0].final.usage);
+  const json timings = timings_json(results[0].final.timings, results[0].final.usage, results[0].final.spec);
   const json body = job.kind == ApiKind::kChat ? chat_response(job.meta, choices, usage_json(usage), timings)
                                                : completion_response(job.meta, choices, usage_json(usage), timings);
   record_results(current_record(), results, usage);

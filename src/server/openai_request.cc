@@ -6,6 +6,7 @@
 
 #include "server/api_error.h"
 #include "server/json_fields.h"
+#include "spec/ngram_proposer.h"
 
 namespace tokenmill::server {
 namespace {
@@ -37,6 +38,7 @@ const Known& common_fields() {
                           "store",
                           "service_tier",
                           "priority",
+                          "speculative.n_max",
                           "ignore_eos",
                           "best_of",
                           "min_tokens",
@@ -166,6 +168,7 @@ SamplingRequest parse_common(const JsonFields& f, const ParseLimits& limits) {
   s.logit_bias = parse_logit_bias(f, limits);
   s.ignore_eos = f.boolean("ignore_eos").value_or(false);
   r.priority = parse_priority(f);
+  r.spec_max_draft = static_cast<int>(f.integer("speculative.n_max", 0, spec::kMaxDraft).value_or(-1));
   parse_stream(f, r);
   reject_unsupported(f, r.n);
   return r;

@@ -52,6 +52,10 @@ struct SamplingRequest {
   bool logprobs = false;
   int top_logprobs = 0;
   engine::Priority priority = engine::Priority::kNormal;  // extension
+  // Extension, named as llama.cpp's server names it: "speculative.n_max",
+  // the most draft tokens verified per step for this request (0: none); -1
+  // (absent) leaves the server's --spec-k.
+  int spec_max_draft = -1;
 };
 
 struct CompletionRequest {

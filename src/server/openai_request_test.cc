@@ -43,7 +43,7 @@ TEST(CompletionRequest, AllFieldsParsed) {
           "min_p": 0.05, "seed": -1, "stop": ["\n", "END"], "n": 3, "presence_penalty": 0.5,
           "frequency_penalty": -0.25, "repetition_penalty": 1.1, "logit_bias": {"12": -100, "7": 2.5},
           "logprobs": 4, "echo": false, "stream": true, "stream_options": {"include_usage": true},
-          "priority": "high", "ignore_eos": true, "user": "u"})",
+          "priority": "high", "ignore_eos": true, "user": "u", "speculative.n_max": 3})",
       kLimits);
   EXPECT_EQ(r.common.model, "m");
   ASSERT_EQ(r.prompts.size(), 1u);
@@ -70,6 +70,7 @@ TEST(CompletionRequest, AllFieldsParsed) {
   EXPECT_TRUE(r.common.include_usage);
   EXPECT_EQ(r.common.priority, engine::Priority::kHigh);
   EXPECT_TRUE(r.common.sampling.ignore_eos);
+  EXPECT_EQ(r.common.spec_max_draft, 3);
 }
 
 TEST(CompletionRequest, DefaultsAndNulls) {
@@ -83,6 +84,9 @@ TEST(CompletionRequest, DefaultsAndNulls) {
   EXPECT_EQ(r.common.n, 1);
   EXPECT_EQ(r.common.priority, engine::Priority::kNormal);
   EXPECT_EQ(r.common.sampling.top_k, 0);
+  EXPECT_EQ(r.common.spec_max_draft, -1);
+  EXPECT_THROW(parse_completion_request(R"({"prompt": "x", "speculative.n_max": 17})", kLimits), ApiError);
+  EXPECT_THROW(parse_completion_request(R"({"prompt": "x", "speculative.n_max": -1})", kLimits), ApiError);
 }
 
 TEST(CompletionRequest, PromptShapes) {

@@ -30,7 +30,7 @@ json usage_json(const engine::Usage& u) {
           {"prompt_tokens_details", {{"cached_tokens", u.cached_prompt_tokens}}}};
 }
 
-json timings_json(const engine::Timings& t, const engine::Usage& u) {
+json timings_json(const engine::Timings& t, const engine::Usage& u, const engine::SpecStats& spec) {
   // Decode speed over the tokens after the first (the first one belongs to
   // the prefill), as llama.cpp's server and benchmark tools count it.
   const double decode_tps = t.decode_ms > 0 && u.completion_tokens > 1
@@ -45,7 +45,9 @@ json timings_json(const engine::Timings& t, const engine::Usage& u) {
           {"decode_tokens_per_s", decode_tps},
           {"prompt_tokens", u.prompt_tokens},
           {"cached_prompt_tokens", u.cached_prompt_tokens},
-          {"completion_tokens", u.completion_tokens}};
+          {"completion_tokens", u.completion_tokens},
+          {"draft_tokens", spec.draft_tokens},
+          {"accepted_draft_tokens", spec.accepted_tokens}};
 }
 
 std::string token_display(std::string_view piece) {

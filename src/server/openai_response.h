@@ -39,7 +39,7 @@ nlohmann::json usage_json(const engine::Usage& usage);
 
 // The `timings` extension: queue_ms, prompt_ms (prefill), ttft_ms,
 // decode_ms, tpot_ms, e2e_ms, decode_tokens_per_s, cached_prompt_tokens.
-nlohmann::json timings_json(const engine::Timings& t, const engine::Usage& usage);
+nlohmann::json timings_json(const engine::Timings& t, const engine::Usage& usage, const engine::SpecStats& spec);
 
 // A token as a JSON-safe string: its text when it is valid UTF-8, else
 // "bytes:\xe2\x80" (OpenAI's spelling for partial characters).

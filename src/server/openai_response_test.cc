@@ -38,8 +38,10 @@ TEST(OpenAiResponse, UsageAndTimings) {
   t.prefill_ms = 2;
   t.ttft_ms = 3;
   t.decode_ms = 200;  // 4 tokens after the first in 200 ms -> 20 tok/s
-  const json timings = timings_json(t, u);
+  const json timings = timings_json(t, u, engine::SpecStats{12, 7});
   EXPECT_DOUBLE_EQ(timings["decode_tokens_per_s"].get<double>(), 20.0);
+  EXPECT_EQ(timings["draft_tokens"], 12);
+  EXPECT_EQ(timings["accepted_draft_tokens"], 7);
   EXPECT_EQ(timings["cached_prompt_tokens"], 4);
   EXPECT_DOUBLE_EQ(timings["prompt_ms"].get<double>(), 2.0);
 }

@@ -93,6 +93,10 @@ void write_tokens(PrometheusWriter& w, const engine::MetricsSnapshot& m) {
   w.counter("tokenmill_prefill_tokens_total", "Tokens prefilled by engine steps (recomputation included).",
             static_cast<double>(m.prefill_tokens));
   w.counter("tokenmill_engine_steps_total", "Engine steps run.", static_cast<double>(m.steps));
+  w.counter("tokenmill_spec_draft_tokens_total", "Speculative draft tokens proposed and verified.",
+            static_cast<double>(m.spec_draft_tokens));
+  w.counter("tokenmill_spec_accepted_tokens_total", "Speculative draft tokens the target accepted.",
+            static_cast<double>(m.spec_accepted_tokens));
   w.counter("tokenmill_preemptions_total", "Sequences preempted (KV freed, recomputed later).",
             static_cast<double>(m.preemptions));
   w.counter("tokenmill_prefix_cache_hit_tokens_total", "Prompt tokens found in the prefix cache.",

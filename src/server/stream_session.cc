@@ -76,7 +76,7 @@ bool StreamSession::on_final(httplib::DataSink& sink, size_t i, const engine::Fi
     return write(sink, sse_event(failure_error(f)->to_json()));
   }
   json last = chunk(i, f.text, nullptr, finish_reason_text(f.reason));
-  last["timings"] = timings_json(f.timings, f.usage);  // extension: per choice, as it ends
+  last["timings"] = timings_json(f.timings, f.usage, f.spec);  // extension: per choice, as it ends
   return write(sink, sse_event(last));
 }
 
@@ -179,7 +179,7 @@ bool StreamSession::finish(httplib::DataSink& sink) {
       total.completion_tokens += u.completion_tokens;
     }
     const char* object = spec_.kind == ApiKind::kCompletion ? "text_completion" : "chat.completion.chunk";
-    const json timings = timings_json(choices_[0].final.timings, choices_[0].final.usage);
+    const json timings = timings_json(choices_[0].final.timings, choices_[0].final.usage, choices_[0].final.spec);
     if (!write(sink, sse_event(usage_chunk(spec_.meta, object, usage_json(total), timings)))) return false;
   }
   if (!write(sink, std::string(kSseDone))) return false;
