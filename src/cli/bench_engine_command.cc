@@ -11,6 +11,8 @@
 // with ignore_eos, so every request produces exactly its --gen-len tokens.
 #include <algorithm>
 #include <cstdio>
+#include <fstream>
+#include <iterator>
 #include <memory>
 #include <mutex>
 #include <numeric>
@@ -49,7 +51,8 @@ struct BenchOptions {
   int64_t running = 4;
   int64_t decay_requests = 8;
   uint64_t seed = 1;
-  EngineFlags engine;  // shared with `serve` (engine_flags.h)
+  std::string prompt_file;  // throughput: every request's prompt is this text
+  EngineFlags engine;       // shared with `serve` (engine_flags.h)
 };
 
 engine::EngineConfig engine_config(const BenchOptions& o) { return cli::engine_config(o.model_path, o.engine); }
@@ -152,24 +155,43 @@ class TokenClock {
   std::thread thread_;
 };
 
+// --prompt-file's text as the model's tokenizer encodes it (BOS as the model
+// asks).
+std::vector<int32_t> file_prompt(const Engine& e, const std::string& path) {
+  if (e.tokenizer() == nullptr) fail("--prompt-file needs a model with a tokenizer");
+  std::ifstream in(path, std::ios::binary);
+  if (!in) fail("--prompt-file {}: cannot read it", path);
+  const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  std::vector<int32_t> ids = e.tokenizer()->encode(text, /*add_special=*/true, /*parse_special=*/false);
+  if (ids.empty()) fail("--prompt-file {} is empty", path);
+  return ids;
+}
+
 void run_throughput(const BenchOptions& o) {
   Engine e(engine_config(o));
   print_engine(e, o);
   PromptSource prompts(o.seed, e.model_config().n_vocab);
   warm_up(e, prompts);
-  std::printf("\n%11s %10s %10s %14s %14s %10s %10s %10s %8s\n", "concurrency", "prompt", "gen", "prefill tok/s",
-              "decode tok/s", "TPOT ms", "TTFT ms", "TTFT p99", "wall s");
+  const std::vector<int32_t> fixed = o.prompt_file.empty() ? std::vector<int32_t>() : file_prompt(e, o.prompt_file);
+  const int64_t prompt_len = fixed.empty() ? o.prompt_len : static_cast<int64_t>(fixed.size());
+  const bool spec = e.config().spec.enabled();
+  std::printf("\n%11s %10s %10s %14s %14s %10s %10s %10s %8s%s\n", "concurrency", "prompt", "gen", "prefill tok/s",
+              "decode tok/s", "TPOT ms", "TTFT ms", "TTFT p99", "wall s", spec ? "   accept %  drafts" : "");
   for (int32_t c : parse_id_list(o.concurrency)) {
     if (c < 1) fail("--concurrency values must be >= 1, got {}", c);
     const SteadyClock::time_point t0 = SteadyClock::now();
     std::vector<std::unique_ptr<TokenClock>> clocks;
     for (int32_t i = 0; i < c; ++i)
-      clocks.push_back(std::make_unique<TokenClock>(e.submit(bench_request(prompts.next(o.prompt_len), o.gen_len))));
+      clocks.push_back(std::make_unique<TokenClock>(
+          e.submit(bench_request(fixed.empty() ? prompts.next(o.prompt_len) : fixed, o.gen_len))));
     std::vector<double> ttft, tpot;
+    int64_t drafted = 0, accepted = 0;
     for (auto& clock : clocks) {
       const engine::FinalEvent f = clock->wait_final();
       ttft.push_back(f.timings.ttft_ms);
       tpot.push_back(f.timings.tpot_ms);
+      drafted += f.spec.draft_tokens;
+      accepted += f.spec.accepted_tokens;
     }
     // Steady decode: tokens that arrived after every request had its first one.
     SteadyClock::time_point all_started = t0, last = t0;
@@ -184,16 +206,21 @@ void run_throughput(const BenchOptions& o) {
     const double decode_window_ms = std::chrono::duration<double, std::milli>(last - all_started).count();
     const double wall = seconds_since(t0);
     const double max_ttft_s = *std::max_element(ttft.begin(), ttft.end()) / 1e3;
-    std::printf("%11d %10lld %10lld %14.1f %14.1f %10.2f %10.1f %10.1f %8.2f%s\n", c,
-                static_cast<long long>(o.prompt_len), static_cast<long long>(o.gen_len),
-                static_cast<double>(c * o.prompt_len) / std::max(max_ttft_s, 1e-9),
+    const std::string acceptance =
+        spec ? fmt::format(" {:10.1f} {:7d}", drafted > 0 ? 100.0 * static_cast<double>(accepted) / drafted : 0.0,
+                           drafted)
+             : std::string();
+    std::printf("%11d %10lld %10lld %14.1f %14.1f %10.2f %10.1f %10.1f %8.2f%s%s\n", c,
+                static_cast<long long>(prompt_len), static_cast<long long>(o.gen_len),
+                static_cast<double>(c * prompt_len) / std::max(max_ttft_s, 1e-9),
                 decode_tokens / std::max(decode_window_ms / 1e3, 1e-9), mean(tpot), mean(ttft), percentile(ttft, 0.99),
-                wall, c > e.config().max_seqs ? "  (queued: > max_seqs)" : "");
+                wall, acceptance.c_str(), c > e.config().max_seqs ? "  (queued: > max_seqs)" : "");
     std::fflush(stdout);
   }
   std::printf(
       "\nprefill tok/s: all prompt tokens / the last TTFT. decode tok/s: tokens of all requests that "
-      "arrived after every request had its first token / that window (steady-state decode).\n");
+      "arrived after every request had its first token / that window (steady-state decode).%s\n",
+      spec ? " accept %: accepted / proposed draft tokens of all requests." : "");
 }
 
 // ---- prefix ---------------------------------------------------------------
@@ -386,6 +413,8 @@ void add_bench_engine_command(CLI::App& app) {
   cmd->add_option("--running", o->running, "chunked: requests decoding meanwhile")->capture_default_str();
   cmd->add_option("--decay-requests", o->decay_requests, "decay: consecutive requests")->capture_default_str();
   cmd->add_option("--seed", o->seed, "Seed of the random prompts")->capture_default_str();
+  cmd->add_option("--prompt-file", o->prompt_file, "throughput: every request's prompt is this file's text")
+      ->check(CLI::ExistingFile);
   add_engine_flags(*cmd, o->engine, EngineFlagSet::kBench);
   cmd->callback([o] { run(*o); });
 }
