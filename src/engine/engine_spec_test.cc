@@ -38,7 +38,7 @@ std::vector<int32_t> repeating_prompt(uint64_t seed, size_t n) {
 }
 
 // Each request's tokens, run together on one engine.
-std::vector<GenerationResult> run_all(const EngineConfig& config, const std::vector<GenerateRequest>& requests,
+std::vector<GenerationResult> run_requests(const EngineConfig& config, const std::vector<GenerateRequest>& requests,
                                       MetricsSnapshot* metrics = nullptr) {
   CoreDriver d(config);
   std::vector<RequestHandle> handles;
@@ -64,7 +64,7 @@ TEST(EngineSpec, GreedyTokensAreThoseOfPlainDecoding) {
   const std::unique_ptr<model::Model> m = model::Model::load(testing::tiny_model_path());
   const std::vector<GenerateRequest> rs = greedy_batch();
   MetricsSnapshot metrics;
-  const std::vector<GenerationResult> got = run_all(ngram_config(), rs, &metrics);
+  const std::vector<GenerationResult> got = run_requests(ngram_config(), rs, &metrics);
   for (size_t i = 0; i < rs.size(); ++i) {
     EXPECT_EQ(got[i].tokens, testing::reference_greedy(*m, rs[i].prompt, rs[i].max_tokens)) << "request " << i;
     EXPECT_EQ(got[i].final.reason, FinishReason::kLength) << "request " << i;
@@ -86,7 +86,7 @@ TEST(EngineSpec, GreedyTokensAreThoseOfPlainDecoding) {
 // at once preempts and recomputes. Both give plain decoding's tokens.
 TEST(EngineSpec, PrefixHitsAndPreemptionKeepTheTokens) {
   const std::vector<GenerateRequest> rs = greedy_batch();
-  const std::vector<GenerationResult> want = run_all(tiny_config(), rs);
+  const std::vector<GenerationResult> want = run_requests(tiny_config(), rs);
 
   CoreDriver d(ngram_config());
   for (int round = 0; round < 2; ++round) {
@@ -105,7 +105,7 @@ TEST(EngineSpec, PrefixHitsAndPreemptionKeepTheTokens) {
   EngineConfig small = ngram_config(6);
   small.kv_num_blocks = 12;
   small.prefill_chunk = 16;
-  const std::vector<GenerationResult> got = run_all(small, rs);
+  const std::vector<GenerationResult> got = run_requests(small, rs);
   int64_t preemptions = 0;
   for (size_t i = 0; i < rs.size(); ++i) {
     EXPECT_EQ(got[i].tokens, want[i].tokens) << "small pool, request " << i;
@@ -130,8 +130,8 @@ TEST(EngineSpec, SeededSamplingTokensAreThoseOfPlainDecoding) {
     rs.push_back(r);
   }
   MetricsSnapshot metrics;
-  const std::vector<GenerationResult> plain = run_all(tiny_config(), rs);
-  const std::vector<GenerationResult> spec = run_all(ngram_config(), rs, &metrics);
+  const std::vector<GenerationResult> plain = run_requests(tiny_config(), rs);
+  const std::vector<GenerationResult> spec = run_requests(ngram_config(), rs, &metrics);
   for (size_t i = 0; i < rs.size(); ++i) EXPECT_EQ(spec[i].tokens, plain[i].tokens) << "seed " << rs[i].sampling.seed;
   EXPECT_GT(metrics.spec_accepted_tokens, 0u);
 }
@@ -140,12 +140,12 @@ TEST(EngineSpec, SeededSamplingTokensAreThoseOfPlainDecoding) {
 // with the text plain decoding gives.
 TEST(EngineSpec, StopsInsideADraftEndWhereThePlainRunEnds) {
   GenerateRequest r = greedy_request(repeating_prompt(3, 16), 60);
-  const GenerationResult free_run = run_all(tiny_config(), {r})[0];
+  const GenerationResult free_run = run_requests(tiny_config(), {r})[0];
   ASSERT_GT(free_run.text.size(), 40u);
   r.sampling.stop = {free_run.text.substr(30, 4)};
-  const GenerationResult plain = run_all(tiny_config(), {r})[0];
+  const GenerationResult plain = run_requests(tiny_config(), {r})[0];
   MetricsSnapshot metrics;
-  const GenerationResult spec = run_all(ngram_config(), {r}, &metrics)[0];
+  const GenerationResult spec = run_requests(ngram_config(), {r}, &metrics)[0];
   EXPECT_EQ(plain.final.reason, FinishReason::kStop);
   EXPECT_EQ(spec.final.reason, FinishReason::kStop);
   EXPECT_EQ(spec.text, plain.text);
