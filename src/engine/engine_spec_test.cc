@@ -39,7 +39,7 @@ std::vector<int32_t> repeating_prompt(uint64_t seed, size_t n) {
 
 // Each request's tokens, run together on one engine.
 std::vector<GenerationResult> run_requests(const EngineConfig& config, const std::vector<GenerateRequest>& requests,
-                                      MetricsSnapshot* metrics = nullptr) {
+                                           MetricsSnapshot* metrics = nullptr) {
   CoreDriver d(config);
   std::vector<RequestHandle> handles;
   for (const GenerateRequest& r : requests) handles.push_back(d.add(r));
