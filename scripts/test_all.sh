@@ -99,8 +99,10 @@ run_stage() {  # NAME OUT
     e2e-*) ctest_run "$BUILD" isa "$out" "TOKENMILL_ISA=${name#e2e-}" ;;
     asan)
       configure_and_build "$ASAN_BUILD" "${sanitizer_flags[@]}" "${unity[@]}" -DTOKENMILL_SANITIZE=address || return 1
-      # All but the 270M numerical suites (isa-slow: minutes under ASan; the
-      # same model's load, forward and serving paths run in server_gemma).
+      # All but the 270M suites labelled isa-slow (minutes under ASan: the
+      # numerical ones and server_spec; the same model's load, forward and
+      # serving paths run in server_gemma, the speculative ones on the tiny
+      # model in engine_spec_test).
       ctest_run "$ASAN_BUILD" "unit|e2e" "$out" -LE isa-slow
       ;;
     tsan)
