@@ -23,12 +23,12 @@ RequestState::RequestState(std::shared_ptr<RequestStream> stream, const Generate
       sampler_(request.sampling, n_vocab),
       tokenizer_(tokenizer),
       history_(request.prompt),
+      spec_max_draft_(request.spec_max_draft),
       prompt_logprobs_(request.prompt_logprobs),
       discard_output_(request.max_tokens == 0),
       num_prompt_tokens_(static_cast<int64_t>(request.prompt.size())),
       sample_index_(sample_index),
       submitted_(submitted) {
-  spec_max_draft_ = request.spec_max_draft;
   if (tokenizer_ != nullptr) text_.emplace(*tokenizer_, request.sampling.stop);
 }
 
