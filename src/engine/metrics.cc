@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <numeric>
 
+#include "spec/ngram_proposer.h"
 #include "util/check.h"
 
 namespace tokenmill::engine {
@@ -46,6 +47,12 @@ std::vector<double> token_latency_bounds_ms() {
   return {0.5, 1, 2, 5, 10, 20, 50, 100, 200, 500, 1000, 2000, 5000, 10000};
 }
 
+std::vector<double> accepted_length_bounds() {
+  std::vector<double> bounds;
+  for (int32_t n = 0; n <= spec::kMaxDraft; ++n) bounds.push_back(n);
+  return bounds;
+}
+
 uint64_t MetricsSnapshot::requests_finished_total() const {
   return std::accumulate(requests_finished.begin(), requests_finished.end(), uint64_t{0});
 }
@@ -61,6 +68,7 @@ Metrics::Metrics() {
   s_.tpot_ms = Histogram::with_bounds(token_latency_bounds_ms());
   s_.itl_ms = Histogram::with_bounds(token_latency_bounds_ms());
   s_.step_ms = Histogram::with_bounds(token_latency_bounds_ms());
+  s_.spec_accepted_length = Histogram::with_bounds(accepted_length_bounds());
 }
 
 void Metrics::on_submit() {
@@ -102,9 +110,15 @@ void Metrics::on_step(const StepStats& step) {
   s_.generated_tokens += static_cast<uint64_t>(step.sampled_tokens);
   s_.spec_draft_tokens += static_cast<uint64_t>(step.draft_tokens);
   s_.spec_accepted_tokens += static_cast<uint64_t>(step.accepted_tokens);
+  s_.spec_draft_seconds += step.draft_ms / 1e3;
   s_.step_seconds += step.step_ms / 1e3;
   s_.step_ms.observe(step.step_ms);
   s_.last_step = step;
+}
+
+void Metrics::on_spec_verified(int64_t accepted) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  s_.spec_accepted_length.observe(static_cast<double>(accepted));
 }
 
 void Metrics::on_cow_copies(uint64_t n) {

@@ -40,6 +40,8 @@ struct Histogram {
 std::vector<double> latency_bounds_ms();
 // Per-token latency bounds in milliseconds: 0.5 ms .. 10 s.
 std::vector<double> token_latency_bounds_ms();
+// Accepted draft lengths: one bucket per count, 0 .. spec::kMaxDraft.
+std::vector<double> accepted_length_bounds();
 
 struct StepStats {
   int64_t num_seqs = 0;
@@ -51,6 +53,7 @@ struct StepStats {
   // besides decode_tokens), and of those the ones the target accepted.
   int64_t draft_tokens = 0;
   int64_t accepted_tokens = 0;
+  double draft_ms = 0;  // drafting (proposers, draft passes), part of step_ms
 };
 
 struct MetricsSnapshot {
@@ -66,7 +69,8 @@ struct MetricsSnapshot {
   // rate = accepted / draft, docs/serving.md).
   uint64_t spec_draft_tokens = 0;
   uint64_t spec_accepted_tokens = 0;
-  uint64_t prefill_tokens = 0;  // summed over steps (recomputation included)
+  double spec_draft_seconds = 0;  // drafting time, part of step_seconds
+  uint64_t prefill_tokens = 0;    // summed over steps (recomputation included)
   uint64_t decode_tokens = 0;
   double step_seconds = 0;
   uint64_t preemptions = 0;
@@ -100,6 +104,7 @@ struct MetricsSnapshot {
   Histogram itl_ms;  // every gap between consecutive tokens of a request
   Histogram e2e_ms;
   Histogram step_ms;
+  Histogram spec_accepted_length;  // draft tokens accepted per verified draft (0..spec::kMaxDraft)
 
   uint64_t requests_finished_total() const;
   uint64_t requests_rejected_total() const;
@@ -129,6 +134,8 @@ class Metrics {
   void on_finish(const FinalEvent& final);
   void on_token_gap(double ms);  // inter-token latency of one request
   void on_step(const StepStats& step);
+  // One verified draft and how many of its tokens the target accepted.
+  void on_spec_verified(int64_t accepted);
   void on_cow_copies(uint64_t n);
   void set_scheduler_gauges(const SchedulerGauges& g);
   // Called once by the engine when it has allocated the KV pool.

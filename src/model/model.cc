@@ -188,8 +188,10 @@ void add_bias(float* y, const VectorView& b, int64_t rows) {
 }  // namespace
 
 void Model::forward(std::span<const SequenceChunk> chunks, std::span<kv::PagedKvStorage* const> pools,
-                    std::vector<float>& logits, ThreadPool& pool) {
+                    std::vector<float>& logits, ThreadPool& pool, std::span<const uint8_t> skip_layers) {
   const ModelConfig& c = config_;
+  if (!skip_layers.empty() && static_cast<int64_t>(skip_layers.size()) != c.n_layer)
+    fail("forward: {} layer skip flags for a model of {} layers", skip_layers.size(), c.n_layer);
   if (pools.size() == 2 && !has_window_group())
     fail("forward: a second KV pool needs sliding-window and full-attention layers");
   const std::vector<KvLayerGroup> groups = kv_layer_groups(pools.size() == 2);
@@ -228,6 +230,7 @@ void Model::forward(std::span<const SequenceChunk> chunks, std::span<kv::PagedKv
   }
 
   for (int64_t layer = 0; layer < c.n_layer; ++layer) {
+    if (!skip_layers.empty() && skip_layers[static_cast<size_t>(layer)] != 0) continue;
     attention_block(layer, chunks, positions, pools, pool);
     ffn_block(layer, pool);
   }

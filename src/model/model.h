@@ -109,8 +109,13 @@ class Model {
   // pool's geometry matching kv_geometry() of its group. Not checked (the
   // caller's contract): positions [0, start_pos) of each sequence are
   // already written, and no two chunks write the same block.
+  //
+  // skip_layers (empty, or one flag per layer): layers flagged non-zero are
+  // left out, the residual stream passing them unchanged, and their K/V at
+  // the chunks' positions are not written. Self-speculative decoding drafts
+  // this way; the target's verification pass later writes every layer.
   void forward(std::span<const SequenceChunk> chunks, std::span<kv::PagedKvStorage* const> pools,
-               std::vector<float>& logits, ThreadPool& pool);
+               std::vector<float>& logits, ThreadPool& pool, std::span<const uint8_t> skip_layers = {});
   // One pool holding every layer.
   void forward(std::span<const SequenceChunk> chunks, kv::PagedKvStorage& kv, std::vector<float>& logits,
                ThreadPool& pool) {

@@ -194,6 +194,53 @@ TEST_P(PagedForward, F16StorageStaysCloseToF32) {
             << max_logit << ")\n";
 }
 
+// Layer skipping (self-speculative drafts): an all-zero mask is the plain
+// pass; skipping a layer changes the logits, leaves that layer's K/V at the
+// chunk's positions as they were and still writes the other layers'; a mask
+// of the wrong length is refused.
+TEST_P(PagedForward, SkippedLayersAreLeftOutAndWriteNoKv) {
+  Tiny tiny(GetParam());
+  Model& m = tiny.model();
+  const ModelConfig& c = m.config();
+  ASSERT_GE(c.n_layer, 2);
+  ThreadPool pool(2);
+  const std::vector<int32_t> tokens = random_tokens(12, c.n_vocab, 5);
+  kv::PagedKvStorage kv(m.kv_geometry(kBlock, kv::KvDtype::F32), 4);
+  const std::vector<int32_t> table = identity(4);
+  const ChunkTable tables[] = {{table, 0}};
+  std::vector<float> logits;
+  const SequenceChunk prefix{{tokens.data(), 11}, 0, tables, LogitRows::kNone};
+  m.forward({&prefix, 1}, kv, logits, pool);
+  const SequenceChunk last{{tokens.data() + 11, 1}, 11, tables, LogitRows::kLast};
+  kv::PagedKvStorage* const pools[] = {&kv};
+
+  m.forward({&last, 1}, pools, logits, pool);
+  const std::vector<float> full = logits;
+  const std::vector<uint8_t> none(static_cast<size_t>(c.n_layer), 0);
+  m.forward({&last, 1}, pools, logits, pool, none);
+  EXPECT_EQ(logits, full);
+
+  // Position 11's K row of each layer, before and after a pass that skips layer 1.
+  const int64_t row_bytes = c.n_kv_dim() * static_cast<int64_t>(sizeof(float));
+  auto key_row = [&](int64_t layer) {
+    const uint8_t* p = kv.keys(layer) + 11 * row_bytes;  // block 2, slot 3 of the identity table
+    return std::vector<uint8_t>(p, p + row_bytes);
+  };
+  std::vector<std::vector<uint8_t>> before;
+  for (int64_t l = 0; l < c.n_layer; ++l) before.push_back(key_row(l));
+  std::fill_n(kv.keys(1) + 11 * row_bytes, row_bytes, uint8_t{0x7f});  // a mark the skip must leave
+  std::fill_n(kv.keys(0) + 11 * row_bytes, row_bytes, uint8_t{0x7f});  // one layer 0 must overwrite
+  std::vector<uint8_t> skip(static_cast<size_t>(c.n_layer), 0);
+  skip[1] = 1;
+  m.forward({&last, 1}, pools, logits, pool, skip);
+  EXPECT_NE(logits, full);
+  EXPECT_EQ(key_row(0), before[0]);
+  EXPECT_EQ(key_row(1), std::vector<uint8_t>(static_cast<size_t>(row_bytes), 0x7f));
+
+  const std::vector<uint8_t> short_mask(static_cast<size_t>(c.n_layer - 1), 0);
+  EXPECT_THROW(m.forward({&last, 1}, pools, logits, pool, short_mask), Error);
+}
+
 TEST_P(PagedForward, BadStepsThrow) {
   Tiny tiny(GetParam());
   Model& m = tiny.model();

@@ -211,6 +211,43 @@ int32_t Sampler::draw(std::span<Candidate> cands) {
   return cands[chosen].id;
 }
 
+void Sampler::distribution(std::span<const float> logits, std::span<const int32_t> history, SamplerScratch& scratch,
+                           std::vector<float>& probs) {
+  probs.assign(static_cast<size_t>(vocab_size_), 0.0f);
+  if (params_.temperature == 0.0f) {
+    adjust(logits, history, scratch);
+    probs[static_cast<size_t>(sample_greedy(scratch.logits))] = 1.0f;
+    return;
+  }
+  filter(logits, history, scratch);
+  const std::vector<Candidate>& cands = scratch.candidates;
+  const float lmax = max_logit(cands, false);
+  const double inv_t = 1.0 / static_cast<double>(params_.temperature);
+  double total = 0.0;
+  for (const Candidate& c : cands) total += std::exp(static_cast<double>(c.logit - lmax) * inv_t);
+  for (const Candidate& c : cands)
+    probs[static_cast<size_t>(c.id)] =
+        static_cast<float>(std::exp(static_cast<double>(c.logit - lmax) * inv_t) / total);
+}
+
+int32_t Sampler::draw_weighted(std::span<const float> weights) {
+  TM_CHECK_MSG(weights.size() == static_cast<size_t>(vocab_size_), "weights row is not [vocab]");
+  double total = 0.0;
+  for (float w : weights) total += w;
+  TM_CHECK_MSG(total > 0.0, "draw_weighted: the weights sum to zero");
+  const double r = next_uniform() * total;
+  double cum = 0.0;
+  size_t chosen = 0;
+  for (size_t i = 0; i < weights.size(); ++i) {
+    if (weights[i] <= 0.0f) continue;
+    chosen = i;  // rounding in `cum` can leave r past the end: the last weighted one wins
+    cum += weights[i];
+    if (r < cum) break;
+  }
+  last_probability_ = static_cast<float>(weights[chosen] / total);
+  return static_cast<int32_t>(chosen);
+}
+
 double Sampler::next_uniform() {
   return static_cast<double>(rng_() >> 11) * 0x1.0p-53;  // 53 random bits, exact in a double
 }

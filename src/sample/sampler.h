@@ -72,6 +72,19 @@ class Sampler {
   void filter(std::span<const float> logits,  // [vocab]
               std::span<const int32_t> history, SamplerScratch& scratch) const;
 
+  // The distribution sample() draws from, dense: probs[id] after bias,
+  // penalties, top-k, top-p, min-p and the temperature; 0 for filtered-out
+  // tokens; sums to 1. Greedy (temperature 0) is a point mass on the
+  // argmax. Speculative decoding's rejection rule compares two of them.
+  // Throws like sample().
+  void distribution(std::span<const float> logits,  // [vocab]
+                    std::span<const int32_t> history, SamplerScratch& scratch, std::vector<float>& probs);
+  // Draws an id with probability weights[id] / sum(weights) from this
+  // sampler's generator. Precondition: weights >= 0 with a positive sum.
+  int32_t draw_weighted(std::span<const float> weights);
+  // The next uniform number in [0, 1) of this sampler's generator.
+  double uniform() { return next_uniform(); }
+
   // Probability of the last chosen token in the distribution it was drawn from
   // (after every filter and the temperature); 1 for greedy.
   float last_probability() const { return last_probability_; }

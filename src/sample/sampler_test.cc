@@ -217,6 +217,53 @@ TEST(Sampler, TemperatureMatchesSoftmaxDistribution) {
   check_temperature_distribution(2.0f, 102);
 }
 
+// distribution() is the law sample() draws from: it matches the softmax of
+// the filtered candidates, and draws follow it (same chi-square as above).
+TEST(Sampler, DistributionIsWhatSampleDrawsFrom) {
+  const std::vector<float> logits = {1.0f, 0.5f, 0.0f, -0.5f, 2.0f, -3.0f};
+  SamplingParams params = with_temperature(0.7f, 5);
+  params.top_k = 4;  // drops ids 3 and 5
+  Sampler s(params, 6);
+  SamplerScratch scratch;
+  std::vector<float> probs;
+  s.distribution(logits, {}, scratch, probs);
+  ASSERT_EQ(probs.size(), 6u);
+  EXPECT_EQ(probs[3], 0.0f);
+  EXPECT_EQ(probs[5], 0.0f);
+  double total = 0.0;
+  for (size_t i : {0u, 1u, 2u, 4u}) total += std::exp(logits[i] / 0.7);
+  for (size_t i : {0u, 1u, 2u, 4u}) EXPECT_NEAR(probs[i], std::exp(logits[i] / 0.7) / total, 1e-6) << i;
+  constexpr int kDraws = 20000;
+  std::vector<int> counts(6, 0);
+  for (int i = 0; i < kDraws; ++i) ++counts[static_cast<size_t>(s.sample(logits, {}))];
+  double chi2 = 0.0;
+  for (size_t i : {0u, 1u, 2u, 4u}) {
+    const double e = probs[i] * kDraws;
+    chi2 += (counts[i] - e) * (counts[i] - e) / e;
+  }
+  EXPECT_EQ(counts[3] + counts[5], 0);
+  EXPECT_LT(chi2, 22.0);  // 3 degrees of freedom: P(chi2 > 22) ~ 6e-5
+}
+
+TEST(Sampler, GreedyDistributionIsAPointMassOnTheArgmax) {
+  Sampler s(with_temperature(0.0f), 4);
+  SamplerScratch scratch;
+  std::vector<float> probs;
+  s.distribution(std::vector<float>{0.1f, 3.0f, 3.0f, -1.0f}, {}, scratch, probs);
+  EXPECT_EQ(probs, (std::vector<float>{0.0f, 1.0f, 0.0f, 0.0f}));
+}
+
+TEST(Sampler, DrawWeightedFollowsTheWeightsAndSkipsZeros) {
+  Sampler s(with_temperature(1.0f, 9), 4);
+  const std::vector<float> weights = {0.0f, 3.0f, 1.0f, 0.0f};  // unnormalised
+  std::vector<int> counts(4, 0);
+  for (int i = 0; i < 8000; ++i) ++counts[static_cast<size_t>(s.draw_weighted(weights))];
+  EXPECT_EQ(counts[0] + counts[3], 0);
+  EXPECT_NEAR(counts[1] / 8000.0, 0.75, 0.02);
+  const int32_t id = s.draw_weighted(weights);
+  EXPECT_FLOAT_EQ(s.last_probability(), weights[static_cast<size_t>(id)] / 4.0f);
+}
+
 TEST(Sampler, TemperatureSharpensAndFlattens) {
   const std::vector<float> logits = {0.0f, 1.0f};
   Sampler cold(with_temperature(0.25f, 1), 2), hot(with_temperature(4.0f, 1), 2);

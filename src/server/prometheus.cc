@@ -51,16 +51,17 @@ void PrometheusWriter::gauge(std::string_view name, std::string_view help, doubl
   sample(name, "", value);
 }
 
-void PrometheusWriter::histogram_ms(std::string_view name, std::string_view help, const engine::Histogram& h) {
+void PrometheusWriter::histogram(std::string_view name, std::string_view help, const engine::Histogram& h,
+                                 double scale) {
   family(name, "histogram", help);
   const std::string bucket = std::string(name) + "_bucket";
   uint64_t running = 0;
   for (size_t i = 0; i < h.bounds.size(); ++i) {
     running += i < h.counts.size() ? h.counts[i] : 0;
-    sample(bucket, prometheus_label("le", prometheus_number(h.bounds[i] / 1000.0)), static_cast<double>(running));
+    sample(bucket, prometheus_label("le", prometheus_number(h.bounds[i] * scale)), static_cast<double>(running));
   }
   sample(bucket, prometheus_label("le", "+Inf"), static_cast<double>(h.count));
-  sample(std::string(name) + "_sum", "", h.sum / 1000.0);
+  sample(std::string(name) + "_sum", "", h.sum * scale);
   sample(std::string(name) + "_count", "", static_cast<double>(h.count));
 }
 
@@ -97,6 +98,14 @@ void write_tokens(PrometheusWriter& w, const engine::MetricsSnapshot& m) {
             static_cast<double>(m.spec_draft_tokens));
   w.counter("tokenmill_spec_accepted_tokens_total", "Speculative draft tokens the target accepted.",
             static_cast<double>(m.spec_accepted_tokens));
+  w.gauge("tokenmill_spec_acceptance_rate", "Accepted / proposed speculative draft tokens since start (0 before any).",
+          m.spec_draft_tokens > 0
+              ? static_cast<double>(m.spec_accepted_tokens) / static_cast<double>(m.spec_draft_tokens)
+              : 0.0);
+  w.counter("tokenmill_spec_draft_seconds_total", "Time spent drafting (proposers, draft passes).",
+            m.spec_draft_seconds);
+  w.gauge("tokenmill_spec_draft_time_share", "Drafting time / engine step time since start (0 before any step).",
+          m.step_seconds > 0 ? m.spec_draft_seconds / m.step_seconds : 0.0);
   w.counter("tokenmill_preemptions_total", "Sequences preempted (KV freed, recomputed later).",
             static_cast<double>(m.preemptions));
   w.counter("tokenmill_prefix_cache_hit_tokens_total", "Prompt tokens found in the prefix cache.",
@@ -186,6 +195,7 @@ std::string render_metrics(const engine::MetricsSnapshot& m, const HttpStatsSnap
   w.histogram_ms("tokenmill_inter_token_latency_seconds", "Every gap between consecutive tokens.", m.itl_ms);
   w.histogram_ms("tokenmill_e2e_request_latency_seconds", "Submit to the final event.", m.e2e_ms);
   w.histogram_ms("tokenmill_queue_time_seconds", "Submit to first scheduled.", m.queue_ms);
+  w.histogram("tokenmill_spec_accepted_length", "Draft tokens accepted per verified draft.", m.spec_accepted_length);
   w.histogram_ms("tokenmill_engine_step_seconds", "Duration of one engine step.", m.step_ms);
   write_requests(w, m);
   write_tokens(w, m);

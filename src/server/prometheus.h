@@ -25,7 +25,11 @@ class PrometheusWriter {
   void sample(std::string_view name, std::string_view labels, double value);
   // Histogram from an engine Histogram in milliseconds, exported in seconds
   // with cumulative `le` buckets, _sum and _count.
-  void histogram_ms(std::string_view name, std::string_view help, const engine::Histogram& h);
+  void histogram_ms(std::string_view name, std::string_view help, const engine::Histogram& h) {
+    histogram(name, help, h, 1e-3);
+  }
+  // The same in the histogram's own unit times `scale`.
+  void histogram(std::string_view name, std::string_view help, const engine::Histogram& h, double scale = 1.0);
 
   const std::string& text() const { return text_; }
 

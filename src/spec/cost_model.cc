@@ -1,0 +1,91 @@
+#include "spec/cost_model.h"
+
+#include <algorithm>
+#include <cmath>
+
+namespace tokenmill::spec {
+
+void AcceptanceEstimate::observe(int64_t drafted, int64_t accepted) {
+  if (drafted <= 0) return;
+  successes_ = successes_ * kForget + static_cast<double>(accepted);
+  // Every accepted token is a trial; so is the first rejected one (a fully
+  // accepted draft ends with no failure).
+  trials_ = trials_ * kForget + static_cast<double>(accepted) + (accepted < drafted ? 1.0 : 0.0);
+}
+
+void AcceptanceEstimate::idle() {
+  successes_ *= kIdleForget;
+  trials_ *= kIdleForget;
+}
+
+double AcceptanceEstimate::alpha() const {
+  return (successes_ + kPrior * kPriorTrials) / (trials_ + kPriorTrials);
+}
+
+void SpecCostModel::observe_step(int64_t tokens, double ms) {
+  if (tokens <= 0 || !(ms > 0.0)) return;
+  const double x = static_cast<double>(tokens);
+  weight_ = weight_ * kForget + 1.0;
+  sx_ = sx_ * kForget + x;
+  sy_ = sy_ * kForget + ms;
+  sxx_ = sxx_ * kForget + x * x;
+  sxy_ = sxy_ * kForget + x * ms;
+}
+
+void SpecCostModel::observe_draft(int64_t tokens, double ms) {
+  if (tokens <= 0) return;
+  draft_tokens_ = draft_tokens_ * kForget + static_cast<double>(tokens);
+  draft_ms_ = draft_ms_ * kForget + std::max(0.0, ms);
+}
+
+// Least squares with the prior as kPriorWeight pseudo-steps on the line
+// b = kPriorSlope a through the observed mean: y = a (1 + kPriorSlope x).
+// The prior points sit at x = 1 and x = 1 + mean x, so they pin the slope
+// only where the observations leave it free.
+double SpecCostModel::per_token_ms() const {
+  if (weight_ <= 0.0) return 0.0;
+  const double mx = sx_ / weight_, my = sy_ / weight_;
+  const double a0 = my / (1.0 + kPriorSlope * mx);
+  double w = weight_, sx = sx_, sy = sy_, sxx = sxx_, sxy = sxy_;
+  for (double x : {1.0, 1.0 + mx}) {
+    const double y = a0 * (1.0 + kPriorSlope * x);
+    w += kPriorWeight;
+    sx += kPriorWeight * x;
+    sy += kPriorWeight * y;
+    sxx += kPriorWeight * x * x;
+    sxy += kPriorWeight * x * y;
+  }
+  const double det = w * sxx - sx * sx;
+  const double b = det > 0.0 ? (w * sxy - sx * sy) / det : kPriorSlope * a0;
+  return std::max(0.0, b);
+}
+
+double SpecCostModel::fixed_ms() const {
+  if (weight_ <= 0.0) return 0.0;
+  return std::max(0.0, sy_ / weight_ - per_token_ms() * sx_ / weight_);
+}
+
+double SpecCostModel::draft_ms_per_token() const { return draft_tokens_ > 0.0 ? draft_ms_ / draft_tokens_ : 0.0; }
+
+int SpecCostModel::choose_k(double alpha, int64_t decoding, int max_k) const {
+  if (!measured() || max_k <= 0) return std::max(max_k, 0);
+  const double a = fixed_ms(), b = per_token_ms(), c = draft_ms_per_token();
+  const double plain_per_token = a / static_cast<double>(std::max<int64_t>(decoding, 1)) + b;
+  const double cost = b + c;
+  double gain = plain_per_token;
+  int k = 0;
+  while (k < max_k) {
+    gain *= alpha;  // alpha^(k+1) * plain_per_token
+    if (gain <= cost) break;
+    ++k;
+  }
+  return k;
+}
+
+double SpecCostModel::switch_off_batch(double alpha) const {
+  const double a = fixed_ms(), b = per_token_ms(), c = draft_ms_per_token();
+  const double denominator = b * (1.0 - alpha) + c;
+  return denominator > 0.0 ? alpha * a / denominator : INFINITY;
+}
+
+}  // namespace tokenmill::spec
