@@ -72,8 +72,15 @@ void add_engine_flags(CLI::App& cmd, EngineFlags& f, EngineFlagSet set) {
 }
 
 void add_spec_flags(CLI::App& cmd, SpecFlags& f) {
-  cmd.add_option("--spec", f.method, "Speculative decoding: none|ngram (prompt lookup)")->capture_default_str();
+  cmd.add_option("--spec", f.method,
+                 "Speculative decoding: none|ngram (prompt lookup)|self (the model with layers skipped drafts)")
+      ->capture_default_str();
   cmd.add_option("--spec-k", f.k, "Most draft tokens verified per step")->capture_default_str();
+  cmd.add_flag("--spec-fixed-k", f.fixed_k,
+               "Always draft k tokens (default: as many as the measured acceptance and step costs say pay)");
+  cmd.add_option("--spec-skip-layers", f.skip_layers,
+                 "--spec self: layers the draft skips, e.g. 4-11, 2,5,7-9, or a fraction (centred run)")
+      ->capture_default_str();
   cmd.add_option("--spec-ngram-min", f.ngram_min, "Shortest suffix prompt lookup matches")->capture_default_str();
   cmd.add_option("--spec-ngram-max", f.ngram_max, "Longest suffix prompt lookup matches")->capture_default_str();
 }
@@ -82,6 +89,8 @@ spec::SpecConfig spec_config(const SpecFlags& f) {
   spec::SpecConfig c;
   c.method = spec::parse_spec_method(f.method);
   c.ngram = {f.k, f.ngram_min, f.ngram_max};
+  c.skip_layers = f.skip_layers;
+  c.adaptive = !f.fixed_k;
   c.validate();
   return c;
 }

@@ -6,7 +6,7 @@
 
 #include "engine/cache_namespace.h"
 #include "engine/memory_budget.h"
-#include "spec/ngram_proposer.h"
+#include "spec/layer_skip.h"
 #include "util/check.h"
 #include "util/error.h"
 #include "util/int_math.h"
@@ -85,6 +85,8 @@ EngineCore::EngineCore(const EngineConfig& config, Metrics& metrics)
     kv_groups.push_back({static_cast<int32_t>(blocks), groups[g].window});
   }
   runner_ = std::make_unique<runner::ModelRunner>(*model_, std::move(pools), pool_);
+  if (config_.spec.method == spec::SpecMethod::kSelf)
+    skip_layers_ = spec::resolve_skip_layers(config_.spec.skip_layers, mc.n_layer);
   metrics_.set_kv_layout(kv::kv_dtype_name(config_.kv_dtype), kv_bytes_per_token(), kv_bytes());
 
   sched::SchedulerConfig sc;
@@ -199,12 +201,12 @@ void EngineCore::finish_request(RequestId id, const sched::Sequence& seq, Steady
 
 bool EngineCore::step() {
   const SteadyClock::time_point start = SteadyClock::now();
-  propose();
+  StepStats stats;
+  propose(stats);
   sched::ScheduledBatch batch = scheduler_->schedule(start);
   for (const std::unique_ptr<sched::Sequence>& seq : batch.finished) finish_sequence(*seq, start);
   const bool progressed = !batch.empty() || !batch.finished.empty();
   if (!batch.empty()) {
-    StepStats stats;
     execute(batch, stats);
     stats.step_ms = std::chrono::duration<double, std::milli>(SteadyClock::now() - start).count();
     metrics_.on_step(stats);
@@ -221,7 +223,11 @@ void EngineCore::execute(const sched::ScheduledBatch& batch, StepStats& stats) {
   if (num_copies > 0) metrics_.on_cow_copies(num_copies);
   runner::StepLogits logits;
   try {
+    draft_with_model(batch, stats);
+    const SteadyClock::time_point forward_start = SteadyClock::now();
     logits = runner_->run(batch, rows);
+    if (stats.prefill_tokens == 0 && config_.spec.enabled())  // decode-only: the cost model's regime
+      cost_model_.observe_step(batch.num_tokens(), ms_since(forward_start));
   } catch (const std::exception& e) {
     const std::string message = fmt::format("forward pass failed: {}", e.what());
     for (auto& seq : scheduler_->fail_batch(batch, message, SteadyClock::now()))
@@ -298,47 +304,6 @@ void EngineCore::check_stops(const sched::ScheduledBatch& batch, sched::SampledS
     for (sched::SampledToken& f : e.forks) f.stop = states_.at(f.seq_id).accept_token(f.token, now, metrics_);
     if (e.token) e.token->stop = states_.at(e.token->seq_id).accept_token(e.token->token, now, metrics_);
   }
-}
-
-// Speculative decoding, before schedule(): a draft for each decoding
-// sequence whose request allows one (EngineConfig::spec).
-void EngineCore::propose() {
-  if (!config_.spec.enabled()) return;
-  scheduler_->for_each_running([&](sched::Sequence& seq) {
-    seq.draft.clear();
-    if (seq.num_computed_tokens + 1 != seq.num_tokens() || seq.output.empty()) return;  // not decoding
-    const int max_draft = states_.at(seq.id).max_draft(config_.spec.ngram.max_draft);
-    if (max_draft <= 0) return;
-    seq.draft = spec::propose_ngram(seq.all_tokens(), max_draft, config_.spec.ngram);
-  });
-}
-
-// Verification of entry i's draft against the target's logits, one row per
-// position: the token the request's sampler picks from row j (the same
-// draw, from the same history, as plain decoding would make there) is
-// kept; while it equals draft token j, row j + 1 is read too. So the
-// output is exactly plain decoding's, greedy or seeded. For a draft that is
-// one fixed token per position (prompt lookup), this is the rejection rule
-// min(1, p/q) with q a point mass: draft token d is kept with probability
-// p(d), and on rejection the token comes from p without d, renormalized.
-void EngineCore::verify(const sched::ScheduledSeq& s, const runner::StepLogits& logits, size_t i,
-                        sched::SampledEntry& entry, StepStats& stats) {
-  RequestState& state = states_.at(s.seq->id);
-  const SteadyClock::time_point now = SteadyClock::now();
-  for (int64_t j = 0; j <= s.num_draft; ++j) {
-    const int32_t token = state.sample(logits.row(i, static_cast<size_t>(j)), sampler_scratch_);
-    const FinishReason stop = state.accept_token(token, now, metrics_);
-    ++stats.sampled_tokens;
-    const sched::SampledToken t{s.seq->id, token, stop};
-    const bool matches = j < s.num_draft && token == s.seq->draft[static_cast<size_t>(j)];
-    if (stop != FinishReason::kNone || !matches) {
-      entry.token = t;
-      break;
-    }
-    entry.accepted.push_back(t);
-    ++stats.accepted_tokens;
-  }
-  state.note_draft(s.num_draft, static_cast<int64_t>(entry.accepted.size()));
 }
 
 // Token events first, so that a finished request's final event follows its

@@ -36,6 +36,7 @@
 #include "runner/model_runner.h"
 #include "sample/sampler.h"
 #include "sched/scheduler.h"
+#include "spec/cost_model.h"
 #include "tokenizer/tokenizer.h"
 #include "util/thread_pool.h"
 
@@ -118,7 +119,11 @@ class EngineCore {
   sched::SampledStep sample(const sched::ScheduledBatch& batch, std::span<const model::LogitRows> rows,
                             const runner::StepLogits& logits, StepStats& stats);
   void check_stops(const sched::ScheduledBatch& batch, sched::SampledStep& sampled, SteadyClock::time_point now);
-  void propose();
+  // Speculative decoding (engine_core_spec.cc): drafts before schedule
+  // (prompt lookup; placeholders a draft model fills after schedule), the
+  // draft model's passes over the scheduled drafts, and verification.
+  void propose(StepStats& stats);
+  void draft_with_model(const sched::ScheduledBatch& batch, StepStats& stats);
   void verify(const sched::ScheduledSeq& s, const runner::StepLogits& logits, size_t i, sched::SampledEntry& entry,
               StepStats& stats);
   void emit(const sched::SampledStep& sampled, std::span<const std::unique_ptr<sched::Sequence>> finished,
@@ -138,6 +143,8 @@ class EngineCore {
   std::unordered_map<RequestId, RequestState> states_;
   std::unordered_map<RequestId, RequestId> fork_parent_;  // samples not forked yet -> sample 0
   sample::SamplerScratch sampler_scratch_;
+  spec::SpecCostModel cost_model_;    // adaptive k (EngineConfig::spec.adaptive)
+  std::vector<uint8_t> skip_layers_;  // self-speculation: the layers its drafts leave out
   int64_t num_steps_ = 0;
 };
 

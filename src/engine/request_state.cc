@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "sample/logprobs.h"
+#include "spec/rejection_rule.h"
 #include "util/error.h"
 
 namespace tokenmill::engine {
@@ -23,7 +24,7 @@ RequestState::RequestState(std::shared_ptr<RequestStream> stream, const Generate
       sampler_(request.sampling, n_vocab),
       tokenizer_(tokenizer),
       history_(request.prompt),
-      spec_max_draft_(request.spec_max_draft),
+      draft_(request.sampling, n_vocab, request.spec_max_draft),
       prompt_logprobs_(request.prompt_logprobs),
       discard_output_(request.max_tokens == 0),
       num_prompt_tokens_(static_cast<int64_t>(request.prompt.size())),
@@ -71,14 +72,35 @@ int32_t RequestState::sample(std::span<const float> logits, sample::SamplerScrat
     sample_error_ = e.what();
     return 0;
   }
-  if (want_logprobs_) {
-    TokenLogprob lp;
-    const double lse = sample::log_sum_exp(logits);
-    lp.logprob = static_cast<float>(static_cast<double>(logits[static_cast<size_t>(id)]) - lse);
-    if (top_logprobs_ > 0) lp.top = sample::top_logprobs(logits, top_logprobs_);
-    pending_logprob_ = std::move(lp);
-  }
+  record_logprob(logits, id);
   return id;
+}
+
+int32_t RequestState::sample_against_draft(std::span<const float> logits, std::span<const float> q, int32_t draft,
+                                           sample::SamplerScratch& scratch, bool& accepted) {
+  pending_logprob_.reset();
+  accepted = false;
+  int32_t id = 0;
+  try {
+    sampler_.distribution(logits, history_, scratch, scratch.probs);
+    const spec::DraftVerdict verdict = spec::judge_draft(scratch.probs, q, draft, sampler_.uniform(), scratch.residual);
+    accepted = verdict.accepted;
+    id = accepted ? draft : sampler_.draw_weighted(*verdict.residual);
+  } catch (const Error& e) {
+    sample_error_ = e.what();
+    return 0;
+  }
+  record_logprob(logits, id);
+  return id;
+}
+
+void RequestState::record_logprob(std::span<const float> logits, int32_t id) {
+  if (!want_logprobs_) return;
+  TokenLogprob lp;
+  const double lse = sample::log_sum_exp(logits);
+  lp.logprob = static_cast<float>(static_cast<double>(logits[static_cast<size_t>(id)]) - lse);
+  if (top_logprobs_ > 0) lp.top = sample::top_logprobs(logits, top_logprobs_);
+  pending_logprob_ = std::move(lp);
 }
 
 FinishReason RequestState::accept_token(int32_t id, SteadyClock::time_point now, Metrics& metrics) {
@@ -129,7 +151,7 @@ FinalEvent RequestState::make_final(const sched::Sequence& seq, SteadyClock::tim
     prompt_lps_sent_ = true;
   }
   f.num_preemptions = seq.num_preemptions;
-  f.spec = spec_;
+  f.spec = draft_.stats();
   f.sample_index = sample_index_;
   f.first_scheduled_step = first_step_;
 

@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "engine/draft_state.h"
 #include "engine/metrics.h"
 #include "engine/output_stream.h"
 #include "engine/request.h"
@@ -73,14 +74,17 @@ class RequestState {
   // (EOS prepares none; verifying a draft may accept several tokens).
   void emit_token();
 
-  // Speculative decoding: the most draft tokens for this request, given the
-  // engine's k (GenerateRequest::spec_max_draft), and the tally of one
-  // verification (FinalEvent::spec).
-  int max_draft(int engine_k) const { return spec_max_draft_ < 0 ? engine_k : std::min(spec_max_draft_, engine_k); }
-  void note_draft(int64_t drafted, int64_t accepted) {
-    spec_.draft_tokens += drafted;
-    spec_.accepted_tokens += accepted;
-  }
+  // Speculative decoding, for a sampled draft token (one that came with its
+  // distribution q, DraftState::probs): the rejection rule against the
+  // target's logits, with the request's own generator. Returns the token
+  // to take (the draft, or the replacement drawn on rejection) and sets
+  // `accepted`; log-probabilities and failures as sample().
+  int32_t sample_against_draft(std::span<const float> logits,  // [n_vocab]
+                               std::span<const float> q, int32_t draft, sample::SamplerScratch& scratch,
+                               bool& accepted);
+  // Prompt + tokens accepted so far (what the sampler's penalties see).
+  std::span<const int32_t> history() const { return history_; }
+  DraftState& draft() { return draft_; }
 
   // The final event of a finished (or rejected) sequence: releases held
   // text, fills usage and timings. The caller pushes it.
@@ -96,9 +100,10 @@ class RequestState {
   std::optional<TextStream> text_;  // null without a tokenizer
   std::vector<int32_t> history_;    // prompt + sampled tokens, for penalties
   std::optional<TokenLogprob> pending_logprob_;
+  // Sets pending_logprob_ for token `id` of `logits` when asked for.
+  void record_logprob(std::span<const float> logits, int32_t id);
   std::vector<TokenEvent> unsent_events_;  // accept_token -> emit_token
-  int spec_max_draft_ = -1;
-  SpecStats spec_;
+  DraftState draft_;
   int prompt_logprobs_ = -1;     // GenerateRequest::prompt_logprobs
   bool discard_output_ = false;  // max_tokens 0: the one sampled token is not output
   int64_t num_prompt_tokens_ = 0;

@@ -25,6 +25,32 @@ int64_t ModelRunner::kv_bytes_per_token() const {
   return n;
 }
 
+std::span<const model::ChunkTable> ModelRunner::tables_for(size_t i, const sched::Sequence& seq) {
+  const size_t groups = pools_.size();
+  TM_CHECK(seq.tables.size() == groups);
+  for (size_t g = 0; g < groups; ++g) {
+    const kv::BlockTable& t = seq.table(g);
+    chunk_tables_[i * groups + g] = model::ChunkTable{t.blocks(), t.first_block()};
+  }
+  return std::span<const model::ChunkTable>(chunk_tables_).subspan(i * groups, groups);
+}
+
+StepLogits ModelRunner::run_draft(std::span<const DraftInput> inputs, std::span<const uint8_t> skip_layers) {
+  const size_t n = inputs.size();
+  chunk_tokens_.resize(n);
+  chunk_tables_.resize(n * pools_.size());
+  std::vector<model::SequenceChunk> chunks(n);
+  std::vector<size_t> first_row(n + 1, 0);
+  for (size_t i = 0; i < n; ++i) {
+    chunk_tokens_[i].assign(1, inputs[i].token);
+    chunks[i] =
+        model::SequenceChunk{chunk_tokens_[i], inputs[i].pos, tables_for(i, *inputs[i].seq), model::LogitRows::kLast};
+    first_row[i + 1] = i + 1;
+  }
+  model_.forward(chunks, pool_ptrs_, logits_, pool_, skip_layers);
+  return StepLogits(logits_, static_cast<size_t>(model_.config().n_vocab), std::move(first_row));
+}
+
 StepLogits ModelRunner::run(const sched::ScheduledBatch& batch, std::span<const model::LogitRows> rows) {
   TM_CHECK(rows.size() == batch.seqs.size());
   TM_CHECK(batch.copies.size() <= pools_.size());
@@ -40,16 +66,11 @@ StepLogits ModelRunner::run(const sched::ScheduledBatch& batch, std::span<const 
   std::vector<size_t> first_row(n + 1, 0);
   for (size_t i = 0; i < n; ++i) {
     const sched::ScheduledSeq& s = batch.seqs[i];
-    TM_CHECK(s.seq->tables.size() == groups);
     chunk_tokens_[i] = s.tokens();
-    for (size_t g = 0; g < groups; ++g) {
-      const kv::BlockTable& t = s.seq->table(g);
-      chunk_tables_[i * groups + g] = model::ChunkTable{t.blocks(), t.first_block()};
-    }
     model::SequenceChunk& c = chunks[i];
     c.tokens = chunk_tokens_[i];
     c.start_pos = s.start_pos;
-    c.tables = std::span<const model::ChunkTable>(chunk_tables_).subspan(i * groups, groups);
+    c.tables = tables_for(i, *s.seq);
     c.logits = rows[i];
     first_row[i + 1] = first_row[i] + static_cast<size_t>(model::num_logit_rows(c));
   }

@@ -37,6 +37,18 @@ class ModelRunner {
   // then undefined; the caller fails the batch).
   StepLogits run(const sched::ScheduledBatch& batch, std::span<const model::LogitRows> rows);
 
+  // One self-speculative draft pass: each input is one token of its
+  // sequence at `pos` (a slot the scheduler reserved for this step), run
+  // through the layers not flagged in skip_layers, with a logits row each
+  // (StepLogits entry i = inputs[i]). Skipped layers' K/V are not written;
+  // the step's own pass (run) later writes every layer at those positions.
+  struct DraftInput {
+    const sched::Sequence* seq = nullptr;
+    int32_t token = 0;
+    int64_t pos = 0;
+  };
+  StepLogits run_draft(std::span<const DraftInput> inputs, std::span<const uint8_t> skip_layers);
+
   size_t num_pools() const { return pools_.size(); }
   const kv::PagedKvStorage& pool(size_t group) const { return *pools_.at(group); }
   // Every pool's bytes, and the bytes of one position in all of them.
@@ -44,6 +56,9 @@ class ModelRunner {
   int64_t kv_bytes_per_token() const;
 
  private:
+  // chunk_tables_[i * pools .. + pools) = seq's block tables.
+  std::span<const model::ChunkTable> tables_for(size_t i, const sched::Sequence& seq);
+
   model::Model& model_;
   std::vector<std::unique_ptr<kv::PagedKvStorage>> pools_;
   std::vector<kv::PagedKvStorage*> pool_ptrs_;  // what Model::forward takes

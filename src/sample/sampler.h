@@ -34,6 +34,8 @@ struct SamplerScratch {
   std::vector<float> logits;          // [vocab] adjusted copy of the input row
   std::vector<Candidate> candidates;  // [<= vocab] tokens still in the running
   std::vector<int32_t> window;        // [<= history] sorted penalty window
+  std::vector<float> probs;           // [vocab] distribution() output, for callers that need one
+  std::vector<float> residual;        // [vocab] speculative verification's rejection residual
 };
 
 // Adds params.logit_bias, then applies the repetition, frequency and presence

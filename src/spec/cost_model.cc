@@ -18,9 +18,7 @@ void AcceptanceEstimate::idle() {
   trials_ *= kIdleForget;
 }
 
-double AcceptanceEstimate::alpha() const {
-  return (successes_ + kPrior * kPriorTrials) / (trials_ + kPriorTrials);
-}
+double AcceptanceEstimate::alpha() const { return (successes_ + kPrior * kPriorTrials) / (trials_ + kPriorTrials); }
 
 void SpecCostModel::observe_step(int64_t tokens, double ms) {
   if (tokens <= 0 || !(ms > 0.0)) return;

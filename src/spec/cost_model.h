@@ -41,10 +41,10 @@ class AcceptanceEstimate {
   void idle();
   double alpha() const;
 
-  static constexpr double kPrior = 0.6;       // before any evidence
+  static constexpr double kPrior = 0.6;        // before any evidence
   static constexpr double kPriorTrials = 2.0;  // its weight in trials
-  static constexpr double kForget = 0.9;      // per verification
-  static constexpr double kIdleForget = 0.9;  // per idle step
+  static constexpr double kForget = 0.9;       // per verification
+  static constexpr double kIdleForget = 0.9;   // per idle step
 
  private:
   double successes_ = 0.0;
