@@ -55,6 +55,8 @@ void apply_piece(const ResponsePiece& piece, double t, RequestRecord& rec, Respo
   if (piece.prompt_tokens >= 0) rec.prompt_tokens = piece.prompt_tokens;
   if (piece.completion_tokens >= 0) rec.output_tokens = piece.completion_tokens;
   if (piece.cached_tokens >= 0) rec.cached_tokens = piece.cached_tokens;
+  if (piece.draft_tokens >= 0) rec.draft_tokens = piece.draft_tokens;
+  if (piece.accepted_draft_tokens >= 0) rec.accepted_draft_tokens = piece.accepted_draft_tokens;
   if (!std::isnan(piece.queue_ms)) rec.server_queue_ms = piece.queue_ms;
   if (!std::isnan(piece.prompt_ms)) rec.server_prompt_ms = piece.prompt_ms;
 }

@@ -48,6 +48,8 @@ nlohmann::json record_to_json(const RequestRecord& r) {
           {"prompt_tokens", r.prompt_tokens},
           {"output_tokens", r.output_tokens},
           {"cached_tokens", r.cached_tokens},
+          {"draft_tokens", r.draft_tokens},
+          {"accepted_draft_tokens", r.accepted_draft_tokens},
           {"server_queue_ms", number_or_null(r.server_queue_ms)},
           {"server_prompt_ms", number_or_null(r.server_prompt_ms)},
           {"chunk_ms", chunks}};

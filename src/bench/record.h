@@ -37,6 +37,8 @@ struct RequestRecord {
   int64_t prompt_tokens = -1;  // as the server reports (usage); -1: unknown
   int64_t output_tokens = -1;  // usage.completion_tokens, else the text chunks
   int64_t cached_tokens = -1;
+  int64_t draft_tokens = -1;  // speculative decoding, as the server reports; -1: unknown
+  int64_t accepted_draft_tokens = -1;
   double server_queue_ms = kNaN;
   double server_prompt_ms = kNaN;
 

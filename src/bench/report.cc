@@ -118,6 +118,27 @@ struct CellInput {
   const ServerCellStats* server = nullptr;
 };
 
+// Speculative decoding as the responses report it (null when none did):
+// acceptance rate = accepted / proposed draft tokens; accepted per decode
+// step = accepted draft tokens / the target's decode steps, each step
+// emitting 1 + its accepted tokens (so steps = output - 1 - accepted).
+json speculative_json(const std::vector<const RequestRecord*>& recs) {
+  double drafted = 0, accepted = 0, steps = 0;
+  bool any = false;
+  for (const RequestRecord* r : recs) {
+    if (!is_ok(*r) || r->draft_tokens < 0 || r->accepted_draft_tokens < 0) continue;
+    any = true;
+    drafted += static_cast<double>(r->draft_tokens);
+    accepted += static_cast<double>(r->accepted_draft_tokens);
+    steps += std::max(0.0, static_cast<double>(output_tokens_of(*r) - 1 - r->accepted_draft_tokens));
+  }
+  if (!any) return nullptr;
+  return {{"draft_tokens", drafted},
+          {"accepted_draft_tokens", accepted},
+          {"acceptance_rate", drafted > 0 ? json(accepted / drafted) : json(nullptr)},
+          {"accepted_per_decode_step", steps > 0 ? json(accepted / steps) : json(nullptr)}};
+}
+
 json cell_json(const CellInput& in, const Slo& slo) {
   int64_t sent = 0, ok = 0;
   json counts = counts_json(in.recs, sent, ok);
@@ -152,6 +173,7 @@ json cell_json(const CellInput& in, const Slo& slo) {
               {"decode", split.decode_ms}}},
             {"bottleneck", split.bottleneck},
             {"server", server_json(in.recs, in.server)},
+            {"speculative", speculative_json(in.recs)},
             {"cost",
              {{"usd", in.cost_usd},
               {"per_success_usd", number_or_null(ok ? in.cost_usd / double(ok) : NAN)},
@@ -193,6 +215,11 @@ json headline_value(const json& c, const std::string& m) {
   if (m == "cost_per_million_output_tokens") return c["cost"]["per_million_output_tokens_usd"];
   if (m == "prefix_cache_hit_rate") return c["server"]["prefix_cache_hit_rate"];
   if (m == "server_memory_bytes") return c["server"]["memory_high_water_bytes"];
+  if (m == "spec_acceptance_rate" || m == "spec_accepted_per_step") {
+    const json& s = c["speculative"];
+    if (!s.is_object()) return nullptr;
+    return s[m == "spec_acceptance_rate" ? "acceptance_rate" : "accepted_per_decode_step"];
+  }
   return nullptr;
 }
 
@@ -306,6 +333,7 @@ json gates_json(const Gates& g) {
           {"min_improvement", g.min_improvement},
           {"max_regression", g.max_regression},
           {"max_communication_share", g.max_communication_share},
+          {"min_spec_acceptance_rate", g.min_spec_acceptance_rate},
           {"min_slice_requests", g.min_slice_requests}};
 }
 

@@ -97,6 +97,27 @@ void server_table(const json& rows, std::string& md) {
   }
 }
 
+// Only when some cell's responses reported speculative decoding.
+void speculative_table(const json& rows, std::string& md) {
+  bool any = false;
+  for (const json& c : rows) any = any || c["speculative"].is_object();
+  if (!any) return;
+  md +=
+      "\n| cell | draft tokens | accepted | acceptance rate | accepted per decode step |\n"
+      "|---|---:|---:|---:|---:|\n";
+  for (const json& c : rows) {
+    const json& s = c["speculative"];
+    if (!s.is_object()) {
+      md += fmt::format("| {} | – | – | – | – |\n", cell_label(c));
+      continue;
+    }
+    const json& per_step = s["accepted_per_decode_step"];
+    md += fmt::format("| {} | {:.0f} | {:.0f} | {} | {} |\n", cell_label(c), s["draft_tokens"].get<double>(),
+                      s["accepted_draft_tokens"].get<double>(), pct(s["acceptance_rate"]),
+                      per_step.is_number() ? fmt::format("{:.2f}", per_step.get<double>()) : "–");
+  }
+}
+
 std::string headline_text(const std::string& metric, const json& v) {
   if (!v.is_number()) return "–";
   const double x = v.get<double>();
@@ -150,6 +171,7 @@ std::string report_markdown(const json& r) {
   throughput_table(rows, md);
   md += "\n## Server and cost\n\n";
   server_table(rows, md);
+  speculative_table(rows, md);
   if (r.contains("plots") && !r["plots"].empty()) {
     md += "\n## Plots\n\n";
     for (const json& p : r["plots"]) md += fmt::format("![{}]({})\n\n", p.get<std::string>(), p.get<std::string>());

@@ -93,6 +93,31 @@ TEST_F(ReportTest, CellNumbersByHand) {
   EXPECT_DOUBLE_EQ(r["headline"]["cost_per_success"].get<double>(), 0.01);
 }
 
+// Acceptance rate = accepted / drafted; accepted per decode step = accepted
+// / (output - 1 - accepted) summed over ok requests; null when no response
+// reported drafts.
+TEST_F(ReportTest, SpeculativeDecodingFromResponses) {
+  EXPECT_TRUE(build_report(spec_, plan_, run_)["cells"][0]["speculative"].is_null());
+  RequestRecord& r0 = run_.cells[0].records[0];  // 4 output tokens
+  RequestRecord& r1 = run_.cells[0].records[1];  // 3 output tokens
+  r0.draft_tokens = 6;
+  r0.accepted_draft_tokens = 2;  // 4 - 1 - 2 = 1 decode step
+  r1.draft_tokens = 2;
+  r1.accepted_draft_tokens = 0;  // 2 decode steps
+  spec_.report_metrics.push_back("spec_acceptance_rate");
+  const nlohmann::json r = build_report(spec_, plan_, run_);
+  const nlohmann::json& s = r["cells"][0]["speculative"];
+  EXPECT_DOUBLE_EQ(s["draft_tokens"].get<double>(), 8);
+  EXPECT_DOUBLE_EQ(s["accepted_draft_tokens"].get<double>(), 2);
+  EXPECT_DOUBLE_EQ(s["acceptance_rate"].get<double>(), 0.25);
+  EXPECT_DOUBLE_EQ(s["accepted_per_decode_step"].get<double>(), 2.0 / 3.0);
+  EXPECT_DOUBLE_EQ(r["headline"]["spec_acceptance_rate"].get<double>(), 0.25);
+  EXPECT_DOUBLE_EQ(r["cells"][2]["speculative"]["acceptance_rate"].get<double>(), 0.0);  // bucket 1: r1
+  const std::string md = report_markdown(r);
+  EXPECT_NE(md.find("| acceptance rate |"), std::string::npos);
+  EXPECT_NE(md.find("25.0%"), std::string::npos);
+}
+
 TEST_F(ReportTest, ServerCountersWinOverResponses) {
   run_.server[0].prefix_hit_tokens = 30;
   run_.server[0].prefix_miss_tokens = 70;

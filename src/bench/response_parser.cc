@@ -58,6 +58,8 @@ void read_timings(const json& t, ResponsePiece& p) {
   p.queue_ms = num_or(t, "queue_ms", p.queue_ms);
   p.prompt_ms = num_or(t, "prompt_ms", p.prompt_ms);
   p.server_ttft_ms = num_or(t, "ttft_ms", p.server_ttft_ms);
+  p.draft_tokens = int_or(t, "draft_tokens", int_or(t, "draft_n", p.draft_tokens));
+  p.accepted_draft_tokens = int_or(t, "accepted_draft_tokens", int_or(t, "draft_n_accepted", p.accepted_draft_tokens));
   if (p.cached_tokens < 0) {
     p.cached_tokens = int_or(t, "cached_prompt_tokens", int_or(t, "cached_tokens", int_or(t, "cache_n", -1)));
   }

@@ -2,7 +2,9 @@
 // JSON, or a whole non-streamed response. Knows the common extensions:
 // `usage.prompt_tokens_details.cached_tokens` (OpenAI, vLLM), llama.cpp's
 // `timings` {prompt_n, cache_n, prompt_ms, predicted_ms} and tokenmill's
-// `timings` {queue_ms, prompt_ms, ttft_ms, cached_tokens}.
+// `timings` {queue_ms, prompt_ms, ttft_ms, cached_tokens}, and speculative
+// decoding's tallies: tokenmill's `timings` {draft_tokens,
+// accepted_draft_tokens}, llama.cpp's {draft_n, draft_n_accepted}.
 #pragma once
 
 #include <cstdint>
@@ -21,6 +23,8 @@ struct ResponsePiece {
   int64_t prompt_tokens = -1;
   int64_t completion_tokens = -1;
   int64_t cached_tokens = -1;
+  int64_t draft_tokens = -1;  // speculative decoding: proposed and verified
+  int64_t accepted_draft_tokens = -1;
   double queue_ms = std::numeric_limits<double>::quiet_NaN();
   double prompt_ms = std::numeric_limits<double>::quiet_NaN();
   double server_ttft_ms = std::numeric_limits<double>::quiet_NaN();

@@ -59,6 +59,15 @@ TEST(ResponseParser, CompletionChatUsageAndTimings) {
   EXPECT_EQ(l.cached_tokens, 70);
   EXPECT_EQ(l.prompt_tokens, 100);
   EXPECT_EQ(l.text_bytes, 0);
+  EXPECT_EQ(l.draft_tokens, -1);
+  // Speculative decoding tallies: tokenmill's names, and llama.cpp's.
+  const ResponsePiece s =
+      parse_response_piece(R"({"choices":[],"timings":{"draft_tokens":40,"accepted_draft_tokens":31}})");
+  EXPECT_EQ(s.draft_tokens, 40);
+  EXPECT_EQ(s.accepted_draft_tokens, 31);
+  const ResponsePiece ls = parse_response_piece(R"({"choices":[],"timings":{"draft_n":12,"draft_n_accepted":5}})");
+  EXPECT_EQ(ls.draft_tokens, 12);
+  EXPECT_EQ(ls.accepted_draft_tokens, 5);
 }
 
 TEST(ResponseParser, DoneErrorsAndGarbage) {

@@ -127,6 +127,19 @@ GateResult communication_gate(const CompareInput& in, const json& after_cell) {
   return g;
 }
 
+GateResult acceptance_gate(const CompareInput& in, const json& after_cell) {
+  GateResult g{"spec_acceptance_rate", "", ""};
+  const double rate = get_num(after_cell, json::json_pointer("/speculative/acceptance_rate"));
+  if (!std::isfinite(rate)) {
+    g.status = "not_measured";
+    g.detail = "the after report has no speculative acceptance rate";
+  } else {
+    g.status = rate < in.gates.min_spec_acceptance_rate ? "fail" : "pass";
+    g.detail = fmt::format("{:.1f}% (floor {:.1f}%)", 100 * rate, 100 * in.gates.min_spec_acceptance_rate);
+  }
+  return g;
+}
+
 // Relative change, signed so that > 0 is better.
 double gain(double before, double after, bool lower_is_better) {
   if (!std::isfinite(before) || !std::isfinite(after) || before == 0) return NAN;
@@ -249,6 +262,7 @@ Gates gates_from_report(const json& report) {
   g.min_improvement = j.value("min_improvement", g.min_improvement);
   g.max_regression = j.value("max_regression", g.max_regression);
   g.max_communication_share = j.value("max_communication_share", g.max_communication_share);
+  g.min_spec_acceptance_rate = j.value("min_spec_acceptance_rate", g.min_spec_acceptance_rate);
   g.min_slice_requests = j.value("min_slice_requests", g.min_slice_requests);
   return g;
 }
@@ -269,6 +283,7 @@ Ticket decide(const CompareInput& in) {
   if (in.gates.quality_regression >= 0) t.gates.push_back(quality_gate(in));
   if (!in.gates.p99_budget_breach) t.gates.push_back(p99_gate(in, b, a));
   if (in.gates.max_communication_share > 0) t.gates.push_back(communication_gate(in, a));
+  if (in.gates.min_spec_acceptance_rate > 0) t.gates.push_back(acceptance_gate(in, a));
   judge_metrics(in, t);
   t.slices = slice_deltas(in.before, in.after);
   conclude(t);

@@ -116,6 +116,27 @@ TEST(Ticket, SliceBreachRejectsOnlyWithEnoughRequests) {
   EXPECT_NEAR(many.slices["c8_h0_b2"]["p99_ms"]["change"].get<double>(), 12000.0 / 9000 - 1, 1e-12);
 }
 
+// A floor on speculative decoding's acceptance in the after run: fails
+// below it, passes above, and is not measured when the report has none.
+TEST(Ticket, AcceptanceGate) {
+  Gates g;
+  g.min_spec_acceptance_rate = 0.5;
+  json after = cell("overall", 690, 3320, 0.86, 2.1, 12);
+  const json before = report("aaaa", cell("overall", 820, 4100, 0.86, 2.9, 10));
+  const Ticket unmeasured = decide(input(before, report("aaaa", after), g));
+  ASSERT_EQ(unmeasured.gates.size(), 1u);
+  EXPECT_EQ(unmeasured.gates[0].name, "spec_acceptance_rate");
+  EXPECT_EQ(unmeasured.gates[0].status, "not_measured");
+  after["speculative"] = {{"acceptance_rate", 0.3}};
+  const Ticket low = decide(input(before, report("aaaa", after), g));
+  EXPECT_EQ(low.gates[0].status, "fail");
+  EXPECT_EQ(low.decision, "reject");
+  after["speculative"]["acceptance_rate"] = 0.7;
+  const Ticket high = decide(input(before, report("aaaa", after), g));
+  EXPECT_EQ(high.gates[0].status, "pass");
+  EXPECT_EQ(high.decision, "ship") << high.reason;
+}
+
 TEST(Ticket, HoldWhenNothingImproves) {
   const Ticket t = decide(input(report("aaaa", cell("overall", 820, 4100, 0.86, 2.9, 10)),
                                 report("aaaa", cell("overall", 810, 4080, 0.86, 2.85, 10.2))));

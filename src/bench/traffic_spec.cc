@@ -161,6 +161,7 @@ void parse_gates_map(YamlFields& f, Gates& g) {
   g.min_improvement = f.number("min_improvement", g.min_improvement, 0, 10);
   g.max_regression = f.number("max_regression", g.max_regression, 0, 10);
   g.max_communication_share = f.number("max_communication_share", g.max_communication_share, 0, 1);
+  g.min_spec_acceptance_rate = f.number("min_spec_acceptance_rate", g.min_spec_acceptance_rate, 0, 1);
   g.min_slice_requests = f.integer("min_slice_requests", g.min_slice_requests, 1, 1000000);
   f.finish();
 }
@@ -260,7 +261,9 @@ const std::vector<std::string>& known_report_metrics() {
                                                   "cost_per_success",
                                                   "cost_per_million_output_tokens",
                                                   "prefix_cache_hit_rate",
-                                                  "server_memory_bytes"};
+                                                  "server_memory_bytes",
+                                                  "spec_acceptance_rate",
+                                                  "spec_accepted_per_step"};
   return kKnown;
 }
 

@@ -58,6 +58,7 @@ struct Gates {
   double min_improvement = 0.05;        // relative gain that counts as an improvement
   double max_regression = 0.05;         // relative loss tolerated on any headline metric
   double max_communication_share = 0;   // 0: no gate
+  double min_spec_acceptance_rate = 0;  // speculative decoding's floor in the after run; 0: no gate
   int64_t min_slice_requests = 20;      // slices with fewer ok requests skip the p99 gate
 };
 

@@ -113,7 +113,8 @@ void EngineCore::verify(const sched::ScheduledSeq& s, const runner::StepLogits& 
   const SteadyClock::time_point now = SteadyClock::now();
   for (int64_t j = 0; j <= s.num_draft; ++j) {
     const std::span<const float> row = logits.row(i, static_cast<size_t>(j));
-    const std::span<const float> q = j < s.num_draft ? state.draft().probs(static_cast<size_t>(j)) : std::span<const float>{};
+    const std::span<const float> q =
+        j < s.num_draft ? state.draft().probs(static_cast<size_t>(j)) : std::span<const float>{};
     bool matches = false;
     int32_t token = 0;
     if (!q.empty()) {

@@ -1,8 +1,10 @@
-"""Speculative decoding (prompt lookup, `--spec ngram`) through the real
-server and the official openai client on Gemma 3 270M: the text is the text
-`tokenmill run` gives without speculation (greedy), streamed or not; the
-drafts show up per request in `timings` and in /metrics; a request can turn
-it off ("speculative.n_max": 0) or narrow k; a bad value is a 400."""
+"""Speculative decoding (prompt lookup, `--spec ngram`; self-speculation,
+`--spec self`) through the real server and the official openai client on
+Gemma 3 270M: the text is the text `tokenmill run` gives without
+speculation (greedy), streamed or not; the drafts show up per request in
+`timings` and in /metrics (counters, acceptance rate, accepted-length
+histogram, draft time share); a request can turn it off
+("speculative.n_max": 0) or narrow k; a bad value is a 400."""
 import json
 
 import pytest
@@ -47,6 +49,12 @@ def test_greedy_text_matches_plain_decoding(tokenmill_bin, gemma_path, spec_serv
     drafted = after["tokenmill_spec_draft_tokens_total"] - before["tokenmill_spec_draft_tokens_total"]
     accepted = after["tokenmill_spec_accepted_tokens_total"] - before["tokenmill_spec_accepted_tokens_total"]
     assert drafted > 0 and 0 < accepted <= drafted
+    # One accepted-length observation per verified draft, summing to the accepted tokens.
+    assert after["tokenmill_spec_accepted_length_count"] > before["tokenmill_spec_accepted_length_count"]
+    assert (after["tokenmill_spec_accepted_length_sum"] - before["tokenmill_spec_accepted_length_sum"]) == accepted
+    assert 0 < after["tokenmill_spec_acceptance_rate"] <= 1
+    assert 0 < after["tokenmill_spec_draft_time_share"] < 1
+    assert after["tokenmill_spec_draft_seconds_total"] > 0
 
 
 def test_streamed_text_matches_and_timings_count_drafts(tokenmill_bin, gemma_path, spec_server):
@@ -69,3 +77,15 @@ def test_a_request_can_turn_it_off_or_narrow_it(spec_server):
     r = spec_server.http.post("/v1/completions", json={"model": "gemma", "prompt": "x", "speculative.n_max": 99})
     assert r.status_code == 400
     assert "speculative.n_max" in json.dumps(r.json())
+
+
+def test_self_speculation_keeps_the_greedy_text(tokenmill_bin, gemma_path):
+    # One skipped layer of 18: drafts the target mostly accepts (on this
+    # model a larger skip set drafts badly; docs/benchmarks.md).
+    want = plain_text(tokenmill_bin, gemma_path, 40)
+    with Server(tokenmill_bin, gemma_path, *ENGINE, "--spec", "self", "--spec-skip-layers", "9", "--spec-fixed-k",
+                "--model-alias", "gemma") as s:
+        got = completion(s)
+        assert got["choices"][0]["text"] == want
+        t = got["timings"]
+        assert t["draft_tokens"] > 0 and 0 < t["accepted_draft_tokens"] <= t["draft_tokens"]
