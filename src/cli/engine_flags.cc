@@ -73,7 +73,8 @@ void add_engine_flags(CLI::App& cmd, EngineFlags& f, EngineFlagSet set) {
 
 void add_spec_flags(CLI::App& cmd, SpecFlags& f) {
   cmd.add_option("--spec", f.method,
-                 "Speculative decoding: none|ngram (prompt lookup)|self (the model with layers skipped drafts)")
+                 "Speculative decoding: none|ngram (prompt lookup)|self (the model with layers skipped "
+                 "drafts)|draft (--draft-model drafts)")
       ->capture_default_str();
   cmd.add_option("--spec-k", f.k, "Most draft tokens verified per step")->capture_default_str();
   cmd.add_flag("--spec-fixed-k", f.fixed_k,
@@ -81,6 +82,8 @@ void add_spec_flags(CLI::App& cmd, SpecFlags& f) {
   cmd.add_option("--spec-skip-layers", f.skip_layers,
                  "--spec self: layers the draft skips, e.g. 4-11, 2,5,7-9, or a fraction (centred run)")
       ->capture_default_str();
+  cmd.add_option("--draft-model", f.draft_model, "--spec draft: a smaller GGUF with the same vocabulary")
+      ->check(CLI::ExistingFile);
   cmd.add_option("--spec-ngram-min", f.ngram_min, "Shortest suffix prompt lookup matches")->capture_default_str();
   cmd.add_option("--spec-ngram-max", f.ngram_max, "Longest suffix prompt lookup matches")->capture_default_str();
 }
@@ -90,6 +93,7 @@ spec::SpecConfig spec_config(const SpecFlags& f) {
   c.method = spec::parse_spec_method(f.method);
   c.ngram = {f.k, f.ngram_min, f.ngram_max};
   c.skip_layers = f.skip_layers;
+  c.draft_model = f.draft_model;
   c.adaptive = !f.fixed_k;
   c.validate();
   return c;

@@ -63,14 +63,15 @@ engine::MatmulHookFactory runtime_hook_factory(const std::string& runtime);
 std::string runtime_name(const model::MatmulHook* hook);
 
 // The serving engine's flags, as `serve` and `bench engine` spell them.
-// Speculative decoding: --spec none|ngram|self, --spec-k,
-// --spec-ngram-min/max, --spec-skip-layers, --spec-fixed-k.
+// Speculative decoding: --spec none|ngram|self|draft, --spec-k,
+// --spec-ngram-min/max, --spec-skip-layers, --draft-model, --spec-fixed-k.
 struct SpecFlags {
   std::string method = "none";
   int32_t k = 4;
   int32_t ngram_min = 1;
   int32_t ngram_max = 3;
   std::string skip_layers = "0.5";
+  std::string draft_model;
   bool fixed_k = false;
 };
 void add_spec_flags(CLI::App& cmd, SpecFlags& flags);

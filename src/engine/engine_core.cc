@@ -87,6 +87,12 @@ EngineCore::EngineCore(const EngineConfig& config, Metrics& metrics)
   runner_ = std::make_unique<runner::ModelRunner>(*model_, std::move(pools), pool_);
   if (config_.spec.method == spec::SpecMethod::kSelf)
     skip_layers_ = spec::resolve_skip_layers(config_.spec.skip_layers, mc.n_layer);
+  if (config_.spec.method == spec::SpecMethod::kDraft) {
+    // As many bytes as the target's pool (the draft is the smaller model:
+    // the same context for every sequence costs it less).
+    draft_model_ = std::make_unique<spec::DraftModel>(config_.spec.draft_model, *model_, config_.block_size,
+                                                      config_.kv_dtype, kv_bytes(), pool_);
+  }
   metrics_.set_kv_layout(kv::kv_dtype_name(config_.kv_dtype), kv_bytes_per_token(), kv_bytes());
 
   sched::SchedulerConfig sc;
@@ -189,6 +195,7 @@ void EngineCore::finish_sequence(const sched::Sequence& seq, SteadyClock::time_p
 }
 
 void EngineCore::finish_request(RequestId id, const sched::Sequence& seq, SteadyClock::time_point now) {
+  if (draft_model_) draft_model_->release(id);
   const auto it = states_.find(id);
   TM_CHECK(it != states_.end());
   FinalEvent final = it->second.make_final(seq, now);

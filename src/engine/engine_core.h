@@ -37,6 +37,7 @@
 #include "sample/sampler.h"
 #include "sched/scheduler.h"
 #include "spec/cost_model.h"
+#include "spec/draft_model.h"
 #include "tokenizer/tokenizer.h"
 #include "util/thread_pool.h"
 
@@ -143,8 +144,13 @@ class EngineCore {
   std::unordered_map<RequestId, RequestState> states_;
   std::unordered_map<RequestId, RequestId> fork_parent_;  // samples not forked yet -> sample 0
   sample::SamplerScratch sampler_scratch_;
-  spec::SpecCostModel cost_model_;    // adaptive k (EngineConfig::spec.adaptive)
-  std::vector<uint8_t> skip_layers_;  // self-speculation: the layers its drafts leave out
+  spec::SpecCostModel cost_model_;                 // adaptive k (EngineConfig::spec.adaptive)
+  std::vector<uint8_t> skip_layers_;               // self-speculation: the layers its drafts leave out
+  std::unique_ptr<spec::DraftModel> draft_model_;  // --spec draft
+  // Draft pass j's logits for `feeds` (tokens per drafting entry), from
+  // the draft model or the target with skip_layers_.
+  runner::StepLogits draft_pass(std::span<const sched::ScheduledSeq* const> entries,
+                                std::span<const std::span<const int32_t>> feeds, int64_t j);
   int64_t num_steps_ = 0;
 };
 

@@ -53,32 +53,56 @@ void EngineCore::propose(StepStats& stats) {
   }
 }
 
-// Self-speculation: the scheduled drafts, token by token. Pass j runs, for
-// every entry still drafting, the token before draft slot j (the newest
-// output for j = 0) at its position through the model with skip_layers_
-// left out, and draws draft token j from the logits (DraftState::
-// draft_token). Its K/V go to the slots the scheduler reserved for this
-// step, which the verifying pass then overwrites with every layer's.
+// Drafts from a model (self-speculation, or the draft model), for the
+// scheduled drafts, token by token: pass j runs, batched over every entry
+// still drafting, the token before draft slot j and draws draft token j
+// from its logits (DraftState::draft_token). Pass 0 feeds the newest
+// output (the target with layers skipped writes its K/V into the slot the
+// scheduler reserved at that position; the verifying pass overwrites it
+// with every layer's) or, for the draft model, whatever its own KV lacks
+// (DraftModel::prepare). An entry the draft model has no room for keeps
+// its placeholders, which verification treats as any point-mass draft.
 void EngineCore::draft_with_model(const sched::ScheduledBatch& batch, StepStats& stats) {
-  if (config_.spec.method != spec::SpecMethod::kSelf) return;
+  if (config_.spec.method != spec::SpecMethod::kSelf && config_.spec.method != spec::SpecMethod::kDraft) return;
   const SteadyClock::time_point start = SteadyClock::now();
+  std::vector<const sched::ScheduledSeq*> entries;
+  std::vector<std::span<const int32_t>> first_feeds;
+  std::vector<std::vector<int32_t>> tokens;  // per entry: prompt + output (what the feeds point into)
+  for (const sched::ScheduledSeq& s : batch.seqs) {
+    if (s.num_draft == 0) continue;
+    tokens.push_back(s.seq->all_tokens());
+  }
+  size_t t = 0;
+  for (const sched::ScheduledSeq& s : batch.seqs) {
+    if (s.num_draft == 0) continue;
+    const std::vector<int32_t>& all = tokens[t++];
+    if (draft_model_) {
+      const std::optional<std::span<const int32_t>> feed = draft_model_->prepare(s.seq->id, all, s.num_draft);
+      if (!feed) continue;
+      first_feeds.push_back(*feed);
+    } else {
+      first_feeds.push_back(std::span<const int32_t>(all).subspan(static_cast<size_t>(s.start_pos), 1));
+    }
+    entries.push_back(&s);
+  }
   int64_t longest = 0, drafted = 0;
-  for (const sched::ScheduledSeq& s : batch.seqs) longest = std::max(longest, s.num_draft);
-  std::vector<runner::ModelRunner::DraftInput> inputs;
-  std::vector<const sched::ScheduledSeq*> owners;
+  for (const sched::ScheduledSeq* s : entries) longest = std::max(longest, s->num_draft);
+  std::vector<const sched::ScheduledSeq*> active;
+  std::vector<std::span<const int32_t>> feeds;
   std::vector<int32_t> history;
   for (int64_t j = 0; j < longest; ++j) {
-    inputs.clear();
-    owners.clear();
-    for (const sched::ScheduledSeq& s : batch.seqs) {
+    active.clear();
+    feeds.clear();
+    for (size_t e = 0; e < entries.size(); ++e) {
+      const sched::ScheduledSeq& s = *entries[e];
       if (s.num_draft <= j) continue;
-      const int32_t token = j == 0 ? s.seq->token_at(s.start_pos) : s.seq->draft[static_cast<size_t>(j - 1)];
-      inputs.push_back({s.seq, token, s.start_pos + j});
-      owners.push_back(&s);
+      active.push_back(&s);
+      feeds.push_back(j == 0 ? first_feeds[e]
+                             : std::span<const int32_t>(s.seq->draft).subspan(static_cast<size_t>(j - 1), 1));
     }
-    const runner::StepLogits logits = runner_->run_draft(inputs, skip_layers_);
-    for (size_t r = 0; r < owners.size(); ++r) {
-      sched::Sequence& seq = *owners[r]->seq;
+    const runner::StepLogits logits = draft_pass(active, feeds, j);
+    for (size_t r = 0; r < active.size(); ++r) {
+      sched::Sequence& seq = *active[r]->seq;
       RequestState& state = states_.at(seq.id);
       history.assign(state.history().begin(), state.history().end());
       history.insert(history.end(), seq.draft.begin(), seq.draft.begin() + j);
@@ -91,6 +115,19 @@ void EngineCore::draft_with_model(const sched::ScheduledBatch& batch, StepStats&
   const double ms = ms_since(start);
   stats.draft_ms += ms;
   cost_model_.observe_draft(drafted, ms);
+}
+
+runner::StepLogits EngineCore::draft_pass(std::span<const sched::ScheduledSeq* const> entries,
+                                          std::span<const std::span<const int32_t>> feeds, int64_t j) {
+  if (draft_model_) {
+    std::vector<spec::DraftModel::Feed> model_feeds;
+    for (size_t r = 0; r < entries.size(); ++r) model_feeds.push_back({entries[r]->seq->id, feeds[r]});
+    return draft_model_->run(model_feeds);
+  }
+  std::vector<runner::ModelRunner::DraftInput> inputs;
+  for (size_t r = 0; r < entries.size(); ++r)
+    inputs.push_back({entries[r]->seq, feeds[r].front(), entries[r]->start_pos + j});
+  return runner_->run_draft(inputs, skip_layers_);
 }
 
 // Verification of entry i's draft against the target's logits, one row per

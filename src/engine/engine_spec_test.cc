@@ -1,6 +1,6 @@
 // Speculative decoding in the engine, with each proposer (prompt lookup;
 // self-speculation, the tiny 2-layer model drafting with its layer 1
-// skipped): greedy tokens are exactly those of plain decoding, alone or in
+// skipped; a 1-layer draft model with other weights): greedy tokens are exactly those of plain decoding, alone or in
 // a batch, with prefix-cache hits and after preemption; prompt-lookup
 // drafts keep seeded sampling token-identical; sampled self-drafts keep
 // the target's distribution (chi-square); stops inside an accepted draft
@@ -32,7 +32,8 @@ EngineConfig spec_config(spec::SpecMethod method, int k = 4) {
   EngineConfig c = tiny_config();
   c.spec.method = method;
   c.spec.ngram = {k, 1, 3};
-  c.spec.skip_layers = "1";
+  if (method == spec::SpecMethod::kSelf) c.spec.skip_layers = "1";
+  if (method == spec::SpecMethod::kDraft) c.spec.draft_model = testing::tiny_draft_model_path();
   c.spec.adaptive = false;
   return c;
 }
@@ -212,7 +213,7 @@ TEST_P(EngineSpecMethods, KvPoolIsWholeAfterRandomRequestsWithCancels) {
   EXPECT_GT(d.metrics().spec_accepted_tokens, 0u);
 }
 
-// Sampled self-drafts carry their distribution q and are judged by the
+// Sampled drafts from a model carry their distribution q and are judged by the
 // rejection rule, so the tokens differ from plain decoding's for the same
 // seed, but their law must not. One prompt, many seeds, top-k 4: the pair
 // (token 1, token 2) has the exact probability P(t1) P(t2 | t1) from the
@@ -221,7 +222,7 @@ TEST_P(EngineSpecMethods, KvPoolIsWholeAfterRandomRequestsWithCancels) {
 // (15 degrees of freedom: P(chi2 > 40) ~ 5e-4; fixed seeds, so the outcome
 // is the same on every run). Measured: 14.2 with the rule; 762 keeping
 // every draft, 163 redrawing from p instead of max(0, p - q) on rejection.
-TEST(EngineSpec, SampledSelfDraftsKeepTheTargetDistribution) {
+void check_sampled_drafts_keep_the_target_distribution(spec::SpecMethod method) {
   const std::unique_ptr<model::Model> m = model::Model::load(testing::tiny_model_path());
   const std::vector<int32_t> prompt = random_prompt(5, 12);
   sample::SamplingParams params;
@@ -261,7 +262,7 @@ TEST(EngineSpec, SampledSelfDraftsKeepTheTargetDistribution) {
     r.sampling.seed = 1000 + static_cast<uint64_t>(i);
     rs.push_back(r);
   }
-  EngineConfig c = spec_config(spec::SpecMethod::kSelf);
+  EngineConfig c = spec_config(method);
   c.kv_num_blocks = 256;
   MetricsSnapshot metrics;
   const std::vector<GenerationResult> got = run_requests(c, rs, &metrics);
@@ -283,7 +284,15 @@ TEST(EngineSpec, SampledSelfDraftsKeepTheTargetDistribution) {
   EXPECT_GT(metrics.spec_accepted_tokens, static_cast<uint64_t>(kRequests / 10));
   EXPECT_LT(metrics.spec_accepted_tokens, metrics.spec_draft_tokens);
   std::cout << "chi-square " << chi2 << " over 16 pairs; accepted " << metrics.spec_accepted_tokens << " of "
-            << metrics.spec_draft_tokens << " drafts\n";
+            << metrics.spec_draft_tokens << " drafts (" << spec::spec_method_name(method) << ")\n";
+}
+
+TEST(EngineSpec, SampledSelfDraftsKeepTheTargetDistribution) {
+  check_sampled_drafts_keep_the_target_distribution(spec::SpecMethod::kSelf);
+}
+
+TEST(EngineSpec, SampledDraftModelDraftsKeepTheTargetDistribution) {
+  check_sampled_drafts_keep_the_target_distribution(spec::SpecMethod::kDraft);
 }
 
 // --spec self on a model where the skip set does not fit is refused at
@@ -299,8 +308,41 @@ TEST(EngineSpec, ImpossibleSkipSetsAreRefusedAtStart) {
   EXPECT_THROW(EngineCore(c, metrics), Error);
 }
 
+// The target as its own draft model: its KV kept in step with every
+// sequence (catch-up after verification, rollback past rejections), the
+// draft is what the target itself will pick, so every greedy draft is
+// accepted. A stale or misplaced draft KV would show as rejections.
+TEST(EngineSpec, TheTargetAsDraftModelHasEveryGreedyDraftAccepted) {
+  EngineConfig c = spec_config(spec::SpecMethod::kDraft, 5);
+  c.spec.draft_model = testing::tiny_model_path();
+  MetricsSnapshot metrics;
+  const std::vector<GenerationResult> got = run_requests(c, greedy_batch(), &metrics);
+  const std::vector<GenerationResult> want = run_requests(tiny_config(), greedy_batch());
+  for (size_t i = 0; i < got.size(); ++i) EXPECT_EQ(got[i].tokens, want[i].tokens) << "request " << i;
+  EXPECT_GT(metrics.spec_draft_tokens, 100u);
+  EXPECT_EQ(metrics.spec_accepted_tokens, metrics.spec_draft_tokens);
+}
+
+// The draft model is checked at load: another vocabulary, or a file that is
+// not a model, is an error naming the problem.
+TEST(EngineSpec, ADraftModelWithAnotherVocabularyIsRefused) {
+  EngineConfig c = spec_config(spec::SpecMethod::kDraft);
+  Metrics metrics;
+  c.spec.draft_model = testing::other_vocab_model_path();
+  try {
+    EngineCore core(c, metrics);
+    FAIL() << "a 300-token draft model was accepted for a 512-token target";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("vocabulary"), std::string::npos) << e.what();
+  }
+  c.spec.draft_model = "/nonexistent/draft.gguf";
+  EXPECT_THROW(EngineCore(c, metrics), Error);
+  c.spec.draft_model.clear();
+  EXPECT_THROW(EngineCore(c, metrics), Error);  // --spec draft without a draft model
+}
+
 INSTANTIATE_TEST_SUITE_P(Proposers, EngineSpecMethods,
-                         ::testing::Values(spec::SpecMethod::kNgram, spec::SpecMethod::kSelf),
+                         ::testing::Values(spec::SpecMethod::kNgram, spec::SpecMethod::kSelf, spec::SpecMethod::kDraft),
                          [](const ::testing::TestParamInfo<spec::SpecMethod>& info) {
                            return std::string(spec::spec_method_name(info.param));
                          });

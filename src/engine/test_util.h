@@ -22,26 +22,51 @@
 
 namespace tokenmill::engine::testing {
 
-// Path of the model file; written on first use, removed at exit. (The
-// string is never destroyed, so the exit handler can still read it.)
-inline const std::string& tiny_model_path() {
-  static const std::string* path = [] {
-    const std::filesystem::path p =
-        std::filesystem::temp_directory_path() / ("tokenmill_engine_test_" + std::to_string(::getpid()) + ".gguf");
-    model::SynthOptions o;
-    o.arch = model::SynthArch::kLlama;
-    o.preset = "tiny";
-    o.format = *model::parse_weight_format("F32");
-    o.seed = 7;
-    o.num_threads = 1;
-    model::write_synth_model(o, p.string());
-    auto* leaked = new std::string(p.string());
+// A tiny synthetic llama (F32, built-in 512-token vocabulary unless
+// `vocab` says otherwise) written to a temporary file named after `tag`,
+// removed at exit. (The strings are never destroyed, so the exit handler
+// can still read them.)
+inline std::string* write_test_model(const std::string& tag, uint64_t seed, int64_t n_layer, int64_t vocab = 0) {
+  static std::vector<std::string>* written = [] {
+    auto* paths = new std::vector<std::string>;
     std::atexit([] {
       std::error_code ec;
-      std::filesystem::remove(tiny_model_path(), ec);
+      for (const std::string& p : *written) std::filesystem::remove(p, ec);
     });
-    return leaked;
+    return paths;
   }();
+  const std::filesystem::path p = std::filesystem::temp_directory_path() /
+                                  ("tokenmill_engine_test_" + tag + "_" + std::to_string(::getpid()) + ".gguf");
+  model::SynthOptions o;
+  o.arch = model::SynthArch::kLlama;
+  o.preset = "tiny";
+  o.format = *model::parse_weight_format("F32");
+  o.seed = seed;
+  o.num_threads = 1;
+  o.overrides.n_layer = n_layer;
+  if (vocab > 0) o.overrides.vocab = vocab;
+  model::write_synth_model(o, p.string());
+  written->push_back(p.string());
+  return new std::string(p.string());
+}
+
+// The engine tests' model (2 layers); written on first use.
+inline const std::string& tiny_model_path() {
+  static const std::string* path = write_test_model("tiny", 7, 2);
+  return *path;
+}
+
+// A draft model for it: one layer, the same seed (so it shares the
+// target's embeddings and first layer, and agrees with it part of the
+// time), the same vocabulary.
+inline const std::string& tiny_draft_model_path() {
+  static const std::string* path = write_test_model("draft", 7, 1);
+  return *path;
+}
+
+// A model whose vocabulary differs (300 tokens): it cannot draft for tiny.
+inline const std::string& other_vocab_model_path() {
+  static const std::string* path = write_test_model("other_vocab", 9, 1, 300);
   return *path;
 }
 

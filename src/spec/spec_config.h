@@ -14,9 +14,10 @@ enum class SpecMethod {
   kNone,   // plain decoding
   kNgram,  // prompt lookup (ngram_proposer.h)
   kSelf,   // the target with layers skipped (layer_skip.h)
+  kDraft,  // a second, smaller model with the same vocabulary (draft_model.h)
 };
 
-// "none", "ngram", "self"; throws Error naming the valid choices otherwise.
+// "none", "ngram", "self", "draft"; throws Error naming the valid choices otherwise.
 SpecMethod parse_spec_method(std::string_view name);
 std::string_view spec_method_name(SpecMethod method);
 
@@ -24,6 +25,7 @@ struct SpecConfig {
   SpecMethod method = SpecMethod::kNone;
   NgramConfig ngram;                // max_draft is k for every method
   std::string skip_layers = "0.5";  // kSelf: which layers the draft leaves out
+  std::string draft_model;          // kDraft: the draft GGUF's path
   // Adaptive k (cost_model.h): each step, each sequence drafts as many
   // tokens as its running acceptance rate and the measured step costs say
   // pay, up to k; none once the batch makes the target compute-bound.

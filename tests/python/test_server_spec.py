@@ -1,5 +1,5 @@
 """Speculative decoding (prompt lookup, `--spec ngram`; self-speculation,
-`--spec self`) through the real server and the official openai client on
+`--spec self`; a draft model, `--spec draft`) through the real server and the official openai client on
 Gemma 3 270M: the text is the text `tokenmill run` gives without
 speculation (greedy), streamed or not; the drafts show up per request in
 `timings` and in /metrics (counters, acceptance rate, accepted-length
@@ -79,11 +79,14 @@ def test_a_request_can_turn_it_off_or_narrow_it(spec_server):
     assert "speculative.n_max" in json.dumps(r.json())
 
 
-def test_self_speculation_keeps_the_greedy_text(tokenmill_bin, gemma_path):
-    # One skipped layer of 18: drafts the target mostly accepts (on this
-    # model a larger skip set drafts badly; docs/benchmarks.md).
+@pytest.mark.parametrize("method", ["self", "draft"])
+def test_model_drafts_keep_the_greedy_text(tokenmill_bin, gemma_path, method):
+    # self: one skipped layer of 18 (on this model a larger skip set drafts
+    # badly; docs/benchmarks.md). draft: the model as its own draft model
+    # (the only Gemma 3 vocabulary here), so nearly every draft is accepted.
     want = plain_text(tokenmill_bin, gemma_path, 40)
-    with Server(tokenmill_bin, gemma_path, *ENGINE, "--spec", "self", "--spec-skip-layers", "9", "--spec-fixed-k",
+    flags = ["--spec-skip-layers", "9"] if method == "self" else ["--draft-model", gemma_path]
+    with Server(tokenmill_bin, gemma_path, *ENGINE, "--spec", method, *flags, "--spec-fixed-k",
                 "--model-alias", "gemma") as s:
         got = completion(s)
         assert got["choices"][0]["text"] == want
