@@ -217,6 +217,19 @@ void run_throughput(const BenchOptions& o) {
                 wall, acceptance.c_str(), c > e.config().max_seqs ? "  (queued: > max_seqs)" : "");
     std::fflush(stdout);
   }
+  if (spec) {
+    const engine::MetricsSnapshot m = e.metrics();
+    const double a = m.spec_step_fixed_ms, b = m.spec_step_per_token_ms, d = m.spec_draft_ms_per_token;
+    auto switch_off = [&](double alpha) {
+      const double den = b * (1 - alpha) + d;
+      return den > 0 ? fmt::format("{:.0f}", alpha * a / den) : std::string("never");
+    };
+    std::printf(
+        "\nspeculation cost fit (decode steps): %.2f ms + %.3f ms/token; drafting %.3f ms/draft token. "
+        "No draft pays from a batch of N* = alpha a / (b (1 - alpha) + c) sequences: %s at alpha 0.5, %s at 0.8, "
+        "%s at 0.95.\n",
+        a, b, d, switch_off(0.5).c_str(), switch_off(0.8).c_str(), switch_off(0.95).c_str());
+  }
   std::printf(
       "\nprefill tok/s: all prompt tokens / the last TTFT. decode tok/s: tokens of all requests that "
       "arrived after every request had its first token / that window (steady-state decode).%s\n",

@@ -230,11 +230,14 @@ void EngineCore::execute(const sched::ScheduledBatch& batch, StepStats& stats) {
   if (num_copies > 0) metrics_.on_cow_copies(num_copies);
   runner::StepLogits logits;
   try {
+    runner_->apply_copies(batch);  // before the draft passes read the step's blocks
     draft_with_model(batch, stats);
     const SteadyClock::time_point forward_start = SteadyClock::now();
     logits = runner_->run(batch, rows);
-    if (stats.prefill_tokens == 0 && config_.spec.enabled())  // decode-only: the cost model's regime
+    if (stats.prefill_tokens == 0 && config_.spec.enabled()) {  // decode-only: the cost model's regime
       cost_model_.observe_step(batch.num_tokens(), ms_since(forward_start));
+      metrics_.set_spec_cost(cost_model_.fixed_ms(), cost_model_.per_token_ms(), cost_model_.draft_ms_per_token());
+    }
   } catch (const std::exception& e) {
     const std::string message = fmt::format("forward pass failed: {}", e.what());
     for (auto& seq : scheduler_->fail_batch(batch, message, SteadyClock::now()))

@@ -60,7 +60,9 @@ std::vector<GenerationResult> run_requests(const EngineConfig& config, const std
                                            MetricsSnapshot* metrics = nullptr) {
   CoreDriver d(config);
   std::vector<RequestHandle> handles;
-  for (const GenerateRequest& r : requests) handles.push_back(d.add(r));
+  for (const GenerateRequest& r : requests) {
+    for (RequestHandle& h : d.add_samples(r)) handles.push_back(std::move(h));
+  }
   d.run_to_end();
   std::vector<GenerationResult> out;
   for (RequestHandle& h : handles) out.push_back(h.wait());
@@ -176,7 +178,7 @@ TEST_P(EngineSpecMethods, StopsInsideADraftEndWhereThePlainRunEnds) {
   EXPECT_EQ(spec.final.usage.completion_tokens, plain.final.usage.completion_tokens);
 }
 
-// Property: after many random requests (random prompts that repeat or not,
+// Property: after 1000 random requests (random prompts that repeat or not,
 // lengths, k per request, cancels at random steps, a pool small enough to
 // preempt), every block is free or merely cached, and nothing is left.
 TEST_P(EngineSpecMethods, KvPoolIsWholeAfterRandomRequestsWithCancels) {
@@ -186,7 +188,7 @@ TEST_P(EngineSpecMethods, KvPoolIsWholeAfterRandomRequestsWithCancels) {
   CoreDriver d(c);
   std::mt19937_64 rng(11);
   std::vector<RequestHandle> live;
-  for (int i = 0; i < 300; ++i) {
+  for (int i = 0; i < 1000; ++i) {
     const size_t len = 4 + rng() % 30;
     GenerateRequest r =
         greedy_request(rng() % 2 ? repeating_prompt(rng(), len) : random_prompt(rng(), len), 1 + rng() % 40);
@@ -321,6 +323,28 @@ TEST(EngineSpec, TheTargetAsDraftModelHasEveryGreedyDraftAccepted) {
   for (size_t i = 0; i < got.size(); ++i) EXPECT_EQ(got[i].tokens, want[i].tokens) << "request " << i;
   EXPECT_GT(metrics.spec_draft_tokens, 100u);
   EXPECT_EQ(metrics.spec_accepted_tokens, metrics.spec_draft_tokens);
+}
+
+// The tiny target with layer 1 skipped is, weight for weight, the 1-layer
+// draft model (same seed): the two proposers must draft the same tokens,
+// so accept the same number. Parallel samples make the first decode step
+// copy the shared last block (copy-on-write); a self draft that read the
+// block before the copy landed would draft from stale K/V and differ.
+TEST(EngineSpec, SelfDraftsMatchTheEquivalentDraftModel) {
+  std::vector<GenerateRequest> rs;
+  for (uint64_t seed = 1; seed <= 4; ++seed) {
+    GenerateRequest r =
+        testing::with_n(greedy_request(repeating_prompt(seed, 11), 30), 2);  // 27 tokens: a partial block
+    r.sampling.temperature = 0.9f;
+    r.sampling.seed = seed;
+    rs.push_back(r);
+  }
+  MetricsSnapshot self_metrics, draft_metrics;
+  run_requests(spec_config(spec::SpecMethod::kSelf), rs, &self_metrics);
+  run_requests(spec_config(spec::SpecMethod::kDraft), rs, &draft_metrics);
+  EXPECT_GT(self_metrics.spec_draft_tokens, 50u);
+  EXPECT_EQ(self_metrics.spec_draft_tokens, draft_metrics.spec_draft_tokens);
+  EXPECT_EQ(self_metrics.spec_accepted_tokens, draft_metrics.spec_accepted_tokens);
 }
 
 // The draft model is checked at load: another vocabulary, or a file that is

@@ -121,6 +121,13 @@ void Metrics::on_spec_verified(int64_t accepted) {
   s_.spec_accepted_length.observe(static_cast<double>(accepted));
 }
 
+void Metrics::set_spec_cost(double fixed_ms, double per_token_ms, double draft_ms_per_token) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  s_.spec_step_fixed_ms = fixed_ms;
+  s_.spec_step_per_token_ms = per_token_ms;
+  s_.spec_draft_ms_per_token = draft_ms_per_token;
+}
+
 void Metrics::on_cow_copies(uint64_t n) {
   std::lock_guard<std::mutex> lock(mutex_);
   s_.cow_copies += n;

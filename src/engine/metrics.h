@@ -70,7 +70,13 @@ struct MetricsSnapshot {
   uint64_t spec_draft_tokens = 0;
   uint64_t spec_accepted_tokens = 0;
   double spec_draft_seconds = 0;  // drafting time, part of step_seconds
-  uint64_t prefill_tokens = 0;    // summed over steps (recomputation included)
+  // Adaptive k's fitted step cost (spec/cost_model.h), 0 before any fit:
+  // a decode step of T tokens costs fixed + per_token * T ms; a draft token
+  // costs draft_per_token ms to propose.
+  double spec_step_fixed_ms = 0;
+  double spec_step_per_token_ms = 0;
+  double spec_draft_ms_per_token = 0;
+  uint64_t prefill_tokens = 0;  // summed over steps (recomputation included)
   uint64_t decode_tokens = 0;
   double step_seconds = 0;
   uint64_t preemptions = 0;
@@ -136,6 +142,7 @@ class Metrics {
   void on_step(const StepStats& step);
   // One verified draft and how many of its tokens the target accepted.
   void on_spec_verified(int64_t accepted);
+  void set_spec_cost(double fixed_ms, double per_token_ms, double draft_ms_per_token);
   void on_cow_copies(uint64_t n);
   void set_scheduler_gauges(const SchedulerGauges& g);
   // Called once by the engine when it has allocated the KV pool.

@@ -106,11 +106,18 @@ class CoreDriver {
  public:
   explicit CoreDriver(const EngineConfig& config) : core_(config, metrics_) {}
 
-  RequestHandle add(const GenerateRequest& r) {
-    auto stream = std::make_shared<RequestStream>(next_id_++, nullptr);
+  RequestHandle add(const GenerateRequest& r) { return add_samples(r).front(); }
+  // One handle per sample (r.n of them).
+  std::vector<RequestHandle> add_samples(const GenerateRequest& r) {
+    std::vector<std::shared_ptr<RequestStream>> streams;
+    std::vector<RequestHandle> handles;
+    for (int k = 0; k < r.n; ++k) {
+      streams.push_back(std::make_shared<RequestStream>(next_id_++, nullptr));
+      handles.emplace_back(streams.back());
+    }
     metrics_.on_submit();
-    core_.add({stream}, r, SteadyClock::now());
-    return RequestHandle(stream);
+    core_.add(streams, r, SteadyClock::now());
+    return handles;
   }
   void run_to_end() {
     while (core_.has_work()) core_.step();

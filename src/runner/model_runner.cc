@@ -25,6 +25,13 @@ int64_t ModelRunner::kv_bytes_per_token() const {
   return n;
 }
 
+void ModelRunner::apply_copies(const sched::ScheduledBatch& batch) {
+  TM_CHECK(batch.copies.size() <= pools_.size());
+  for (size_t g = 0; g < batch.copies.size(); ++g) {
+    for (const kv::BlockCopy& c : batch.copies[g]) pools_[g]->copy_block(c.src, c.dst);
+  }
+}
+
 std::span<const model::ChunkTable> ModelRunner::tables_for(size_t i, const sched::Sequence& seq) {
   const size_t groups = pools_.size();
   TM_CHECK(seq.tables.size() == groups);
@@ -53,10 +60,6 @@ StepLogits ModelRunner::run_draft(std::span<const DraftInput> inputs, std::span<
 
 StepLogits ModelRunner::run(const sched::ScheduledBatch& batch, std::span<const model::LogitRows> rows) {
   TM_CHECK(rows.size() == batch.seqs.size());
-  TM_CHECK(batch.copies.size() <= pools_.size());
-  for (size_t g = 0; g < batch.copies.size(); ++g) {
-    for (const kv::BlockCopy& c : batch.copies[g]) pools_[g]->copy_block(c.src, c.dst);
-  }
 
   const size_t n = batch.seqs.size();
   const size_t groups = pools_.size();

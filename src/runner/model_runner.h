@@ -1,5 +1,5 @@
 // Runs one scheduled step on the model: applies the batch's copy-on-write
-// block copies to the KV pools it owns, turns each batch entry into a
+// block copies to the KV pools it owns (apply_copies), turns each batch entry into a
 // SequenceChunk (its tokens, positions and block tables), runs
 // Model::forward and hands back the logits by batch entry (StepLogits).
 //
@@ -30,12 +30,15 @@ class ModelRunner {
   // order. The model and the thread pool must outlive the runner.
   ModelRunner(model::Model& model, std::vector<std::unique_ptr<kv::PagedKvStorage>> pools, ThreadPool& pool);
 
-  // Runs the step: block copies first (in order), then one chunk per entry
+  // Runs the step (after apply_copies): one chunk per entry
   // of `batch` at positions [start_pos, start_pos + num_tokens) with
   // rows[i] logits rows. The view is valid until the next run(). Throws
   // what Model::forward throws (the KV contents of the step's positions are
   // then undefined; the caller fails the batch).
   StepLogits run(const sched::ScheduledBatch& batch, std::span<const model::LogitRows> rows);
+  // The batch's copy-on-write block copies, in order: call it once per
+  // batch, before run() and before any draft pass reads the step's blocks.
+  void apply_copies(const sched::ScheduledBatch& batch);
 
   // One self-speculative draft pass: each input is one token of its
   // sequence at `pos` (a slot the scheduler reserved for this step), run

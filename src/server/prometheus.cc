@@ -104,6 +104,13 @@ void write_tokens(PrometheusWriter& w, const engine::MetricsSnapshot& m) {
               : 0.0);
   w.counter("tokenmill_spec_draft_seconds_total", "Time spent drafting (proposers, draft passes).",
             m.spec_draft_seconds);
+  w.gauge("tokenmill_spec_step_fixed_seconds",
+          "Adaptive speculation's fit: the part of a decode step's time every step pays once.",
+          m.spec_step_fixed_ms / 1e3);
+  w.gauge("tokenmill_spec_step_per_token_seconds", "Adaptive speculation's fit: a decode step's time per token.",
+          m.spec_step_per_token_ms / 1e3);
+  w.gauge("tokenmill_spec_draft_seconds_per_token", "Adaptive speculation's fit: drafting time per draft token.",
+          m.spec_draft_ms_per_token / 1e3);
   w.gauge("tokenmill_spec_draft_time_share", "Drafting time / engine step time since start (0 before any step).",
           m.step_seconds > 0 ? m.spec_draft_seconds / m.step_seconds : 0.0);
   w.counter("tokenmill_preemptions_total", "Sequences preempted (KV freed, recomputed later).",

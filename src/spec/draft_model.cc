@@ -22,8 +22,8 @@ void check_same_vocabulary(const model::Model& target, const model::Model& draft
          a.vocab_size());
   for (int32_t id = 0; id < a.vocab_size(); ++id) {
     if (a.token_text(id) != b.token_text(id))
-      fail("token {} is '{}' in the draft model's tokenizer but '{}' in the target's: they must share a vocabulary",
-           id, b.token_text(id), a.token_text(id));
+      fail("token {} is '{}' in the draft model's tokenizer but '{}' in the target's: they must share a vocabulary", id,
+           b.token_text(id), a.token_text(id));
   }
 }
 
