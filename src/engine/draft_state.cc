@@ -58,6 +58,7 @@ void DraftState::note_verified(int64_t drafted, int64_t accepted) {
   stats_.draft_tokens += drafted;
   stats_.accepted_tokens += accepted;
   acceptance_.observe(drafted, accepted);
+  idle_steps_ = 0;
 }
 
 }  // namespace tokenmill::engine

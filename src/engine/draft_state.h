@@ -53,8 +53,15 @@ class DraftState {
   // The tally of one verification, and the acceptance estimate it feeds.
   void note_verified(int64_t drafted, int64_t accepted);
   // A decoding step without a draft.
-  void note_idle() { acceptance_.idle(); }
-  double acceptance() const { return acceptance_.alpha(); }
+  void note_idle() {
+    acceptance_.idle();
+    ++idle_steps_;
+  }
+  // This request's acceptance estimate, with `prior` (the engine's
+  // estimate over all requests) standing in for evidence it lacks.
+  double acceptance(double prior) const { return acceptance_.alpha(prior); }
+  // Decoding steps since its last draft (spec::kProbeInterval).
+  int idle_steps() const { return idle_steps_; }
   const SpecStats& stats() const { return stats_; }
 
  private:
@@ -65,6 +72,7 @@ class DraftState {
   std::vector<float> probs_;  // [draft token, vocab] rows of the current draft
   size_t num_probs_ = 0;
   spec::AcceptanceEstimate acceptance_;
+  int idle_steps_ = 0;
   SpecStats stats_;
 };
 

@@ -145,6 +145,7 @@ class EngineCore {
   std::unordered_map<RequestId, RequestId> fork_parent_;  // samples not forked yet -> sample 0
   sample::SamplerScratch sampler_scratch_;
   spec::SpecCostModel cost_model_;                 // adaptive k (EngineConfig::spec.adaptive)
+  spec::AcceptanceEstimate acceptance_{0.99};      // over every request: each one's prior
   std::vector<uint8_t> skip_layers_;               // self-speculation: the layers its drafts leave out
   std::unique_ptr<spec::DraftModel> draft_model_;  // --spec draft
   // Draft pass j's logits for `feeds` (tokens per drafting entry), from

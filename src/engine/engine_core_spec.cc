@@ -33,8 +33,12 @@ void EngineCore::propose(StepStats& stats) {
     if (!is_decoding(seq)) return;
     DraftState& draft = states_.at(seq.id).draft();
     draft.begin_draft();
-    int k = draft.max_draft(config_.spec.ngram.max_draft);
-    if (config_.spec.adaptive) k = cost_model_.choose_k(draft.acceptance(), decoding, k);
+    const int max_k = draft.max_draft(config_.spec.ngram.max_draft);
+    int k = max_k;
+    if (config_.spec.adaptive) {
+      k = cost_model_.choose_k(draft.acceptance(acceptance_.alpha()), decoding, max_k);
+      if (k == 0 && max_k > 0 && draft.idle_steps() >= spec::kProbeInterval) k = 1;  // a probe
+    }
     if (k <= 0) {
       draft.note_idle();
       return;
@@ -172,6 +176,7 @@ void EngineCore::verify(const sched::ScheduledSeq& s, const runner::StepLogits& 
   }
   const auto accepted = static_cast<int64_t>(entry.accepted.size());
   state.draft().note_verified(s.num_draft, accepted);
+  acceptance_.observe(s.num_draft, accepted);
   metrics_.on_spec_verified(accepted);
 }
 

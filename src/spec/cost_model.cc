@@ -7,10 +7,10 @@ namespace tokenmill::spec {
 
 void AcceptanceEstimate::observe(int64_t drafted, int64_t accepted) {
   if (drafted <= 0) return;
-  successes_ = successes_ * kForget + static_cast<double>(accepted);
+  successes_ = successes_ * forget_ + static_cast<double>(accepted);
   // Every accepted token is a trial; so is the first rejected one (a fully
   // accepted draft ends with no failure).
-  trials_ = trials_ * kForget + static_cast<double>(accepted) + (accepted < drafted ? 1.0 : 0.0);
+  trials_ = trials_ * forget_ + static_cast<double>(accepted) + (accepted < drafted ? 1.0 : 0.0);
 }
 
 void AcceptanceEstimate::idle() {
@@ -18,7 +18,9 @@ void AcceptanceEstimate::idle() {
   trials_ *= kIdleForget;
 }
 
-double AcceptanceEstimate::alpha() const { return (successes_ + kPrior * kPriorTrials) / (trials_ + kPriorTrials); }
+double AcceptanceEstimate::alpha(double prior) const {
+  return (successes_ + prior * kPriorTrials) / (trials_ + kPriorTrials);
+}
 
 void SpecCostModel::observe_step(int64_t tokens, double ms) {
   if (tokens <= 0 || !(ms > 0.0)) return;

@@ -28,28 +28,37 @@
 
 namespace tokenmill::spec {
 
-// A sequence's running per-token acceptance probability: drafts are
-// Bernoulli trials (each accepted token a success, the first rejected one a
-// failure), counted with exponential forgetting on top of a prior. A
-// sequence whose k fell to 0 drafts nothing, so its estimate would never
-// move: idle() relaxes it towards the prior, so it tries again later.
+// A running per-token acceptance probability: drafts are Bernoulli trials
+// (each accepted token a success, the first rejected one a failure),
+// counted with exponential forgetting on top of a prior worth kPriorTrials
+// trials. The engine keeps one over all sequences (forgetting slowly),
+// which is each sequence's prior: a new sequence starts from what the
+// workload has shown, then follows its own evidence. idle() relaxes a
+// sequence that drafts nothing back towards that prior.
 class AcceptanceEstimate {
  public:
+  explicit AcceptanceEstimate(double forget = kForget) : forget_(forget) {}
   // accepted of drafted tokens were kept by the last verification.
   void observe(int64_t drafted, int64_t accepted);
   // A step in which the sequence drafted nothing.
   void idle();
-  double alpha() const;
+  double alpha(double prior = kPrior) const;
 
-  static constexpr double kPrior = 0.6;        // before any evidence
-  static constexpr double kPriorTrials = 2.0;  // its weight in trials
-  static constexpr double kForget = 0.9;       // per verification
+  static constexpr double kPrior = 0.6;        // before any evidence at all
+  static constexpr double kPriorTrials = 2.0;  // the prior's weight in trials
+  static constexpr double kForget = 0.9;       // per verification (a sequence)
   static constexpr double kIdleForget = 0.9;   // per idle step
 
  private:
+  double forget_;
   double successes_ = 0.0;
   double trials_ = 0.0;
 };
+
+// A sequence whose k is 0 still drafts one token after this many idle
+// decoding steps: without it an estimate or a fit that turned speculation
+// off could never see the evidence to turn it back on.
+inline constexpr int kProbeInterval = 16;
 
 class SpecCostModel {
  public:

@@ -78,6 +78,16 @@ TEST(AcceptanceEstimate, MovesWithEvidenceAndRelaxesWhenIdle) {
   AcceptanceEstimate f;
   f.observe(4, 3);
   EXPECT_NEAR(f.alpha(), (3 + 0.6 * 2) / (4 + 2.0), 1e-12);
+  // Another prior (the engine's estimate over all requests) in its place.
+  EXPECT_NEAR(f.alpha(0.9), (3 + 0.9 * 2) / (4 + 2.0), 1e-12);
+  EXPECT_DOUBLE_EQ(AcceptanceEstimate().alpha(0.95), 0.95);
+  // A slowly forgetting estimate keeps old evidence longer.
+  AcceptanceEstimate slow(0.99), fast;
+  for (AcceptanceEstimate* e : {&slow, &fast}) {
+    for (int i = 0; i < 20; ++i) e->observe(4, 4);
+    for (int i = 0; i < 10; ++i) e->observe(4, 0);
+  }
+  EXPECT_GT(slow.alpha(), fast.alpha());
 }
 
 }  // namespace
