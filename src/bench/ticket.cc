@@ -114,31 +114,34 @@ GateResult p99_gate(const CompareInput& in, const json& before_cell, const json&
   return g;
 }
 
-GateResult communication_gate(const CompareInput& in, const json& after_cell) {
-  GateResult g{"communication_share", "", ""};
-  const double share = get_num(after_cell, json::json_pointer("/server/communication_share"));
+// A gate on one share of the after cell (a fraction shown as a percentage):
+// it fails above `cap` (a cap) or below it (a floor), and is not measured
+// when the report lacks the figure.
+struct ShareGate {
+  const char* name;
+  const char* pointer;  // into the cell
+  const char* what;     // for "the after report has no ..."
+  bool is_cap;
+};
+
+GateResult share_gate(const ShareGate& s, double limit, const json& after_cell) {
+  GateResult g{s.name, "", ""};
+  const double share = get_num(after_cell, json::json_pointer(s.pointer));
   if (!std::isfinite(share)) {
     g.status = "not_measured";
-    g.detail = "the after report has no communication share";
-  } else {
-    g.status = share > in.gates.max_communication_share ? "fail" : "pass";
-    g.detail = fmt::format("{:.1f}% (cap {:.1f}%)", 100 * share, 100 * in.gates.max_communication_share);
+    g.detail = fmt::format("the after report has no {}", s.what);
+    return g;
   }
+  const bool breached = s.is_cap ? share > limit : share < limit;
+  g.status = breached ? "fail" : "pass";
+  g.detail = fmt::format("{:.1f}% ({} {:.1f}%)", 100 * share, s.is_cap ? "cap" : "floor", 100 * limit);
   return g;
 }
 
-GateResult acceptance_gate(const CompareInput& in, const json& after_cell) {
-  GateResult g{"spec_acceptance_rate", "", ""};
-  const double rate = get_num(after_cell, json::json_pointer("/speculative/acceptance_rate"));
-  if (!std::isfinite(rate)) {
-    g.status = "not_measured";
-    g.detail = "the after report has no speculative acceptance rate";
-  } else {
-    g.status = rate < in.gates.min_spec_acceptance_rate ? "fail" : "pass";
-    g.detail = fmt::format("{:.1f}% (floor {:.1f}%)", 100 * rate, 100 * in.gates.min_spec_acceptance_rate);
-  }
-  return g;
-}
+constexpr ShareGate kCommunicationGate{"communication_share", "/server/communication_share", "communication share",
+                                       true};
+constexpr ShareGate kAcceptanceGate{"spec_acceptance_rate", "/speculative/acceptance_rate",
+                                    "speculative acceptance rate", false};
 
 // Relative change, signed so that > 0 is better.
 double gain(double before, double after, bool lower_is_better) {
@@ -282,8 +285,10 @@ Ticket decide(const CompareInput& in) {
   t.after = card(a);
   if (in.gates.quality_regression >= 0) t.gates.push_back(quality_gate(in));
   if (!in.gates.p99_budget_breach) t.gates.push_back(p99_gate(in, b, a));
-  if (in.gates.max_communication_share > 0) t.gates.push_back(communication_gate(in, a));
-  if (in.gates.min_spec_acceptance_rate > 0) t.gates.push_back(acceptance_gate(in, a));
+  if (in.gates.max_communication_share > 0)
+    t.gates.push_back(share_gate(kCommunicationGate, in.gates.max_communication_share, a));
+  if (in.gates.min_spec_acceptance_rate > 0)
+    t.gates.push_back(share_gate(kAcceptanceGate, in.gates.min_spec_acceptance_rate, a));
   judge_metrics(in, t);
   t.slices = slice_deltas(in.before, in.after);
   conclude(t);

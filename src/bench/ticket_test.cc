@@ -117,8 +117,9 @@ TEST(Ticket, SliceBreachRejectsOnlyWithEnoughRequests) {
 }
 
 // A floor on speculative decoding's acceptance in the after run: fails
-// below it, passes above, and is not measured when the report has none.
-TEST(Ticket, AcceptanceGate) {
+// below it, passes above, and is not measured when the report has none;
+// the communication share's cap works the other way round.
+TEST(Ticket, ShareGates) {
   Gates g;
   g.min_spec_acceptance_rate = 0.5;
   json after = cell("overall", 690, 3320, 0.86, 2.1, 12);
@@ -135,6 +136,17 @@ TEST(Ticket, AcceptanceGate) {
   const Ticket high = decide(input(before, report("aaaa", after), g));
   EXPECT_EQ(high.gates[0].status, "pass");
   EXPECT_EQ(high.decision, "ship") << high.reason;
+  // The communication share is a cap: above it fails.
+  Gates cap;
+  cap.max_communication_share = 0.3;
+  after["server"] = {{"communication_share", 0.4}};
+  const Ticket over = decide(input(before, report("aaaa", after), cap));
+  ASSERT_EQ(over.gates.size(), 1u);
+  EXPECT_EQ(over.gates[0].name, "communication_share");
+  EXPECT_EQ(over.gates[0].status, "fail");
+  EXPECT_EQ(over.gates[0].detail, "40.0% (cap 30.0%)");
+  after["server"]["communication_share"] = 0.2;
+  EXPECT_EQ(decide(input(before, report("aaaa", after), cap)).gates[0].status, "pass");
 }
 
 TEST(Ticket, HoldWhenNothingImproves) {
