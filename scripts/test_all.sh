@@ -103,7 +103,7 @@ run_stage() {  # NAME OUT
       # numerical ones and server_spec; the same model's load, forward and
       # serving paths run in server_gemma, the speculative ones on the tiny
       # model in engine_spec_test).
-      ctest_run "$ASAN_BUILD" "unit|e2e" "$out" -LE isa-slow
+      ctest_run "$ASAN_BUILD" "unit|e2e" "$out" TOKENMILL_TEST_QUICK=1 -LE isa-slow
       ;;
     tsan)
       cmake -S . -B "$TSAN_BUILD" -G Ninja "${sanitizer_flags[@]}" -DCMAKE_UNITY_BUILD=OFF -DTOKENMILL_SANITIZE=thread >/dev/null &&
@@ -129,7 +129,7 @@ run_stage() {  # NAME OUT
       # references and the stories260K reference does.
       configure_and_build "$ARM_BUILD" -DCMAKE_TOOLCHAIN_FILE=cmake/aarch64-linux-gnu.cmake -DTOKENMILL_TOOLS=OFF \
         -DCMAKE_BUILD_TYPE=Release "${unity[@]}" || return 1
-      ctest_run "$ARM_BUILD" unit "$out" TOKENMILL_EXPECT_ISA=neon --timeout 600
+      ctest_run "$ARM_BUILD" unit "$out" TOKENMILL_EXPECT_ISA=neon TOKENMILL_TEST_QUICK=1 --timeout 600
       ;;
     *) echo "unknown stage '$name' (stages: ${all_stages[*]})"; return 2 ;;
   esac

@@ -176,9 +176,10 @@ void run_throughput(const BenchOptions& o) {
   const int64_t prompt_len = fixed.empty() ? o.prompt_len : static_cast<int64_t>(fixed.size());
   const bool spec = e.config().spec.enabled();
   std::printf("\n%11s %10s %10s %14s %14s %10s %10s %10s %8s%s\n", "concurrency", "prompt", "gen", "prefill tok/s",
-              "decode tok/s", "TPOT ms", "TTFT ms", "TTFT p99", "wall s", spec ? "   accept %  drafts" : "");
+              "decode tok/s", "TPOT ms", "TTFT ms", "TTFT p99", "wall s", spec ? "   accept %  drafts  acc/draft" : "");
   for (int32_t c : parse_id_list(o.concurrency)) {
     if (c < 1) fail("--concurrency values must be >= 1, got {}", c);
+    const engine::Histogram accepted_before = e.metrics().spec_accepted_length;
     const SteadyClock::time_point t0 = SteadyClock::now();
     std::vector<std::unique_ptr<TokenClock>> clocks;
     for (int32_t i = 0; i < c; ++i)
@@ -206,9 +207,13 @@ void run_throughput(const BenchOptions& o) {
     const double decode_window_ms = std::chrono::duration<double, std::milli>(last - all_started).count();
     const double wall = seconds_since(t0);
     const double max_ttft_s = *std::max_element(ttft.begin(), ttft.end()) / 1e3;
+    // Mean accepted length: accepted draft tokens per verified draft, this level only.
+    const engine::Histogram accepted_after = e.metrics().spec_accepted_length;
+    const double verified = static_cast<double>(accepted_after.count - accepted_before.count);
     const std::string acceptance =
-        spec ? fmt::format(" {:10.1f} {:7d}", drafted > 0 ? 100.0 * static_cast<double>(accepted) / drafted : 0.0,
-                           drafted)
+        spec ? fmt::format(" {:10.1f} {:7d} {:10.2f}",
+                           drafted > 0 ? 100.0 * static_cast<double>(accepted) / drafted : 0.0, drafted,
+                           verified > 0 ? (accepted_after.sum - accepted_before.sum) / verified : 0.0)
              : std::string();
     std::printf("%11d %10lld %10lld %14.1f %14.1f %10.2f %10.1f %10.1f %8.2f%s%s\n", c,
                 static_cast<long long>(prompt_len), static_cast<long long>(o.gen_len),
@@ -233,7 +238,9 @@ void run_throughput(const BenchOptions& o) {
   std::printf(
       "\nprefill tok/s: all prompt tokens / the last TTFT. decode tok/s: tokens of all requests that "
       "arrived after every request had its first token / that window (steady-state decode).%s\n",
-      spec ? " accept %: accepted / proposed draft tokens of all requests." : "");
+      spec ? " accept %: accepted / proposed draft tokens of all requests; acc/draft: accepted tokens per "
+             "verified draft (mean accepted length)."
+           : "");
 }
 
 // ---- prefix ---------------------------------------------------------------

@@ -6,6 +6,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <filesystem>
 #include <random>
@@ -48,6 +49,15 @@ inline std::string* write_test_model(const std::string& tag, uint64_t seed, int6
   model::write_synth_model(o, p.string());
   written->push_back(p.string());
   return new std::string(p.string());
+}
+
+// How many rounds a randomized (property) test runs: `full`, or a fifth
+// when TOKENMILL_TEST_QUICK=1 (scripts/test_all.sh sets it where every
+// step costs 10-100x: under ASan and under emulation). The native unit
+// stages run the full count.
+inline int property_rounds(int full) {
+  const char* quick = std::getenv("TOKENMILL_TEST_QUICK");
+  return quick != nullptr && std::string(quick) == "1" ? std::max(full / 5, 1) : full;
 }
 
 // The engine tests' model (2 layers); written on first use.
