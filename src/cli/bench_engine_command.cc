@@ -10,6 +10,7 @@
 // Prompts are random token ids from a fixed --seed; generation is greedy
 // with ignore_eos, so every request produces exactly its --gen-len tokens.
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <fstream>
 #include <iterator>
@@ -26,6 +27,7 @@
 #include "cli/engine_flags.h"
 #include "engine/engine.h"
 #include "engine/memory_budget.h"
+#include "spec/cost_model.h"
 #include "util/clock.h"
 #include "util/error.h"
 
@@ -226,8 +228,8 @@ void run_throughput(const BenchOptions& o) {
     const engine::MetricsSnapshot m = e.metrics();
     const double a = m.spec_step_fixed_ms, b = m.spec_step_per_token_ms, d = m.spec_draft_ms_per_token;
     auto switch_off = [&](double alpha) {
-      const double den = b * (1 - alpha) + d;
-      return den > 0 ? fmt::format("{:.0f}", alpha * a / den) : std::string("never");
+      const double n = spec::switch_off_batch(a, b, d, alpha);
+      return std::isfinite(n) ? fmt::format("{:.0f}", n) : std::string("never");
     };
     std::printf(
         "\nspeculation cost fit (decode steps): %.2f ms + %.3f ms/token; drafting %.3f ms/draft token. "

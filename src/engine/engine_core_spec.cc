@@ -69,20 +69,24 @@ void EngineCore::propose(StepStats& stats) {
 void EngineCore::draft_with_model(const sched::ScheduledBatch& batch, StepStats& stats) {
   if (config_.spec.method != spec::SpecMethod::kSelf && config_.spec.method != spec::SpecMethod::kDraft) return;
   const SteadyClock::time_point start = SteadyClock::now();
+  // Per drafting entry: its prompt + output, then each draft token as it is
+  // drawn (the history the draft's penalties see; reserved up front, so the
+  // first pass's feeds can point into it).
   std::vector<const sched::ScheduledSeq*> entries;
+  std::vector<std::vector<int32_t>> histories;
   std::vector<std::span<const int32_t>> first_feeds;
-  std::vector<std::vector<int32_t>> tokens;  // per entry: prompt + output (what the feeds point into)
   for (const sched::ScheduledSeq& s : batch.seqs) {
     if (s.num_draft == 0) continue;
-    tokens.push_back(s.seq->all_tokens());
-  }
-  size_t t = 0;
-  for (const sched::ScheduledSeq& s : batch.seqs) {
-    if (s.num_draft == 0) continue;
-    const std::vector<int32_t>& all = tokens[t++];
+    std::vector<int32_t> history = s.seq->all_tokens();
+    history.reserve(history.size() + static_cast<size_t>(s.num_draft));
+    histories.push_back(std::move(history));
+    const std::vector<int32_t>& all = histories.back();
     if (draft_model_) {
       const std::optional<std::span<const int32_t>> feed = draft_model_->prepare(s.seq->id, all, s.num_draft);
-      if (!feed) continue;
+      if (!feed) {
+        histories.pop_back();
+        continue;
+      }
       first_feeds.push_back(*feed);
     } else {
       first_feeds.push_back(std::span<const int32_t>(all).subspan(static_cast<size_t>(s.start_pos), 1));
@@ -91,27 +95,27 @@ void EngineCore::draft_with_model(const sched::ScheduledBatch& batch, StepStats&
   }
   int64_t longest = 0, drafted = 0;
   for (const sched::ScheduledSeq* s : entries) longest = std::max(longest, s->num_draft);
-  std::vector<const sched::ScheduledSeq*> active;
+  std::vector<size_t> active;  // entry indices still drafting at pass j
+  std::vector<const sched::ScheduledSeq*> active_seqs;
   std::vector<std::span<const int32_t>> feeds;
-  std::vector<int32_t> history;
   for (int64_t j = 0; j < longest; ++j) {
     active.clear();
+    active_seqs.clear();
     feeds.clear();
     for (size_t e = 0; e < entries.size(); ++e) {
-      const sched::ScheduledSeq& s = *entries[e];
-      if (s.num_draft <= j) continue;
-      active.push_back(&s);
-      feeds.push_back(j == 0 ? first_feeds[e]
-                             : std::span<const int32_t>(s.seq->draft).subspan(static_cast<size_t>(j - 1), 1));
+      if (entries[e]->num_draft <= j) continue;
+      active.push_back(e);
+      active_seqs.push_back(entries[e]);
+      feeds.push_back(j == 0 ? first_feeds[e] : std::span<const int32_t>(&histories[e].back(), 1));
     }
-    const runner::StepLogits logits = draft_pass(active, feeds, j);
+    const runner::StepLogits logits = draft_pass(active_seqs, feeds, j);
     for (size_t r = 0; r < active.size(); ++r) {
-      sched::Sequence& seq = *active[r]->seq;
-      RequestState& state = states_.at(seq.id);
-      history.assign(state.history().begin(), state.history().end());
-      history.insert(history.end(), seq.draft.begin(), seq.draft.begin() + j);
-      seq.draft[static_cast<size_t>(j)] =
-          state.draft().draft_token(logits.last_row(r), history, static_cast<size_t>(j), sampler_scratch_);
+      sched::Sequence& seq = *active_seqs[r]->seq;
+      std::vector<int32_t>& history = histories[active[r]];
+      const int32_t token =
+          states_.at(seq.id).draft().draft_token(logits.last_row(r), history, static_cast<size_t>(j), sampler_scratch_);
+      seq.draft[static_cast<size_t>(j)] = token;
+      history.push_back(token);
       ++drafted;
     }
   }

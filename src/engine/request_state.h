@@ -82,8 +82,6 @@ class RequestState {
   int32_t sample_against_draft(std::span<const float> logits,  // [n_vocab]
                                std::span<const float> q, int32_t draft, sample::SamplerScratch& scratch,
                                bool& accepted);
-  // Prompt + tokens accepted so far (what the sampler's penalties see).
-  std::span<const int32_t> history() const { return history_; }
   DraftState& draft() { return draft_; }
 
   // The final event of a finished (or rejected) sequence: releases held

@@ -82,10 +82,13 @@ int SpecCostModel::choose_k(double alpha, int64_t decoding, int max_k) const {
   return k;
 }
 
+double switch_off_batch(double fixed_ms, double per_token_ms, double draft_ms_per_token, double alpha) {
+  const double denominator = per_token_ms * (1.0 - alpha) + draft_ms_per_token;
+  return denominator > 0.0 ? alpha * fixed_ms / denominator : INFINITY;
+}
+
 double SpecCostModel::switch_off_batch(double alpha) const {
-  const double a = fixed_ms(), b = per_token_ms(), c = draft_ms_per_token();
-  const double denominator = b * (1.0 - alpha) + c;
-  return denominator > 0.0 ? alpha * a / denominator : INFINITY;
+  return spec::switch_off_batch(fixed_ms(), per_token_ms(), draft_ms_per_token(), alpha);
 }
 
 }  // namespace tokenmill::spec

@@ -60,6 +60,10 @@ class AcceptanceEstimate {
 // off could never see the evidence to turn it back on.
 inline constexpr int kProbeInterval = 16;
 
+// N* for a fit (a, b ms per step; c ms per draft token) at acceptance
+// alpha: alpha a / (b (1 - alpha) + c); infinity when nothing costs.
+double switch_off_batch(double fixed_ms, double per_token_ms, double draft_ms_per_token, double alpha);
+
 class SpecCostModel {
  public:
   // A decode-only step: `tokens` computed (decodes + drafts) in `ms` of
