@@ -5,10 +5,12 @@
 
 #include <chrono>
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
 
+#include "grammar/compiled_grammar.h"
 #include "sample/sampling_params.h"
 
 namespace tokenmill::engine {
@@ -52,6 +54,12 @@ struct GenerateRequest {
   // Speculative decoding (EngineConfig::spec): -1 drafts up to the engine's
   // k, 0 turns it off for this request, n > 0 drafts at most min(n, k).
   int spec_max_draft = -1;
+  // Constrained decoding: when set, every sampled token (and every accepted
+  // draft token) keeps the output a prefix of a sentence of this grammar,
+  // and an end-of-generation token is allowed only where the sentence is
+  // complete. Compiled by the caller (grammar::GrammarCompiler), off the
+  // engine thread; shared by the request's samples.
+  std::shared_ptr<const grammar::CompiledGrammar> grammar;
 };
 
 }  // namespace tokenmill::engine

@@ -1,0 +1,39 @@
+#include "grammar/parse_state.h"
+
+#include "grammar/utf8.h"
+
+namespace tokenmill::grammar {
+
+bool feed_byte(StackArena& arena, ParseState& state, uint8_t byte, std::vector<int32_t>& scratch) {
+  if (state.left == 0) {
+    const int extra = utf8_continuation_bytes(byte);
+    if (extra < 0) return false;
+    if (extra > 0) {
+      state.cp = byte & (0x3Fu >> extra);
+      state.left = static_cast<int8_t>(extra);
+      state.length = static_cast<int8_t>(extra + 1);
+      return true;  // checked against the classes once complete
+    }
+    state.cp = byte;
+    state.length = 1;
+  } else {
+    if ((byte & 0xC0) != 0x80) return false;
+    state.cp = (state.cp << 6) | (byte & 0x3Fu);
+    if (--state.left > 0) return true;
+    if (!utf8_scalar_ok(state.cp, state.length)) return false;
+  }
+  arena.advance(state.tops, state.cp, scratch);
+  state.tops.swap(scratch);
+  state.cp = 0;
+  state.length = 0;
+  return !state.tops.empty();
+}
+
+bool feed_bytes(StackArena& arena, ParseState& state, std::string_view bytes, std::vector<int32_t>& scratch) {
+  for (char c : bytes) {
+    if (!feed_byte(arena, state, static_cast<uint8_t>(c), scratch)) return false;
+  }
+  return true;
+}
+
+}  // namespace tokenmill::grammar
