@@ -23,6 +23,7 @@ struct CharClass {
   std::vector<CharRange> ranges;  // sorted, disjoint, merged
   bool negated = false;
   bool contains(uint32_t cp) const;
+  bool intersects(uint32_t lo, uint32_t hi) const;  // holds some code point in [lo, hi]
   bool operator==(const CharClass&) const = default;
 };
 

@@ -21,6 +21,8 @@
 #include <vector>
 
 #include "grammar/compiled_grammar.h"
+#include "grammar/parse_state.h"
+#include "grammar/stack_arena.h"
 
 namespace tokenmill::grammar {
 
@@ -48,14 +50,28 @@ class GrammarMatcher {
   // Live parse stacks beyond this fail the request instead of growing
   // without bound on a pathologically ambiguous grammar.
   static constexpr size_t kMaxStacks = 4096;
-  static constexpr size_t kContextDepth = 2;
+  // A context key starts this deep; a context that leaves more than
+  // kMaxUncertain tokens undecided is looked up again twice as deep.
+  static constexpr size_t kContextDepth = 3;
+  static constexpr size_t kMaxUncertain = 512;
 
  private:
+  // The key of `top`'s context at `depth`: sets *cut when the stack goes on.
+  void context_key(int32_t top, size_t depth, std::vector<uint32_t>& key) const;
+  // ORs into bits the tokens allowed from the one stack `top`.
+  void add_stack_tokens(int32_t top, std::span<uint32_t> bits);
+  // Re-interns the live stacks into a fresh arena once the old one has
+  // grown past kMaxArenaNodes (it only grows as tokens are fed).
+  void compact();
+  static constexpr size_t kMaxArenaNodes = 1 << 20;
+
   std::shared_ptr<const CompiledGrammar> grammar_;
-  std::vector<std::vector<uint32_t>> stacks_;  // sorted, unique
-  uint32_t partial_cp_ = 0;                    // unfinished UTF-8 character
-  int partial_left_ = 0;                       // its continuation bytes to come
-  bool ended_ = false;                         // an end-of-generation id was accepted
+  StackArena arena_;
+  ParseState state_;
+  bool ended_ = false;  // an end-of-generation id was accepted
+  std::vector<int32_t> scratch_;
+  std::vector<uint32_t> key_;
+  ContextMask uncached_;
 };
 
 }  // namespace tokenmill::grammar

@@ -4,6 +4,23 @@
 
 namespace tokenmill::grammar {
 
+namespace {
+
+// Whether some stack can still take a character that starts with the
+// bytes fed so far: its code points lie in [cp << 6k, (cp << 6k) | (2^6k - 1)]
+// with k continuation bytes to come.
+bool partial_feasible(const StackArena& arena, const ParseState& state) {
+  const int shift = 6 * state.left;
+  const uint32_t lo = state.cp << shift;
+  const uint32_t hi = lo | ((1u << shift) - 1);
+  for (int32_t top : state.tops) {
+    if (top >= 0 && arena.top_accepts_any(top, lo, hi)) return true;
+  }
+  return false;
+}
+
+}  // namespace
+
 bool feed_byte(StackArena& arena, ParseState& state, uint8_t byte, std::vector<int32_t>& scratch) {
   if (state.left == 0) {
     const int extra = utf8_continuation_bytes(byte);
@@ -12,14 +29,14 @@ bool feed_byte(StackArena& arena, ParseState& state, uint8_t byte, std::vector<i
       state.cp = byte & (0x3Fu >> extra);
       state.left = static_cast<int8_t>(extra);
       state.length = static_cast<int8_t>(extra + 1);
-      return true;  // checked against the classes once complete
+      return partial_feasible(arena, state);
     }
     state.cp = byte;
     state.length = 1;
   } else {
     if ((byte & 0xC0) != 0x80) return false;
     state.cp = (state.cp << 6) | (byte & 0x3Fu);
-    if (--state.left > 0) return true;
+    if (--state.left > 0) return partial_feasible(arena, state);
     if (!utf8_scalar_ok(state.cp, state.length)) return false;
   }
   arena.advance(state.tops, state.cp, scratch);

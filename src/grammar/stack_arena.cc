@@ -9,6 +9,15 @@ void sort_unique(std::vector<int32_t>& tops) {
   tops.erase(std::unique(tops.begin(), tops.end()), tops.end());
 }
 
+int32_t copy_stack(const StackArena& from, int32_t top, StackArena& to) {
+  std::vector<uint32_t> chain;
+  int32_t n = top;
+  for (; n >= 0; n = from.parent(n)) chain.push_back(from.pos(n));
+  int32_t copy = n;  // kBottom or kBoundary
+  for (size_t i = chain.size(); i-- > 0;) copy = to.push(copy, chain[i]);
+  return copy;
+}
+
 int32_t StackArena::push(int32_t parent, uint32_t pos) {
   const uint64_t key = (static_cast<uint64_t>(static_cast<uint32_t>(parent + 2)) << 32) | pos;
   auto [it, inserted] = interned_.emplace(key, static_cast<int32_t>(nodes_.size()));
@@ -28,7 +37,7 @@ void StackArena::clear() {
 
 void StackArena::start(std::vector<int32_t>& out) {
   out.clear();
-  for (uint32_t alt : g_.rule_alts[g_.root]) expand(push(kBottom, alt), out);
+  for (uint32_t alt : g_->rule_alts[g_->root]) expand(push(kBottom, alt), out);
   sort_unique(out);
 }
 
@@ -53,7 +62,7 @@ void StackArena::expand(int32_t node, std::vector<int32_t>& out) {
     seen_[static_cast<size_t>(n)] = epoch_;
     const uint32_t p = nodes_[static_cast<size_t>(n)].pos;
     const int32_t parent = nodes_[static_cast<size_t>(n)].parent;
-    const Symbol sym = g_.symbols[p];
+    const Symbol sym = g_->symbols[p];
     if (sym.kind == SymbolKind::kClass) {
       out.push_back(n);
     } else if (sym.kind == SymbolKind::kEnd) {
@@ -62,8 +71,8 @@ void StackArena::expand(int32_t node, std::vector<int32_t>& out) {
       // Tail position: nothing follows the reference in this alternative,
       // so the rule returns straight to our parent (no stack growth for
       // right recursion such as x* -> x S).
-      const int32_t cont = g_.symbols[p + 1].kind == SymbolKind::kEnd ? parent : push(parent, p + 1);
-      for (uint32_t alt : g_.rule_alts[sym.index]) work_.push_back(push(cont, alt));
+      const int32_t cont = g_->symbols[p + 1].kind == SymbolKind::kEnd ? parent : push(parent, p + 1);
+      for (uint32_t alt : g_->rule_alts[sym.index]) work_.push_back(push(cont, alt));
     }
   }
 }

@@ -29,9 +29,9 @@ class StackArena {
   static constexpr int32_t kBottom = -1;
   static constexpr int32_t kBoundary = -2;
 
-  explicit StackArena(const Grammar& grammar) : g_(grammar) {}
+  explicit StackArena(const Grammar& grammar) : g_(&grammar) {}
 
-  const Grammar& grammar() const { return g_; }
+  const Grammar& grammar() const { return *g_; }
   int32_t push(int32_t parent, uint32_t pos);
   uint32_t pos(int32_t node) const { return nodes_[static_cast<size_t>(node)].pos; }
   int32_t parent(int32_t node) const { return nodes_[static_cast<size_t>(node)].parent; }
@@ -47,8 +47,13 @@ class StackArena {
   // and unique.
   void advance(std::span<const int32_t> tops, uint32_t cp, std::vector<int32_t>& out);
   // True when a class on top of the stack holds cp (precondition: top >= 0).
+  // True when the class on top of the stack holds some code point in
+  // [lo, hi] (an unfinished UTF-8 character can still become one it takes).
+  bool top_accepts_any(int32_t top, uint32_t lo, uint32_t hi) const {
+    return g_->classes[g_->symbols[pos(top)].index].intersects(lo, hi);
+  }
   bool top_accepts(int32_t top, uint32_t cp) const {
-    return g_.classes[g_.symbols[pos(top)].index].contains(cp);
+    return g_->classes[g_->symbols[pos(top)].index].contains(cp);
   }
 
  private:
@@ -56,13 +61,16 @@ class StackArena {
     uint32_t pos;
     int32_t parent;
   };
-  const Grammar& g_;
+  const Grammar* g_;  // a pointer so that arenas can be copied with their matcher
   std::vector<Node> nodes_;
   std::unordered_map<uint64_t, int32_t> interned_;
   std::vector<uint32_t> seen_;  // [nodes] epoch of the last expand() that visited the node
   uint32_t epoch_ = 0;
   std::vector<int32_t> work_;
 };
+
+// The same stack interned in another arena (of the same grammar). O(depth).
+int32_t copy_stack(const StackArena& from, int32_t top, StackArena& to);
 
 // Sorts and removes duplicates.
 void sort_unique(std::vector<int32_t>& tops);

@@ -31,14 +31,13 @@ class TokenVocab {
   // Words of a token bitmask: bit (id % 32) of word id / 32.
   size_t mask_words() const { return (pieces_.size() + 31) / 32; }
 
-  // The trie: node 0 is the root; a node's children are the half-open range
-  // [first_child, first_child + num_children) of `nodes`, sorted by byte.
+  // The trie, in depth-first preorder: node 0 is the root (empty prefix),
+  // a node's subtree is [node, subtree_end), its first child (if any) is
+  // node + 1 and each child's next sibling starts at the child's subtree_end.
   struct Node {
-    uint32_t first_child = 0;
-    uint16_t num_children = 0;
-    uint8_t byte = 0;       // the edge into this node
-    int32_t token = -1;     // the token whose bytes end here, if any
-    uint32_t subtree_end;   // nodes of this subtree are [this, subtree_end)
+    int32_t token = -1;        // the token whose bytes end here, or -1
+    uint32_t subtree_end = 0;  // one past the last node of the subtree
+    uint8_t byte = 0;          // the edge into this node
   };
   const std::vector<Node>& nodes() const { return nodes_; }
   // Tokens whose byte strings are equal to another token's (the trie holds

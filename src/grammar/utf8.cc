@@ -4,6 +4,7 @@ namespace tokenmill::grammar {
 
 int utf8_continuation_bytes(uint8_t lead) {
   if (lead < 0x80) return 0;
+  if (lead == 0xC0 || lead == 0xC1 || lead >= 0xF5) return -1;  // only overlong or past U+10FFFF
   if ((lead & 0xE0) == 0xC0) return 1;
   if ((lead & 0xF0) == 0xE0) return 2;
   if ((lead & 0xF8) == 0xF0) return 3;
