@@ -31,6 +31,19 @@ RequestState::RequestState(std::shared_ptr<RequestStream> stream, const Generate
       sample_index_(sample_index),
       submitted_(submitted) {
   if (tokenizer_ != nullptr) text_.emplace(*tokenizer_, request.sampling.stop);
+  if (request.grammar) {
+    matcher_.emplace(request.grammar);
+    allowed_.assign((static_cast<size_t>(n_vocab) + 31) / 32, 0u);
+  }
+}
+
+std::span<const uint32_t> RequestState::grammar_mask() {
+  if (!matcher_) return {};
+  // Ids past the tokenizer's vocabulary (padded output rows) stay banned.
+  const size_t words = std::min(allowed_.size(), matcher_->compiled().vocab().mask_words());
+  std::fill(allowed_.begin() + static_cast<std::ptrdiff_t>(words), allowed_.end(), 0u);
+  matcher_->fill_mask(std::span<uint32_t>(allowed_.data(), words));
+  return allowed_;
 }
 
 void RequestState::note_scheduled(const sched::Sequence& seq, int64_t step) {
@@ -67,7 +80,7 @@ int32_t RequestState::sample(std::span<const float> logits, sample::SamplerScrat
   pending_logprob_.reset();
   int32_t id = 0;
   try {
-    id = sampler_.sample(logits, history_, scratch);
+    id = sampler_.sample(logits, history_, scratch, grammar_mask());
   } catch (const Error& e) {
     sample_error_ = e.what();
     return 0;
@@ -82,7 +95,7 @@ int32_t RequestState::sample_against_draft(std::span<const float> logits, std::s
   accepted = false;
   int32_t id = 0;
   try {
-    sampler_.distribution(logits, history_, scratch, scratch.probs);
+    sampler_.distribution(logits, history_, scratch, scratch.probs, grammar_mask());
     const spec::DraftVerdict verdict = spec::judge_draft(scratch.probs, q, draft, sampler_.uniform(), scratch.residual);
     accepted = verdict.accepted;
     id = accepted ? draft : sampler_.draw_weighted(*verdict.residual);
@@ -106,6 +119,15 @@ void RequestState::record_logprob(std::span<const float> logits, int32_t id) {
 FinishReason RequestState::accept_token(int32_t id, SteadyClock::time_point now, Metrics& metrics) {
   if (!sample_error_.empty()) return FinishReason::kError;
   if (discard_output_) return FinishReason::kLength;  // max_tokens 0: scored the prompt only
+  if (matcher_) {
+    try {
+      // The mask makes a refusal impossible; fail closed rather than emit it.
+      if (!matcher_->accept_token(id)) sample_error_ = fmt::format("internal error: token {} is outside the grammar", id);
+    } catch (const Error& e) {  // a pathologically ambiguous grammar
+      sample_error_ = e.what();
+    }
+    if (!sample_error_.empty()) return FinishReason::kError;
+  }
   history_.push_back(id);
   if (last_token_) metrics.on_token_gap(ms_between(*last_token_, now));
   last_token_ = now;
@@ -127,7 +149,9 @@ FinishReason RequestState::accept_token(int32_t id, SteadyClock::time_point now,
     stopped = piece.stopped;
   }
   unsent_events_.push_back(std::move(event));
-  return stopped ? FinishReason::kStop : FinishReason::kNone;
+  // A complete sentence that nothing may extend: end now, as EOS would.
+  const bool grammar_done = matcher_ && matcher_->must_end();
+  return stopped || grammar_done ? FinishReason::kStop : FinishReason::kNone;
 }
 
 void RequestState::emit_token() {

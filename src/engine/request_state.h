@@ -19,6 +19,7 @@
 #include "engine/output_stream.h"
 #include "engine/request.h"
 #include "engine/text_stream.h"
+#include "grammar/matcher.h"
 #include "sample/sampler.h"
 #include "sched/sequence.h"
 #include "tokenizer/tokenizer.h"
@@ -57,8 +58,9 @@ class RequestState {
   // shared prefill: takes its prompt log-probabilities and prefill records.
   void inherit_prefill(const RequestState& parent);
 
-  // Picks the next token from the sequence's logits row and, when asked,
-  // computes its log-probabilities. A sampler failure (every token banned)
+  // Picks the next token from the sequence's logits row (masked by the
+  // request's grammar, if any) and, when asked, computes its
+  // log-probabilities (of the model's unmasked row, as vLLM reports them). A sampler failure (every token banned)
   // is recorded and returns 0; accept_token then ends the request with kError.
   int32_t sample(std::span<const float> logits,  // [n_vocab]
                  sample::SamplerScratch& scratch);
@@ -68,7 +70,8 @@ class RequestState {
   // Returns why generation ends with this token: kStop (EOS unless
   // ignore_eos, or a stop string), kError (the sampler failed), kLength
   // (max_tokens 0: the prompt was only scored), or kNone to go on (the
-  // scheduler then checks max_tokens).
+  // scheduler then checks max_tokens). With a grammar, kStop also when the
+  // grammar allows nothing after this token.
   FinishReason accept_token(int32_t id, SteadyClock::time_point now, Metrics& metrics);
   // Pushes the events accept_token prepared since the last call, if any
   // (EOS prepares none; verifying a draft may accept several tokens).
@@ -102,6 +105,12 @@ class RequestState {
   void record_logprob(std::span<const float> logits, int32_t id);
   std::vector<TokenEvent> unsent_events_;  // accept_token -> emit_token
   DraftState draft_;
+  // Constrained decoding (GenerateRequest::grammar): the matcher follows
+  // the accepted tokens; allowed_ is the mask of the next token.
+  std::optional<grammar::GrammarMatcher> matcher_;
+  std::vector<uint32_t> allowed_;  // [ceil(n_vocab / 32)]
+  // Fills allowed_ from the matcher; an empty span without a grammar.
+  std::span<const uint32_t> grammar_mask();
   int prompt_logprobs_ = -1;     // GenerateRequest::prompt_logprobs
   bool discard_output_ = false;  // max_tokens 0: the one sampled token is not output
   int64_t num_prompt_tokens_ = 0;

@@ -9,20 +9,14 @@
 
 namespace tokenmill::grammar {
 
-GrammarCompiler::GrammarCompiler(const tokenizer::Tokenizer& tokenizer, GrammarLimits limits, size_t max_cached)
-    : vocab_(TokenVocab::build(tokenizer)), limits_(limits), max_cached_(max_cached) {}
-
-std::shared_ptr<const CompiledGrammar> GrammarCompiler::build(const ConstraintSpec& spec) const {
-  if (spec.text.size() > limits_.max_source_bytes) {
+std::string constraint_to_gbnf(const ConstraintSpec& spec, const GrammarLimits& limits, const Deadline& deadline) {
+  if (spec.text.size() > limits.max_source_bytes) {
     fail("the {} is {} bytes, above the limit of {}", constraint_kind_name(spec.kind), spec.text.size(),
-         limits_.max_source_bytes);
+         limits.max_source_bytes);
   }
-  const Deadline deadline(limits_.max_compile_time);
-  std::string gbnf;
   switch (spec.kind) {
     case ConstraintKind::kJsonObject:
-      gbnf = json_object_gbnf();
-      break;
+      return json_object_gbnf();
     case ConstraintKind::kJsonSchema: {
       nlohmann::json schema;
       try {
@@ -30,17 +24,26 @@ std::shared_ptr<const CompiledGrammar> GrammarCompiler::build(const ConstraintSp
       } catch (const nlohmann::json::exception& e) {
         fail("the JSON Schema is not valid JSON: {}", e.what());
       }
-      gbnf = json_schema_to_gbnf(schema, limits_, deadline);
-      break;
+      return json_schema_to_gbnf(schema, limits, deadline);
     }
     case ConstraintKind::kRegex:
-      gbnf = regex_to_gbnf(spec.text, limits_, deadline);
-      break;
+      return regex_to_gbnf(spec.text, limits, deadline);
     case ConstraintKind::kGbnf:
-      gbnf = spec.text;
       break;
   }
-  Grammar grammar = parse_gbnf(gbnf, limits_, deadline);
+  return spec.text;
+}
+
+GrammarCompiler::GrammarCompiler(const tokenizer::Tokenizer& tokenizer, GrammarLimits limits, size_t max_cached)
+    : vocab_(TokenVocab::build(tokenizer)), limits_(limits), max_cached_(max_cached) {}
+
+std::string GrammarCompiler::to_gbnf(const ConstraintSpec& spec) const {
+  return constraint_to_gbnf(spec, limits_, Deadline(limits_.max_compile_time));
+}
+
+std::shared_ptr<const CompiledGrammar> GrammarCompiler::build(const ConstraintSpec& spec) const {
+  const Deadline deadline(limits_.max_compile_time);
+  Grammar grammar = parse_gbnf(constraint_to_gbnf(spec, limits_, deadline), limits_, deadline);
   return std::make_shared<const CompiledGrammar>(std::move(grammar), vocab_, spec);
 }
 

@@ -23,6 +23,10 @@
 
 namespace tokenmill::grammar {
 
+// The GBNF text of a constraint (schemas and regexes converted; a grammar
+// as given). Throws tokenmill::Error as GrammarCompiler::compile.
+std::string constraint_to_gbnf(const ConstraintSpec& spec, const GrammarLimits& limits, const Deadline& deadline);
+
 class GrammarCompiler {
  public:
   // Builds the vocabulary tables (token bytes, byte trie) once: O(total
@@ -32,6 +36,11 @@ class GrammarCompiler {
   // Throws tokenmill::Error naming the unsupported feature, the syntax
   // error or the exceeded limit (the server answers 400 with it).
   std::shared_ptr<const CompiledGrammar> compile(const ConstraintSpec& spec);
+
+  // The same without the cache (for measuring compile time).
+  std::shared_ptr<const CompiledGrammar> compile_uncached(const ConstraintSpec& spec) const { return build(spec); }
+  // The GBNF text a constraint becomes (schema and regex conversions).
+  std::string to_gbnf(const ConstraintSpec& spec) const;
 
   const GrammarLimits& limits() const { return limits_; }
   std::shared_ptr<const TokenVocab> vocab() const { return vocab_; }

@@ -17,7 +17,13 @@ std::shared_ptr<const TokenVocab> TokenVocab::build(const tokenizer::Tokenizer& 
         type == tokenizer::TokenType::kUnused) {
       continue;
     }
-    pieces[static_cast<size_t>(id)] = tokenizer.token_to_piece(id, false);
+    std::string piece = tokenizer.token_to_piece(id, false);
+    // User-defined tokens written as markup ("<start_of_image>", "<unused7>")
+    // are special in all but name: never part of constrained text.
+    if (type == tokenizer::TokenType::kUserDefined && piece.size() > 2 && piece.front() == '<' && piece.back() == '>') {
+      continue;
+    }
+    pieces[static_cast<size_t>(id)] = std::move(piece);
   }
   return from_pieces(std::move(pieces), tokenizer.end_of_generation_ids());
 }

@@ -71,27 +71,43 @@ int32_t Sampler::sample(std::span<const float> logits, std::span<const int32_t> 
   return sample(logits, history, scratch_);
 }
 
-int32_t Sampler::sample(std::span<const float> logits, std::span<const int32_t> history, SamplerScratch& scratch) {
+int32_t Sampler::sample(std::span<const float> logits, std::span<const int32_t> history, SamplerScratch& scratch,
+                        std::span<const uint32_t> allowed) {
   if (params_.temperature == 0.0f) {
-    adjust(logits, history, scratch);
+    adjust(logits, history, scratch, allowed);
     return sample_greedy(scratch.logits);
   }
-  filter(logits, history, scratch);
+  filter(logits, history, scratch, allowed);
   return draw(scratch.candidates);
 }
 
-void Sampler::adjust(std::span<const float> logits, std::span<const int32_t> history, SamplerScratch& scratch) const {
+void apply_allowed_mask(std::span<const uint32_t> allowed, std::span<float> logits) {
+  TM_CHECK_MSG(allowed.size() * 32 >= logits.size(), "allowed-token mask shorter than the vocabulary");
+  for (size_t w = 0; w * 32 < logits.size(); ++w) {
+    const uint32_t bits = allowed[w];
+    if (bits == 0xFFFFFFFFu) continue;
+    const size_t end = std::min(logits.size(), w * 32 + 32);
+    for (size_t i = w * 32; i < end; ++i) {
+      if (((bits >> (i - w * 32)) & 1u) == 0) logits[i] = kNegInf;
+    }
+  }
+}
+
+void Sampler::adjust(std::span<const float> logits, std::span<const int32_t> history, SamplerScratch& scratch,
+                     std::span<const uint32_t> allowed) const {
   TM_CHECK_MSG(logits.size() == static_cast<size_t>(vocab_size_), "logits row is not [vocab]");
   scratch.logits.assign(logits.begin(), logits.end());
+  if (!allowed.empty()) apply_allowed_mask(allowed, scratch.logits);
   apply_bias_and_penalties(params_, scratch.logits, history, scratch.window);
 }
 
-void Sampler::filter(std::span<const float> logits, std::span<const int32_t> history, SamplerScratch& scratch) const {
-  adjust(logits, history, scratch);
+void Sampler::filter(std::span<const float> logits, std::span<const int32_t> history, SamplerScratch& scratch,
+                     std::span<const uint32_t> allowed) const {
+  adjust(logits, history, scratch, allowed);
   std::vector<Candidate>& cands = scratch.candidates;
   bool sorted = false;
   collect_candidates(scratch.logits, cands, sorted);
-  if (cands.empty()) fail("sampling: every token is banned (all logits are -inf after logit_bias)");
+  if (cands.empty()) fail("sampling: every token is banned (all logits are -inf after logit_bias and the grammar)");
   keep_top_p(cands, sorted);
   keep_min_p(cands);
 }
@@ -105,7 +121,7 @@ int32_t Sampler::sample_greedy(std::span<const float> adjusted) {
       best_id = static_cast<int32_t>(i);
     }
   }
-  if (best_id < 0) fail("sampling: every token is banned (all logits are -inf after logit_bias)");
+  if (best_id < 0) fail("sampling: every token is banned (all logits are -inf after logit_bias and the grammar)");
   last_probability_ = 1.0f;
   return best_id;
 }
@@ -212,14 +228,14 @@ int32_t Sampler::draw(std::span<Candidate> cands) {
 }
 
 void Sampler::distribution(std::span<const float> logits, std::span<const int32_t> history, SamplerScratch& scratch,
-                           std::vector<float>& probs) {
+                           std::vector<float>& probs, std::span<const uint32_t> allowed) {
   probs.assign(static_cast<size_t>(vocab_size_), 0.0f);
   if (params_.temperature == 0.0f) {
-    adjust(logits, history, scratch);
+    adjust(logits, history, scratch, allowed);
     probs[static_cast<size_t>(sample_greedy(scratch.logits))] = 1.0f;
     return;
   }
-  filter(logits, history, scratch);
+  filter(logits, history, scratch, allowed);
   const std::vector<Candidate>& cands = scratch.candidates;
   const float lmax = max_logit(cands, false);
   const double inv_t = 1.0 / static_cast<double>(params_.temperature);

@@ -46,6 +46,11 @@ void apply_bias_and_penalties(const SamplingParams& params,
                               std::span<float> logits,  // [vocab]
                               std::span<const int32_t> history, std::vector<int32_t>& window);
 
+// Sets logits[i] to -inf for every token whose bit (i % 32) of allowed[i / 32]
+// is clear: the grammar mask of constrained decoding, applied first, before
+// bias and penalties. allowed: [ceil(vocab / 32)].
+void apply_allowed_mask(std::span<const uint32_t> allowed, std::span<float> logits);  // [vocab]
+
 class Sampler {
  public:
   // Throws tokenmill::Error if params.validate(vocab_size) does.
@@ -64,15 +69,17 @@ class Sampler {
   // best-first prefix covering the mass; greedy pays no exp at all.
   int32_t sample(std::span<const float> logits,  // [vocab]
                  std::span<const int32_t> history);
+  // `allowed` (when not empty) is the grammar's token mask (see
+  // apply_allowed_mask); the other calls below take it the same way.
   int32_t sample(std::span<const float> logits,  // [vocab]
-                 std::span<const int32_t> history, SamplerScratch& scratch);
+                 std::span<const int32_t> history, SamplerScratch& scratch, std::span<const uint32_t> allowed = {});
 
   // The stochastic path up to the draw: bias, penalties, top-k, top-p and
   // min-p, leaving the survivors in scratch.candidates with their adjusted
   // logits (temperature not applied), best first whenever top-k or top-p ran.
   // Exposed for tests and diagnostics; throws like sample().
   void filter(std::span<const float> logits,  // [vocab]
-              std::span<const int32_t> history, SamplerScratch& scratch) const;
+              std::span<const int32_t> history, SamplerScratch& scratch, std::span<const uint32_t> allowed = {}) const;
 
   // The distribution sample() draws from, dense: probs[id] after bias,
   // penalties, top-k, top-p, min-p and the temperature; 0 for filtered-out
@@ -80,7 +87,8 @@ class Sampler {
   // argmax. Speculative decoding's rejection rule compares two of them.
   // Throws like sample().
   void distribution(std::span<const float> logits,  // [vocab]
-                    std::span<const int32_t> history, SamplerScratch& scratch, std::vector<float>& probs);
+                    std::span<const int32_t> history, SamplerScratch& scratch, std::vector<float>& probs,
+                    std::span<const uint32_t> allowed = {});
   // Draws an id with probability weights[id] / sum(weights) from this
   // sampler's generator. Precondition: weights >= 0 with a positive sum.
   int32_t draw_weighted(std::span<const float> weights);
@@ -97,7 +105,7 @@ class Sampler {
  private:
   // Copies logits into scratch.logits and applies bias and penalties there.
   void adjust(std::span<const float> logits,  // [vocab]
-              std::span<const int32_t> history, SamplerScratch& scratch) const;
+              std::span<const int32_t> history, SamplerScratch& scratch, std::span<const uint32_t> allowed) const;
   int32_t sample_greedy(std::span<const float> adjusted);   // [vocab]
   void collect_candidates(std::span<const float> adjusted,  // [vocab]
                           std::vector<Candidate>& cands, bool& sorted) const;
