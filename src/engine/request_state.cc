@@ -119,7 +119,10 @@ void RequestState::record_logprob(std::span<const float> logits, int32_t id) {
 FinishReason RequestState::accept_token(int32_t id, SteadyClock::time_point now, Metrics& metrics) {
   if (!sample_error_.empty()) return FinishReason::kError;
   if (discard_output_) return FinishReason::kLength;  // max_tokens 0: scored the prompt only
-  if (matcher_) {
+  // With ignore_eos an end-of-generation token is output like any other
+  // and ends nothing, so it leaves the grammar where it was (it adds no text).
+  const bool ignored_eog = ignore_eos_ && tokenizer_ != nullptr && tokenizer_->is_end_of_generation(id);
+  if (matcher_ && !ignored_eog) {
     try {
       // The mask makes a refusal impossible; fail closed rather than emit it.
       if (!matcher_->accept_token(id)) sample_error_ = fmt::format("internal error: token {} is outside the grammar", id);

@@ -1,5 +1,7 @@
 #include "grammar/parse_state.h"
 
+#include <algorithm>
+
 #include "grammar/utf8.h"
 
 namespace tokenmill::grammar {
@@ -10,9 +12,11 @@ namespace {
 // bytes fed so far: its code points lie in [cp << 6k, (cp << 6k) | (2^6k - 1)]
 // with k continuation bytes to come.
 bool partial_feasible(const StackArena& arena, const ParseState& state) {
+  static constexpr uint32_t kMinForLength[] = {0, 0, 0x80, 0x800, 0x10000};  // shorter forms are overlong
   const int shift = 6 * state.left;
-  const uint32_t lo = state.cp << shift;
-  const uint32_t hi = lo | ((1u << shift) - 1);
+  const uint32_t lo = std::max(state.cp << shift, kMinForLength[state.length]);
+  const uint32_t hi = std::min(state.cp << shift | ((1u << shift) - 1), 0x10FFFFu);
+  if (lo > hi) return false;
   for (int32_t top : state.tops) {
     if (top >= 0 && arena.top_accepts_any(top, lo, hi)) return true;
   }
