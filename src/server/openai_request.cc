@@ -5,7 +5,11 @@
 #include <set>
 
 #include "server/api_error.h"
+#include "server/chat_messages.h"
+#include "server/constraint_request.h"
 #include "server/json_fields.h"
+#include "server/tool_prompt.h"
+#include "server/tool_request.h"
 #include "spec/ngram_proposer.h"
 
 namespace tokenmill::server {
@@ -41,8 +45,7 @@ const Known& common_fields() {
                           "speculative.n_max",
                           "ignore_eos",
                           "best_of",
-                          "min_tokens",
-                          "response_format"};
+                          "min_tokens"};
   return k;
 }
 
@@ -139,10 +142,6 @@ void reject_unsupported(const JsonFields& f, int n) {
     bad_request("best_of", "'best_of' other than n is not supported");
   if (f.integer("min_tokens", 0, std::numeric_limits<int32_t>::max()).value_or(0) != 0)
     bad_request("min_tokens", "'min_tokens' is not supported");
-  if (const json* rf = f.find("response_format")) {
-    if (!rf->is_object() || rf->value("type", json()) != "text")
-      bad_request("response_format", "only 'response_format' {{\"type\": \"text\"}} is supported");
-  }
 }
 
 SamplingRequest parse_common(const JsonFields& f, const ParseLimits& limits) {
@@ -171,6 +170,7 @@ SamplingRequest parse_common(const JsonFields& f, const ParseLimits& limits) {
   r.spec_max_draft = static_cast<int>(f.integer("speculative.n_max", 0, spec::kMaxDraft).value_or(-1));
   parse_stream(f, r);
   reject_unsupported(f, r.n);
+  r.constraint = parse_output_constraint(f);
   return r;
 }
 
@@ -203,51 +203,9 @@ std::vector<PromptInput> parse_prompts(const JsonFields& f, const ParseLimits& l
   return out;
 }
 
-std::string message_content(const json& content, const std::string& param) {
-  if (content.is_string()) return content.get<std::string>();
-  if (!content.is_array())
-    bad_request(param, "'{}' must be a string or a list of text parts, got {}", param, describe_json(content));
-  std::string text;
-  for (const json& part : content) {
-    if (!part.is_object() || part.value("type", json()) != "text" || !part.contains("text") ||
-        !part["text"].is_string())
-      bad_request(param, "'{}' parts must be {{\"type\": \"text\", \"text\": ...}}; only text is supported, got {}",
-                  param, describe_json(part));
-    text += part["text"].get<std::string>();
-  }
-  return text;
-}
-
-std::vector<tokenizer::ChatMessage> parse_messages(const JsonFields& f) {
-  const json* v = f.find("messages");
-  if (!v) bad_request("messages", "'messages' is required");
-  if (!v->is_array() || v->empty())
-    bad_request("messages", "'messages' must be a non-empty list of messages, got {}", describe_json(*v));
-  std::vector<tokenizer::ChatMessage> out;
-  for (size_t i = 0; i < v->size(); ++i) {
-    const json& m = (*v)[i];
-    const std::string prefix = "messages[" + std::to_string(i) + "].";
-    if (!m.is_object()) bad_request("messages", "'messages[{}]' must be an object, got {}", i, describe_json(m));
-    JsonFields mf(m, prefix);
-    mf.reject_unknown({"role", "content", "name"});
-    std::string role = mf.string("role").value_or("");
-    if (role == "developer") role = "system";
-    if (role != "system" && role != "user" && role != "assistant")
-      bad_request(mf.param("role"), "'{}' must be \"system\", \"user\" or \"assistant\", got {}", mf.param("role"),
-                  m.contains("role") ? describe_json(m["role"]) : "nothing");
-    const json* content = mf.find("content");
-    if (!content) bad_request(mf.param("content"), "'{}' is required", mf.param("content"));
-    out.push_back({role, message_content(*content, mf.param("content"))});
-  }
-  return out;
-}
-
-void reject_tools(const JsonFields& f) {
-  for (const char* name : {"tools", "tool_choice", "functions", "function_call"}) {
-    const json* v = f.find(name);
-    if (v && !(v->is_array() && v->empty()) && !(v->is_string() && *v == "none"))
-      bad_request(name, "'{}': tool and function calling is not supported", name);
-  }
+Known with_constraint_fields(Known known) {
+  known.insert(constraint_fields().begin(), constraint_fields().end());
+  return known;
 }
 
 }  // namespace
@@ -262,7 +220,7 @@ std::optional<engine::Priority> parse_priority_name(std::string_view name) {
 CompletionRequest parse_completion_request(std::string_view body, const ParseLimits& limits) {
   const json j = parse_json_object(body);
   JsonFields f(j);
-  Known known = common_fields();
+  Known known = with_constraint_fields(common_fields());
   known.insert({"prompt", "echo", "suffix"});
   f.reject_unknown(known);
   CompletionRequest r;
@@ -284,14 +242,19 @@ CompletionRequest parse_completion_request(std::string_view body, const ParseLim
 ChatRequest parse_chat_request(std::string_view body, const ParseLimits& limits) {
   const json j = parse_json_object(body);
   JsonFields f(j);
-  Known known = common_fields();
+  Known known = with_constraint_fields(common_fields());
   known.insert({"messages", "max_completion_tokens", "top_logprobs", "add_generation_prompt", "tools", "tool_choice",
                 "functions", "function_call", "parallel_tool_calls"});
   f.reject_unknown(known);
   ChatRequest r;
   r.common = parse_common(f, limits);
-  r.messages = parse_messages(f);
-  reject_tools(f);
+  r.tools = parse_tools_request(f);
+  if (r.tools.active() && r.common.constraint)
+    bad_request(r.common.constraint->param,
+                "'{}' cannot be combined with 'tools' (the tool calls already fix the output's format); "
+                "send one of them, or tool_choice \"none\"",
+                r.common.constraint->param);
+  r.messages = template_messages(parse_api_messages(f), r.tools);
   r.common.max_tokens = f.integer("max_completion_tokens", 1, std::numeric_limits<int32_t>::max());
   if (!r.common.max_tokens) r.common.max_tokens = f.integer("max_tokens", 1, std::numeric_limits<int32_t>::max());
   r.common.logprobs = f.boolean("logprobs").value_or(false);
@@ -312,7 +275,7 @@ TokenizeRequest parse_tokenize_request(std::string_view body, const ParseLimits&
   if (f.has("prompt") == f.has("messages")) bad_request("prompt", "give exactly one of 'prompt' and 'messages'");
   if (f.has("messages")) {
     r.is_chat = true;
-    r.messages = parse_messages(f);
+    r.messages = template_messages(parse_api_messages(f), ToolsRequest{});
   } else {
     r.prompt = *f.string("prompt");
   }

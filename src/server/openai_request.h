@@ -6,7 +6,10 @@
 // Every problem throws ApiError 400 with `param` naming the field: malformed
 // JSON, wrong types, out-of-range values, unknown fields (OpenAI's own API
 // refuses them too; a typo such as "max_token" must not be ignored),
-// features the server does not support (tools, suffix, non-text content).
+// features the server does not support (suffix, non-text content).
+// Output constraints (response_format and the vLLM / llama.cpp extensions)
+// and tools are parsed here too; compiling them into a grammar needs the
+// vocabulary and happens in the handler (structured_output.h).
 // Checks that need the tokenized prompt (context length) happen later, in
 // the engine's check_request.
 #pragma once
@@ -17,7 +20,10 @@
 #include <string_view>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
 #include "engine/request.h"
+#include "grammar/constraint.h"
 #include "sample/sampling_params.h"
 #include "tokenizer/chat_template.h"
 
@@ -40,6 +46,36 @@ struct PromptInput {
   std::vector<int32_t> tokens;
 };
 
+// What the output must match, as one request field gave it. `param` names
+// that field ("response_format", "guided_json", "structured_outputs", ...):
+// it is the `param` of the 400 a failed compilation answers with.
+struct OutputConstraint {
+  grammar::ConstraintSpec spec;
+  std::string param;
+};
+
+// One entry of `tools` (only "type": "function" exists).
+struct ToolDefinition {
+  std::string name;           // ^[a-zA-Z0-9_-]{1,64}$, unique within the request
+  std::string description;    // "" when absent
+  nlohmann::json parameters;  // a JSON Schema object; {"type": "object", "properties": {}} when absent
+  bool strict = false;        // accepted; the arguments are always constrained to `parameters`
+};
+
+enum class ToolChoiceMode { kNone, kAuto, kRequired, kNamed };
+
+// `tools`, `tool_choice` and `parallel_tool_calls` of a chat request.
+struct ToolsRequest {
+  std::vector<ToolDefinition> tools;
+  ToolChoiceMode mode = ToolChoiceMode::kAuto;
+  std::string named;  // kNamed: a declared tool's name
+  bool parallel = true;
+
+  // Whether the output is generated and parsed as tool calls: tools were
+  // declared and tool_choice is not "none".
+  bool active() const { return !tools.empty() && mode != ToolChoiceMode::kNone; }
+};
+
 // The fields /v1/completions and /v1/chat/completions share.
 struct SamplingRequest {
   std::string model;                  // "" when absent
@@ -56,6 +92,8 @@ struct SamplingRequest {
   // the most draft tokens verified per step for this request (0: none); -1
   // (absent) leaves the server's --spec-k.
   int spec_max_draft = -1;
+  // At most one output constraint per request; nullopt = free text.
+  std::optional<OutputConstraint> constraint;
 };
 
 struct CompletionRequest {
@@ -66,15 +104,20 @@ struct CompletionRequest {
 
 struct ChatRequest {
   SamplingRequest common;
-  std::vector<tokenizer::ChatMessage> messages;  // >= 1; roles system|user|assistant
-  bool add_generation_prompt = true;             // extension (vLLM's name)
+  // >= 1, ready for the chat template: roles system|user|assistant only.
+  // Tool definitions (when tools are active) are rendered into a system
+  // message, prior tool calls into their assistant turns and tool results
+  // into user turns (tool_prompt.h).
+  std::vector<tokenizer::ChatMessage> messages;
+  ToolsRequest tools;                 // never active together with common.constraint
+  bool add_generation_prompt = true;  // extension (vLLM's name)
 };
 
 struct TokenizeRequest {
   std::string model;
   bool is_chat = false;
   std::string prompt;                            // !is_chat
-  std::vector<tokenizer::ChatMessage> messages;  // is_chat
+  std::vector<tokenizer::ChatMessage> messages;  // is_chat; rendered as ChatRequest::messages
   bool add_special_tokens = true;
   bool add_generation_prompt = true;
   bool with_pieces = false;  // also return each token's text

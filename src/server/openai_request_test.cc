@@ -5,6 +5,7 @@
 #include <cmath>
 
 #include "server/api_error.h"
+#include "server/constraint_request.h"
 
 namespace tokenmill::server {
 namespace {
@@ -178,10 +179,163 @@ TEST(ChatRequest, BadBodies) {
   chat_400(R"({"messages": [{"role": "user", "content": "x", "mood": 1}]})", "messages[0].mood", "unrecognized");
   chat_400(R"({"messages": [{"role": "user", "content": "x"}], "top_logprobs": 2})", "top_logprobs",
            "needs 'logprobs'");
-  chat_400(R"({"messages": [{"role": "user", "content": "x"}], "tools": [{"type": "function"}]})", "tools",
-           "not supported");
+  chat_400(R"({"messages": [{"role": "user", "content": "x"}], "tools": [{"type": "function"}]})", "tools[0].function",
+           "must be an object");
+  chat_400(R"({"messages": [{"role": "user", "content": "x"}], "functions": [{"name": "f"}]})", "functions",
+           "send 'tools'");
   chat_400(R"({"messages": [{"role": "user", "content": "x"}], "logprobs": 3})", "logprobs", "boolean");
   chat_400(R"({"messages": [{"role": "user", "content": "x"}], "echo": true})", "echo", "unrecognized");
+}
+
+using grammar::ConstraintKind;
+
+// The constraint a completion body (the shared fields) asks for.
+std::optional<OutputConstraint> constraint_of(const std::string& fields) {
+  return parse_completion_request(R"({"prompt": "x", )" + fields + "}", kLimits).common.constraint;
+}
+
+void constraint_400(const std::string& fields, const std::string& param, const std::string& needle) {
+  completion_400(R"({"prompt": "x", )" + fields + "}", param, needle);
+  chat_400(R"({"messages": [{"role": "user", "content": "x"}], )" + fields + "}", param, needle);
+}
+
+TEST(ConstraintRequest, ResponseFormat) {
+  EXPECT_FALSE(constraint_of(R"("response_format": {"type": "text"})"));
+  EXPECT_FALSE(constraint_of(R"("response_format": null)"));
+  auto obj = constraint_of(R"("response_format": {"type": "json_object"})");
+  ASSERT_TRUE(obj);
+  EXPECT_EQ(obj->spec.kind, ConstraintKind::kJsonObject);
+  EXPECT_EQ(obj->param, "response_format");
+  auto schema = constraint_of(
+      R"("response_format": {"type": "json_schema", "json_schema": {"name": "My_schema-1", "description": "d",
+         "strict": true, "schema": {"type": "object", "properties": {"a": {"type": "integer"}}}}})");
+  ASSERT_TRUE(schema);
+  EXPECT_EQ(schema->spec.kind, ConstraintKind::kJsonSchema);
+  EXPECT_EQ(nlohmann::json::parse(schema->spec.text),
+            nlohmann::json::parse(R"({"type": "object", "properties": {"a": {"type": "integer"}}})"));
+  EXPECT_EQ(schema->param, "response_format");
+  // llama.cpp's form: json_object with a schema.
+  auto llama = constraint_of(R"("response_format": {"type": "json_object", "schema": {"type": "string"}})");
+  ASSERT_TRUE(llama);
+  EXPECT_EQ(llama->spec.kind, ConstraintKind::kJsonSchema);
+  EXPECT_EQ(llama->spec.text, R"({"type":"string"})");
+  // The same on chat.
+  const ChatRequest c = parse_chat_request(
+      R"({"messages": [{"role": "user", "content": "x"}], "response_format": {"type": "json_object"}})", kLimits);
+  ASSERT_TRUE(c.common.constraint);
+  EXPECT_EQ(c.common.constraint->spec.kind, ConstraintKind::kJsonObject);
+}
+
+TEST(ConstraintRequest, ResponseFormatErrors) {
+  constraint_400(R"("response_format": "json")", "response_format", "must be an object");
+  constraint_400(R"("response_format": {})", "response_format.type", "got nothing");
+  constraint_400(R"("response_format": {"type": "xml"})", "response_format.type", "got \"xml\"");
+  constraint_400(R"("response_format": {"type": "json_object", "extra": 1})", "response_format.extra", "unrecognized");
+  constraint_400(R"("response_format": {"type": "json_schema"})", "response_format.json_schema", "must be an object");
+  constraint_400(R"("response_format": {"type": "json_schema", "json_schema": {"schema": {}}})",
+                 "response_format.json_schema.name", "is required");
+  constraint_400(R"("response_format": {"type": "json_schema", "json_schema": {"name": "a b", "schema": {}}})",
+                 "response_format.json_schema.name", "^[a-zA-Z0-9_-]{1,64}$");
+  constraint_400(R"("response_format": {"type": "json_schema", "json_schema": {"name": ")" + std::string(65, 'a') +
+                     R"(", "schema": {}}})",
+                 "response_format.json_schema.name", "must match");
+  constraint_400(R"("response_format": {"type": "json_schema", "json_schema": {"name": "n"}})",
+                 "response_format.json_schema.schema", "is required");
+  constraint_400(R"("response_format": {"type": "json_schema", "json_schema": {"name": "n", "schema": 5}})",
+                 "response_format.json_schema.schema", "must be a JSON Schema");
+  constraint_400(R"("response_format": {"type": "json_schema", "json_schema": {"name": "n", "schema": {}, "x": 1}})",
+                 "response_format.json_schema.x", "unrecognized");
+  constraint_400(
+      R"("response_format": {"type": "json_schema", "json_schema": {"name": "n", "schema": {}, "strict": 1}})",
+      "response_format.json_schema.strict", "boolean");
+  constraint_400(R"("response_format": {"type": "text", "json_schema": {}})", "response_format.json_schema",
+                 "needs type");
+  constraint_400(R"("response_format": {"type": "json_schema", "schema": {}})", "response_format.schema",
+                 "goes with type");
+}
+
+TEST(ConstraintRequest, VllmAndLlamaCppFields) {
+  auto gj = constraint_of(R"("guided_json": {"type": "integer"})");
+  ASSERT_TRUE(gj);
+  EXPECT_EQ(gj->spec.kind, ConstraintKind::kJsonSchema);
+  EXPECT_EQ(gj->param, "guided_json");
+  auto gj_text = constraint_of(R"("guided_json": "{\"type\": \"integer\"}")");
+  ASSERT_TRUE(gj_text);
+  EXPECT_EQ(gj_text->spec.text, gj->spec.text);  // the same text, so one cached grammar
+  auto re = constraint_of(R"("guided_regex": "[0-9]{3}")");
+  ASSERT_TRUE(re);
+  EXPECT_EQ(re->spec.kind, ConstraintKind::kRegex);
+  EXPECT_EQ(re->spec.text, "[0-9]{3}");
+  auto gg = constraint_of(R"("guided_grammar": "root ::= \"a\"")");
+  ASSERT_TRUE(gg);
+  EXPECT_EQ(gg->spec.kind, ConstraintKind::kGbnf);
+  EXPECT_EQ(gg->param, "guided_grammar");
+  auto choice = constraint_of(R"("guided_choice": ["yes", "no \"way\""])");
+  ASSERT_TRUE(choice);
+  EXPECT_EQ(choice->spec.kind, ConstraintKind::kGbnf);
+  EXPECT_EQ(choice->spec.text, "root ::= \"yes\" | \"no \\\"way\\\"\"\n");
+  auto llama_grammar = constraint_of(R"("grammar": "root ::= [a-z]+")");
+  ASSERT_TRUE(llama_grammar);
+  EXPECT_EQ(llama_grammar->param, "grammar");
+  EXPECT_FALSE(constraint_of(R"("grammar": "")"));  // llama.cpp: no grammar
+  auto llama_schema = constraint_of(R"("json_schema": {"type": "boolean"})");
+  ASSERT_TRUE(llama_schema);
+  EXPECT_EQ(llama_schema->spec.kind, ConstraintKind::kJsonSchema);
+  EXPECT_EQ(llama_schema->param, "json_schema");
+}
+
+TEST(ConstraintRequest, StructuredOutputs) {
+  auto j = constraint_of(R"("structured_outputs": {"json": {"type": "object"}})");
+  ASSERT_TRUE(j);
+  EXPECT_EQ(j->spec.kind, ConstraintKind::kJsonSchema);
+  EXPECT_EQ(j->param, "structured_outputs");
+  EXPECT_EQ(constraint_of(R"("structured_outputs": {"regex": "a+"})")->spec.kind, ConstraintKind::kRegex);
+  EXPECT_EQ(constraint_of(R"("structured_outputs": {"grammar": "root ::= \"a\""})")->spec.kind, ConstraintKind::kGbnf);
+  EXPECT_EQ(constraint_of(R"("structured_outputs": {"choice": ["a"]})")->spec.text, "root ::= \"a\"\n");
+  EXPECT_EQ(constraint_of(R"("structured_outputs": {"json_object": true})")->spec.kind, ConstraintKind::kJsonObject);
+  EXPECT_FALSE(constraint_of(R"("structured_outputs": {})"));
+  EXPECT_FALSE(constraint_of(R"("structured_outputs": {"json_object": false})"));
+  constraint_400(R"("structured_outputs": {"regex": "a", "choice": ["b"]})", "structured_outputs.choice",
+                 "'structured_outputs.regex' and 'structured_outputs.choice'");
+  constraint_400(R"("structured_outputs": {"whitespace_pattern": " "})", "structured_outputs.whitespace_pattern",
+                 "unrecognized");
+  constraint_400(R"("structured_outputs": [1])", "structured_outputs", "must be an object");
+}
+
+TEST(ConstraintRequest, Errors) {
+  constraint_400(R"("guided_json": 5)", "guided_json", "must be a JSON Schema");
+  constraint_400(R"("guided_json": "{not json")", "guided_json", "not valid JSON");
+  constraint_400(R"("guided_json": "[1]")", "guided_json", "must be a JSON Schema");
+  constraint_400(R"("json_schema": "{}")", "json_schema", "must be a JSON Schema");  // llama.cpp's takes objects only
+  constraint_400(R"("guided_regex": "")", "guided_regex", "must not be empty");
+  constraint_400(R"("guided_regex": 5)", "guided_regex", "must be a string");
+  constraint_400(R"("guided_grammar": ["root"])", "guided_grammar", "must be a string");
+  constraint_400(R"("guided_choice": [])", "guided_choice", "non-empty list");
+  constraint_400(R"("guided_choice": ["a", 1])", "guided_choice", "strings only");
+  constraint_400(R"("grammar": 1)", "grammar", "must be a string");
+  // At most one constraint: the message names both fields.
+  constraint_400(R"("response_format": {"type": "json_object"}, "guided_regex": "a")", "guided_regex",
+                 "'response_format' and 'guided_regex' both constrain");
+  constraint_400(R"("guided_json": {}, "json_schema": {})", "json_schema", "'guided_json' and 'json_schema'");
+  constraint_400(R"("grammar": "root ::= \"a\"", "guided_choice": ["a"])", "grammar", "'guided_choice' and 'grammar'");
+  // Text (and an empty llama.cpp grammar) is no constraint, so it combines.
+  EXPECT_TRUE(constraint_of(R"("response_format": {"type": "text"}, "grammar": "", "guided_regex": "a")"));
+  // Deep nesting is refused before anything recurses through it.
+  const std::string deep = std::string(100000, '[') + std::string(100000, ']');
+  constraint_400(R"("guided_json": {"enum": )" + deep + "}", "guided_json", "deeper than 512 levels");
+  std::string nested = "{}";
+  for (int i = 0; i < 300; ++i) nested = R"({"type": "object", "properties": {"a": )" + nested + "}}";
+  constraint_400(R"("guided_json": )" + nested, "guided_json", "deeper than");
+}
+
+TEST(ConstraintRequest, GbnfLiteral) {
+  EXPECT_EQ(gbnf_literal("a\"b\\c\n\r\t\x01\x7f é"), "\"a\\\"b\\\\c\\n\\r\\t\\x01\\x7F é\"");
+  EXPECT_EQ(choice_gbnf({"", "x"}), "root ::= \"\" | \"x\"\n");
+  EXPECT_TRUE(is_valid_name("get_weather-2"));
+  EXPECT_FALSE(is_valid_name(""));
+  EXPECT_FALSE(is_valid_name("a.b"));
+  EXPECT_FALSE(is_valid_name(std::string(65, 'x')));
+  EXPECT_TRUE(is_valid_name(std::string(64, 'x')));
 }
 
 TEST(TokenizeRequest, PromptOrMessages) {

@@ -152,12 +152,45 @@ json completion_response(const ResponseMeta& meta, const std::vector<ChoiceOutpu
           {"timings", timings},      {"system_fingerprint", nullptr}};
 }
 
+json tool_calls_json(const std::vector<ToolCallOutput>& calls, const std::vector<std::string>& ids) {
+  json out = json::array();
+  for (size_t i = 0; i < calls.size(); ++i) {
+    out.push_back({{"id", ids[i]},
+                   {"type", "function"},
+                   {"function", {{"name", calls[i].name}, {"arguments", calls[i].arguments}}}});
+  }
+  return out;
+}
+
+json tool_delta_json(const ParsedOutput& piece, const std::vector<std::string>& ids) {
+  json delta = json::object();
+  if (!piece.content.empty()) delta["content"] = piece.content;
+  if (piece.calls.empty()) return delta;
+  json calls = json::array();
+  for (const ToolCallDelta& d : piece.calls) {
+    json c = {{"index", d.index}};
+    if (!d.name.empty()) {
+      c["id"] = ids[static_cast<size_t>(d.index)];
+      c["type"] = "function";
+      c["function"] = {{"name", d.name}, {"arguments", d.arguments}};
+    } else {
+      c["function"] = {{"arguments", d.arguments}};
+    }
+    calls.push_back(std::move(c));
+  }
+  delta["tool_calls"] = std::move(calls);
+  return delta;
+}
+
 json chat_response(const ResponseMeta& meta, const std::vector<ChoiceOutput>& choices, const json& usage,
                    const json& timings) {
   json cs = json::array();
   for (const ChoiceOutput& c : choices) {
+    json message = {
+        {"role", "assistant"}, {"content", c.null_content ? json(nullptr) : json(c.text)}, {"refusal", nullptr}};
+    if (c.tool_calls.is_array() && !c.tool_calls.empty()) message["tool_calls"] = c.tool_calls;
     cs.push_back({{"index", c.index},
-                  {"message", {{"role", "assistant"}, {"content", c.text}, {"refusal", nullptr}}},
+                  {"message", std::move(message)},
                   {"logprobs", c.logprobs},
                   {"finish_reason", c.finish_reason}});
   }

@@ -16,6 +16,7 @@
 #include <nlohmann/json.hpp>
 
 #include "engine/output_stream.h"
+#include "server/tool_call_parser.h"
 
 namespace tokenmill::server {
 
@@ -81,7 +82,23 @@ struct ChoiceOutput {
   std::string text;
   std::string finish_reason;
   nlohmann::json logprobs;  // null unless asked for
+  // Chat with tools: the message's tool_calls array (null: none), and
+  // whether its content is null (only calls, no text).
+  nlohmann::json tool_calls;
+  bool null_content = false;
 };
+
+// The tool calls of a message: [{"id", "type": "function", "function":
+// {"name", "arguments"}}]; ids[i] is call i's id ("call_" + 24 hex).
+// Precondition: ids.size() >= calls.size().
+nlohmann::json tool_calls_json(const std::vector<ToolCallOutput>& calls, const std::vector<std::string>& ids);
+
+// A streamed chat delta from parsed output: "content" when there is text,
+// "tool_calls" [{"index", "id", "type", "function": {"name", "arguments"}}]
+// for a call's first piece and [{"index", "function": {"arguments"}}] for
+// later ones. ids[index] is the call's id. An empty object when `piece`
+// is empty.
+nlohmann::json tool_delta_json(const ParsedOutput& piece, const std::vector<std::string>& ids);
 
 nlohmann::json completion_response(const ResponseMeta& meta, const std::vector<ChoiceOutput>& choices,
                                    const nlohmann::json& usage, const nlohmann::json& timings);

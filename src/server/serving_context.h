@@ -6,6 +6,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -13,6 +14,7 @@
 #include <httplib.h>
 
 #include "engine/engine.h"
+#include "grammar/grammar_compiler.h"
 #include "server/chat_prompt.h"
 #include "server/http_stats.h"
 #include "server/openai_request.h"
@@ -26,6 +28,9 @@ struct ServingContext {
   std::atomic<ServerState> state{ServerState::kLoading};
   const tokenizer::Tokenizer* tokenizer = nullptr;
   std::optional<ChatFormat> chat;
+  // Compiles output constraints and tool grammars against the tokenizer's
+  // vocabulary (thread-safe); null when the model has no tokenizer.
+  std::unique_ptr<grammar::GrammarCompiler> grammar_compiler;
   std::vector<std::string> model_names;  // [0] is the id /v1/models reports
   int64_t created = 0;                   // Unix seconds, reported as the model's "created"
   HttpStats stats;
@@ -50,7 +55,7 @@ struct ServingContext {
 // than 256 bytes or holds control characters.
 std::string tenant_of(const httplib::Request& req);
 
-// "cmpl-" + 24 random hex digits.
+// prefix + 24 random hex digits ("cmpl-...", "call_...").
 std::string new_response_id(const char* prefix);
 uint64_t random_seed();
 

@@ -2,6 +2,7 @@
 
 #include <thread>
 
+#include "server/serving_context.h"
 #include "server/sse.h"
 
 namespace tokenmill::server {
@@ -24,14 +25,25 @@ bool StreamSession::write(httplib::DataSink& sink, const std::string& data) {
   return sink.write(data.data(), data.size());
 }
 
+json StreamSession::chat_delta(size_t i, const std::string& text, bool last) {
+  if (!spec_.tool_calls) {
+    json delta = json::object();
+    if (!text.empty()) delta["content"] = text;
+    return delta;
+  }
+  Choice& c = choices_[i];
+  ParsedOutput piece = c.parser.feed(text);
+  if (last) piece.append(c.parser.finish());
+  while (c.call_ids.size() < static_cast<size_t>(c.parser.num_calls())) c.call_ids.push_back(new_response_id("call_"));
+  return tool_delta_json(piece, c.call_ids);
+}
+
 json StreamSession::chunk(size_t i, const std::string& text, const json& logprobs,
-                          const std::optional<std::string>& finish) const {
+                          const std::optional<std::string>& finish, bool last) {
   const int index = static_cast<int>(i);
   if (spec_.kind == ApiKind::kCompletion)
     return completion_chunk(spec_.meta, index, text, logprobs, finish, spec_.include_usage);
-  json delta = json::object();
-  if (!text.empty()) delta["content"] = text;
-  return chat_chunk(spec_.meta, index, delta, logprobs, finish, spec_.include_usage);
+  return chat_chunk(spec_.meta, index, chat_delta(i, text, last), logprobs, finish, spec_.include_usage);
 }
 
 bool StreamSession::write_preamble(httplib::DataSink& sink) {
@@ -58,10 +70,14 @@ bool StreamSession::on_token(httplib::DataSink& sink, size_t i, const engine::To
                                                   : chat_logprobs_json(ids, lps, piece_);
     choices_[i].offset += static_cast<int64_t>(piece_(t.token).size());
   }
-  // Text held back for a possible stop string arrives later; an empty
-  // chunk would carry nothing.
+  // Text held back for a possible stop string (or a possible tool call)
+  // arrives later; an empty chunk would carry nothing.
   if (t.text.empty() && logprobs.is_null()) return true;
-  return write(sink, sse_event(chunk(i, t.text, logprobs, std::nullopt)));
+  const json c = chunk(i, t.text, logprobs, std::nullopt);
+  const json& choice = c["choices"][0];
+  const bool empty = spec_.kind == ApiKind::kChat ? choice["delta"].empty() : t.text.empty();
+  if (empty && logprobs.is_null()) return true;
+  return write(sink, sse_event(c));
 }
 
 bool StreamSession::on_final(httplib::DataSink& sink, size_t i, const engine::FinalEvent& f) {
@@ -75,7 +91,9 @@ bool StreamSession::on_final(httplib::DataSink& sink, size_t i, const engine::Fi
     if (gen_) gen_->cancel_all();
     return write(sink, sse_event(failure_error(f)->to_json()));
   }
-  json last = chunk(i, f.text, nullptr, finish_reason_text(f.reason));
+  json last = chunk(i, f.text, nullptr, finish_reason_text(f.reason), /*last=*/true);
+  if (spec_.tool_calls && c.parser.num_calls() > 0 && f.reason == engine::FinishReason::kStop)
+    last["choices"][0]["finish_reason"] = "tool_calls";
   last["timings"] = timings_json(f.timings, f.usage, f.spec);  // extension: per choice, as it ends
   return write(sink, sse_event(last));
 }

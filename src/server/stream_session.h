@@ -1,5 +1,6 @@
 // Writes one streamed response (SSE) from a running Generation: a chunk per
-// token event (with its logprobs when asked), a last chunk per choice with
+// token event (with its logprobs when asked; with tools, the content and
+// tool_calls deltas its text completes), a last chunk per choice with
 // its finish reason, the usage chunk (stream_options.include_usage), then
 // "data: [DONE]". Keep-alive comments go out while nothing else does; a
 // failed write means the client went away, and every choice is cancelled
@@ -38,6 +39,10 @@ struct StreamSpec {
   // waits for its first event, which carries the prompt log-probabilities.
   std::vector<std::vector<int32_t>> echo_prompts;
   std::chrono::milliseconds keep_alive{500};
+  // Chat with active tools: each choice's text goes through a
+  // ToolCallParser and is streamed as content and tool_calls deltas; a
+  // choice that stopped after a call ends with finish_reason "tool_calls".
+  bool tool_calls = false;
 };
 
 class StreamSession {
@@ -55,6 +60,8 @@ class StreamSession {
     bool echoed = false;  // the echo chunk went out (echo_prompts only)
     int64_t offset = 0;   // bytes of text before the next token (completion logprobs)
     engine::FinalEvent final;
+    ToolCallParser parser;              // spec_.tool_calls only
+    std::vector<std::string> call_ids;  // one per call the parser started
   };
 
   bool write(httplib::DataSink& sink, const std::string& data);
@@ -63,8 +70,10 @@ class StreamSession {
   bool write_scored_echo(httplib::DataSink& sink, size_t i, const engine::StreamEvent& e);
   bool on_token(httplib::DataSink& sink, size_t i, const engine::TokenEvent& t);
   bool on_final(httplib::DataSink& sink, size_t i, const engine::FinalEvent& f);
+  // `last`: the choice's final text (the parser releases what it held).
   nlohmann::json chunk(size_t i, const std::string& text, const nlohmann::json& logprobs,
-                       const std::optional<std::string>& finish) const;
+                       const std::optional<std::string>& finish, bool last = false);
+  nlohmann::json chat_delta(size_t i, const std::string& text, bool last);
   bool finish(httplib::DataSink& sink);
   void record(RequestRecord& r) const;
   // After a failed write: cancels every choice and waits up to 2 s for
