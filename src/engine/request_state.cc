@@ -125,7 +125,8 @@ FinishReason RequestState::accept_token(int32_t id, SteadyClock::time_point now,
   if (matcher_ && !ignored_eog) {
     try {
       // The mask makes a refusal impossible; fail closed rather than emit it.
-      if (!matcher_->accept_token(id)) sample_error_ = fmt::format("internal error: token {} is outside the grammar", id);
+      if (!matcher_->accept_token(id))
+        sample_error_ = fmt::format("internal error: token {} is outside the grammar", id);
     } catch (const Error& e) {  // a pathologically ambiguous grammar
       sample_error_ = e.what();
     }

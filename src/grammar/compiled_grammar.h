@@ -21,8 +21,8 @@ namespace tokenmill::grammar {
 // Tokens a parse context decides on its own, and those it cannot decide
 // because their bytes run past the end of the context.
 struct ContextMask {
-  std::vector<uint32_t> accepted;   // [mask_words] tokens valid in any enclosing context
-  std::vector<int32_t> uncertain;   // tokens to check against the full parse state
+  std::vector<uint32_t> accepted;  // [mask_words] tokens valid in any enclosing context
+  std::vector<int32_t> uncertain;  // tokens to check against the full parse state
 };
 
 class CompiledGrammar {

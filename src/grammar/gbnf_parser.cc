@@ -120,10 +120,9 @@ uint32_t GbnfParser::rule_id(const std::string& name) {
 }
 
 uint32_t GbnfParser::new_rule(const std::string& base) {
-  std::string name;
-  do {
-    name = fmt::format("{}-{}", base, ++synthetic_);
-  } while (ids_.count(name) != 0);
+  // '#' cannot appear in a GBNF name, so a rule defined later in the text
+  // can never clash with a helper rule (the name shows only in messages).
+  const std::string name = fmt::format("{}#{}", base, ++synthetic_);
   const uint32_t id = rule_id(name);
   defined_[id] = true;
   return id;
@@ -256,16 +255,12 @@ uint32_t GbnfParser::parse_escape(bool in_class) {
   const char c = peek();
   ++i_;
   switch (c) {
-    case 'n':
-      return '\n';
-    case 'r':
-      return '\r';
-    case 't':
-      return '\t';
+    case 'n': return '\n';
+    case 'r': return '\r';
+    case 't': return '\t';
     case '\\':
     case '"':
-    case '/':
-      return static_cast<uint8_t>(c);
+    case '/': return static_cast<uint8_t>(c);
     case '[':
     case ']':
     case '-':
@@ -279,7 +274,10 @@ uint32_t GbnfParser::parse_escape(bool in_class) {
       uint32_t cp = 0;
       for (int k = 0; k < digits; ++k) {
         const char h = peek();
-        const int v = h >= '0' && h <= '9' ? h - '0' : h >= 'a' && h <= 'f' ? h - 'a' + 10 : h >= 'A' && h <= 'F' ? h - 'A' + 10 : -1;
+        const int v = h >= '0' && h <= '9'   ? h - '0'
+                      : h >= 'a' && h <= 'f' ? h - 'a' + 10
+                      : h >= 'A' && h <= 'F' ? h - 'A' + 10
+                                             : -1;
         if (v < 0) error(fmt::format("\\{} needs {} hex digits", c, digits));
         cp = cp * 16 + static_cast<uint32_t>(v);
         ++i_;
@@ -287,8 +285,7 @@ uint32_t GbnfParser::parse_escape(bool in_class) {
       if (cp > 0x10FFFF) error(fmt::format("code point U+{:X} is past U+10FFFF", cp));
       return cp;
     }
-    default:
-      break;
+    default: break;
   }
   error(fmt::format("unknown escape '\\{}'", c));
 }
@@ -299,7 +296,8 @@ int GbnfParser::parse_count() {
   int64_t v = 0;
   while (peek() >= '0' && peek() <= '9') {
     v = v * 10 + (peek() - '0');
-    if (v > limits_.max_repetition) error(fmt::format("repetition count above the limit of {}", limits_.max_repetition));
+    if (v > limits_.max_repetition)
+      error(fmt::format("repetition count above the limit of {}", limits_.max_repetition));
     ++i_;
   }
   if (start == i_) error("expected a number in a repetition count");
@@ -380,7 +378,8 @@ uint32_t GbnfParser::class_id(CharClass cls) {
 }
 
 Grammar GbnfParser::run() {
-  if (s_.size() > limits_.max_gbnf_bytes) error(fmt::format("grammar text longer than {} bytes", limits_.max_gbnf_bytes));
+  if (s_.size() > limits_.max_gbnf_bytes)
+    error(fmt::format("grammar text longer than {} bytes", limits_.max_gbnf_bytes));
   for (skip_space(); !at_end(); skip_space()) parse_definition();
   for (size_t r = 0; r < names_.size(); ++r) {
     if (!defined_[r]) fail("grammar error: rule '{}' (used at line {}) is not defined", names_[r], first_line_[r]);

@@ -75,6 +75,13 @@ TEST(GbnfParser, DotMatchesAnyCodePointButNotInvalidUtf8) {
   EXPECT_FALSE(grammar_accepts(g, "a\xed\xa0\x80"));  // surrogate
 }
 
+TEST(GbnfParser, HelperRulesNeverClashWithRulesDefinedLater) {
+  const Grammar g = parse("root ::= \"a\"* root-1 (\"c\")?\nroot-1 ::= \"b\"");
+  EXPECT_TRUE(grammar_accepts(g, "aab"));
+  EXPECT_TRUE(grammar_accepts(g, "bc"));
+  EXPECT_FALSE(grammar_accepts(g, "ab b"));
+}
+
 TEST(GbnfParser, EmptyAlternativeAndNullableRoot) {
   const Grammar g = parse(R"(root ::= "a" | )");
   EXPECT_TRUE(grammar_accepts(g, ""));
@@ -99,10 +106,11 @@ TEST(GbnfParser, RefusesWithReasons) {
   small.max_repetition = 10;
   EXPECT_NE(error_of("root ::= \"a\"{0,11}", small).find("limit of 10"), std::string::npos);
   small.max_rules = 5;
-  EXPECT_NE(error_of("root ::= a b c d e f\na ::= \"a\"\nb ::= \"a\"\nc ::= \"a\"\nd ::= \"a\"\ne ::= \"a\"\nf ::= \"a\"",
-                     small)
-                .find("more than 5 rules"),
-            std::string::npos);
+  EXPECT_NE(
+      error_of("root ::= a b c d e f\na ::= \"a\"\nb ::= \"a\"\nc ::= \"a\"\nd ::= \"a\"\ne ::= \"a\"\nf ::= \"a\"",
+               small)
+          .find("more than 5 rules"),
+      std::string::npos);
 }
 
 TEST(GbnfParser, LargeBoundedRepetitionStaysLinear) {

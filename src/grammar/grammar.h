@@ -39,7 +39,7 @@ struct Symbol {
 };
 
 struct Grammar {
-  std::vector<std::string> rule_names;          // [num_rules]
+  std::vector<std::string> rule_names;           // [num_rules]
   std::vector<std::vector<uint32_t>> rule_alts;  // [num_rules][num_alts] offsets into symbols
   std::vector<Symbol> symbols;                   // every alternative, each closed by kEnd
   std::vector<CharClass> classes;                // [num_classes]

@@ -15,21 +15,20 @@ std::string constraint_to_gbnf(const ConstraintSpec& spec, const GrammarLimits& 
          limits.max_source_bytes);
   }
   switch (spec.kind) {
-    case ConstraintKind::kJsonObject:
-      return json_object_gbnf();
+    case ConstraintKind::kJsonObject: return json_object_gbnf();
     case ConstraintKind::kJsonSchema: {
-      nlohmann::json schema;
+      // ordered_json keeps the schema's property order, which the grammar
+      // follows (a model writes the fields in the order it was shown).
+      nlohmann::ordered_json schema;
       try {
-        schema = nlohmann::json::parse(spec.text);
+        schema = nlohmann::ordered_json::parse(spec.text);
       } catch (const nlohmann::json::exception& e) {
         fail("the JSON Schema is not valid JSON: {}", e.what());
       }
       return json_schema_to_gbnf(schema, limits, deadline);
     }
-    case ConstraintKind::kRegex:
-      return regex_to_gbnf(spec.text, limits, deadline);
-    case ConstraintKind::kGbnf:
-      break;
+    case ConstraintKind::kRegex: return regex_to_gbnf(spec.text, limits, deadline);
+    case ConstraintKind::kGbnf: break;
   }
   return spec.text;
 }

@@ -13,12 +13,12 @@
 namespace tokenmill::grammar {
 
 struct GrammarLimits {
-  size_t max_source_bytes = 1 << 20;     // schema, regex or GBNF text as sent
-  size_t max_gbnf_bytes = 4 << 20;       // GBNF text produced from a schema or regex
-  size_t max_rules = 20000;              // rules after repetition rewriting
-  size_t max_symbols = 400000;           // symbols in all alternatives together
-  int max_schema_depth = 64;             // nesting of schema objects/arrays/$ref expansion
-  int max_repetition = 10000;            // m and n of {m,n} (minItems, maxLength ...)
+  size_t max_source_bytes = 1 << 20;  // schema, regex or GBNF text as sent
+  size_t max_gbnf_bytes = 4 << 20;    // GBNF text produced from a schema or regex
+  size_t max_rules = 20000;           // rules after repetition rewriting
+  size_t max_symbols = 400000;        // symbols in all alternatives together
+  int max_schema_depth = 64;          // nesting of schema objects/arrays/$ref expansion
+  int max_repetition = 10000;         // m and n of {m,n} (minItems, maxLength ...)
   std::chrono::milliseconds max_compile_time{2000};
 };
 

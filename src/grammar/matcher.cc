@@ -16,9 +16,7 @@ bool GrammarMatcher::can_end() const {
   return state_.left == 0 && std::binary_search(state_.tops.begin(), state_.tops.end(), StackArena::kBottom);
 }
 
-bool GrammarMatcher::must_end() const {
-  return can_end() && state_.tops.size() == 1;
-}
+bool GrammarMatcher::must_end() const { return can_end() && state_.tops.size() == 1; }
 
 void GrammarMatcher::context_key(int32_t top, size_t depth, std::vector<uint32_t>& key) const {
   key.clear();
@@ -31,9 +29,8 @@ void GrammarMatcher::add_stack_tokens(int32_t top, std::span<uint32_t> bits) {
   const CompiledGrammar& cg = *grammar_;
   for (size_t depth = kContextDepth;; depth *= 2) {
     context_key(top, depth, key_);
-    const ContextMask& cm = cg.context_mask(key_, uncached_, [&](ContextMask& out) {
-      compute_context_mask(cg.grammar(), cg.vocab(), key_, out);
-    });
+    const ContextMask& cm = cg.context_mask(
+        key_, uncached_, [&](ContextMask& out) { compute_context_mask(cg.grammar(), cg.vocab(), key_, out); });
     if (cm.uncertain.size() > kMaxUncertain && key_.back() == kKeyCut) continue;
     for (size_t w = 0; w < bits.size(); ++w) bits[w] |= cm.accepted[w];
     for (int32_t id : cm.uncertain) {

@@ -53,9 +53,9 @@ std::shared_ptr<const TokenVocab> test_vocab(uint32_t seed) {
   std::mt19937 rng(seed);
   std::vector<std::string> pieces = {""};  // id 0: EOG
   for (int b = 1; b < 256; ++b) pieces.emplace_back(1, static_cast<char>(b));
-  const std::vector<std::string> words = {"{\"",   "\":",    "\",",  "\"}",   "true", "null", ", \"", "name",  "é",
-                                          "\xc3",  "\xa9\"", "中文", "\xe4\xb8", "[1,", "]}",   "\\n",  "\\\"", "12.5",
-                                          "}\n",   " {",     "\"a\"", "-0",   "e+7",  "false"};
+  const std::vector<std::string> words = {"{\"",  "\":",  "\",",    "\"}",  "true",     "null", ", \"", "name",
+                                          "é",    "\xc3", "\xa9\"", "中文", "\xe4\xb8", "[1,",  "]}",   "\\n",
+                                          "\\\"", "12.5", "}\n",    " {",   "\"a\"",    "-0",   "e+7",  "false"};
   pieces.insert(pieces.end(), words.begin(), words.end());
   const std::string alphabet = "ab{}[]\":, 0123456789.-e\\n";
   for (int i = 0; i < 300; ++i) {
@@ -167,7 +167,8 @@ TEST(TokenVocab, TrieHoldsEveryTokenOnce) {
     if (n.token >= 0) ++seen[static_cast<size_t>(n.token)];
   }
   for (const auto& [node, id] : vocab->duplicates()) ++seen[static_cast<size_t>(id)];
-  for (int32_t id = 0; id < vocab->size(); ++id) EXPECT_EQ(seen[static_cast<size_t>(id)], vocab->bytes(id).empty() ? 0 : 1);
+  for (int32_t id = 0; id < vocab->size(); ++id)
+    EXPECT_EQ(seen[static_cast<size_t>(id)], vocab->bytes(id).empty() ? 0 : 1);
   EXPECT_EQ(nodes[0].subtree_end, nodes.size());
 }
 

@@ -52,9 +52,7 @@ class StackArena {
   bool top_accepts_any(int32_t top, uint32_t lo, uint32_t hi) const {
     return g_->classes[g_->symbols[pos(top)].index].intersects(lo, hi);
   }
-  bool top_accepts(int32_t top, uint32_t cp) const {
-    return g_->classes[g_->symbols[pos(top)].index].contains(cp);
-  }
+  bool top_accepts(int32_t top, uint32_t cp) const { return g_->classes[g_->symbols[pos(top)].index].contains(cp); }
 
  private:
   struct Node {

@@ -6,7 +6,7 @@
 namespace tokenmill::server {
 namespace {
 
-using nlohmann::json;
+using json = RequestJson;
 
 std::string message_content(const json& content, const std::string& param) {
   if (content.is_string()) return content.get<std::string>();

@@ -11,7 +11,7 @@ namespace tokenmill::server {
 namespace {
 
 using grammar::ConstraintKind;
-using nlohmann::json;
+using json = RequestJson;
 
 OutputConstraint make(ConstraintKind kind, std::string text, std::string param) {
   return OutputConstraint{grammar::ConstraintSpec{kind, std::move(text)}, std::move(param)};

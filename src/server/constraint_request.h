@@ -43,7 +43,7 @@ std::string choice_gbnf(const std::vector<std::string>& choices);
 
 // Throws ApiError 400 naming `param` when `value` nests deeper than
 // kMaxConstraintNesting. Iterative, so any depth is safe to check.
-void check_nesting(const nlohmann::json& value, const std::string& param);
+void check_nesting(const RequestJson& value, const std::string& param);
 
 // ^[a-zA-Z0-9_-]{1,64}$: OpenAI's rule for schema and function names.
 bool is_valid_name(std::string_view name);

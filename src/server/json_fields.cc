@@ -9,7 +9,7 @@
 
 namespace tokenmill::server {
 
-using nlohmann::json;
+using json = RequestJson;
 
 json parse_json_object(std::string_view body) {
   json j;

@@ -14,20 +14,26 @@
 
 namespace tokenmill::server {
 
+// Request bodies keep their keys in the order sent: a JSON Schema's
+// property order becomes the order in which constrained output writes the
+// fields (as OpenAI's structured outputs do), and tool definitions reach
+// the prompt as the client wrote them.
+using RequestJson = nlohmann::ordered_json;
+
 // Parses a request body; throws ApiError 400 for malformed JSON or a body
 // that is not a JSON object.
-nlohmann::json parse_json_object(std::string_view body);
+RequestJson parse_json_object(std::string_view body);
 
 // A short rendering of a value for error messages (at most ~40 chars).
-std::string describe_json(const nlohmann::json& value);
+std::string describe_json(const RequestJson& value);
 
 class JsonFields {
  public:
   // `prefix` prefixes param names in errors ("messages[2]." -> "messages[2].role").
-  explicit JsonFields(const nlohmann::json& object, std::string prefix = "");
+  explicit JsonFields(const RequestJson& object, std::string prefix = "");
 
   // nullptr when absent or null.
-  const nlohmann::json* find(std::string_view name) const;
+  const RequestJson* find(std::string_view name) const;
   bool has(std::string_view name) const { return find(name) != nullptr; }
   std::string param(std::string_view name) const { return prefix_ + std::string(name); }
 
@@ -45,7 +51,7 @@ class JsonFields {
   void reject_unknown(const std::set<std::string, std::less<>>& known) const;
 
  private:
-  const nlohmann::json& object_;
+  const RequestJson& object_;
   std::string prefix_;
 };
 

@@ -15,7 +15,7 @@
 namespace tokenmill::server {
 namespace {
 
-using nlohmann::json;
+using json = RequestJson;
 using Known = std::set<std::string, std::less<>>;
 
 // Fields both generation endpoints accept. Harmless OpenAI fields we do not

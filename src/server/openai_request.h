@@ -20,7 +20,7 @@
 #include <string_view>
 #include <vector>
 
-#include <nlohmann/json.hpp>
+#include "server/json_fields.h"
 
 #include "engine/request.h"
 #include "grammar/constraint.h"
@@ -56,10 +56,10 @@ struct OutputConstraint {
 
 // One entry of `tools` (only "type": "function" exists).
 struct ToolDefinition {
-  std::string name;           // ^[a-zA-Z0-9_-]{1,64}$, unique within the request
-  std::string description;    // "" when absent
-  nlohmann::json parameters;  // a JSON Schema object; {"type": "object", "properties": {}} when absent
-  bool strict = false;        // accepted; the arguments are always constrained to `parameters`
+  std::string name;         // ^[a-zA-Z0-9_-]{1,64}$, unique within the request
+  std::string description;  // "" when absent
+  RequestJson parameters;   // a JSON Schema object; {"type": "object", "properties": {}} when absent
+  bool strict = false;      // accepted; the arguments are always constrained to `parameters`
 };
 
 enum class ToolChoiceMode { kNone, kAuto, kRequired, kNamed };

@@ -5,7 +5,7 @@
 namespace tokenmill::server {
 namespace {
 
-using nlohmann::json;
+using json = RequestJson;
 
 std::string dump(const json& j) { return j.dump(-1, ' ', false, json::error_handler_t::replace); }
 

@@ -8,7 +8,7 @@
 namespace tokenmill::server {
 namespace {
 
-using nlohmann::json;
+using json = RequestJson;
 
 ToolDefinition parse_tool(const json& t, size_t i) {
   const std::string prefix = "tools[" + std::to_string(i) + "]";

@@ -111,11 +111,10 @@ def expect_400(fn, param, needle=None, bound=REFUSAL_BOUND_S):
 
 def test_schema_files_validate_on_chat_and_completions(client):
     """Every schema, on both endpoints, n = 3 samples (seeds 11, 12, 13) at
-    temperature 1: every sample that stopped parses and validates. A
-    sample may run into max_tokens only while writing a string (a base
-    model at temperature 1 can ramble inside an email address that the
-    format allows to be 384 characters long: the grammar cannot make it
-    close the string), and only rarely; anything else is a failure."""
+    temperature 1: every sample ends with "stop" and validates (the schemas
+    bound their strings and arrays, so a sample cannot ramble into
+    max_tokens; the recursive ones live in recursive/, where a base model
+    can nest until max_tokens, and are checked by the C++ tests)."""
     schemas = load_schemas()
     assert len(schemas) >= 20, f"expected at least 20 schemas in {SCHEMA_DIR}, found {len(schemas)}"
     n = len(SEEDS)
@@ -139,21 +138,12 @@ def test_schema_files_validate_on_chat_and_completions(client):
         for endpoint, fn in (("chat", chat), ("completions", completion)):
             jobs.append(lambda f=fn, n=name, s=schema: f(n, s))
             labels.append((name, schema, endpoint))
-    cut = []
     for (name, schema, endpoint), choices in zip(labels, run_all(jobs)):
         assert len(choices) == n
         for k, (text, finish) in enumerate(choices):
             where = f"{name} on {endpoint}, seed {SEEDS[0] + k}"
-            if finish == "stop":
-                validate(schema, text, where)
-                continue
-            assert finish == "length", f"{where}: finish_reason {finish}"
-            with pytest.raises(ValueError, match="Unterminated string"):
-                json.loads(text)
-            cut.append(where)
-    total = len(schemas) * 2 * n
-    print(f"{total} samples, {len(cut)} cut inside a string: {cut}")
-    assert len(cut) <= max(1, total // 50), f"too many samples ran into max_tokens: {cut}"
+            assert finish == "stop", f"{where}: finish_reason {finish}, text {text!r}"
+            validate(schema, text, where)
 
 
 def test_json_schema_streamed(client):
