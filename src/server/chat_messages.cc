@@ -6,15 +6,13 @@
 namespace tokenmill::server {
 namespace {
 
-using json = RequestJson;
-
-std::string message_content(const json& content, const std::string& param) {
+std::string message_content(const RequestJson& content, const std::string& param) {
   if (content.is_string()) return content.get<std::string>();
   if (!content.is_array())
     bad_request(param, "'{}' must be a string or a list of text parts, got {}", param, describe_json(content));
   std::string text;
-  for (const json& part : content) {
-    if (!part.is_object() || part.value("type", json()) != "text" || !part.contains("text") ||
+  for (const RequestJson& part : content) {
+    if (!part.is_object() || part.value("type", RequestJson()) != "text" || !part.contains("text") ||
         !part["text"].is_string())
       bad_request(param, "'{}' parts must be {{\"type\": \"text\", \"text\": ...}}; only text is supported, got {}",
                   param, describe_json(part));
@@ -23,7 +21,7 @@ std::string message_content(const json& content, const std::string& param) {
   return text;
 }
 
-ToolCallRecord parse_tool_call(const json& c, const std::string& prefix) {
+ToolCallRecord parse_tool_call(const RequestJson& c, const std::string& prefix) {
   if (!c.is_object()) bad_request(prefix, "'{}' must be an object, got {}", prefix, describe_json(c));
   JsonFields cf(c, prefix + ".");
   cf.reject_unknown({"id", "type", "function", "index"});
@@ -31,7 +29,7 @@ ToolCallRecord parse_tool_call(const json& c, const std::string& prefix) {
     bad_request(cf.param("type"), "'{}' must be \"function\"", cf.param("type"));
   ToolCallRecord r;
   r.id = cf.string("id").value_or("");
-  const json* fn = cf.find("function");
+  const RequestJson* fn = cf.find("function");
   if (!fn || !fn->is_object())
     bad_request(cf.param("function"), "'{}' must be an object {{\"name\", \"arguments\"}}", cf.param("function"));
   JsonFields ff(*fn, cf.param("function") + ".");
@@ -39,14 +37,14 @@ ToolCallRecord parse_tool_call(const json& c, const std::string& prefix) {
   const std::optional<std::string> name = ff.string("name");
   if (!name || name->empty()) bad_request(ff.param("name"), "'{}' is required", ff.param("name"));
   r.name = *name;
-  const json* args = ff.find("arguments");
+  const RequestJson* args = ff.find("arguments");
   if (!args) {
     r.arguments = "{}";
   } else if (args->is_string()) {
     r.arguments = args->get<std::string>();
   } else if (args->is_object()) {
     check_nesting(*args, ff.param("arguments"));  // dump() recurses
-    r.arguments = args->dump(-1, ' ', false, json::error_handler_t::replace);
+    r.arguments = args->dump(-1, ' ', false, RequestJson::error_handler_t::replace);
   } else {
     bad_request(ff.param("arguments"), "'{}' must be a string of JSON, got {}", ff.param("arguments"),
                 describe_json(*args));
@@ -55,7 +53,7 @@ ToolCallRecord parse_tool_call(const json& c, const std::string& prefix) {
 }
 
 std::vector<ToolCallRecord> parse_tool_calls(const JsonFields& mf) {
-  const json* v = mf.find("tool_calls");
+  const RequestJson* v = mf.find("tool_calls");
   if (!v) return {};
   if (!v->is_array())
     bad_request(mf.param("tool_calls"), "'{}' must be a list, got {}", mf.param("tool_calls"), describe_json(*v));
@@ -65,7 +63,7 @@ std::vector<ToolCallRecord> parse_tool_calls(const JsonFields& mf) {
   return out;
 }
 
-ApiMessage parse_message(const json& m, size_t i, const ApiMessage* previous) {
+ApiMessage parse_message(const RequestJson& m, size_t i, const ApiMessage* previous) {
   if (!m.is_object()) bad_request("messages", "'messages[{}]' must be an object, got {}", i, describe_json(m));
   JsonFields mf(m, "messages[" + std::to_string(i) + "].");
   // "refusal" comes back when a client appends the response's message.
@@ -90,7 +88,7 @@ ApiMessage parse_message(const json& m, size_t i, const ApiMessage* previous) {
   } else if (mf.has("tool_call_id")) {
     bad_request(mf.param("tool_call_id"), "'{}' is only allowed on tool messages", mf.param("tool_call_id"));
   }
-  const json* content = mf.find("content");
+  const RequestJson* content = mf.find("content");
   if (content) {
     out.content = message_content(*content, mf.param("content"));
   } else if (out.tool_calls.empty()) {
@@ -102,7 +100,7 @@ ApiMessage parse_message(const json& m, size_t i, const ApiMessage* previous) {
 }  // namespace
 
 std::vector<ApiMessage> parse_api_messages(const JsonFields& f) {
-  const json* v = f.find("messages");
+  const RequestJson* v = f.find("messages");
   if (!v) bad_request("messages", "'messages' is required");
   if (!v->is_array() || v->empty())
     bad_request("messages", "'messages' must be a non-empty list of messages, got {}", describe_json(*v));

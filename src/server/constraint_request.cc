@@ -11,7 +11,6 @@ namespace tokenmill::server {
 namespace {
 
 using grammar::ConstraintKind;
-using json = RequestJson;
 
 OutputConstraint make(ConstraintKind kind, std::string text, std::string param) {
   return OutputConstraint{grammar::ConstraintSpec{kind, std::move(text)}, std::move(param)};
@@ -20,13 +19,13 @@ OutputConstraint make(ConstraintKind kind, std::string text, std::string param) 
 // A JSON Schema given as an object (or a boolean, which JSON Schema allows)
 // or, where vLLM allows it, as JSON text. Returned as compact JSON text, so
 // that equal schemas share one compiled grammar.
-std::string schema_text(const json& value, const std::string& param, bool allow_text) {
-  json parsed;
-  const json* schema = &value;
+std::string schema_text(const RequestJson& value, const std::string& param, bool allow_text) {
+  RequestJson parsed;
+  const RequestJson* schema = &value;
   if (allow_text && value.is_string()) {
     try {
-      parsed = json::parse(value.get_ref<const std::string&>());
-    } catch (const json::exception&) {
+      parsed = RequestJson::parse(value.get_ref<const std::string&>());
+    } catch (const RequestJson::exception&) {
       bad_request(param, "'{}' is a string but not valid JSON (a JSON Schema as text)", param);
     }
     schema = &parsed;
@@ -34,21 +33,21 @@ std::string schema_text(const json& value, const std::string& param, bool allow_
   if (!schema->is_object() && !schema->is_boolean())
     bad_request(param, "'{}' must be a JSON Schema (an object), got {}", param, describe_json(*schema));
   check_nesting(*schema, param);
-  return schema->dump(-1, ' ', false, json::error_handler_t::replace);
+  return schema->dump(-1, ' ', false, RequestJson::error_handler_t::replace);
 }
 
-std::string nonempty_string(const json& value, const std::string& param, const char* what) {
+std::string nonempty_string(const RequestJson& value, const std::string& param, const char* what) {
   if (!value.is_string()) bad_request(param, "'{}' must be a string ({}), got {}", param, what, describe_json(value));
   if (value.get_ref<const std::string&>().empty()) bad_request(param, "'{}' must not be empty", param);
   return value.get<std::string>();
 }
 
-std::string choice_text(const json& value, const std::string& param) {
+std::string choice_text(const RequestJson& value, const std::string& param) {
   if (!value.is_array() || value.empty())
     bad_request(param, "'{}' must be a non-empty list of strings, got {}", param, describe_json(value));
   std::vector<std::string> choices;
   choices.reserve(value.size());
-  for (const json& c : value) {
+  for (const RequestJson& c : value) {
     if (!c.is_string()) bad_request(param, "'{}' must hold strings only, got {}", param, describe_json(c));
     choices.push_back(c.get<std::string>());
   }
@@ -60,7 +59,7 @@ std::optional<OutputConstraint> json_schema_format(const JsonFields& f) {
     bad_request("response_format.schema",
                 "'response_format.schema' goes with type \"json_object\" (llama.cpp's form); with type "
                 "\"json_schema\" send 'response_format.json_schema.schema'");
-  const json* js = f.find("json_schema");
+  const RequestJson* js = f.find("json_schema");
   if (!js || !js->is_object())
     bad_request("response_format.json_schema",
                 "'response_format.json_schema' must be an object {{\"name\", \"schema\"}}, got {}",
@@ -71,15 +70,15 @@ std::optional<OutputConstraint> json_schema_format(const JsonFields& f) {
   if (!name) bad_request(jf.param("name"), "'{}' is required", jf.param("name"));
   if (!is_valid_name(*name))
     bad_request(jf.param("name"), "'{}' must match ^[a-zA-Z0-9_-]{{1,64}}$, got {}", jf.param("name"),
-                describe_json(json(*name)));
+                describe_json(RequestJson(*name)));
   (void)jf.string("description");
   (void)jf.boolean("strict");  // always enforced: the output is constrained either way
-  const json* schema = jf.find("schema");
+  const RequestJson* schema = jf.find("schema");
   if (!schema) bad_request(jf.param("schema"), "'{}' is required", jf.param("schema"));
   return make(ConstraintKind::kJsonSchema, schema_text(*schema, jf.param("schema"), false), "response_format");
 }
 
-std::optional<OutputConstraint> response_format(const json& rf) {
+std::optional<OutputConstraint> response_format(const RequestJson& rf) {
   if (!rf.is_object())
     bad_request("response_format", "'response_format' must be an object such as {{\"type\": \"json_object\"}}, got {}",
                 describe_json(rf));
@@ -90,20 +89,20 @@ std::optional<OutputConstraint> response_format(const json& rf) {
   if (type != "text" && type != "json_object")
     bad_request("response_format.type",
                 "'response_format.type' must be \"text\", \"json_object\" or \"json_schema\", got {}",
-                type ? describe_json(json(*type)) : "nothing");
+                type ? describe_json(RequestJson(*type)) : "nothing");
   if (f.has("json_schema"))
     bad_request("response_format.json_schema", "'response_format.json_schema' needs type \"json_schema\"");
   if (*type == "text") {
     if (f.has("schema")) bad_request("response_format.schema", "'response_format.schema' needs type \"json_object\"");
     return std::nullopt;
   }
-  if (const json* schema = f.find("schema"))
+  if (const RequestJson* schema = f.find("schema"))
     return make(ConstraintKind::kJsonSchema, schema_text(*schema, "response_format.schema", false), "response_format");
   return make(ConstraintKind::kJsonObject, "", "response_format");
 }
 
 // vLLM's structured_outputs: exactly one of its members.
-std::optional<OutputConstraint> structured_outputs(const json& v) {
+std::optional<OutputConstraint> structured_outputs(const RequestJson& v) {
   const std::string param = "structured_outputs";
   if (!v.is_object()) bad_request(param, "'structured_outputs' must be an object, got {}", describe_json(v));
   JsonFields f(v, "structured_outputs.");
@@ -117,20 +116,20 @@ std::optional<OutputConstraint> structured_outputs(const json& v) {
     out = std::move(c);
     first = member;
   };
-  if (const json* j = f.find("json"))
+  if (const RequestJson* j = f.find("json"))
     take("json", make(ConstraintKind::kJsonSchema, schema_text(*j, f.param("json"), true), param));
-  if (const json* r = f.find("regex"))
+  if (const RequestJson* r = f.find("regex"))
     take("regex", make(ConstraintKind::kRegex, nonempty_string(*r, f.param("regex"), "a regular expression"), param));
-  if (const json* g = f.find("grammar"))
+  if (const RequestJson* g = f.find("grammar"))
     take("grammar", make(ConstraintKind::kGbnf, nonempty_string(*g, f.param("grammar"), "a GBNF grammar"), param));
-  if (const json* c = f.find("choice"))
+  if (const RequestJson* c = f.find("choice"))
     take("choice", make(ConstraintKind::kGbnf, choice_text(*c, f.param("choice")), param));
   if (f.boolean("json_object").value_or(false)) take("json_object", make(ConstraintKind::kJsonObject, "", param));
   return out;
 }
 
 // One top-level field -> its constraint (nullopt: it asks for none).
-std::optional<OutputConstraint> field_constraint(const std::string& name, const json& v) {
+std::optional<OutputConstraint> field_constraint(const std::string& name, const RequestJson& v) {
   if (name == "response_format") return response_format(v);
   if (name == "structured_outputs") return structured_outputs(v);
   if (name == "guided_json" || name == "json_schema")
@@ -160,7 +159,7 @@ std::optional<OutputConstraint> parse_output_constraint(const JsonFields& f) {
                                        "guided_choice",   "structured_outputs", "grammar",      "json_schema"};
   std::optional<OutputConstraint> out;
   for (const char* name : kOrder) {
-    const json* v = f.find(name);
+    const RequestJson* v = f.find(name);
     if (!v) continue;
     std::optional<OutputConstraint> c = field_constraint(name, *v);
     if (!c) continue;
@@ -202,15 +201,15 @@ std::string choice_gbnf(const std::vector<std::string>& choices) {
   return out;
 }
 
-void check_nesting(const json& value, const std::string& param) {
-  std::vector<std::pair<const json*, int>> stack = {{&value, 1}};
+void check_nesting(const RequestJson& value, const std::string& param) {
+  std::vector<std::pair<const RequestJson*, int>> stack = {{&value, 1}};
   while (!stack.empty()) {
     const auto [v, depth] = stack.back();
     stack.pop_back();
     if (!v->is_structured()) continue;
     if (depth > kMaxConstraintNesting)
       bad_request(param, "'{}' nests JSON deeper than {} levels", param, kMaxConstraintNesting);
-    for (const json& child : *v) stack.emplace_back(&child, depth + 1);
+    for (const RequestJson& child : *v) stack.emplace_back(&child, depth + 1);
   }
 }
 

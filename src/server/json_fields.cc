@@ -9,13 +9,11 @@
 
 namespace tokenmill::server {
 
-using json = RequestJson;
-
-json parse_json_object(std::string_view body) {
-  json j;
+RequestJson parse_json_object(std::string_view body) {
+  RequestJson j;
   try {
-    j = json::parse(body.begin(), body.end());
-  } catch (const json::exception& e) {
+    j = RequestJson::parse(body.begin(), body.end());
+  } catch (const RequestJson::exception& e) {
     // parse_error names the byte offset of the problem; out_of_range is a
     // number too large for a double (found by fuzz_openai_request).
     std::string what = e.what();
@@ -27,26 +25,26 @@ json parse_json_object(std::string_view body) {
   return j;
 }
 
-std::string describe_json(const json& value) {
+std::string describe_json(const RequestJson& value) {
   // Containers are named, not dumped: dumping recurses, and a request may
   // nest a million levels deep.
   if (value.is_array()) return fmt::format("a list of {} items", value.size());
   if (value.is_object()) return fmt::format("an object with {} fields", value.size());
-  std::string s = value.dump(-1, ' ', false, json::error_handler_t::replace);
+  std::string s = value.dump(-1, ' ', false, RequestJson::error_handler_t::replace);
   if (s.size() > 40) s = s.substr(0, 37) + "...";
   return s;
 }
 
-JsonFields::JsonFields(const json& object, std::string prefix) : object_(object), prefix_(std::move(prefix)) {}
+JsonFields::JsonFields(const RequestJson& object, std::string prefix) : object_(object), prefix_(std::move(prefix)) {}
 
-const json* JsonFields::find(std::string_view name) const {
+const RequestJson* JsonFields::find(std::string_view name) const {
   auto it = object_.find(name);
   if (it == object_.end() || it->is_null()) return nullptr;
   return &*it;
 }
 
 std::optional<int64_t> JsonFields::integer(std::string_view name, int64_t lo, int64_t hi) const {
-  const json* v = find(name);
+  const RequestJson* v = find(name);
   if (!v) return std::nullopt;
   int64_t x = 0;
   if (v->is_number_unsigned()) {
@@ -64,7 +62,7 @@ std::optional<int64_t> JsonFields::integer(std::string_view name, int64_t lo, in
 }
 
 std::optional<double> JsonFields::number(std::string_view name, double lo, double hi) const {
-  const json* v = find(name);
+  const RequestJson* v = find(name);
   if (!v) return std::nullopt;
   if (!v->is_number())
     bad_request(param(name), "'{}' must be a number in [{}, {}], got {}", param(name), lo, hi, describe_json(*v));
@@ -75,7 +73,7 @@ std::optional<double> JsonFields::number(std::string_view name, double lo, doubl
 }
 
 std::optional<double> JsonFields::number_above(std::string_view name, double lo, double hi) const {
-  const json* v = find(name);
+  const RequestJson* v = find(name);
   if (!v) return std::nullopt;
   if (!v->is_number() || !(v->get<double>() > lo && v->get<double>() <= hi))
     bad_request(param(name), "'{}' must be a number in ({}, {}], got {}", param(name), lo, hi, describe_json(*v));
@@ -83,21 +81,21 @@ std::optional<double> JsonFields::number_above(std::string_view name, double lo,
 }
 
 std::optional<bool> JsonFields::boolean(std::string_view name) const {
-  const json* v = find(name);
+  const RequestJson* v = find(name);
   if (!v) return std::nullopt;
   if (!v->is_boolean()) bad_request(param(name), "'{}' must be a boolean, got {}", param(name), describe_json(*v));
   return v->get<bool>();
 }
 
 std::optional<std::string> JsonFields::string(std::string_view name) const {
-  const json* v = find(name);
+  const RequestJson* v = find(name);
   if (!v) return std::nullopt;
   if (!v->is_string()) bad_request(param(name), "'{}' must be a string, got {}", param(name), describe_json(*v));
   return v->get<std::string>();
 }
 
 std::optional<uint64_t> JsonFields::bits64(std::string_view name) const {
-  const json* v = find(name);
+  const RequestJson* v = find(name);
   if (!v) return std::nullopt;
   if (v->is_number_unsigned()) return v->get<uint64_t>();
   if (v->is_number_integer()) return static_cast<uint64_t>(v->get<int64_t>());

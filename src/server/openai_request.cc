@@ -15,7 +15,6 @@
 namespace tokenmill::server {
 namespace {
 
-using json = RequestJson;
 using Known = std::set<std::string, std::less<>>;
 
 // Fields both generation endpoints accept. Harmless OpenAI fields we do not
@@ -49,7 +48,7 @@ const Known& common_fields() {
   return k;
 }
 
-int32_t token_id(const json& v, const std::string& param, const ParseLimits& limits) {
+int32_t token_id(const RequestJson& v, const std::string& param, const ParseLimits& limits) {
   if (!v.is_number_integer())
     bad_request(param, "'{}' must hold token ids (integers), got {}", param, describe_json(v));
   const int64_t id = v.is_number_unsigned() && v.get<uint64_t>() > uint64_t{1} << 40 ? -1 : v.get<int64_t>();
@@ -59,21 +58,21 @@ int32_t token_id(const json& v, const std::string& param, const ParseLimits& lim
   return static_cast<int32_t>(id);
 }
 
-std::vector<int32_t> token_list(const json& arr, const std::string& param, const ParseLimits& limits) {
+std::vector<int32_t> token_list(const RequestJson& arr, const std::string& param, const ParseLimits& limits) {
   std::vector<int32_t> ids;
   ids.reserve(arr.size());
-  for (const json& v : arr) ids.push_back(token_id(v, param, limits));
+  for (const RequestJson& v : arr) ids.push_back(token_id(v, param, limits));
   return ids;
 }
 
 std::vector<std::string> parse_stop(const JsonFields& f) {
-  const json* v = f.find("stop");
+  const RequestJson* v = f.find("stop");
   if (!v) return {};
   std::vector<std::string> out;
   if (v->is_string()) {
     out.push_back(v->get<std::string>());
   } else if (v->is_array()) {
-    for (const json& s : *v) {
+    for (const RequestJson& s : *v) {
       if (!s.is_string()) bad_request("stop", "'stop' must be a string or a list of strings, got {}", describe_json(s));
       out.push_back(s.get<std::string>());
     }
@@ -88,7 +87,7 @@ std::vector<std::string> parse_stop(const JsonFields& f) {
 }
 
 std::vector<std::pair<int32_t, float>> parse_logit_bias(const JsonFields& f, const ParseLimits& limits) {
-  const json* v = f.find("logit_bias");
+  const RequestJson* v = f.find("logit_bias");
   if (!v) return {};
   if (!v->is_object())
     bad_request("logit_bias", "'logit_bias' must be an object mapping token ids to numbers, got {}", describe_json(*v));
@@ -111,7 +110,7 @@ std::vector<std::pair<int32_t, float>> parse_logit_bias(const JsonFields& f, con
 }
 
 engine::Priority parse_priority(const JsonFields& f) {
-  const json* v = f.find("priority");
+  const RequestJson* v = f.find("priority");
   if (!v) return engine::Priority::kNormal;
   std::optional<engine::Priority> p;
   if (v->is_string()) p = parse_priority_name(v->get<std::string>());
@@ -126,7 +125,7 @@ engine::Priority parse_priority(const JsonFields& f) {
 
 void parse_stream(const JsonFields& f, SamplingRequest& r) {
   r.stream = f.boolean("stream").value_or(false);
-  const json* so = f.find("stream_options");
+  const RequestJson* so = f.find("stream_options");
   if (!so) return;
   if (!r.stream) bad_request("stream_options", "'stream_options' is only allowed when 'stream' is true");
   if (!so->is_object()) bad_request("stream_options", "'stream_options' must be an object, got {}", describe_json(*so));
@@ -175,9 +174,9 @@ SamplingRequest parse_common(const JsonFields& f, const ParseLimits& limits) {
 }
 
 std::vector<PromptInput> parse_prompts(const JsonFields& f, const ParseLimits& limits) {
-  const json* v = f.find("prompt");
+  const RequestJson* v = f.find("prompt");
   if (!v) bad_request("prompt", "'prompt' is required");
-  auto text_prompt = [](const json& s) {
+  auto text_prompt = [](const RequestJson& s) {
     if (s.get_ref<const std::string&>().empty()) bad_request("prompt", "'prompt' must not be empty");
     return PromptInput{true, s.get<std::string>(), {}};
   };
@@ -190,7 +189,7 @@ std::vector<PromptInput> parse_prompts(const JsonFields& f, const ParseLimits& l
   if (v->size() > kMaxPromptsPerRequest)
     bad_request("prompt", "'prompt' holds {} prompts; at most {} are allowed", v->size(), kMaxPromptsPerRequest);
   std::vector<PromptInput> out;
-  for (const json& p : *v) {
+  for (const RequestJson& p : *v) {
     if (p.is_string()) {
       out.push_back(text_prompt(p));
     } else if (p.is_array()) {
@@ -218,7 +217,7 @@ std::optional<engine::Priority> parse_priority_name(std::string_view name) {
 }
 
 CompletionRequest parse_completion_request(std::string_view body, const ParseLimits& limits) {
-  const json j = parse_json_object(body);
+  const RequestJson j = parse_json_object(body);
   JsonFields f(j);
   Known known = with_constraint_fields(common_fields());
   known.insert({"prompt", "echo", "suffix"});
@@ -240,7 +239,7 @@ CompletionRequest parse_completion_request(std::string_view body, const ParseLim
 }
 
 ChatRequest parse_chat_request(std::string_view body, const ParseLimits& limits) {
-  const json j = parse_json_object(body);
+  const RequestJson j = parse_json_object(body);
   JsonFields f(j);
   Known known = with_constraint_fields(common_fields());
   known.insert({"messages", "max_completion_tokens", "top_logprobs", "add_generation_prompt", "tools", "tool_choice",
@@ -267,7 +266,7 @@ ChatRequest parse_chat_request(std::string_view body, const ParseLimits& limits)
 }
 
 TokenizeRequest parse_tokenize_request(std::string_view body, const ParseLimits&) {
-  const json j = parse_json_object(body);
+  const RequestJson j = parse_json_object(body);
   JsonFields f(j);
   f.reject_unknown({"model", "prompt", "messages", "add_special_tokens", "add_generation_prompt", "with_pieces"});
   TokenizeRequest r;
@@ -286,12 +285,12 @@ TokenizeRequest parse_tokenize_request(std::string_view body, const ParseLimits&
 }
 
 DetokenizeRequest parse_detokenize_request(std::string_view body, const ParseLimits& limits) {
-  const json j = parse_json_object(body);
+  const RequestJson j = parse_json_object(body);
   JsonFields f(j);
   f.reject_unknown({"model", "tokens"});
   DetokenizeRequest r;
   r.model = f.string("model").value_or("");
-  const json* tokens = f.find("tokens");
+  const RequestJson* tokens = f.find("tokens");
   if (!tokens || !tokens->is_array())
     bad_request("tokens", "'tokens' must be a list of token ids, got {}", tokens ? describe_json(*tokens) : "nothing");
   r.tokens = token_list(*tokens, "tokens", limits);

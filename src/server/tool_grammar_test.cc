@@ -15,7 +15,7 @@ namespace {
 
 using nlohmann::json;
 
-const grammar::GrammarLimits kLimits;
+const grammar::GrammarLimits kGrammarLimits;
 
 ToolsRequest weather_and_time(ToolChoiceMode mode, bool parallel = true) {
   ToolsRequest r;
@@ -31,9 +31,9 @@ ToolsRequest weather_and_time(ToolChoiceMode mode, bool parallel = true) {
 }
 
 grammar::Grammar compile(const ToolsRequest& tools) {
-  const grammar::Deadline deadline(kLimits.max_compile_time);
-  const std::string gbnf = tool_call_gbnf(tools, kLimits, deadline);
-  return grammar::parse_gbnf(gbnf, kLimits, deadline);
+  const grammar::Deadline deadline(kGrammarLimits.max_compile_time);
+  const std::string gbnf = tool_call_gbnf(tools, kGrammarLimits, deadline);
+  return grammar::parse_gbnf(gbnf, kGrammarLimits, deadline);
 }
 
 const std::string kWeather =

@@ -5,9 +5,7 @@
 namespace tokenmill::server {
 namespace {
 
-using json = RequestJson;
-
-std::string dump(const json& j) { return j.dump(-1, ' ', false, json::error_handler_t::replace); }
+std::string dump(const RequestJson& j) { return j.dump(-1, ' ', false, RequestJson::error_handler_t::replace); }
 
 // What the model should do, by tool_choice (the grammar enforces it; the
 // text only makes the constrained output likelier to be sensible).
@@ -15,7 +13,7 @@ std::string choice_instruction(const ToolsRequest& tools) {
   switch (tools.mode) {
     case ToolChoiceMode::kRequired:
       return tools.parallel ? "You must call at least one function." : "You must call exactly one function.";
-    case ToolChoiceMode::kNamed: return "You must call the function " + dump(json(tools.named)) + ".";
+    case ToolChoiceMode::kNamed: return "You must call the function " + dump(RequestJson(tools.named)) + ".";
     case ToolChoiceMode::kAuto:
     case ToolChoiceMode::kNone: break;
   }
@@ -37,9 +35,9 @@ void merge_into_user(std::vector<tokenizer::ChatMessage>& out, bool merge, const
 
 std::string tool_call_text(const std::string& name, const std::string& arguments) {
   std::string args = arguments;
-  if (!json::accept(arguments)) args = dump(json(arguments));
+  if (!RequestJson::accept(arguments)) args = dump(RequestJson(arguments));
   std::string out(kToolCallOpen);
-  out += "\n{\"name\": " + dump(json(name)) + ", \"arguments\": " + args + "}\n";
+  out += "\n{\"name\": " + dump(RequestJson(name)) + ", \"arguments\": " + args + "}\n";
   out += kToolCallClose;
   return out;
 }
@@ -47,10 +45,10 @@ std::string tool_call_text(const std::string& name, const std::string& arguments
 std::string tools_system_text(const ToolsRequest& tools) {
   std::string out = "You can call these functions (one JSON description per line):\n";
   for (const ToolDefinition& t : tools.tools) {
-    json fn = {{"name", t.name}};
+    RequestJson fn = {{"name", t.name}};
     if (!t.description.empty()) fn["description"] = t.description;
     fn["parameters"] = t.parameters;
-    out += dump(json{{"type", "function"}, {"function", std::move(fn)}});
+    out += dump(RequestJson{{"type", "function"}, {"function", std::move(fn)}});
     out += '\n';
   }
   out += "\nTo call a function, reply with one block per call and nothing else:\n";

@@ -8,9 +8,7 @@
 namespace tokenmill::server {
 namespace {
 
-using json = RequestJson;
-
-ToolDefinition parse_tool(const json& t, size_t i) {
+ToolDefinition parse_tool(const RequestJson& t, size_t i) {
   const std::string prefix = "tools[" + std::to_string(i) + "]";
   if (!t.is_object()) bad_request(prefix, "'{}' must be an object, got {}", prefix, describe_json(t));
   JsonFields tf(t, prefix + ".");
@@ -18,8 +16,8 @@ ToolDefinition parse_tool(const json& t, size_t i) {
   const std::optional<std::string> type = tf.string("type");
   if (type != "function")
     bad_request(tf.param("type"), "'{}' must be \"function\" (the only tool type), got {}", tf.param("type"),
-                type ? describe_json(json(*type)) : "nothing");
-  const json* fn = tf.find("function");
+                type ? describe_json(RequestJson(*type)) : "nothing");
+  const RequestJson* fn = tf.find("function");
   if (!fn || !fn->is_object())
     bad_request(tf.param("function"), "'{}' must be an object {{\"name\", \"description\", \"parameters\"}}",
                 tf.param("function"));
@@ -30,24 +28,24 @@ ToolDefinition parse_tool(const json& t, size_t i) {
   if (!name) bad_request(ff.param("name"), "'{}' is required", ff.param("name"));
   if (!is_valid_name(*name))
     bad_request(ff.param("name"), "'{}' must match ^[a-zA-Z0-9_-]{{1,64}}$, got {}", ff.param("name"),
-                describe_json(json(*name)));
+                describe_json(RequestJson(*name)));
   d.name = *name;
   d.description = ff.string("description").value_or("");
   d.strict = ff.boolean("strict").value_or(false);
-  if (const json* p = ff.find("parameters")) {
+  if (const RequestJson* p = ff.find("parameters")) {
     if (!p->is_object())
       bad_request(ff.param("parameters"), "'{}' must be a JSON Schema object, got {}", ff.param("parameters"),
                   describe_json(*p));
     check_nesting(*p, ff.param("parameters"));
     d.parameters = *p;
   } else {
-    d.parameters = {{"type", "object"}, {"properties", json::object()}};
+    d.parameters = {{"type", "object"}, {"properties", RequestJson::object()}};
   }
   return d;
 }
 
 void parse_tool_choice(const JsonFields& f, ToolsRequest& r) {
-  const json* v = f.find("tool_choice");
+  const RequestJson* v = f.find("tool_choice");
   if (!v) return;
   if (v->is_string()) {
     const std::string& s = v->get_ref<const std::string&>();
@@ -65,8 +63,8 @@ void parse_tool_choice(const JsonFields& f, ToolsRequest& r) {
     JsonFields cf(*v, "tool_choice.");
     cf.reject_unknown({"type", "function"});
     if (cf.string("type") != "function") bad_request("tool_choice.type", "'tool_choice.type' must be \"function\"");
-    const json* fn = cf.find("function");
-    const json* name = nullptr;
+    const RequestJson* fn = cf.find("function");
+    const RequestJson* name = nullptr;
     if (fn && fn->is_object())
       if (auto it = fn->find("name"); it != fn->end()) name = &*it;
     if (!name || !name->is_string())
@@ -83,7 +81,7 @@ void parse_tool_choice(const JsonFields& f, ToolsRequest& r) {
     for (const ToolDefinition& t : r.tools)
       if (t.name == r.named) return;
     bad_request("tool_choice", "'tool_choice' names the function {}, which 'tools' does not declare",
-                describe_json(json(r.named)));
+                describe_json(RequestJson(r.named)));
   }
 }
 
@@ -91,12 +89,12 @@ void parse_tool_choice(const JsonFields& f, ToolsRequest& r) {
 
 ToolsRequest parse_tools_request(const JsonFields& f) {
   for (const char* name : {"functions", "function_call"}) {
-    const json* v = f.find(name);
+    const RequestJson* v = f.find(name);
     if (v && !(v->is_array() && v->empty()) && !(v->is_string() && *v == "none"))
       bad_request(name, "'{}' (the legacy function calling API) is not supported; send 'tools'", name);
   }
   ToolsRequest r;
-  if (const json* t = f.find("tools")) {
+  if (const RequestJson* t = f.find("tools")) {
     if (!t->is_array()) bad_request("tools", "'tools' must be a list of tools, got {}", describe_json(*t));
     if (t->size() > kMaxTools)
       bad_request("tools", "'tools' holds {} tools; at most {} are allowed", t->size(), kMaxTools);
@@ -104,7 +102,7 @@ ToolsRequest parse_tools_request(const JsonFields& f) {
     for (size_t i = 0; i < t->size(); ++i) {
       r.tools.push_back(parse_tool((*t)[i], i));
       if (!names.insert(r.tools.back().name).second)
-        bad_request("tools", "'tools' declares the function {} twice", describe_json(json(r.tools.back().name)));
+        bad_request("tools", "'tools' declares the function {} twice", describe_json(RequestJson(r.tools.back().name)));
     }
   }
   r.parallel = f.boolean("parallel_tool_calls").value_or(true);
