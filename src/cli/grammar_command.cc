@@ -14,11 +14,9 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
-#include <fstream>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <random>
-#include <sstream>
 #include <string>
 #include <vector>
 
@@ -46,20 +44,12 @@ struct GrammarFlags {
   uint64_t seed = 1;
 };
 
-std::string read_file(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) fail("cannot read {}", path);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
-
 grammar::ConstraintSpec spec_of(const GrammarFlags& f) {
   const int given = !f.json_schema_file.empty() + !f.regex.empty() + !f.gbnf_file.empty() + f.json_object;
   if (given != 1) fail("give exactly one of --json-schema, --regex, --gbnf, --json-object");
-  if (!f.json_schema_file.empty()) return {grammar::ConstraintKind::kJsonSchema, read_file(f.json_schema_file)};
+  if (!f.json_schema_file.empty()) return {grammar::ConstraintKind::kJsonSchema, read_text_file(f.json_schema_file)};
   if (!f.regex.empty()) return {grammar::ConstraintKind::kRegex, f.regex};
-  if (!f.gbnf_file.empty()) return {grammar::ConstraintKind::kGbnf, read_file(f.gbnf_file)};
+  if (!f.gbnf_file.empty()) return {grammar::ConstraintKind::kGbnf, read_text_file(f.gbnf_file)};
   return {grammar::ConstraintKind::kJsonObject, ""};
 }
 
