@@ -4,7 +4,9 @@ implementation, llguidance (PyPI; a test dependency only), on Gemma 3
 random paths through a grammar and prints its allowed-token mask at each
 step; llguidance, given the same GBNF (converted to its Lark dialect) and
 the same vocabulary (read through llama-cpp-python), must allow exactly the
-same tokens after the same prefix. End-of-generation tokens are compared
+same tokens after the same prefix. Gemma's vocabulary is SentencePiece-style
+with byte fallback; GPT-2's (a vocab-only file from ../shared/vocab) is
+byte-level BPE. End-of-generation tokens are compared
 through can_end / is_accepting instead (the two list different EOG ids)."""
 import json
 import os
@@ -28,8 +30,15 @@ ws ::= [ \n]{0,3}
 '''
 
 
-@pytest.fixture(scope="module")
-def reference(gemma_path):
+_REFERENCES = {}
+
+
+def reference_for(model_path):
+    """llguidance, its tokenizer for the model's vocabulary (read through
+    llama-cpp-python; vocab-only GGUF files work too), the llama.cpp model
+    kept alive (llguidance tokenizes through it) and the GBNF converter."""
+    if model_path in _REFERENCES:
+        return _REFERENCES[model_path]
     llg = require_module("llguidance", "llguidance", "the independent token-mask implementation")
     require_module("llguidance.llamacpp", "llguidance", "llama.cpp vocabulary bridge")
     llama_cpp = require_module("llama_cpp", "llama-cpp-python", "reading the vocabulary for llguidance")
@@ -37,19 +46,24 @@ def reference(gemma_path):
 
     import llguidance.llamacpp
     from llguidance.gbnf_to_lark import gbnf_to_lark
-    model = llama_cpp.Llama(model_path=gemma_path, vocab_only=True, verbose=False)
+    model = llama_cpp.Llama(model_path=model_path, vocab_only=True, verbose=False)
     vocab = llama_cpp.llama_model_get_vocab(model.model)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", DeprecationWarning)  # llama-cpp-python's per-token attribute call
         tok = llguidance.llamacpp.lltokenizer_from_vocab(vocab)
-    # The model stays referenced: llguidance tokenizes through its vocabulary.
-    return llg, tok, model, gbnf_to_lark
+    _REFERENCES[model_path] = (llg, tok, model, gbnf_to_lark)
+    return _REFERENCES[model_path]
 
 
-def walk_lines(tokenmill_bin, gemma_path, tmp_path, gbnf, seed, walks=3, steps=40):
+@pytest.fixture(scope="module")
+def reference(gemma_path):
+    return reference_for(gemma_path)
+
+
+def walk_lines(tokenmill_bin, model_path, tmp_path, gbnf, seed, walks=3, steps=40):
     path = tmp_path / "g.gbnf"
     path.write_text(gbnf)
-    out = run_tokenmill(tokenmill_bin, "grammar", "-m", gemma_path, "--gbnf", str(path), "--walks", str(walks),
+    out = run_tokenmill(tokenmill_bin, "grammar", "-m", model_path, "--gbnf", str(path), "--walks", str(walks),
                         "--steps", str(steps), "--seed", str(seed)).stdout
     return [json.loads(line) for line in out.splitlines()[:-1]]
 
@@ -121,3 +135,9 @@ def test_schema_grammar_masks_agree(reference, tokenmill_bin, gemma_path, tmp_pa
     gbnf = run_tokenmill(tokenmill_bin, "grammar", "-m", gemma_path, "--json-schema",
                          os.path.join(SCHEMAS, files[0]), "--print-gbnf").stdout
     check_walks(reference, walk_lines(tokenmill_bin, gemma_path, tmp_path, gbnf, 3, walks=5), gbnf, min_steps=8)
+
+
+@pytest.mark.parametrize("seed", [1, 2])
+def test_byte_level_bpe_vocabulary_masks_agree(tokenmill_bin, shared_dir, tmp_path, seed):
+    gpt2 = os.path.join(shared_dir, "vocab", "ggml-vocab-gpt-2.gguf")
+    check_walks(reference_for(gpt2), walk_lines(tokenmill_bin, gpt2, tmp_path, JSON_LIKE, seed), JSON_LIKE)
