@@ -8,7 +8,7 @@ APT_PACKAGES=(
   build-essential cmake ninja-build pkg-config clang clang-format libclang-rt-14-dev
   libgtest-dev libgmock-dev libbenchmark-dev
   nlohmann-json3-dev libcpp-httplib-dev libcli11-dev libspdlog-dev libfmt-dev
-  libpcre2-dev libyaml-cpp-dev libxxhash-dev
+  libpcre2-dev libyaml-cpp-dev libxxhash-dev libopenmpi-dev openmpi-bin
   curl python3 python3-pip python3-yaml gnuplot-nox
 )
 # The AArch64 stage of scripts/test_all.sh: Debian's cross compiler, qemu-user

@@ -77,9 +77,12 @@ json rates_json(const json& counts, int64_t sent) {
           {"oom_rate", ratio(counts["oom"].get<double>(), n)}};
 }
 
-// Server-side view: memory and prefix-cache hit rate. The hit rate comes
-// from /metrics counters when exported, else from per-response cached-token
-// counts; `planned_shared_fraction` is what the traffic made reusable.
+// Server-side view: memory, prefix-cache hit rate and, from tokenmill's step
+// phase counters, the communication share and the parallel breakdown
+// (step_phases.h; null for servers that do not export them, so the
+// communication gate reads not_measured). The hit rate comes from /metrics
+// counters when exported, else from per-response cached-token counts;
+// `planned_shared_fraction` is what the traffic made reusable.
 json server_json(const std::vector<const RequestRecord*>& recs, const ServerCellStats* server) {
   double cached = 0, prompt_with_cached = 0, shared = 0, planned = 0;
   bool any_cached = false;
@@ -95,7 +98,9 @@ json server_json(const std::vector<const RequestRecord*>& recs, const ServerCell
               {"prefix_cache_hit_rate", nullptr},
               {"prefix_cache_hit_rate_source", nullptr},
               {"memory_high_water_bytes", nullptr},
-              {"memory_source", nullptr}};
+              {"memory_source", nullptr},
+              {"communication_share", nullptr},
+              {"parallel", nullptr}};
   if (server && server->prefix_hit_tokens >= 0 && server->prefix_miss_tokens >= 0) {
     const double looked_up = server->prefix_hit_tokens + server->prefix_miss_tokens;
     out["prefix_cache_hit_rate"] = ratio(server->prefix_hit_tokens, looked_up);
@@ -107,6 +112,10 @@ json server_json(const std::vector<const RequestRecord*>& recs, const ServerCell
   if (server && server->memory_high_water_bytes >= 0) {
     out["memory_high_water_bytes"] = server->memory_high_water_bytes;
     out["memory_source"] = server->memory_source;
+  }
+  if (server && server->step_phases) {
+    out["communication_share"] = number_or_null(communication_share(*server->step_phases));
+    out["parallel"] = parallel_json(*server->step_phases);
   }
   return out;
 }
@@ -215,6 +224,7 @@ json headline_value(const json& c, const std::string& m) {
   if (m == "cost_per_million_output_tokens") return c["cost"]["per_million_output_tokens_usd"];
   if (m == "prefix_cache_hit_rate") return c["server"]["prefix_cache_hit_rate"];
   if (m == "server_memory_bytes") return c["server"]["memory_high_water_bytes"];
+  if (m == "communication_share") return c["server"]["communication_share"];
   if (m == "spec_acceptance_rate" || m == "spec_accepted_per_step") {
     const json& s = c["speculative"];
     if (!s.is_object()) return nullptr;
@@ -228,7 +238,16 @@ json headline_value(const json& c, const std::string& m) {
 ServerCellStats combine(const RunResult& run) {
   ServerCellStats t;
   t.prefix_hit_tokens = t.prefix_miss_tokens = run.server.empty() ? -1 : 0;
+  if (!run.server.empty()) {
+    t.step_phases = StepPhaseCounters{};
+    t.step_phases->comm_bytes = t.step_phases->comm_syncs = 0;
+  }
   for (const ServerCellStats& s : run.server) {
+    if (s.step_phases && t.step_phases) {
+      accumulate(*t.step_phases, *s.step_phases);
+    } else {
+      t.step_phases.reset();
+    }
     t.metrics_available = t.metrics_available || s.metrics_available;
     if (s.prefix_hit_tokens < 0 || s.prefix_miss_tokens < 0 || t.prefix_hit_tokens < 0) {
       t.prefix_hit_tokens = t.prefix_miss_tokens = -1;

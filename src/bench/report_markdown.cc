@@ -6,6 +6,7 @@
 #include <fmt/format.h>
 
 #include "bench/report.h"
+#include "bench/step_phases.h"
 
 namespace tokenmill::bench {
 namespace {
@@ -118,11 +119,42 @@ void speculative_table(const json& rows, std::string& md) {
   }
 }
 
+// Only when some cell carries tokenmill's step phases: one row per cell and
+// step kind that ran, per-step means in ms. The comm counters are not split
+// by step kind, so syncs, bytes and link rate sit on the "all" rows.
+void parallel_table(const json& rows, std::string& md) {
+  bool any = false;
+  for (const json& c : rows) any = any || c["server"]["parallel"].is_object();
+  if (!any) return;
+  md += "\n## Parallel phases and communication (mean ms per engine step)\n\n";
+  md +=
+      "| cell | layout | steps | kind | schedule | drafting | compute | communication | sampling | comm share | "
+      "syncs/step | KiB/step | link Gb/s |\n|---|---|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n";
+  for (const json& c : rows) {
+    const json& p = c["server"]["parallel"];
+    if (!p.is_object()) continue;
+    const std::string layout = p["layout"].is_object() ? topology_name(p["layout"]) : "–";
+    for (const char* kind : {"all", "prefill", "decode"}) {
+      const json& k = p[kind];
+      if (!k.is_object()) continue;
+      const bool all = std::string(kind) == "all";
+      const json kib = all && k["comm_bytes_per_step"].is_number()
+                           ? json(k["comm_bytes_per_step"].get<double>() / 1024.0)
+                           : json(nullptr);
+      md +=
+          fmt::format("| {} | {} | {:.0f} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |\n", cell_label(c), layout,
+                      k["steps"].get<double>(), kind, ms(k["schedule_ms"]), ms(k["drafting_ms"]), ms(k["compute_ms"]),
+                      ms(k["communication_ms"]), ms(k["sampling_ms"]), pct(k["communication_share"]),
+                      all ? num(k["syncs_per_step"]) : "–", num(kib), all ? num(k["link_gbps"], 2) : "–");
+    }
+  }
+}
+
 std::string headline_text(const std::string& metric, const json& v) {
   if (!v.is_number()) return "–";
   const double x = v.get<double>();
   if (metric.ends_with("_ms")) return ms(v) + " ms";
-  if (metric.ends_with("_rate")) return pct(v);
+  if (metric.ends_with("_rate") || metric.ends_with("_share")) return pct(v);
   if (metric == "cost_per_success" || metric == "cost_per_million_output_tokens") return usd(v);
   if (metric == "server_memory_bytes") return bytes(v);
   return fmt::format("{:.2f}", x);
@@ -172,6 +204,7 @@ std::string report_markdown(const json& r) {
   md += "\n## Server and cost\n\n";
   server_table(rows, md);
   speculative_table(rows, md);
+  parallel_table(rows, md);
   if (r.contains("plots") && !r["plots"].empty()) {
     md += "\n## Plots\n\n";
     for (const json& p : r["plots"]) md += fmt::format("![{}]({})\n\n", p.get<std::string>(), p.get<std::string>());

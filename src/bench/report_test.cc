@@ -129,6 +129,61 @@ TEST_F(ReportTest, ServerCountersWinOverResponses) {
   EXPECT_DOUBLE_EQ(r["overall"]["server"]["memory_high_water_bytes"].get<double>(), 1 << 20);
 }
 
+// tokenmill's step phases: decode steps of 16 ms compute + 4 ms
+// communication on two ranks (tp2).
+StepPhaseCounters tp2_phases(double decode_steps) {
+  StepPhaseCounters c;
+  c.steps[1] = decode_steps;
+  c.seconds[1][2] = 0.016 * decode_steps;                    // compute
+  c.seconds[1][kCommunicationPhase] = 0.004 * decode_steps;  // communication
+  c.comm_bytes = 1e5 * decode_steps;
+  c.comm_syncs = 48 * decode_steps;
+  c.layout = {{"tp", "2"}, {"pp", "1"}, {"ranks", "2"}};
+  return c;
+}
+
+TEST_F(ReportTest, CommunicationShareFromStepPhases) {
+  nlohmann::json r = build_report(spec_, plan_, run_);
+  EXPECT_TRUE(r["cells"][0]["server"]["communication_share"].is_null());  // not exported: null
+  EXPECT_TRUE(r["cells"][0]["server"]["parallel"].is_null());
+  EXPECT_TRUE(r["overall"]["server"]["communication_share"].is_null());
+  EXPECT_EQ(report_markdown(r).find("## Parallel phases"), std::string::npos);
+
+  run_.server[0].step_phases = tp2_phases(50);
+  plan_.cells.push_back(plan_.cells[0]);  // a second cell, like the first
+  run_.cells.push_back(run_.cells[0]);
+  run_.server.push_back(run_.server[0]);
+  run_.server[1].step_phases = tp2_phases(150);
+  spec_.report_metrics.push_back("communication_share");
+  r = build_report(spec_, plan_, run_);
+  const nlohmann::json& s = r["cells"][0]["server"];
+  EXPECT_NEAR(s["communication_share"].get<double>(), 0.2, 1e-12);
+  const nlohmann::json& p = s["parallel"];
+  EXPECT_EQ(p["layout"]["tp"], 2);
+  EXPECT_TRUE(p["prefill"].is_null());
+  EXPECT_DOUBLE_EQ(p["decode"]["steps"].get<double>(), 50);
+  EXPECT_NEAR(p["decode"]["compute_ms"].get<double>(), 16, 1e-9);
+  EXPECT_NEAR(p["decode"]["communication_ms"].get<double>(), 4, 1e-9);
+  EXPECT_NEAR(p["all"]["syncs_per_step"].get<double>(), 48, 1e-9);
+  EXPECT_NEAR(p["all"]["link_gbps"].get<double>(), 1e5 * 8 / 0.004 / 1e9, 1e-9);  // 0.2 Gb/s
+  EXPECT_TRUE(r["cells"][1]["server"]["parallel"].is_null());  // buckets: counters cover whole cells only
+  const nlohmann::json& o = r["overall"]["server"];
+  EXPECT_NEAR(o["communication_share"].get<double>(), 0.2, 1e-12);
+  EXPECT_DOUBLE_EQ(o["parallel"]["decode"]["steps"].get<double>(), 200);  // 50 + 150
+  EXPECT_NEAR(r["headline"]["communication_share"].get<double>(), 0.2, 1e-12);
+  const std::string md = report_markdown(r);
+  EXPECT_NE(md.find("## Parallel phases"), std::string::npos) << md;
+  EXPECT_NE(md.find("| **overall** | 2ranks_tp2 | 200 | decode | 0.0 | 0.0 | 16.0 | 4.0 | 0.0 | 20.0% |"),
+            std::string::npos)
+      << md;
+  EXPECT_NE(md.find("| communication_share | 20.0% |"), std::string::npos) << md;
+
+  run_.server[1].step_phases.reset();  // one cell without phases: no run-wide figure
+  r = build_report(spec_, plan_, run_);
+  EXPECT_TRUE(r["overall"]["server"]["communication_share"].is_null());
+  EXPECT_NEAR(r["cells"][0]["server"]["communication_share"].get<double>(), 0.2, 1e-12);
+}
+
 TEST_F(ReportTest, StageSplitNamesTheDominantStage) {
   std::vector<const RequestRecord*> ok = {&run_.cells[0].records[0], &run_.cells[0].records[1]};
   const StageSplit s = stage_split(ok);

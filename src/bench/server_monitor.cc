@@ -3,57 +3,11 @@
 #include <httplib.h>
 
 #include <chrono>
-#include <cmath>
-#include <cstdlib>
 #include <fstream>
-#include <sstream>
 
 #include "bench/driver.h"
 
 namespace tokenmill::bench {
-
-std::map<std::string, double> parse_prometheus_text(const std::string& text) {
-  std::map<std::string, double> out;
-  std::istringstream in(text);
-  std::string line;
-  while (std::getline(in, line)) {
-    if (line.empty() || line[0] == '#') continue;
-    size_t name_end = line.find_first_of("{ \t");
-    if (name_end == std::string::npos || name_end == 0) continue;
-    const std::string name = line.substr(0, name_end);
-    size_t value_start = name_end;
-    if (line[name_end] == '{') {
-      // Label values may hold '}' inside quotes.
-      bool quoted = false;
-      size_t i = name_end + 1;
-      for (; i < line.size(); ++i) {
-        if (line[i] == '\\' && quoted)
-          ++i;
-        else if (line[i] == '"')
-          quoted = !quoted;
-        else if (line[i] == '}' && !quoted)
-          break;
-      }
-      if (i >= line.size()) continue;
-      value_start = i + 1;
-    }
-    const char* begin = line.c_str() + value_start;
-    char* end = nullptr;
-    const double v = std::strtod(begin, &end);
-    if (end == begin || !std::isfinite(v)) continue;
-    out[name] += v;
-  }
-  return out;
-}
-
-std::optional<double> first_metric(const std::map<std::string, double>& metrics,
-                                   const std::vector<std::string>& names) {
-  for (const std::string& n : names) {
-    const auto it = metrics.find(n);
-    if (it != metrics.end()) return it->second;
-  }
-  return std::nullopt;
-}
 
 std::optional<ProcessMemory> read_process_memory(int64_t pid) {
   std::ifstream in("/proc/" + std::to_string(pid) + "/status");
@@ -100,13 +54,17 @@ ServerMonitor::~ServerMonitor() {
   if (thread_.joinable()) thread_.join();
 }
 
-std::optional<std::map<std::string, double>> ServerMonitor::scrape() const {
+std::optional<ServerMonitor::Snapshot> ServerMonitor::scrape() const {
   httplib::Client client(origin_);
   client.set_connection_timeout(2, 0);
   client.set_read_timeout(5, 0);
   const httplib::Result res = client.Get(path_);
   if (!res || res->status != 200) return std::nullopt;
-  return parse_prometheus_text(res->body);
+  const std::vector<PrometheusSample> samples = parse_prometheus_samples(res->body);
+  Snapshot s;
+  for (const PrometheusSample& x : samples) s.by_name[x.name] += x.value;
+  s.step_phases = read_step_phases(samples);
+  return s;
 }
 
 void ServerMonitor::sample() {
@@ -119,8 +77,8 @@ void ServerMonitor::sample() {
   if (metrics) {
     current_.metrics_available = true;
     for (const std::string& n : names_.memory_bytes) {
-      const auto it = metrics->find(n);
-      if (it == metrics->end()) continue;
+      const auto it = metrics->by_name.find(n);
+      if (it == metrics->by_name.end()) continue;
       if (it->second > current_.memory_high_water_bytes) {
         current_.memory_high_water_bytes = it->second;
         current_.memory_source = "metrics:" + n;
@@ -148,11 +106,12 @@ ServerCellStats ServerMonitor::end_cell() {
   ServerCellStats out = current_;
   if (metrics && at_begin_) {
     auto delta = [&](const std::vector<std::string>& names) {
-      const auto a = first_metric(*at_begin_, names), b = first_metric(*metrics, names);
+      const auto a = first_metric(at_begin_->by_name, names), b = first_metric(metrics->by_name, names);
       return a && b ? *b - *a : -1.0;
     };
     out.prefix_hit_tokens = delta(names_.prefix_hit_tokens);
     out.prefix_miss_tokens = delta(names_.prefix_miss_tokens);
+    if (metrics->step_phases) out.step_phases = step_phase_delta(at_begin_->step_phases, *metrics->step_phases);
   }
   return out;
 }

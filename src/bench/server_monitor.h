@@ -1,6 +1,7 @@
 // Watches the server while a benchmark runs: its Prometheus /metrics
-// (memory, prefix-cache counters) sampled on a background thread, and, when
-// the server's pid is given, its resident memory from /proc (same host).
+// (memory, prefix-cache counters, the engine's step phases) sampled on a
+// background thread, and, when the server's pid is given, its resident
+// memory from /proc (same host).
 #pragma once
 
 #include <atomic>
@@ -11,17 +12,11 @@
 #include <string>
 #include <thread>
 
+#include "bench/prometheus_text.h"
+#include "bench/step_phases.h"
 #include "bench/traffic_spec.h"
 
 namespace tokenmill::bench {
-
-// Parses the Prometheus text format: "name{labels} value [timestamp]" lines;
-// values of one name with different labels are summed. Comments, malformed
-// lines and non-finite values are skipped. Never throws.
-std::map<std::string, double> parse_prometheus_text(const std::string& text);
-
-// The first of `names` present in `metrics`.
-std::optional<double> first_metric(const std::map<std::string, double>& metrics, const std::vector<std::string>& names);
 
 // Resident set size (VmRSS) and its peak (VmHWM) of a process, in bytes.
 struct ProcessMemory {
@@ -37,6 +32,7 @@ struct ServerCellStats {
   std::string memory_source;            // "metrics:<name>", "proc:<pid>" or ""
   double prefix_hit_tokens = -1;        // counter deltas over the cell; -1: not exported
   double prefix_miss_tokens = -1;
+  std::optional<StepPhaseCounters> step_phases;  // counter deltas over the cell; nullopt: not exported
 };
 
 class ServerMonitor {
@@ -53,7 +49,12 @@ class ServerMonitor {
   std::optional<double> lifetime_peak_rss() const;
 
  private:
-  std::optional<std::map<std::string, double>> scrape() const;
+  // One /metrics answer, in both views.
+  struct Snapshot {
+    std::map<std::string, double> by_name;
+    std::optional<StepPhaseCounters> step_phases;
+  };
+  std::optional<Snapshot> scrape() const;
   void sample();  // one scrape + /proc read folded into the current cell
 
   std::string origin_, path_;
@@ -62,7 +63,7 @@ class ServerMonitor {
   int64_t pid_;
   mutable std::mutex mutex_;
   ServerCellStats current_;
-  std::optional<std::map<std::string, double>> at_begin_;
+  std::optional<Snapshot> at_begin_;
   std::atomic<bool> stop_{false};
   std::thread thread_;
 };

@@ -27,36 +27,6 @@ json card(const json& cell) {
           {"cost_cents", v("/cost/per_success_cents")}, {"output_tok_per_s", v("/throughput/output_tok_per_s")}};
 }
 
-const json& find_cell(const json& report, const std::string& key, const char* side) {
-  if (key.empty() || key == "overall") return report["overall"];
-  for (const json& c : report["cells"]) {
-    if (c["key"] == key) return c;
-  }
-  fail("{} report has no cell '{}'", side, key);
-}
-
-void check_report(const json& r, const char* side) {
-  if (!r.is_object() || r.value("format", "") != "tokenmill-bench-report/1" || !r.contains("overall") ||
-      !r.contains("cells") || !r.contains("spec_hash")) {
-    fail("the {} file is not a `tokenmill bench serve` report (format tokenmill-bench-report/1)", side);
-  }
-}
-
-void check_same_shape(const json& a, const json& b) {
-  if (a["spec_hash"] == b["spec_hash"]) return;
-  std::vector<std::string> diff;
-  for (const auto& [k, v] : a["traffic_shape"].items()) {
-    if (!b["traffic_shape"].contains(k) || b["traffic_shape"][k] != v) diff.push_back(k);
-  }
-  for (const auto& [k, v] : b["traffic_shape"].items()) {
-    if (!a["traffic_shape"].contains(k)) diff.push_back(k);
-  }
-  fail(
-      "refusing to compare different traffic shapes (spec hash {} vs {}; differing: {}): compare only under the "
-      "same shape",
-      a["spec_hash"].get<std::string>(), b["spec_hash"].get<std::string>(), fmt::join(diff, ", "));
-}
-
 GateResult quality_gate(const CompareInput& in) {
   GateResult g{"quality_regression", "", ""};
   if (!in.quality_before || !in.quality_after) {
@@ -253,6 +223,36 @@ Quality load_quality(const std::string& path) {
   return parse_quality(j, path);
 }
 
+const json& report_cell(const json& report, const std::string& key, const char* side) {
+  if (key.empty() || key == "overall") return report["overall"];
+  for (const json& c : report["cells"]) {
+    if (c["key"] == key) return c;
+  }
+  fail("{} report has no cell '{}'", side, key);
+}
+
+void check_bench_report(const json& r, const char* side) {
+  if (!r.is_object() || r.value("format", "") != "tokenmill-bench-report/1" || !r.contains("overall") ||
+      !r.contains("cells") || !r.contains("spec_hash")) {
+    fail("the {} file is not a `tokenmill bench serve` report (format tokenmill-bench-report/1)", side);
+  }
+}
+
+void check_same_traffic(const json& a, const json& b) {
+  if (a["spec_hash"] == b["spec_hash"]) return;
+  std::vector<std::string> diff;
+  for (const auto& [k, v] : a["traffic_shape"].items()) {
+    if (!b["traffic_shape"].contains(k) || b["traffic_shape"][k] != v) diff.push_back(k);
+  }
+  for (const auto& [k, v] : b["traffic_shape"].items()) {
+    if (!a["traffic_shape"].contains(k)) diff.push_back(k);
+  }
+  fail(
+      "refusing to compare different traffic shapes (spec hash {} vs {}; differing: {}): compare only under the "
+      "same shape",
+      a["spec_hash"].get<std::string>(), b["spec_hash"].get<std::string>(), fmt::join(diff, ", "));
+}
+
 Gates gates_from_report(const json& report) {
   Gates g;
   if (!report.contains("gates") || !report["gates"].is_object()) return g;
@@ -271,11 +271,11 @@ Gates gates_from_report(const json& report) {
 }
 
 Ticket decide(const CompareInput& in) {
-  check_report(in.before, "before");
-  check_report(in.after, "after");
-  check_same_shape(in.before, in.after);
-  const json& b = find_cell(in.before, in.cell, "before");
-  const json& a = find_cell(in.after, in.cell, "after");
+  check_bench_report(in.before, "before");
+  check_bench_report(in.after, "after");
+  check_same_traffic(in.before, in.after);
+  const json& b = report_cell(in.before, in.cell, "before");
+  const json& a = report_cell(in.after, in.cell, "after");
   Ticket t;
   t.change = in.change;
   t.slice = in.slice;

@@ -73,4 +73,16 @@ std::string ticket_yaml(const Ticket& t);
 // Gates as read from a report's "gates" object (the spec's gates).
 Gates gates_from_report(const nlohmann::json& report);
 
+// Throws Error unless `report` is a `bench serve` report; `side` names it
+// in the message ("before", "after").
+void check_bench_report(const nlohmann::json& report, const char* side);
+
+// The cell `key` of a report ("" or "overall": the whole run); throws
+// Error naming `side` when the report has no such cell.
+const nlohmann::json& report_cell(const nlohmann::json& report, const std::string& key, const char* side);
+
+// Throws Error naming the differing traffic_shape keys unless both reports
+// ran the same traffic shape (spec_hash): only such runs may be compared.
+void check_same_traffic(const nlohmann::json& before, const nlohmann::json& after);
+
 }  // namespace tokenmill::bench

@@ -4,6 +4,7 @@
 
 #include <yaml-cpp/yaml.h>
 
+#include "bench/report.h"
 #include "util/error.h"
 
 namespace tokenmill::bench {
@@ -147,6 +148,58 @@ TEST(Ticket, ShareGates) {
   EXPECT_EQ(over.gates[0].detail, "40.0% (cap 30.0%)");
   after["server"]["communication_share"] = 0.2;
   EXPECT_EQ(decide(input(before, report("aaaa", after), cap)).gates[0].status, "pass");
+}
+
+// The gate reads what report.cc writes: a bench serve report built from
+// ServerCellStats whose step phases give a decode step 14 ms compute + the
+// given communication (< 0: a server without the phase metric), with the
+// cap taken from the spec's gates.
+json served_report(double communication_s_per_step) {
+  const TrafficSpec spec = parse_traffic_spec(
+      "inference_benchmark: tp\ntraffic: {concurrency: [1]}\nprompts: {token_counter: words}\n"
+      "gates: {max_communication_share: 0.3}",
+      "tp.yaml");
+  RunPlan plan;
+  plan.cells.push_back(CellPlan{1, 0.0, {}});
+  RunResult run;
+  CellRun cr;
+  RequestRecord r;
+  r.status = RequestStatus::kOk;
+  r.send_ms = 0;
+  r.chunk_ms = {100, 120};
+  r.first_token_ms = 100;
+  r.end_ms = 120;
+  r.planned_input_tokens = r.prompt_tokens = 64;
+  r.output_tokens = 2;
+  cr.records.push_back(r);
+  cr.window_end_ms = 200;
+  run.cells.push_back(cr);
+  ServerCellStats server;
+  if (communication_s_per_step >= 0) {
+    server.step_phases = StepPhaseCounters{};
+    server.step_phases->steps[1] = 10;
+    server.step_phases->seconds[1][2] = 10 * 0.014;
+    server.step_phases->seconds[1][kCommunicationPhase] = 10 * communication_s_per_step;
+  }
+  run.server.push_back(server);
+  return build_report(spec, plan, run);
+}
+
+TEST(Ticket, CommunicationGateOnAServedReport) {
+  const json before = served_report(0);  // one process: no communication
+  const Gates gates = gates_from_report(before);
+  EXPECT_DOUBLE_EQ(gates.max_communication_share, 0.3);
+  const Ticket within = decide(input(before, served_report(0.005), gates));  // 5 / 19 ms = 26.3%
+  ASSERT_EQ(within.gates.size(), 1u);
+  EXPECT_EQ(within.gates[0].status, "pass") << within.gates[0].detail;
+  EXPECT_EQ(within.gates[0].detail, "26.3% (cap 30.0%)");
+  const Ticket reject = decide(input(before, served_report(0.0093), gates));  // 9.3 / 23.3 ms = 39.9%
+  EXPECT_EQ(reject.gates[0].status, "fail");
+  EXPECT_EQ(reject.gates[0].detail, "39.9% (cap 30.0%)");
+  EXPECT_EQ(reject.decision, "reject");
+  const Ticket unmeasured = decide(input(before, served_report(-1), gates));
+  EXPECT_EQ(unmeasured.gates[0].status, "not_measured");
+  EXPECT_EQ(unmeasured.decision, "hold");
 }
 
 TEST(Ticket, HoldWhenNothingImproves) {

@@ -23,14 +23,6 @@ std::string read_file(const std::string& path, const std::string& what) {
   return s.str();
 }
 
-uint64_t fnv1a64(const std::string& data, uint64_t h = 0xcbf29ce484222325ull) {
-  for (unsigned char c : data) {
-    h ^= c;
-    h *= 0x100000001b3ull;
-  }
-  return h;
-}
-
 ArrivalKind parse_arrival(YamlFields& f, const std::string& key) {
   const std::string s = f.string(key, "poisson");
   if (s == "poisson") return ArrivalKind::kPoisson;
@@ -238,6 +230,14 @@ const char* token_counter_name(TokenCounterKind k) {
   return "?";
 }
 
+uint64_t fnv1a64(const std::string& data, uint64_t h) {
+  for (unsigned char c : data) {
+    h ^= c;
+    h *= 0x100000001b3ull;
+  }
+  return h;
+}
+
 const std::vector<std::string>& known_report_metrics() {
   static const std::vector<std::string> kKnown = {"queue_ms",
                                                   "ttft_ms",
@@ -260,6 +260,7 @@ const std::vector<std::string>& known_report_metrics() {
                                                   "oom_rate",
                                                   "cost_per_success",
                                                   "cost_per_million_output_tokens",
+                                                  "communication_share",
                                                   "prefix_cache_hit_rate",
                                                   "server_memory_bytes",
                                                   "spec_acceptance_rate",

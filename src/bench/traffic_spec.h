@@ -138,6 +138,10 @@ nlohmann::json traffic_shape_json(const TrafficSpec& spec);
 // hashed by content, so an edited dataset changes the hash.
 std::string traffic_shape_hash(const TrafficSpec& spec);
 
+// FNV-1a 64 of `data`, continuing from `h`: a stable short hash for ids
+// and shape hashes, not for security.
+uint64_t fnv1a64(const std::string& data, uint64_t h = 0xcbf29ce484222325ull);
+
 // Every metric name `report:` may list.
 const std::vector<std::string>& known_report_metrics();
 

@@ -1,6 +1,7 @@
 // `tokenmill bench ...`: the one place the `bench` command group is created.
 // Each benchmark adds itself under it: engine (in-process engine), serve
-// (HTTP load generator), compare (optimization tickets), and more to come.
+// (HTTP load generator), compare (optimization tickets), comm-card (parallel
+// communication budget cards), and more to come.
 #include "cli/commands.h"
 
 namespace tokenmill::cli {
@@ -11,6 +12,7 @@ void add_bench_command(CLI::App& app) {
   add_bench_engine_command(app);  // finds the group created above
   add_bench_serve_command(*bench);
   add_bench_compare_command(*bench);
+  add_bench_comm_card_command(*bench);
 }
 
 }  // namespace tokenmill::cli

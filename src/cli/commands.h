@@ -20,9 +20,11 @@ void add_eval_command(CLI::App& app);          // `eval ppl|kld|tasks|bench`
 void add_bench_engine_command(CLI::App& app);  // `bench engine`; creates `bench` if absent
 // `bench` group (bench_command.cc): creates it once and adds every benchmark.
 void add_bench_command(CLI::App& app);
-void add_bench_serve_command(CLI::App& bench);    // `bench serve`
-void add_bench_compare_command(CLI::App& bench);  // `bench compare`
-void add_bench_model_command(CLI::App& app);      // `bench model`; creates `bench` if absent
+void add_bench_serve_command(CLI::App& bench);      // `bench serve`
+void add_bench_compare_command(CLI::App& bench);    // `bench compare`
+void add_bench_comm_card_command(CLI::App& bench);  // `bench comm-card`
+void add_bench_model_command(CLI::App& app);        // `bench model`; creates `bench` if absent
 void add_serve_command(CLI::App& app);
+void add_route_command(CLI::App& app);  // `route`: replicas behind a prefix-aware router
 
 }  // namespace tokenmill::cli

@@ -69,6 +69,7 @@ void add_engine_flags(CLI::App& cmd, EngineFlags& f, EngineFlagSet set) {
       ->capture_default_str();
   cmd.add_option("--priority-aging", f.aging_s, "Seconds per priority class of aging")->capture_default_str();
   add_spec_flags(cmd, f.spec);
+  add_parallel_flags(cmd, f.parallel);
 }
 
 void add_spec_flags(CLI::App& cmd, SpecFlags& f) {

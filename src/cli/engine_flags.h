@@ -10,6 +10,7 @@
 #include <memory>
 #include <string>
 
+#include "cli/parallel_launch.h"
 #include "engine/engine.h"
 #include "engine/engine_config.h"
 #include "kv/kv_dtype.h"
@@ -96,6 +97,7 @@ struct EngineFlags {
   std::string isolation = "shared";
   double aging_s = 10.0;
   SpecFlags spec;
+  ParallelFlags parallel;  // --tp, --pp, --pp-microbatches (parallel_launch.h)
 };
 
 enum class EngineFlagSet {

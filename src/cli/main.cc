@@ -3,6 +3,7 @@
 #include <exception>
 
 #include "cli/commands.h"
+#include "dist/mpi_runtime.h"
 #include "util/error.h"
 
 int main(int argc, char** argv) {
@@ -23,15 +24,18 @@ int main(int argc, char** argv) {
   tokenmill::cli::add_bench_command(app);        // bench engine|serve|compare
   tokenmill::cli::add_bench_model_command(app);  // bench model (after the group exists)
   tokenmill::cli::add_serve_command(app);
+  tokenmill::cli::add_route_command(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
     return app.exit(e);
   } catch (const tokenmill::Error& e) {
     std::fprintf(stderr, "tokenmill: error: %s\n", e.what());
+    tokenmill::dist::abort_parallel_run(1);  // under mpirun: the other ranks would wait forever
     return 1;
   } catch (const std::exception& e) {
     std::fprintf(stderr, "tokenmill: internal error: %s\n", e.what());
+    tokenmill::dist::abort_parallel_run(2);
     return 2;
   }
   return 0;

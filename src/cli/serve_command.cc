@@ -12,6 +12,7 @@
 #include <vector>
 
 #include <pthread.h>
+#include <unistd.h>
 
 #include "cli/commands.h"
 #include "cli/engine_flags.h"
@@ -76,7 +77,10 @@ sigset_t block_stop_signals() {
 }
 
 void serve(const ServeOptions& o) {
-  const engine::EngineConfig config = engine_config(o.model_path, o.engine);
+  engine::EngineConfig config = engine_config(o.model_path, o.engine);
+  // Under mpirun: ranks other than 0 serve their shard of the model only.
+  const std::shared_ptr<dist::MpiRuntime> parallel = start_parallel(o.engine.parallel);
+  if (run_if_worker(parallel, config)) return;
   const sigset_t signals = block_stop_signals();
   server::HttpServer http(server_options(o));
   const int port = http.bind();
@@ -88,11 +92,12 @@ void serve(const ServeOptions& o) {
   log_event(
       fmt::format(R"({{"event":"ready","model":"{}","threads":{},"weights_runtime":"{}","kv_dtype":"{}",)"
                   R"("kv_bytes_per_token":{},"kv_blocks":{},"kv_window_blocks":{},"kv_block_size":{},"kv_bytes":{},)"
-                  R"("max_model_len":{},"chat_template":"{}"}})",
+                  R"("max_model_len":{},"chat_template":"{}","tp":{},"pp":{},"pid":{}}})",
                   ctx.model_names[0], engine.num_threads(), runtime_name(engine.matmul_hook()),
                   kv::kv_dtype_name(config.kv_dtype), engine.kv_bytes_per_token(), engine.num_kv_blocks(),
                   engine.num_window_kv_blocks(), config.block_size, engine.kv_bytes(), engine.limits().max_model_len(),
-                  ctx.chat ? std::string(tokenizer::chat_template_name(ctx.chat->kind)) : "none"));
+                  ctx.chat ? std::string(tokenizer::chat_template_name(ctx.chat->kind)) : "none", o.engine.parallel.tp,
+                  o.engine.parallel.pp, static_cast<int64_t>(getpid())));
   int sig = 0;
   sigwait(&signals, &sig);
   log_event(fmt::format(R"({{"event":"shutdown","signal":"{}","in_flight":{}}})", sig == SIGINT ? "SIGINT" : "SIGTERM",

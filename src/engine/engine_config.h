@@ -10,6 +10,7 @@
 #include "kv/kv_dtype.h"
 #include "model/config.h"
 #include "model/matmul_hook.h"
+#include "model/parallel.h"
 #include "sched/scheduler.h"
 #include "spec/spec_config.h"
 #include "tokenizer/tokenizer.h"
@@ -74,6 +75,11 @@ struct EngineConfig {
   // narrows it per request). Greedy and seeded sampling give the same tokens
   // with it as without (engine_core.cc, verify).
   spec::SpecConfig spec;
+
+  // Tensor/pipeline parallelism (model/parallel.h; dist/mpi_runtime.h over
+  // MPI): this process is the root rank and the model is sharded as the
+  // runtime says. Null: one process holds the whole model.
+  std::shared_ptr<model::ParallelComm> parallel;
 
   // Throws Error naming the first bad field (model_path is checked on load).
   void validate() const;

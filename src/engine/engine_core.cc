@@ -58,7 +58,8 @@ std::optional<Refusal> check_request(const GenerateRequest& r, const RequestLimi
 EngineCore::EngineCore(const EngineConfig& config, Metrics& metrics)
     : config_(config), metrics_(metrics), pool_(config.num_threads) {
   config_.validate();
-  model_ = model::Model::load(config_.model_path);
+  model_ = model::Model::load(config_.model_path, config_.parallel.get());
+  if (config_.parallel && !config_.parallel->is_root()) fail("the engine runs on the root rank only");
   if (config_.matmul_hook_factory) {
     matmul_hook_ = config_.matmul_hook_factory(*model_);
     model_->set_matmul_hook(matmul_hook_.get());
@@ -85,6 +86,12 @@ EngineCore::EngineCore(const EngineConfig& config, Metrics& metrics)
     kv_groups.push_back({static_cast<int32_t>(blocks), groups[g].window});
   }
   runner_ = std::make_unique<runner::ModelRunner>(*model_, std::move(pools), pool_);
+  if (config_.parallel) {
+    std::vector<int64_t> blocks{sizes.blocks};
+    if (groups.size() > 1) blocks.push_back(sizes.window_blocks);
+    config_.parallel->publish_pool_sizes(blocks);
+    metrics_.set_parallel_layout(model_->shard().tp_size, model_->shard().pp_size);
+  }
   if (config_.spec.method == spec::SpecMethod::kSelf)
     skip_layers_ = spec::resolve_skip_layers(config_.spec.skip_layers, mc.n_layer);
   if (config_.spec.method == spec::SpecMethod::kDraft) {
@@ -115,6 +122,20 @@ EngineCore::EngineCore(const EngineConfig& config, Metrics& metrics)
 }
 
 EngineCore::~EngineCore() = default;
+
+model::CommStats EngineCore::comm_stats() const {
+  return config_.parallel ? config_.parallel->stats() : model::CommStats{};
+}
+
+// Each request of the batch is charged the forward pass it took part in
+// (its `timings` report compute and communication apart).
+void EngineCore::charge_forward(const sched::ScheduledBatch& batch, const StepStats& stats) {
+  const double compute_ms = stats.forward_ms - stats.forward_comm_ms;
+  for (const sched::ScheduledSeq& s : batch.seqs) {
+    const auto it = states_.find(s.seq->id);
+    if (it != states_.end()) it->second.charge_forward(compute_ms, stats.forward_comm_ms);
+  }
+}
 
 void EngineCore::add(std::vector<std::shared_ptr<RequestStream>> streams, const GenerateRequest& request,
                      SteadyClock::time_point submitted) {
@@ -208,6 +229,7 @@ void EngineCore::finish_request(RequestId id, const sched::Sequence& seq, Steady
 
 bool EngineCore::step() {
   const SteadyClock::time_point start = SteadyClock::now();
+  const model::CommStats comm_start = comm_stats();
   StepStats stats;
   propose(stats);
   sched::ScheduledBatch batch = scheduler_->schedule(start);
@@ -216,6 +238,10 @@ bool EngineCore::step() {
   if (!batch.empty()) {
     execute(batch, stats);
     stats.step_ms = std::chrono::duration<double, std::milli>(SteadyClock::now() - start).count();
+    const model::CommStats comm_end = comm_stats();
+    stats.comm_ms = (comm_end.seconds - comm_start.seconds) * 1e3;
+    stats.comm_bytes = static_cast<int64_t>(comm_end.bytes - comm_start.bytes);
+    stats.comm_syncs = static_cast<int64_t>(comm_end.syncs - comm_start.syncs);
     metrics_.on_step(stats);
     ++num_steps_;
   }
@@ -233,7 +259,10 @@ void EngineCore::execute(const sched::ScheduledBatch& batch, StepStats& stats) {
     runner_->apply_copies(batch);  // before the draft passes read the step's blocks
     draft_with_model(batch, stats);
     const SteadyClock::time_point forward_start = SteadyClock::now();
+    const double comm_before = comm_stats().seconds;
     logits = runner_->run(batch, rows);
+    stats.forward_ms = ms_since(forward_start);
+    stats.forward_comm_ms = (comm_stats().seconds - comm_before) * 1e3;
     if (stats.prefill_tokens == 0 && config_.spec.enabled()) {  // decode-only: the cost model's regime
       cost_model_.observe_step(batch.num_tokens(), ms_since(forward_start));
       metrics_.set_spec_cost(cost_model_.fixed_ms(), cost_model_.per_token_ms(), cost_model_.draft_ms_per_token());
@@ -244,9 +273,12 @@ void EngineCore::execute(const sched::ScheduledBatch& batch, StepStats& stats) {
       finish_sequence(*seq, SteadyClock::now());
     return;
   }
+  const SteadyClock::time_point sample_start = SteadyClock::now();
   sched::SampledStep sampled = sample(batch, rows, logits, stats);
   const SteadyClock::time_point now = SteadyClock::now();
   check_stops(batch, sampled, now);
+  stats.sampling_ms = ms_since(sample_start);
+  charge_forward(batch, stats);
   const std::vector<std::unique_ptr<sched::Sequence>> finished = scheduler_->commit(batch, sampled, now);
   emit(sampled, finished, now);
 }

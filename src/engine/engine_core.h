@@ -130,6 +130,9 @@ class EngineCore {
   void emit(const sched::SampledStep& sampled, std::span<const std::unique_ptr<sched::Sequence>> finished,
             SteadyClock::time_point now);
   void update_gauges();
+  // The parallel runtime's cumulative collectives (zero with one process).
+  model::CommStats comm_stats() const;
+  void charge_forward(const sched::ScheduledBatch& batch, const StepStats& stats);
 
   EngineConfig config_;
   Metrics& metrics_;

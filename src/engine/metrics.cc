@@ -113,7 +113,44 @@ void Metrics::on_step(const StepStats& step) {
   s_.spec_draft_seconds += step.draft_ms / 1e3;
   s_.step_seconds += step.step_ms / 1e3;
   s_.step_ms.observe(step.step_ms);
+  const auto kind = static_cast<size_t>(step.prefill_tokens > 0 ? StepKind::kPrefill : StepKind::kDecode);
+  ++s_.steps_by_kind[kind];
+  const std::array<double, kNumStepPhases> phases = step_phase_ms(step);
+  for (size_t p = 0; p < phases.size(); ++p) s_.step_phase_seconds[kind][p] += phases[p] / 1e3;
+  s_.comm_bytes += static_cast<uint64_t>(step.comm_bytes);
+  s_.comm_syncs += static_cast<uint64_t>(step.comm_syncs);
   s_.last_step = step;
+}
+
+void Metrics::set_parallel_layout(int tp, int pp) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  s_.parallel_tp = tp;
+  s_.parallel_pp = pp;
+}
+
+const char* step_phase_name(StepPhase phase) {
+  switch (phase) {
+    case StepPhase::kSchedule: return "schedule";
+    case StepPhase::kDrafting: return "drafting";
+    case StepPhase::kCompute: return "compute";
+    case StepPhase::kCommunication: return "communication";
+    case StepPhase::kSampling: return "sampling";
+  }
+  return "?";
+}
+
+const char* step_kind_name(StepKind kind) { return kind == StepKind::kPrefill ? "prefill" : "decode"; }
+
+std::array<double, kNumStepPhases> step_phase_ms(const StepStats& s) {
+  std::array<double, kNumStepPhases> p{};
+  const double draft_comm = std::max(0.0, s.comm_ms - s.forward_comm_ms);
+  p[static_cast<size_t>(StepPhase::kDrafting)] = std::max(0.0, s.draft_ms - draft_comm);
+  p[static_cast<size_t>(StepPhase::kCompute)] = std::max(0.0, s.forward_ms - s.forward_comm_ms);
+  p[static_cast<size_t>(StepPhase::kCommunication)] = s.comm_ms;
+  p[static_cast<size_t>(StepPhase::kSampling)] = s.sampling_ms;
+  const double rest = s.step_ms - p[1] - p[2] - p[3] - p[4];
+  p[static_cast<size_t>(StepPhase::kSchedule)] = std::max(0.0, rest);
+  return p;
 }
 
 void Metrics::on_spec_verified(int64_t accepted) {

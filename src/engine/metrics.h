@@ -54,7 +54,31 @@ struct StepStats {
   int64_t draft_tokens = 0;
   int64_t accepted_tokens = 0;
   double draft_ms = 0;  // drafting (proposers, draft passes), part of step_ms
+  // The step's phases (docs/parallel.md): the forward pass (forward_ms, of
+  // which forward_comm_ms in collectives), sampling and stop checks, and
+  // the collectives of the whole step (draft passes included) with their
+  // bytes and count. Zero communication with one process.
+  double forward_ms = 0;
+  double forward_comm_ms = 0;
+  double sampling_ms = 0;
+  double comm_ms = 0;
+  int64_t comm_bytes = 0;
+  int64_t comm_syncs = 0;
 };
+
+// The phases one engine step's time is split into; they add up to step_ms.
+// schedule: scheduling, commit and emitting (the rest); drafting: proposing
+// and draft passes, less their collectives; compute: the forward pass less
+// its collectives; communication: every collective of the step; sampling.
+enum class StepPhase { kSchedule, kDrafting, kCompute, kCommunication, kSampling };
+inline constexpr int kNumStepPhases = 5;
+const char* step_phase_name(StepPhase phase);
+// A step with any prompt (or recomputed) tokens is a prefill step.
+enum class StepKind { kPrefill, kDecode };
+inline constexpr int kNumStepKinds = 2;
+const char* step_kind_name(StepKind kind);
+// The step's phase times in milliseconds, indexed by StepPhase.
+std::array<double, kNumStepPhases> step_phase_ms(const StepStats& step);
 
 struct MetricsSnapshot {
   // Counters (since start).
@@ -85,6 +109,14 @@ struct MetricsSnapshot {
   uint64_t prefix_cache_miss_tokens = 0;  // prompt tokens of those lookups computed
   uint64_t prefix_cache_evictions = 0;
   uint64_t cow_copies = 0;  // KV blocks copied on write
+  // Step time by kind and phase (seconds), steps by kind, and the root's
+  // collectives (bytes moved, operations).
+  std::array<std::array<double, kNumStepPhases>, kNumStepKinds> step_phase_seconds{};
+  std::array<uint64_t, kNumStepKinds> steps_by_kind{};
+  uint64_t comm_bytes = 0;
+  uint64_t comm_syncs = 0;
+  int parallel_tp = 1;  // the model's layout over ranks (1 x 1: one process)
+  int parallel_pp = 1;
 
   // Gauges (as of the last step).
   int64_t running = 0;
@@ -145,6 +177,8 @@ class Metrics {
   void set_spec_cost(double fixed_ms, double per_token_ms, double draft_ms_per_token);
   void on_cow_copies(uint64_t n);
   void set_scheduler_gauges(const SchedulerGauges& g);
+  // Called once by a sharded engine (model/parallel.h).
+  void set_parallel_layout(int tp, int pp);
   // Called once by the engine when it has allocated the KV pool.
   void set_kv_layout(std::string_view dtype, int64_t bytes_per_token, int64_t total_bytes);
 

@@ -68,6 +68,10 @@ struct Timings {
   double decode_ms = 0;   // first token -> last token
   double tpot_ms = 0;     // decode_ms / (completion_tokens - 1); 0 with < 2 tokens
   double e2e_ms = 0;      // submit -> final event
+  // The forward passes the request took part in (each whole, shared with
+  // its batch): compute, and collectives with other ranks (0 with one process).
+  double forward_compute_ms = 0;
+  double forward_comm_ms = 0;
 };
 
 // Speculative decoding's tally for one request.

@@ -192,6 +192,8 @@ FinalEvent RequestState::make_final(const sched::Sequence& seq, SteadyClock::tim
     if (last_token_) t.decode_ms = std::max(0.0, ms_between(*seq.first_token, *last_token_));
     if (f.usage.completion_tokens > 1) t.tpot_ms = t.decode_ms / static_cast<double>(f.usage.completion_tokens - 1);
   }
+  t.forward_compute_ms = forward_compute_ms_;
+  t.forward_comm_ms = forward_comm_ms_;
   return f;
 }
 

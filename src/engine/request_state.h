@@ -89,6 +89,12 @@ class RequestState {
 
   // The final event of a finished (or rejected) sequence: releases held
   // text, fills usage and timings. The caller pushes it.
+  // Adds one forward pass this request took part in (whole pass, shared
+  // with the rest of its batch): compute and collectives, in ms.
+  void charge_forward(double compute_ms, double comm_ms) {
+    forward_compute_ms_ += compute_ms;
+    forward_comm_ms_ += comm_ms;
+  }
   FinalEvent make_final(const sched::Sequence& seq, SteadyClock::time_point now);
 
  private:
@@ -123,6 +129,8 @@ class RequestState {
   std::optional<SteadyClock::time_point> last_token_;
   int64_t first_step_ = -1;
   int64_t cached_prompt_tokens_ = 0;
+  double forward_compute_ms_ = 0;  // charge_forward's sums
+  double forward_comm_ms_ = 0;
 };
 
 }  // namespace tokenmill::engine

@@ -9,6 +9,8 @@
 #include "kernels/interleave.h"
 #include "kernels/ops.h"
 #include "kernels/paged_attention.h"
+#include "model/microbatch.h"
+#include "model/shard.h"
 #include "util/check.h"
 #include "util/env.h"
 #include "util/error.h"
@@ -17,30 +19,41 @@ namespace tokenmill::model {
 
 // Activations of the current step, reused across steps (resized, never shrunk).
 struct Model::Scratch {
-  std::vector<float> x;     // [T, n_embd]   residual stream
-  std::vector<float> xb;    // [T, n_embd]   normalised input / block output
-  std::vector<float> q;     // [T, n_q_dim]
-  std::vector<float> k;     // [T, n_kv_dim]
-  std::vector<float> v;     // [T, n_kv_dim]
-  std::vector<float> att;   // [T, n_q_dim]
-  std::vector<float> gate;  // [T, n_ff]
-  std::vector<float> up;    // [T, n_ff]
-  std::vector<float> rows;  // [R, n_embd]   final hidden states that need logits
+  std::vector<float> x;            // [T, n_embd]   residual stream
+  std::vector<float> xb;           // [T, n_embd]   normalised input / block output
+  std::vector<float> q;            // [T, n_q_dim]
+  std::vector<float> k;            // [T, n_kv_dim]
+  std::vector<float> v;            // [T, n_kv_dim]
+  std::vector<float> att;          // [T, n_q_dim]
+  std::vector<float> gate;         // [T, n_ff]
+  std::vector<float> up;           // [T, n_ff]
+  std::vector<float> rows;         // [R, n_embd]   final hidden states that need logits
+  std::vector<float> logits_part;  // [R, vocab share]  tensor parallel: this rank's columns
+  std::vector<float> logits;       // [R, n_vocab]  pipeline: the rows sent back to the root
   int64_t num_tokens = 0;
 };
 
-std::unique_ptr<Model> Model::load(const std::string& path) {
-  return std::unique_ptr<Model>(new Model(gguf::GgufFile::open(path)));
+std::unique_ptr<Model> Model::load(const std::string& path, ParallelComm* comm) {
+  return std::unique_ptr<Model>(new Model(gguf::GgufFile::open(path), comm));
 }
 
-Model::Model(gguf::GgufFile file)
+Model::Model(gguf::GgufFile file, ParallelComm* comm)
     : file_(std::move(file)),
       config_(ModelConfig::from_gguf(file_)),
       weights_(ModelWeights::bind(file_, config_)),
       scratch_(std::make_unique<Scratch>()) {
+  comm_ = comm;
+  ModelShard whole;
+  whole.layer_end = config_.n_layer;
+  shard_ = comm_ != nullptr ? resolve_shard(comm_->shard(), config_, weights_) : whole;
+  local_ = local_config(config_, shard_);
+  if (shard_.sharded()) shard_weights(weights_, config_, shard_, column_copies_);
+  // Layer i's index inside its group's pool (the stage's layers only).
   int64_t num_local = 0, num_global = 0;
   for (int64_t i = 0; i < config_.n_layer; ++i) {
-    group_layer_.push_back(config_.layer_is_local[static_cast<size_t>(i)] ? num_local++ : num_global++);
+    const bool in_stage = i >= shard_.layer_begin && i < shard_.layer_end;
+    const bool local = config_.layer_is_local[static_cast<size_t>(i)];
+    group_layer_.push_back(!in_stage ? -1 : local ? num_local++ : num_global++);
   }
   interleave_weights();
 }
@@ -57,6 +70,7 @@ void Model::interleave_weights() {
   if (!repack) return;
   const auto one = [&](kernels::WeightView& w) {
     if (kt.of(w.type).gemm_interleaved == nullptr || w.rows == 0) return;
+    const bool mapped = !is_column_copy(w.data);
     const int64_t bytes = kernels::interleaved_bytes(w);
     auto* buf = static_cast<uint8_t*>(std::aligned_alloc(64, static_cast<size_t>((bytes + 63) / 64 * 64)));
     if (buf == nullptr) fail("out of memory repacking {} bytes of weights", bytes);
@@ -67,28 +81,36 @@ void Model::interleave_weights() {
     // and other tables still can: the pages come back from the page cache)
     // unless the table multiplies many tokens from the file's blocks (AVX2:
     // prefill), which then keeps both resident.
-    if (w.data != weights_.tok_embd.data && kt.interleaved_max_tokens == kernels::KernelTable::kAnyTokens) {
+    if (mapped && w.data != weights_.tok_embd.data && kt.interleaved_max_tokens == kernels::KernelTable::kAnyTokens) {
       release_mapped_pages(w.data, static_cast<size_t>(gguf::row_bytes(w.type, w.cols) * w.rows));
     }
   };
   for (LayerWeights& l : weights_.layers) {
     for (kernels::WeightView* w : {&l.wq, &l.wk, &l.wv, &l.wo, &l.w_gate, &l.w_up, &l.w_down}) one(*w);
   }
-  one(weights_.output);
+  if (shard_.last_stage()) one(weights_.output);  // other stages never project to the vocabulary
 }
 
 Model::~Model() = default;
 
+bool Model::is_column_copy(const void* data) const {
+  for (const auto& c : column_copies_)
+    if (c.get() == data) return true;
+  return false;
+}
+
 namespace {
 
-int64_t num_local_layers(const ModelConfig& c) {
-  return std::count(c.layer_is_local.begin(), c.layer_is_local.end(), true);
+// Sliding-window layers among [begin, end).
+int64_t num_local_layers(const ModelConfig& c, int64_t begin, int64_t end) {
+  return std::count(c.layer_is_local.begin() + begin, c.layer_is_local.begin() + end, true);
 }
 
 }  // namespace
 
 bool Model::has_window_group() const {
-  const int64_t local = num_local_layers(config_);
+  // The whole model decides (every rank of a pipeline keeps the same pools).
+  const int64_t local = num_local_layers(config_, 0, config_.n_layer);
   return config_.sliding_window > 0 && local > 0 && local < config_.n_layer;
 }
 
@@ -100,9 +122,14 @@ std::vector<KvLayerGroup> Model::kv_layer_groups(bool window_pool) const {
 kv::KvGeometry Model::kv_geometry(int64_t block_size, kv::KvDtype dtype, KvGroup group) const {
   TM_CHECK(group == KvGroup::kAll || has_window_group());
   kv::KvGeometry g;
-  const int64_t local = num_local_layers(config_);
-  g.n_layer = group == KvGroup::kAll ? config_.n_layer : group == KvGroup::kWindow ? local : config_.n_layer - local;
-  g.n_kv_dim = config_.n_kv_dim();
+  const int64_t stage_layers = shard_.layer_end - shard_.layer_begin;
+  const int64_t local = num_local_layers(config_, shard_.layer_begin, shard_.layer_end);
+  g.n_layer = group == KvGroup::kAll ? stage_layers : group == KvGroup::kWindow ? local : stage_layers - local;
+  if (g.n_layer == 0)
+    fail("pipeline stage {} (layers {}..{}) has no {} layer: run it with one KV pool (--no-window-pool)",
+         shard_.pp_stage, shard_.layer_begin, shard_.layer_end - 1,
+         group == KvGroup::kWindow ? "sliding-window" : "full-attention");
+  g.n_kv_dim = local_.n_kv_dim();
   g.block_size = block_size;
   g.dtype = dtype;
   return g;
@@ -187,20 +214,53 @@ void add_bias(float* y, const VectorView& b, int64_t rows) {
 
 }  // namespace
 
-void Model::forward(std::span<const SequenceChunk> chunks, std::span<kv::PagedKvStorage* const> pools,
-                    std::vector<float>& logits, ThreadPool& pool, std::span<const uint8_t> skip_layers) {
-  const ModelConfig& c = config_;
-  if (!skip_layers.empty() && static_cast<int64_t>(skip_layers.size()) != c.n_layer)
-    fail("forward: {} layer skip flags for a model of {} layers", skip_layers.size(), c.n_layer);
+void Model::check_step(std::span<const SequenceChunk> chunks, std::span<kv::PagedKvStorage* const> pools,
+                       std::span<const uint8_t> skip_layers) const {
+  if (!skip_layers.empty() && static_cast<int64_t>(skip_layers.size()) != config_.n_layer)
+    fail("forward: {} layer skip flags for a model of {} layers", skip_layers.size(), config_.n_layer);
   if (pools.size() == 2 && !has_window_group())
     fail("forward: a second KV pool needs sliding-window and full-attention layers");
   const std::vector<KvLayerGroup> groups = kv_layer_groups(pools.size() == 2);
   const int64_t bs = !pools.empty() && pools[0] != nullptr ? pools[0]->block_size() : 1;
   std::vector<kv::KvGeometry> geometries;
   for (const KvLayerGroup& g : groups) geometries.push_back(kv_geometry(bs, kv::KvDtype::F16, g.layers));
-  validate_step(c, chunks, pools, groups, geometries);
-  Scratch& s = *scratch_;
+  validate_step(local_, chunks, pools, groups, geometries);
+}
 
+void Model::forward(std::span<const SequenceChunk> chunks, std::span<kv::PagedKvStorage* const> pools,
+                    std::vector<float>& logits, ThreadPool& pool, std::span<const uint8_t> skip_layers) {
+  check_step(chunks, pools, skip_layers);
+  const int64_t V = config_.n_vocab;
+  int64_t R = 0;
+  for (const SequenceChunk& ch : chunks) R += num_logit_rows(ch);
+  const bool root = comm_ == nullptr || comm_->is_root();
+  logits.resize(static_cast<size_t>(root ? R * V : 0));
+  if (shard_.pp_size == 1) {
+    forward_part(chunks, pools, pool, skip_layers, logits.data(), 0);
+    if (comm_ != nullptr) comm_->wait_sends();
+    return;
+  }
+  // Pipeline: the stages work on consecutive micro-batches at once; the
+  // root (stage 0) gets each one's logits back from the last stage.
+  const std::vector<std::vector<SequenceChunk>> parts = split_microbatches(chunks, shard_.microbatches);
+  for (size_t m = 0; m < parts.size(); ++m)
+    forward_part(parts[m], pools, pool, skip_layers, nullptr, static_cast<int>(m));
+  if (root) {
+    int64_t row = 0;
+    for (size_t m = 0; m < parts.size(); ++m) {
+      int64_t rows = 0;
+      for (const SequenceChunk& ch : parts[m]) rows += num_logit_rows(ch);
+      if (rows > 0) comm_->recv_logits(logits.data() + row * V, rows * V, static_cast<int>(m));
+      row += rows;
+    }
+  }
+  comm_->wait_sends();
+}
+
+void Model::forward_part(std::span<const SequenceChunk> chunks, std::span<kv::PagedKvStorage* const> pools,
+                         ThreadPool& pool, std::span<const uint8_t> skip_layers, float* logits, int tag) {
+  const ModelConfig& c = local_;
+  Scratch& s = *scratch_;
   int64_t T = 0;
   int64_t R = 0;
   for (const SequenceChunk& ch : chunks) {
@@ -217,23 +277,32 @@ void Model::forward(std::span<const SequenceChunk> chunks, std::span<kv::PagedKv
   resize(s.gate, T * c.n_ff);
   resize(s.up, T * c.n_ff);
 
-  // Embeddings: x[t] = embd_scale * E[token_t]; positions of the flat batch.
+  // Positions of the flat batch; the first stage starts the residual
+  // stream from the embeddings (x[t] = embd_scale * E[token_t]), the others
+  // receive it from the stage before.
   std::vector<int64_t> positions(static_cast<size_t>(T));
   int64_t t = 0;
   for (const SequenceChunk& ch : chunks) {
     for (size_t i = 0; i < ch.tokens.size(); ++i, ++t) {
+      positions[static_cast<size_t>(t)] = ch.start_pos + static_cast<int64_t>(i);
+      if (!shard_.first_stage()) continue;
       float* row = s.x.data() + t * c.n_embd;
       kernels::dequantize_weight_row(weights_.tok_embd, ch.tokens[i], row);
       if (c.embd_scale != 1.0f) kernels::scale_inplace(row, c.embd_scale, c.n_embd);
-      positions[static_cast<size_t>(t)] = ch.start_pos + static_cast<int64_t>(i);
     }
   }
+  if (!shard_.first_stage()) comm_->recv_prev(s.x.data(), T * c.n_embd, tag);
 
-  for (int64_t layer = 0; layer < c.n_layer; ++layer) {
+  for (int64_t layer = shard_.layer_begin; layer < shard_.layer_end; ++layer) {
     if (!skip_layers.empty() && skip_layers[static_cast<size_t>(layer)] != 0) continue;
     attention_block(layer, chunks, positions, pools, pool);
     ffn_block(layer, pool);
   }
+  if (!shard_.last_stage()) {
+    comm_->send_next(s.x.data(), T * c.n_embd, tag);
+    return;
+  }
+  if (R == 0) return;
 
   // Final norm and the output projection, only for the rows that need logits.
   resize(s.rows, R * c.n_embd);
@@ -248,8 +317,34 @@ void Model::forward(std::span<const SequenceChunk> chunks, std::span<kv::PagedKv
     }
     t += n;
   }
-  logits.resize(static_cast<size_t>(R * c.n_vocab));
-  if (R > 0) matmul(weights_.output, s.rows.data(), R, logits.data(), pool);
+  project_logits(R, logits, tag, pool);
+}
+
+void Model::project_logits(int64_t R, float* logits, int tag, ThreadPool& pool) {
+  Scratch& s = *scratch_;
+  const int64_t V = config_.n_vocab;
+  // Where the full rows go: straight into the caller's logits on the root,
+  // else a buffer sent to it (pipeline) or nowhere (tensor ranks > 0).
+  float* full = logits;
+  if (full == nullptr) {
+    resize(s.logits, R * V);
+    full = s.logits.data();
+  }
+  if (shard_.tp_size == 1) {
+    matmul(weights_.output, s.rows.data(), R, full, pool);
+  } else {
+    // Each tensor rank projects onto its share of the vocabulary.
+    resize(s.logits_part, R * weights_.output.rows);
+    matmul(weights_.output, s.rows.data(), R, s.logits_part.data(), pool);
+    std::vector<int64_t> widths;
+    for (int r = 0; r < shard_.tp_size; ++r) {
+      ModelShard other = shard_;
+      other.tp_rank = r;
+      widths.push_back(vocab_part(config_, other).size());
+    }
+    comm_->tp_gather_columns(s.logits_part.data(), R, widths, full);
+  }
+  if (shard_.pp_size > 1 && shard_.tp_rank == 0) comm_->send_logits(full, R * V, tag);
 }
 
 void Model::matmul(const kernels::WeightView& w, const float* x, int64_t num_tokens, float* y, ThreadPool& pool) {
@@ -259,7 +354,7 @@ void Model::matmul(const kernels::WeightView& w, const float* x, int64_t num_tok
 
 void Model::attention_block(int64_t layer, std::span<const SequenceChunk> chunks, std::span<const int64_t> positions,
                             std::span<kv::PagedKvStorage* const> pools, ThreadPool& pool) {
-  const ModelConfig& c = config_;
+  const ModelConfig& c = local_;  // this rank's heads
   const LayerWeights& w = weights_.layers[static_cast<size_t>(layer)];
   Scratch& s = *scratch_;
   const int64_t T = s.num_tokens;
@@ -301,7 +396,7 @@ void Model::attention_block(int64_t layer, std::span<const SequenceChunk> chunks
   // Two pools: a local layer lives in the second (window) pool, at its
   // index among the local layers, and is read through the second table.
   const size_t group = pools.size() == 2 && local ? 1 : 0;
-  const int64_t pool_layer = pools.size() == 2 ? group_layer_[static_cast<size_t>(layer)] : layer;
+  const int64_t pool_layer = pools.size() == 2 ? group_layer_[static_cast<size_t>(layer)] : layer - shard_.layer_begin;
   const kernels::PagedKv cache = layer_kv(*pools[group], pool_layer);
   int64_t t0 = 0;
   for (const SequenceChunk& ch : chunks) {
@@ -314,14 +409,16 @@ void Model::attention_block(int64_t layer, std::span<const SequenceChunk> chunks
     t0 += n;
   }
 
-  // Output projection (gemma3: normalised again) added to the residual stream.
+  // Output projection (gemma3: normalised again) added to the residual
+  // stream; with tensor parallelism each rank's heads give a partial sum.
   matmul(w.wo, s.att.data(), T, s.xb.data(), pool);
+  if (shard_.tp_size > 1) comm_->tp_all_reduce_sum(s.xb.data(), T * c.n_embd);
   if (w.post_attn_norm.present()) norm_rows(s.xb.data(), w.post_attn_norm, s.xb.data(), T, c.n_embd, c.rms_eps);
   kernels::add_inplace(s.x.data(), s.xb.data(), T * c.n_embd);
 }
 
 void Model::ffn_block(int64_t layer, ThreadPool& pool) {
-  const ModelConfig& c = config_;
+  const ModelConfig& c = local_;  // this rank's FFN columns
   const LayerWeights& w = weights_.layers[static_cast<size_t>(layer)];
   Scratch& s = *scratch_;
   const int64_t T = s.num_tokens;
@@ -336,6 +433,7 @@ void Model::ffn_block(int64_t layer, ThreadPool& pool) {
     kernels::swiglu(s.gate.data(), s.up.data(), T * c.n_ff);
   }
   matmul(w.w_down, s.gate.data(), T, s.xb.data(), pool);
+  if (shard_.tp_size > 1) comm_->tp_all_reduce_sum(s.xb.data(), T * c.n_embd);
   if (w.post_ffn_norm.present()) norm_rows(s.xb.data(), w.post_ffn_norm, s.xb.data(), T, c.n_embd, c.rms_eps);
   kernels::add_inplace(s.x.data(), s.xb.data(), T * c.n_embd);
 }

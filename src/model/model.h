@@ -22,6 +22,7 @@
 #include "kv/paged_kv_storage.h"
 #include "model/config.h"
 #include "model/matmul_hook.h"
+#include "model/parallel.h"
 #include "model/weights.h"
 #include "util/thread_pool.h"
 
@@ -81,15 +82,23 @@ struct KvLayerGroup {
 class Model {
  public:
   // Maps and binds the file. Throws Error for unreadable or unsupported files.
-  static std::unique_ptr<Model> load(const std::string& path);
+  // With `comm` (which must outlive the model), binds only this rank's
+  // shard (comm->shard(); model/parallel.h) and runs forward() together with
+  // the other ranks; throws Error when the model cannot be split that way.
+  static std::unique_ptr<Model> load(const std::string& path, ParallelComm* comm = nullptr);
   ~Model();
 
+  // The hyperparameters of the file (also on a sharded rank).
   const ModelConfig& config() const { return config_; }
+  // This rank's part: every layer, head and column without a ParallelComm.
+  const ModelShard& shard() const { return shard_; }
+  ParallelComm* comm() const { return comm_; }
   const gguf::GgufFile& file() const { return file_; }
   const ModelWeights& weights() const { return weights_; }
 
   // The KV pool geometry this model needs (n_layer, n_kv_dim) for the given
-  // block size and element type: every layer, or one group's layers.
+  // block size and element type: every layer, or one group's layers (of
+  // this rank's stage and KV heads when sharded).
   kv::KvGeometry kv_geometry(int64_t block_size, kv::KvDtype dtype, KvGroup group = KvGroup::kAll) const;
   // Whether two pools are possible: the model has sliding-window layers and
   // at least one full-attention layer.
@@ -114,8 +123,16 @@ class Model {
   // left out, the residual stream passing them unchanged, and their K/V at
   // the chunks' positions are not written. Self-speculative decoding drafts
   // this way; the target's verification pass later writes every layer.
+  //
+  // Sharded (comm() set): every rank calls forward() with the same chunks
+  // (the root publishes them first, ParallelComm::publish_step); only the
+  // root gets logits, the others an empty vector.
   void forward(std::span<const SequenceChunk> chunks, std::span<kv::PagedKvStorage* const> pools,
                std::vector<float>& logits, ThreadPool& pool, std::span<const uint8_t> skip_layers = {});
+  // The checks forward() starts with (Error for a bad step), so a root can
+  // refuse a step before it announces it to the other ranks.
+  void check_step(std::span<const SequenceChunk> chunks, std::span<kv::PagedKvStorage* const> pools,
+                  std::span<const uint8_t> skip_layers = {}) const;
   // One pool holding every layer.
   void forward(std::span<const SequenceChunk> chunks, kv::PagedKvStorage& kv, std::vector<float>& logits,
                ThreadPool& pool) {
@@ -128,9 +145,17 @@ class Model {
   void set_matmul_hook(MatmulHook* hook) { matmul_hook_ = hook; }
 
  private:
-  explicit Model(gguf::GgufFile file);
+  Model(gguf::GgufFile file, ParallelComm* comm);
 
   struct Scratch;
+  // One micro-batch (the whole step without a pipeline) through this
+  // stage's layers; on the last stage its logits rows go to `logits` (null:
+  // a buffer, sent to the root with a pipeline). `tag` numbers it.
+  void forward_part(std::span<const SequenceChunk> chunks, std::span<kv::PagedKvStorage* const> pools, ThreadPool& pool,
+                    std::span<const uint8_t> skip_layers, float* logits, int tag);
+  // The output projection of the scratch rows (R of them) into `logits`.
+  void project_logits(int64_t R, float* logits, int tag, ThreadPool& pool);
+  bool is_column_copy(const void* data) const;
   void attention_block(int64_t layer, std::span<const SequenceChunk> chunks, std::span<const int64_t> positions,
                        std::span<kv::PagedKvStorage* const> pools, ThreadPool& pool);
   void ffn_block(int64_t layer, ThreadPool& pool);
@@ -150,6 +175,10 @@ class Model {
   ModelConfig config_;
   ModelWeights weights_;
   std::vector<std::unique_ptr<uint8_t[], FreeDeleter>> interleaved_;
+  std::vector<std::unique_ptr<uint8_t[]>> column_copies_;  // tensor parallel: copied column shares
+  ModelShard shard_;
+  ModelConfig local_;  // what this rank computes with (model/shard.h local_config)
+  ParallelComm* comm_ = nullptr;
   std::unique_ptr<Scratch> scratch_;
   // Layer i's index inside its group's pool with two pools (from
   // layer_is_local).

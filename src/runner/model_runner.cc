@@ -27,9 +27,25 @@ int64_t ModelRunner::kv_bytes_per_token() const {
 
 void ModelRunner::apply_copies(const sched::ScheduledBatch& batch) {
   TM_CHECK(batch.copies.size() <= pools_.size());
+  if (model_.comm() != nullptr) pending_copies_.resize(pools_.size());
   for (size_t g = 0; g < batch.copies.size(); ++g) {
     for (const kv::BlockCopy& c : batch.copies[g]) pools_[g]->copy_block(c.src, c.dst);
+    // The other ranks copy their shards of the same blocks before the next
+    // forward pass they run (which is the first one to read them).
+    if (model_.comm() != nullptr)
+      pending_copies_[g].insert(pending_copies_[g].end(), batch.copies[g].begin(), batch.copies[g].end());
   }
+}
+
+void ModelRunner::forward(std::span<const model::SequenceChunk> chunks, std::span<const uint8_t> skip_layers) {
+  model::ParallelComm* comm = model_.comm();
+  if (comm != nullptr) {
+    model_.check_step(chunks, pool_ptrs_, skip_layers);  // a bad step fails here, before the others run it
+    pending_copies_.resize(pools_.size());
+    comm->publish_step(pending_copies_, chunks, skip_layers);
+    for (auto& c : pending_copies_) c.clear();
+  }
+  model_.forward(chunks, pool_ptrs_, logits_, pool_, skip_layers);
 }
 
 std::span<const model::ChunkTable> ModelRunner::tables_for(size_t i, const sched::Sequence& seq) {
@@ -54,7 +70,7 @@ StepLogits ModelRunner::run_draft(std::span<const DraftInput> inputs, std::span<
         model::SequenceChunk{chunk_tokens_[i], inputs[i].pos, tables_for(i, *inputs[i].seq), model::LogitRows::kLast};
     first_row[i + 1] = i + 1;
   }
-  model_.forward(chunks, pool_ptrs_, logits_, pool_, skip_layers);
+  forward(chunks, skip_layers);
   return StepLogits(logits_, static_cast<size_t>(model_.config().n_vocab), std::move(first_row));
 }
 
@@ -77,7 +93,7 @@ StepLogits ModelRunner::run(const sched::ScheduledBatch& batch, std::span<const 
     c.logits = rows[i];
     first_row[i + 1] = first_row[i] + static_cast<size_t>(model::num_logit_rows(c));
   }
-  model_.forward(chunks, pool_ptrs_, logits_, pool_);
+  forward(chunks, {});
   return StepLogits(logits_, static_cast<size_t>(model_.config().n_vocab), std::move(first_row));
 }
 

@@ -7,6 +7,9 @@
 // decided by the Scheduler (ScheduledBatch) and by the engine (which rows
 // of logits each entry needs); nothing here samples or changes a sequence.
 //
+// Sharded model (Model::comm()): each forward pass is first announced to
+// the other ranks with the block copies made since the last one.
+//
 // Thread-safety: engine thread only; the forward pass runs on `pool`.
 #pragma once
 
@@ -59,6 +62,8 @@ class ModelRunner {
   int64_t kv_bytes_per_token() const;
 
  private:
+  // Model::forward, announced first to the other ranks of a sharded model.
+  void forward(std::span<const model::SequenceChunk> chunks, std::span<const uint8_t> skip_layers);
   // chunk_tables_[i * pools .. + pools) = seq's block tables.
   std::span<const model::ChunkTable> tables_for(size_t i, const sched::Sequence& seq);
 
@@ -66,9 +71,10 @@ class ModelRunner {
   std::vector<std::unique_ptr<kv::PagedKvStorage>> pools_;
   std::vector<kv::PagedKvStorage*> pool_ptrs_;  // what Model::forward takes
   ThreadPool& pool_;
-  std::vector<std::vector<int32_t>> chunk_tokens_;  // per entry: the tokens the chunks point into
-  std::vector<model::ChunkTable> chunk_tables_;     // [entry * pools + group]
-  std::vector<float> logits_;                       // [rows, n_vocab]
+  std::vector<std::vector<int32_t>> chunk_tokens_;          // per entry: the tokens the chunks point into
+  std::vector<model::ChunkTable> chunk_tables_;             // [entry * pools + group]
+  std::vector<float> logits_;                               // [rows, n_vocab]
+  std::vector<std::vector<kv::BlockCopy>> pending_copies_;  // per pool: made here, not yet announced
 };
 
 }  // namespace tokenmill::runner

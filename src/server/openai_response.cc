@@ -36,6 +36,7 @@ json timings_json(const engine::Timings& t, const engine::Usage& u, const engine
   const double decode_tps = t.decode_ms > 0 && u.completion_tokens > 1
                                 ? static_cast<double>(u.completion_tokens - 1) * 1000.0 / t.decode_ms
                                 : 0.0;
+  const double forward = t.forward_compute_ms + t.forward_comm_ms;
   return {{"queue_ms", t.queue_ms},
           {"prompt_ms", t.prefill_ms},
           {"ttft_ms", t.ttft_ms},
@@ -47,7 +48,10 @@ json timings_json(const engine::Timings& t, const engine::Usage& u, const engine
           {"cached_prompt_tokens", u.cached_prompt_tokens},
           {"completion_tokens", u.completion_tokens},
           {"draft_tokens", spec.draft_tokens},
-          {"accepted_draft_tokens", spec.accepted_tokens}};
+          {"accepted_draft_tokens", spec.accepted_tokens},
+          {"forward_compute_ms", t.forward_compute_ms},
+          {"forward_communication_ms", t.forward_comm_ms},
+          {"communication_share", forward > 0 ? t.forward_comm_ms / forward : 0.0}};
 }
 
 std::string token_display(std::string_view piece) {

@@ -113,6 +113,31 @@ void write_tokens(PrometheusWriter& w, const engine::MetricsSnapshot& m) {
           m.spec_draft_ms_per_token / 1e3);
   w.gauge("tokenmill_spec_draft_time_share", "Drafting time / engine step time since start (0 before any step).",
           m.step_seconds > 0 ? m.spec_draft_seconds / m.step_seconds : 0.0);
+  w.family("tokenmill_step_phase_seconds", "counter",
+           "Engine step time by step kind and phase (schedule, drafting, compute, communication, sampling).");
+  for (int k = 0; k < engine::kNumStepKinds; ++k) {
+    for (int p = 0; p < engine::kNumStepPhases; ++p) {
+      const std::string labels = prometheus_label("step", engine::step_kind_name(static_cast<engine::StepKind>(k))) +
+                                 "," +
+                                 prometheus_label("phase", engine::step_phase_name(static_cast<engine::StepPhase>(p)));
+      w.sample("tokenmill_step_phase_seconds", labels, m.step_phase_seconds[k][p]);
+    }
+  }
+  w.family("tokenmill_steps_total", "counter", "Engine steps by kind (a step with prompt tokens is a prefill step).");
+  for (int k = 0; k < engine::kNumStepKinds; ++k)
+    w.sample("tokenmill_steps_total",
+             prometheus_label("step", engine::step_kind_name(static_cast<engine::StepKind>(k))),
+             static_cast<double>(m.steps_by_kind[k]));
+  w.counter("tokenmill_comm_bytes_total", "Bytes this (root) rank moved in collectives with the other ranks.",
+            static_cast<double>(m.comm_bytes));
+  w.counter("tokenmill_comm_syncs_total", "Collective and point-to-point operations of this (root) rank.",
+            static_cast<double>(m.comm_syncs));
+  w.family("tokenmill_parallel_info", "gauge", "1, labelled with the model's layout over ranks.");
+  w.sample("tokenmill_parallel_info",
+           prometheus_label("tp", std::to_string(m.parallel_tp)) + "," +
+               prometheus_label("pp", std::to_string(m.parallel_pp)) + "," +
+               prometheus_label("ranks", std::to_string(m.parallel_tp * m.parallel_pp)),
+           1.0);
   w.counter("tokenmill_preemptions_total", "Sequences preempted (KV freed, recomputed later).",
             static_cast<double>(m.preemptions));
   w.counter("tokenmill_prefix_cache_hit_tokens_total", "Prompt tokens found in the prefix cache.",

@@ -128,6 +128,8 @@ class Handler(BaseHTTPRequestHandler):
     def do_GET(self):
         if self.path == "/v1/models":
             self.send_json(200, {"object": "list", "data": [{"id": "fake-model", "object": "model"}]})
+        elif self.path == "/health":  # as tokenmill serve answers it (the router polls it)
+            self.send_json(200, {"status": "ok"})
         elif self.path == "/debug/timings":
             self.send_json(200, self.state.timings_json())
         elif self.path == "/metrics":

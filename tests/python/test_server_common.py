@@ -73,9 +73,10 @@ class Server:
     """A `tokenmill serve` process. Its stderr (the JSON log) goes to a file,
     so a chatty server can never block on a full pipe."""
 
-    def __init__(self, binary, model, *args, ready=True, timeout=120):
+    def __init__(self, binary, model, *args, ready=True, timeout=120, launcher=()):
+        """launcher: a command the server runs under, e.g. ["mpirun", "-np", "2"]."""
         self.log_file = tempfile.NamedTemporaryFile("w+", prefix="tokenmill-serve-", suffix=".log", delete=False)
-        cmd = [binary, "serve", "-m", model, "--port", "0", *args]
+        cmd = [*launcher, binary, "serve", "-m", model, "--port", "0", *args]
         self.proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=self.log_file)
         self.base = None
         deadline = time.time() + timeout
