@@ -69,7 +69,8 @@ void add_engine_flags(CLI::App& cmd, EngineFlags& f, EngineFlagSet set) {
       ->capture_default_str();
   cmd.add_option("--priority-aging", f.aging_s, "Seconds per priority class of aging")->capture_default_str();
   add_spec_flags(cmd, f.spec);
-  add_parallel_flags(cmd, f.parallel);
+  // serve only: a benchmark run builds several engines, each would need its workers anew.
+  if (set == EngineFlagSet::kServe) add_parallel_flags(cmd, f.parallel);
 }
 
 void add_spec_flags(CLI::App& cmd, SpecFlags& f) {

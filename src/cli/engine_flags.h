@@ -97,7 +97,7 @@ struct EngineFlags {
   std::string isolation = "shared";
   double aging_s = 10.0;
   SpecFlags spec;
-  ParallelFlags parallel;  // --tp, --pp, --pp-microbatches (parallel_launch.h)
+  ParallelFlags parallel;  // serve only: --tp, --pp, --pp-microbatches (parallel_launch.h)
 };
 
 enum class EngineFlagSet {

@@ -1,9 +1,6 @@
 #include "cli/parallel_launch.h"
 
-#include <csignal>
-
-#include <pthread.h>
-
+#include "cli/stop_signals.h"
 #include "dist/worker.h"
 #include "util/error.h"
 
@@ -33,11 +30,7 @@ bool run_if_worker(const std::shared_ptr<dist::MpiRuntime>& runtime, engine::Eng
     config.parallel = runtime;
     return false;
   }
-  sigset_t set;
-  sigemptyset(&set);
-  sigaddset(&set, SIGINT);
-  sigaddset(&set, SIGTERM);
-  pthread_sigmask(SIG_BLOCK, &set, nullptr);
+  block_stop_signals();  // never waited on: rank 0 stops the workers
   dist::WorkerConfig w;
   w.model_path = config.model_path;
   w.num_threads = config.num_threads;

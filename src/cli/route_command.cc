@@ -16,6 +16,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cli/commands.h"
+#include "cli/stop_signals.h"
 #include "router/balancer.h"
 #include "router/event_log.h"
 #include "router/health_monitor.h"
@@ -82,18 +83,6 @@ std::vector<router::ReplicaAddress> parse_replicas(const std::vector<std::string
     out.push_back(std::move(a));
   }
   return out;
-}
-
-// Blocks SIGINT/SIGTERM in this thread and every thread it starts, so that
-// the main loop's sigtimedwait() is the one place they arrive.
-sigset_t block_stop_signals() {
-  sigset_t set;
-  sigemptyset(&set);
-  sigaddset(&set, SIGINT);
-  sigaddset(&set, SIGTERM);
-  pthread_sigmask(SIG_BLOCK, &set, nullptr);
-  std::signal(SIGPIPE, SIG_IGN);  // a client or replica that left must not kill the router
-  return set;
 }
 
 // The stop signal if one is pending within `wait`, else 0.

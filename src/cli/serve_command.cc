@@ -16,6 +16,7 @@
 
 #include "cli/commands.h"
 #include "cli/engine_flags.h"
+#include "cli/stop_signals.h"
 #include "engine/engine.h"
 #include "engine/memory_budget.h"
 #include "server/http_server.h"
@@ -62,18 +63,6 @@ void log_event(const std::string& json_line) {
   std::fputs(json_line.c_str(), stderr);
   std::fputc('\n', stderr);
   std::fflush(stderr);
-}
-
-// Blocks SIGINT/SIGTERM in this thread and (inherited) every thread it
-// starts, so that sigwait() below is the one place they arrive.
-sigset_t block_stop_signals() {
-  sigset_t set;
-  sigemptyset(&set);
-  sigaddset(&set, SIGINT);
-  sigaddset(&set, SIGTERM);
-  pthread_sigmask(SIG_BLOCK, &set, nullptr);
-  std::signal(SIGPIPE, SIG_IGN);  // a client that left must not kill the server
-  return set;
 }
 
 void serve(const ServeOptions& o) {

@@ -18,7 +18,7 @@ import time
 import pytest
 
 from conftest import SANITIZER_MARKERS, run_tokenmill
-from test_server_common import Http, Server, parse_metrics, sse_events
+from test_server_common import Http, LoggedProcess, Server, parse_metrics, sse_events
 
 HIT = "tokenmill_prefix_cache_hit_tokens_total"
 FAKE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "fake_openai_server.py")
@@ -34,7 +34,7 @@ def tiny(tokenmill_bin, tmp_path_factory):
     return path
 
 
-class Router:
+class Router(LoggedProcess):
     """A `tokenmill route` process on a free port (read from its "listening"
     event); stderr (its JSON log, and spawned replicas' logs) to a file."""
 
@@ -67,19 +67,6 @@ class Router:
 
     def routed(self, url):
         return self.metrics()[f'tokenmill_router_requests_total{{replica="{url}"}}']
-
-    def log_text(self):
-        with open(self.log_file.name, encoding="utf-8", errors="replace") as f:
-            return f.read()
-
-    def events(self):
-        out = []
-        for line in self.log_text().splitlines():
-            try:
-                out.append(json.loads(line))
-            except ValueError:
-                pass
-        return out
 
     def kill(self):
         if self.proc.poll() is None:

@@ -69,7 +69,25 @@ class Http:
         return self.request("POST", path, content=content, json_body=json, headers=headers)
 
 
-class Server:
+class LoggedProcess:
+    """A process whose stderr (a JSON log, one event per line) goes to
+    self.log_file."""
+
+    def log_text(self):
+        with open(self.log_file.name, encoding="utf-8", errors="replace") as f:
+            return f.read()
+
+    def events(self):
+        out = []
+        for line in self.log_text().splitlines():
+            try:
+                out.append(json.loads(line))
+            except ValueError:
+                pass  # a line still being written
+        return out
+
+
+class Server(LoggedProcess):
     """A `tokenmill serve` process. Its stderr (the JSON log) goes to a file,
     so a chatty server can never block on a full pipe."""
 
@@ -137,18 +155,6 @@ class Server:
                 raise AssertionError(f"found {len(found)} of {count} log events:\n{self.log_text()[-3000:]}")
             time.sleep(0.02)
 
-    def log_text(self):
-        with open(self.log_file.name, encoding="utf-8", errors="replace") as f:
-            return f.read()
-
-    def events(self):
-        out = []
-        for line in self.log_text().splitlines():
-            try:
-                out.append(json.loads(line))
-            except ValueError:
-                pass  # a line still being written
-        return out
 
     def stop(self, sig=signal.SIGTERM, timeout=60):
         """Sends sig and returns the exit status."""
