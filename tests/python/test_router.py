@@ -68,17 +68,6 @@ class Router(LoggedProcess):
     def routed(self, url):
         return self.metrics()[f'tokenmill_router_requests_total{{replica="{url}"}}']
 
-    def kill(self):
-        if self.proc.poll() is None:
-            self.proc.kill()
-            self.proc.wait()
-        self.log_file.close()
-        if os.path.exists(self.log_file.name):
-            os.unlink(self.log_file.name)
-
-    def __enter__(self):
-        return self
-
     def __exit__(self, exc_type, *exc):
         status = None
         if exc_type is None and self.proc.poll() is None:

@@ -86,6 +86,20 @@ class LoggedProcess:
                 pass  # a line still being written
         return out
 
+    def kill(self):
+        if self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait()
+        self.close()
+
+    def close(self):
+        self.log_file.close()
+        if os.path.exists(self.log_file.name):
+            os.unlink(self.log_file.name)
+
+    def __enter__(self):
+        return self
+
 
 class Server(LoggedProcess):
     """A `tokenmill serve` process. Its stderr (the JSON log) goes to a file,
@@ -162,19 +176,6 @@ class Server(LoggedProcess):
             self.proc.send_signal(sig)
         return self.proc.wait(timeout=timeout)
 
-    def kill(self):
-        if self.proc.poll() is None:
-            self.proc.kill()
-            self.proc.wait()
-        self.close()
-
-    def close(self):
-        self.log_file.close()
-        if os.path.exists(self.log_file.name):
-            os.unlink(self.log_file.name)
-
-    def __enter__(self):
-        return self
 
     def __exit__(self, exc_type, *exc):
         """Stops the server. After a test that passed, a server still running
