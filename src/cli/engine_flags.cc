@@ -2,7 +2,10 @@
 
 #include <fmt/format.h>
 
+#include <charconv>
 #include <optional>
+#include <set>
+#include <sstream>
 
 #include "engine/memory_budget.h"
 #include "util/error.h"
@@ -70,7 +73,52 @@ void add_engine_flags(CLI::App& cmd, EngineFlags& f, EngineFlagSet set) {
   cmd.add_option("--priority-aging", f.aging_s, "Seconds per priority class of aging")->capture_default_str();
   add_spec_flags(cmd, f.spec);
   // serve only: a benchmark run builds several engines, each would need its workers anew.
-  if (set == EngineFlagSet::kServe) add_parallel_flags(cmd, f.parallel);
+  if (set == EngineFlagSet::kServe) {
+    add_parallel_flags(cmd, f.parallel);
+    cmd.add_option("--tenant-limit", f.tenant_limits,
+                   "Per-tenant bounds, TENANT:running=N,waiting=N,prefix_blocks=N ('*' = each other tenant; "
+                   "repeatable)");
+  }
+}
+
+sched::TenantPolicy parse_tenant_limits(const std::vector<std::string>& specs) {
+  sched::TenantPolicy policy;
+  std::set<std::string> seen;
+  for (const std::string& spec : specs) {
+    const size_t colon = spec.rfind(':');
+    if (colon == std::string::npos || colon == 0)
+      fail("--tenant-limit '{}': expected TENANT:running=N,waiting=N,prefix_blocks=N", spec);
+    const std::string tenant = spec.substr(0, colon);
+    if (!seen.insert(tenant).second) fail("--tenant-limit: tenant '{}' is given twice", tenant);
+    sched::TenantLimits l;
+    std::stringstream items(spec.substr(colon + 1));
+    for (std::string item; std::getline(items, item, ',');) {
+      const size_t eq = item.find('=');
+      const std::string key = item.substr(0, eq);
+      int64_t value = -1;
+      if (eq != std::string::npos) {
+        const std::string v = item.substr(eq + 1);
+        const auto [end, ec] = std::from_chars(v.data(), v.data() + v.size(), value);
+        if (ec != std::errc() || end != v.data() + v.size()) value = -1;
+      }
+      if (value < 0) fail("--tenant-limit '{}': '{}' must be KEY=N with N >= 0", spec, item);
+      if (key == "running") {
+        l.max_running = value;
+      } else if (key == "waiting") {
+        l.max_waiting = value;
+      } else if (key == "prefix_blocks") {
+        l.max_prefix_blocks = value;
+      } else {
+        fail("--tenant-limit '{}': unknown key '{}' (running, waiting, prefix_blocks)", spec, key);
+      }
+    }
+    if (tenant == "*") {
+      policy.defaults = l;
+    } else {
+      policy.tenants[tenant] = l;
+    }
+  }
+  return policy;
 }
 
 void add_spec_flags(CLI::App& cmd, SpecFlags& f) {
@@ -131,6 +179,9 @@ engine::EngineConfig engine_config(const std::string& model_path, const EngineFl
   c.prefix_isolation = engine::parse_prefix_isolation(f.isolation);
   c.priority_aging_s = f.aging_s;
   c.spec = spec_config(f.spec);
+  sched::TenantPolicy tenants = parse_tenant_limits(f.tenant_limits);
+  c.tenant_limits = std::move(tenants.tenants);
+  c.default_tenant_limits = tenants.defaults;
   c.validate();
   return c;
 }

@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "cli/parallel_launch.h"
 #include "engine/engine.h"
@@ -16,6 +17,7 @@
 #include "kv/kv_dtype.h"
 #include "model/model.h"
 #include "quant/weight_runtime.h"
+#include "sched/tenant_limits.h"
 #include "spec/spec_config.h"
 
 namespace tokenmill::cli {
@@ -97,8 +99,14 @@ struct EngineFlags {
   std::string isolation = "shared";
   double aging_s = 10.0;
   SpecFlags spec;
-  ParallelFlags parallel;  // serve only: --tp, --pp, --pp-microbatches (parallel_launch.h)
+  ParallelFlags parallel;                 // serve only: --tp, --pp, --pp-microbatches (parallel_launch.h)
+  std::vector<std::string> tenant_limits;  // serve only: --tenant-limit TENANT:KEY=N,...
 };
+
+// The --tenant-limit values: "TENANT:running=N,waiting=N,prefix_blocks=N"
+// (any subset of the keys; 0 = no limit), "*:..." for every tenant not
+// listed. Throws Error naming the bad value.
+sched::TenantPolicy parse_tenant_limits(const std::vector<std::string>& specs);
 
 enum class EngineFlagSet {
   kServe,  // every flag

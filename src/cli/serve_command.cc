@@ -12,6 +12,7 @@
 #include <vector>
 
 #include <pthread.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include "cli/commands.h"
@@ -30,10 +31,23 @@ struct ServeOptions {
   std::string host = "127.0.0.1";
   int port = 8080;
   std::vector<std::string> api_keys;
+  std::vector<std::string> trusted_api_keys;
+  std::string api_key_file;
   std::vector<std::string> aliases;
   std::string chat_template;
   std::string max_body = "8M";
-  int http_threads = 128;
+  std::string max_header = "16K";
+  int http_threads = 256;
+  int max_connections = 4096;
+  int max_connections_per_client = 1024;
+  double header_timeout_s = 10;
+  double body_timeout_s = 30;
+  double keep_alive_timeout_s = 5;
+  double write_timeout_s = 30;
+  double request_timeout_s = 0;
+  int64_t default_max_tokens = 0;
+  std::string max_unsent = "256K";
+  double stalled_client_timeout_s = 30;
   double shutdown_grace_s = 10.0;
   bool quiet = false;
   EngineFlags engine;  // shared with `bench engine` (engine_flags.h)
@@ -43,20 +57,59 @@ server::ServerOptions server_options(const ServeOptions& o) {
   server::ServerOptions s;
   s.host = o.host;
   s.port = o.port;
-  s.api_keys = o.api_keys;
-  for (const std::string& k : o.api_keys)
-    if (k.empty()) fail("--api-key must not be empty");
+  for (const std::string& k : o.api_keys) s.api_keys.push_back(server::parse_api_key(k));
+  for (const std::string& k : o.trusted_api_keys) s.api_keys.push_back(server::parse_api_key(k, /*trusted=*/true));
+  if (!o.api_key_file.empty())
+    for (server::ApiKey& k : server::load_api_key_file(o.api_key_file)) s.api_keys.push_back(std::move(k));
   s.model_names = o.aliases;
   // The file name without .gguf is always served too.
   std::string stem = std::filesystem::path(o.model_path).stem().string();
   if (std::find(s.model_names.begin(), s.model_names.end(), stem) == s.model_names.end()) s.model_names.push_back(stem);
   s.chat_template = o.chat_template;
   s.max_body_bytes = static_cast<size_t>(engine::parse_byte_size(o.max_body));
+  s.max_header_bytes = static_cast<size_t>(engine::parse_byte_size(o.max_header));
+  if (s.max_header_bytes < 1024) fail("--max-header-bytes must be at least 1K, got {}", o.max_header);
   if (o.http_threads < 4 || o.http_threads > 4096) fail("--http-threads must be in [4, 4096], got {}", o.http_threads);
   s.http_threads = o.http_threads;
+  if (o.max_connections < 1) fail("--max-connections must be at least 1, got {}", o.max_connections);
+  if (o.max_connections_per_client < 1)
+    fail("--max-connections-per-client must be at least 1, got {}", o.max_connections_per_client);
+  s.max_connections = o.max_connections;
+  s.max_connections_per_client = o.max_connections_per_client;
+  for (auto [name, value] : {std::pair{"--header-timeout", o.header_timeout_s}, {"--body-timeout", o.body_timeout_s},
+                             {"--keep-alive-timeout", o.keep_alive_timeout_s}, {"--write-timeout", o.write_timeout_s},
+                             {"--stalled-client-timeout", o.stalled_client_timeout_s}})
+    if (!(value > 0)) fail("{} must be more than 0 seconds, got {}", name, value);
+  if (o.request_timeout_s < 0) fail("--request-timeout must be 0 (none) or more, got {}", o.request_timeout_s);
+  if (o.default_max_tokens < 0) fail("--default-max-tokens must be 0 (none) or more, got {}", o.default_max_tokens);
+  s.header_timeout_s = o.header_timeout_s;
+  s.body_timeout_s = o.body_timeout_s;
+  s.keep_alive_timeout_s = o.keep_alive_timeout_s;
+  s.write_timeout_s = o.write_timeout_s;
+  s.generation.request_timeout_s = o.request_timeout_s;
+  s.generation.default_max_tokens = o.default_max_tokens;
+  s.generation.max_unsent_bytes = static_cast<size_t>(engine::parse_byte_size(o.max_unsent));
+  s.generation.stalled_client_timeout_s = o.stalled_client_timeout_s;
   s.log_requests = !o.quiet;
   s.max_waiting = o.engine.max_waiting;
   return s;
+}
+
+// Every connection is a descriptor, and the usual soft limit (1024) is
+// below --max-connections: raise it towards the hard limit, and say so if
+// the hard limit is lower than what the flags ask for.
+void raise_descriptor_limit(int max_connections) {
+  rlimit lim{};
+  if (getrlimit(RLIMIT_NOFILE, &lim) != 0) return;
+  const rlim_t want = static_cast<rlim_t>(max_connections) + 256;  // models, logs, workers' pipes
+  if (lim.rlim_cur >= want) return;
+  lim.rlim_cur = lim.rlim_max == RLIM_INFINITY ? want : std::min(want, lim.rlim_max);
+  setrlimit(RLIMIT_NOFILE, &lim);
+  if (lim.rlim_cur < want)
+    std::fprintf(stderr,
+                 "{\"event\":\"warning\",\"message\":\"the descriptor limit (%llu) is below --max-connections + "
+                 "256; connections beyond it are refused\"}\n",
+                 static_cast<unsigned long long>(lim.rlim_cur));
 }
 
 void log_event(const std::string& json_line) {
@@ -71,6 +124,7 @@ void serve(const ServeOptions& o) {
   const std::shared_ptr<dist::MpiRuntime> parallel = start_parallel(o.engine.parallel);
   if (run_if_worker(parallel, config)) return;
   const sigset_t signals = block_stop_signals();
+  raise_descriptor_limit(o.max_connections);
   server::HttpServer http(server_options(o));
   const int port = http.bind();
   http.start();
@@ -109,12 +163,43 @@ void add_serve_command(CLI::App& app) {
   cmd->add_option("--port", o->port, "Port; 0 picks a free one (logged)")
       ->capture_default_str()
       ->check(CLI::Range(0, 65535));
-  cmd->add_option("--api-key", o->api_keys, "Require 'Authorization: Bearer KEY' (repeatable)");
+  cmd->add_option("--api-key", o->api_keys,
+                  "Require 'Authorization: Bearer KEY'; KEY:TENANT names the key's tenant (repeatable)");
+  cmd->add_option("--trusted-api-key", o->trusted_api_keys,
+                  "A key that may choose the tenant with X-Tenant (a gateway); KEY or KEY:TENANT (repeatable)");
+  cmd->add_option("--api-key-file", o->api_key_file, "Keys, one per line: KEY [TENANT] [trusted]")
+      ->check(CLI::ExistingFile);
   cmd->add_option("--model-alias", o->aliases,
                   "Name clients use for the model (repeatable; the file stem always works)");
   cmd->add_option("--chat-template", o->chat_template, "gemma|llama2|llama3|chatml|mistral|phi3, or a Jinja file");
   cmd->add_option("--max-body-bytes", o->max_body, "Largest request body, e.g. 8M (413 beyond)")->capture_default_str();
-  cmd->add_option("--http-threads", o->http_threads, "HTTP worker threads = concurrent connections")
+  cmd->add_option("--max-header-bytes", o->max_header, "Largest request head (431 beyond)")->capture_default_str();
+  cmd->add_option("--max-connections", o->max_connections, "Open connections at most (503 beyond)")
+      ->capture_default_str();
+  cmd->add_option("--max-connections-per-client", o->max_connections_per_client,
+                  "Open connections from one address at most (503 beyond)")
+      ->capture_default_str();
+  cmd->add_option("--header-timeout", o->header_timeout_s, "Seconds for a whole request head (408 beyond)")
+      ->capture_default_str();
+  cmd->add_option("--body-timeout", o->body_timeout_s, "Seconds for a whole request body (408 beyond)")
+      ->capture_default_str();
+  cmd->add_option("--keep-alive-timeout", o->keep_alive_timeout_s, "Seconds an idle connection stays open")
+      ->capture_default_str();
+  cmd->add_option("--write-timeout", o->write_timeout_s, "Seconds queued output may wait for the client")
+      ->capture_default_str();
+  cmd->add_option("--request-timeout", o->request_timeout_s,
+                  "Deadline of a request without 'timeout', seconds; 0 = none")
+      ->capture_default_str();
+  cmd->add_option("--default-max-tokens", o->default_max_tokens,
+                  "max_tokens of a chat request that sets none; 0 = the rest of the context")
+      ->capture_default_str();
+  cmd->add_option("--max-unsent-bytes", o->max_unsent,
+                  "Pause a stream whose client has not taken this much output; 0 = never")
+      ->capture_default_str();
+  cmd->add_option("--stalled-client-timeout", o->stalled_client_timeout_s,
+                  "Seconds a paused stream waits for its client before it is cancelled")
+      ->capture_default_str();
+  cmd->add_option("--http-threads", o->http_threads, "Handler threads (each stream holds one while it runs)")
       ->capture_default_str();
   cmd->add_option("--shutdown-grace", o->shutdown_grace_s, "Seconds in-flight requests get on SIGTERM")
       ->capture_default_str();

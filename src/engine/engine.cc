@@ -15,6 +15,14 @@ void Engine::Inbox::push_cancel(RequestId id) {
   wake.notify_one();
 }
 
+void Engine::Inbox::push_pause(RequestId id, bool paused) {
+  {
+    std::lock_guard<std::mutex> lock(mutex);
+    pauses.emplace_back(id, paused);
+  }
+  wake.notify_one();
+}
+
 Engine::Engine(const EngineConfig& config)
     : core_(std::make_unique<EngineCore>(config, metrics_)), inbox_(std::make_shared<Inbox>()) {
   thread_ = std::thread([this] { loop(); });
@@ -35,9 +43,14 @@ void Engine::reject(RequestStream& stream, RejectReason reason, std::string mess
 std::shared_ptr<RequestStream> Engine::new_stream() {
   const RequestId id = next_id_.fetch_add(1);
   std::weak_ptr<Inbox> weak = inbox_;
-  return std::make_shared<RequestStream>(id, [weak](RequestId rid) {
-    if (std::shared_ptr<Inbox> inbox = weak.lock()) inbox->push_cancel(rid);
-  });
+  return std::make_shared<RequestStream>(
+      id,
+      [weak](RequestId rid) {
+        if (std::shared_ptr<Inbox> inbox = weak.lock()) inbox->push_cancel(rid);
+      },
+      [weak](RequestId rid, bool paused) {
+        if (std::shared_ptr<Inbox> inbox = weak.lock()) inbox->push_pause(rid, paused);
+      });
 }
 
 RequestHandle Engine::submit(GenerateRequest request) {
@@ -77,6 +90,8 @@ std::vector<RequestHandle> Engine::submit_samples(GenerateRequest request) {
 }
 
 void Engine::cancel(RequestId id) { inbox_->push_cancel(id); }
+
+void Engine::set_paused(RequestId id, bool paused) { inbox_->push_pause(id, paused); }
 
 void Engine::pause() {
   std::unique_lock<std::mutex> lock(inbox_->mutex);
@@ -125,7 +140,7 @@ void Engine::wait_for_work(std::unique_lock<std::mutex>& lock, bool backoff) {
       continue;
     }
     in.is_parked = false;
-    if (!in.submissions.empty() || !in.cancels.empty()) return;
+    if (!in.submissions.empty() || !in.cancels.empty() || !in.pauses.empty()) return;
     if (core_->has_work()) {
       if (!backoff) return;
       in.wake.wait_for(lock, std::chrono::milliseconds(1));
@@ -142,6 +157,7 @@ void Engine::loop() {
   while (true) {
     std::vector<Inbox::Submission> submissions;
     std::vector<RequestId> cancels;
+    std::vector<std::pair<RequestId, bool>> pauses;
     bool stopping = false;
     StopMode mode = StopMode::kAbort;
     {
@@ -150,11 +166,14 @@ void Engine::loop() {
       inbox_->is_parked = false;
       submissions.swap(inbox_->submissions);
       cancels.swap(inbox_->cancels);
+      pauses.swap(inbox_->pauses);
       stopping = inbox_->stopping;
       mode = inbox_->stop_mode;
     }
     for (Inbox::Submission& s : submissions) core_->add(std::move(s.streams), s.request, s.submitted);
+    for (const auto& [id, paused] : pauses) core_->set_paused(id, paused);
     for (RequestId id : cancels) core_->cancel(id);
+    if (stopping && mode == StopMode::kDrain) core_->resume_all();  // a paused request must not hold the drain
     if (stopping && mode == StopMode::kAbort) {
       core_->abort_all(FinishReason::kCancelled, "the engine is shutting down");
       return;

@@ -24,6 +24,7 @@
 #include <memory>
 #include <mutex>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "engine/engine_config.h"
@@ -61,6 +62,12 @@ class Engine {
   std::vector<RequestHandle> submit_samples(GenerateRequest request);
   // Same as the handle's cancel(); unknown or finished ids are ignored.
   void cancel(RequestId id);
+  // Holds or resumes one request (RequestHandle::set_paused; one sample of
+  // parallel samples). Thread-safe, through the inbox like cancel; takes
+  // effect at the next step; unknown or finished ids are ignored. While the
+  // engine drains (stop(kDrain)) every request is resumed, so a paused one
+  // cannot hold the shutdown.
+  void set_paused(RequestId id, bool paused);
 
   enum class StopMode {
     kDrain,  // refuse new requests, finish the ones already submitted
@@ -70,6 +77,7 @@ class Engine {
   // rejected with kShuttingDown.
   void stop(StopMode mode = StopMode::kAbort);
 
+  // (Not to be confused with set_paused, which holds one request.)
   // Holds the step loop between steps (the current step completes first;
   // returns once the engine thread is parked). Submissions queue up and are
   // taken together on resume(): tests use it to control arrival order.
@@ -104,12 +112,14 @@ class Engine {
     };
     std::vector<Submission> submissions;
     std::vector<RequestId> cancels;
+    std::vector<std::pair<RequestId, bool>> pauses;  // set_paused, in order
     bool paused = false;
     bool is_parked = false;
     bool stopping = false;
     StopMode stop_mode = StopMode::kAbort;
 
     void push_cancel(RequestId id);
+    void push_pause(RequestId id, bool paused);
   };
 
   void loop();

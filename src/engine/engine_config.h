@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <memory>
 #include <string>
 
@@ -12,6 +13,7 @@
 #include "model/matmul_hook.h"
 #include "model/parallel.h"
 #include "sched/scheduler.h"
+#include "sched/tenant_limits.h"
 #include "spec/spec_config.h"
 #include "tokenizer/tokenizer.h"
 
@@ -29,6 +31,10 @@ namespace tokenmill::engine {
 // throw Error (a runtime the file cannot use), which fails the engine's
 // construction.
 using MatmulHookFactory = std::function<std::unique_ptr<model::MatmulHook>(const model::Model&)>;
+
+// Per-tenant bounds on running, waiting and prefix-cache blocks
+// (sched/tenant_limits.h; 0 = no limit).
+using sched::TenantLimits;
 
 enum class PrefixIsolation {
   kShared,  // every tenant shares one prefix-cache domain
@@ -62,13 +68,22 @@ struct EngineConfig {
   int32_t max_seqs = 32;           // sequences running at once
   int64_t prefill_chunk = 256;     // max prefill tokens per sequence per step; 0 = unchunked
   int64_t max_model_len = 0;       // prompt + max_tokens cap; 0 = the model's training context
-  int64_t max_waiting = 0;         // bound of the waiting queue (overloaded beyond); 0 = none
+  // Waiting requests beyond the free sequence slots (what cannot start
+  // now; sched/scheduler.h POLICY): arrivals beyond are refused kQueueFull.
+  // 0 = none.
+  int64_t max_waiting = 0;
   sched::KvExhaustedPolicy kv_exhausted = sched::KvExhaustedPolicy::kPreempt;
   double priority_aging_s = 10.0;  // seconds per priority class of aging; 0 = off
 
   bool prefix_cache = true;
   PrefixIsolation prefix_isolation = PrefixIsolation::kShared;
   std::string adapter_id;  // part of the prefix-cache namespace; "" = base model
+
+  // Per-tenant limits (GenerateRequest::tenant; "" is a tenant of its own):
+  // a tenant's own entry, else default_tenant_limits, which applies to each
+  // unlisted tenant separately.
+  std::map<std::string, TenantLimits> tenant_limits;
+  TenantLimits default_tenant_limits;
 
   // Speculative decoding: the proposer that drafts tokens for decoding
   // sequences and k, the most it drafts per step (GenerateRequest::spec_max_draft

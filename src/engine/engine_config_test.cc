@@ -96,5 +96,24 @@ TEST(EngineConfigTest, ValidateAndParse) {
   EXPECT_THROW(parse_prefix_isolation("none"), Error);
 }
 
+TEST(EngineConfigTest, NegativeTenantLimitsNameTheField) {
+  const auto message = [](const EngineConfig& c) -> std::string {
+    try {
+      c.validate();
+    } catch (const Error& e) {
+      return e.what();
+    }
+    return "";
+  };
+  EngineConfig c;
+  c.tenant_limits["acme"] = TenantLimits{.max_running = 2, .max_waiting = -1};
+  EXPECT_NE(message(c).find("tenant_limits[\"acme\"].max_waiting"), std::string::npos) << message(c);
+  c = EngineConfig{};
+  c.default_tenant_limits.max_prefix_blocks = -3;
+  EXPECT_NE(message(c).find("default_tenant_limits.max_prefix_blocks"), std::string::npos) << message(c);
+  c.default_tenant_limits = TenantLimits{.max_running = 1, .max_waiting = 2, .max_prefix_blocks = 3};
+  EXPECT_NO_THROW(c.validate());
+}
+
 }  // namespace
 }  // namespace tokenmill::engine

@@ -113,6 +113,7 @@ EngineCore::EngineCore(const EngineConfig& config, Metrics& metrics)
   sc.on_kv_exhausted = config_.kv_exhausted;
   sc.priority_aging_s = config_.priority_aging_s;
   sc.enable_prefix_cache = config_.prefix_cache;
+  sc.tenants = {config_.tenant_limits, config_.default_tenant_limits};
   scheduler_ = std::make_unique<sched::Scheduler>(sc);
 
   limits_.n_vocab = static_cast<int32_t>(mc.n_vocab);
@@ -162,6 +163,7 @@ void EngineCore::add(std::vector<std::shared_ptr<RequestStream>> streams, const 
   seq->max_tokens = std::max<int64_t>(request.max_tokens, 1);  // 0: one token sampled, then discarded
   seq->skip_prefix_lookup = request.prompt_logprobs >= 0;
   seq->priority = static_cast<int>(request.priority);
+  seq->tenant = request.tenant;
   seq->cache_namespace =
       request_namespace(namespace_, config_.prefix_isolation == PrefixIsolation::kTenant, request.tenant);
   seq->arrival = submitted;
@@ -196,6 +198,16 @@ void EngineCore::cancel(RequestId id) {
   ended.status = sched::SequenceStatus::kFinished;
   ended.finish_reason = FinishReason::kCancelled;
   finish_request(id, ended, SteadyClock::now());
+}
+
+void EngineCore::set_paused(RequestId id, bool paused) {
+  if (scheduler_->set_paused(id, paused)) update_gauges();
+}
+
+void EngineCore::resume_all() {
+  if (scheduler_->num_paused() == 0) return;
+  scheduler_->resume_all();
+  update_gauges();
 }
 
 void EngineCore::abort_all(FinishReason reason, const std::string& message) {
@@ -234,6 +246,8 @@ bool EngineCore::step() {
   propose(stats);
   sched::ScheduledBatch batch = scheduler_->schedule(start);
   for (const std::unique_ptr<sched::Sequence>& seq : batch.finished) finish_sequence(*seq, start);
+  for (const sched::PrefixLookup& p : batch.prefix_lookups)
+    metrics_.on_prefix_lookup(p.tenant, p.hit_tokens, p.miss_tokens);
   const bool progressed = !batch.empty() || !batch.finished.empty();
   if (!batch.empty()) {
     execute(batch, stats);
@@ -361,6 +375,8 @@ void EngineCore::update_gauges() {
   SchedulerGauges g;
   g.running = s.num_running;
   g.waiting = s.num_waiting;
+  g.paused = s.num_paused;
+  g.free_seq_slots = s.free_seq_slots;
   g.kv_blocks_total = s.kv_blocks_total;
   g.kv_blocks_used = s.kv_blocks_used;
   g.kv_blocks_free = s.kv_blocks_free;

@@ -75,6 +75,9 @@ class EngineCore {
   // A sample not forked yet ends at once (sample 0 ends all; see
   // Engine::submit_samples).
   void cancel(RequestId id);
+  // Holds or resumes a request (Engine::set_paused); unknown ids are ignored.
+  void set_paused(RequestId id, bool paused);
+  void resume_all();
   // Ends every request with `reason` (kCancelled at shutdown, kError after
   // an unexpected exception) and `message`.
   void abort_all(FinishReason reason, const std::string& message);

@@ -10,9 +10,10 @@
 namespace tokenmill::engine {
 namespace {
 
-// The sequence's newest token is sampled and not yet computed: it decodes.
+// The sequence's newest token is sampled and not yet computed: it decodes
+// this step, unless it is paused (it sits out; no draft, no idle step).
 bool is_decoding(const sched::Sequence& seq) {
-  return seq.num_computed_tokens + 1 == seq.num_tokens() && !seq.output.empty();
+  return seq.num_computed_tokens + 1 == seq.num_tokens() && !seq.output.empty() && !seq.paused;
 }
 
 }  // namespace

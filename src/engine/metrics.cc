@@ -117,6 +117,15 @@ void Metrics::on_step(const StepStats& step) {
   ++s_.steps_by_kind[kind];
   const std::array<double, kNumStepPhases> phases = step_phase_ms(step);
   for (size_t p = 0; p < phases.size(); ++p) s_.step_phase_seconds[kind][p] += phases[p] / 1e3;
+  if (step.prefill_tokens > 0) {
+    // Every token of the pass counts: decodes riding along cost about as much.
+    const double tokens = static_cast<double>(step.prefill_tokens + step.decode_tokens + step.draft_tokens);
+    const double per_token = step.forward_ms / 1e3 / tokens;
+    constexpr double kWeight = 1.0 / 8;
+    s_.prefill_seconds_per_token = s_.prefill_seconds_per_token == 0
+                                       ? per_token
+                                       : (1 - kWeight) * s_.prefill_seconds_per_token + kWeight * per_token;
+  }
   s_.comm_bytes += static_cast<uint64_t>(step.comm_bytes);
   s_.comm_syncs += static_cast<uint64_t>(step.comm_syncs);
   s_.last_step = step;
@@ -170,6 +179,30 @@ void Metrics::on_cow_copies(uint64_t n) {
   s_.cow_copies += n;
 }
 
+TenantPrefixStats& Metrics::tenant_prefix_stats(std::string_view tenant) {
+  std::vector<TenantPrefixStats>& all = s_.prefix_by_tenant;
+  const auto find = [&](std::string_view name) {
+    return std::find_if(all.begin(), all.end(), [&](const TenantPrefixStats& t) { return t.tenant == name; });
+  };
+  auto it = find(tenant);
+  if (it != all.end()) return *it;
+  // Count the tenants with their own label (not "_other").
+  const size_t own = all.size() - (find(kOtherTenants) != all.end() ? 1 : 0);
+  const std::string_view label = own < kMaxTenantLabels ? tenant : kOtherTenants;
+  it = find(label);
+  if (it != all.end()) return *it;
+  all.push_back(TenantPrefixStats{std::string(label)});
+  return all.back();
+}
+
+void Metrics::on_prefix_lookup(std::string_view tenant, int64_t hit_tokens, const kv::PrefixMissCounts& miss_tokens) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  TenantPrefixStats& t = tenant_prefix_stats(tenant);
+  t.hit_tokens += static_cast<uint64_t>(hit_tokens);
+  for (size_t r = 0; r < miss_tokens.size(); ++r) t.miss_tokens[r] += static_cast<uint64_t>(miss_tokens[r]);
+  s_.prefix_cache_saved_prefill_seconds += static_cast<double>(hit_tokens) * s_.prefill_seconds_per_token;
+}
+
 void Metrics::set_kv_layout(std::string_view dtype, int64_t bytes_per_token, int64_t total_bytes) {
   std::lock_guard<std::mutex> lock(mutex_);
   s_.kv_dtype = std::string(dtype);
@@ -181,6 +214,8 @@ void Metrics::set_scheduler_gauges(const SchedulerGauges& g) {
   std::lock_guard<std::mutex> lock(mutex_);
   s_.running = g.running;
   s_.waiting = g.waiting;
+  s_.paused = g.paused;
+  s_.free_seq_slots = g.free_seq_slots;
   s_.kv_blocks_total = g.kv_blocks_total;
   s_.kv_blocks_used = g.kv_blocks_used;
   s_.kv_blocks_free = g.kv_blocks_free;

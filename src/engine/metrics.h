@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "engine/output_stream.h"
+#include "kv/prefix_miss.h"
 
 namespace tokenmill::engine {
 
@@ -80,6 +81,19 @@ const char* step_kind_name(StepKind kind);
 // The step's phase times in milliseconds, indexed by StepPhase.
 std::array<double, kNumStepPhases> step_phase_ms(const StepStats& step);
 
+// Prefix-cache outcome of one tenant's prompts: every prompt token of an
+// admitted request is a hit or a miss with its reason (kv/prefix_miss.h),
+// counted once, at its first admission.
+struct TenantPrefixStats {
+  std::string tenant;  // kOtherTenants for every tenant beyond kMaxTenantLabels
+  uint64_t hit_tokens = 0;
+  std::array<uint64_t, kv::kNumPrefixMissReasons> miss_tokens{};  // by kv::PrefixMissReason
+};
+// Bounded label cardinality: the first 64 distinct tenants seen get their
+// own entry, the rest share "_other".
+inline constexpr size_t kMaxTenantLabels = 64;
+inline constexpr std::string_view kOtherTenants = "_other";
+
 struct MetricsSnapshot {
   // Counters (since start).
   uint64_t requests_submitted = 0;
@@ -108,6 +122,15 @@ struct MetricsSnapshot {
   uint64_t prefix_cache_hit_tokens = 0;   // prompt tokens served from it
   uint64_t prefix_cache_miss_tokens = 0;  // prompt tokens of those lookups computed
   uint64_t prefix_cache_evictions = 0;
+  // By tenant (first-seen order, at most kMaxTenantLabels + 1 entries).
+  std::vector<TenantPrefixStats> prefix_by_tenant;
+  // Prefill time the hits saved: each admission's hit tokens times the
+  // prefill cost per token at that moment (prefill_seconds_per_token).
+  double prefix_cache_saved_prefill_seconds = 0;
+  // Online estimate of a prefill token's cost: an exponential moving
+  // average (weight 1/8) over steps with prefill tokens of the forward
+  // pass's seconds per token computed; 0 before the first such step.
+  double prefill_seconds_per_token = 0;
   uint64_t cow_copies = 0;  // KV blocks copied on write
   // Step time by kind and phase (seconds), steps by kind, and the root's
   // collectives (bytes moved, operations).
@@ -121,6 +144,9 @@ struct MetricsSnapshot {
   // Gauges (as of the last step).
   int64_t running = 0;
   int64_t waiting = 0;
+  int64_t paused = 0;          // requests held by set_paused (running or waiting)
+  int64_t free_seq_slots = 0;  // max_seqs minus running slots: arrivals beyond
+                               // max_waiting + this are refused (kQueueFull)
   int64_t kv_blocks_total = 0;
   int64_t kv_blocks_used = 0;       // referenced by a live sequence
   int64_t kv_blocks_free = 0;       // on the free list
@@ -153,6 +179,8 @@ struct MetricsSnapshot {
 struct SchedulerGauges {
   int64_t running = 0;
   int64_t waiting = 0;
+  int64_t paused = 0;
+  int64_t free_seq_slots = 0;
   int64_t kv_blocks_total = 0, kv_blocks_used = 0, kv_blocks_free = 0, kv_blocks_evictable = 0;
   int64_t kv_blocks_high_water = 0;
   int64_t kv_window_blocks_total = 0, kv_window_blocks_used = 0;
@@ -176,6 +204,9 @@ class Metrics {
   void on_spec_verified(int64_t accepted);
   void set_spec_cost(double fixed_ms, double per_token_ms, double draft_ms_per_token);
   void on_cow_copies(uint64_t n);
+  // A request's first admission: its prompt tokens served by the prefix
+  // cache and those missed, by reason.
+  void on_prefix_lookup(std::string_view tenant, int64_t hit_tokens, const kv::PrefixMissCounts& miss_tokens);
   void set_scheduler_gauges(const SchedulerGauges& g);
   // Called once by a sharded engine (model/parallel.h).
   void set_parallel_layout(int tp, int pp);
@@ -185,6 +216,9 @@ class Metrics {
   MetricsSnapshot snapshot() const;
 
  private:
+  // The tenant's entry in s_.prefix_by_tenant (or "_other"'s), made on first use.
+  TenantPrefixStats& tenant_prefix_stats(std::string_view tenant);
+
   mutable std::mutex mutex_;
   MetricsSnapshot s_;
 };

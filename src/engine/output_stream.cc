@@ -4,8 +4,9 @@
 
 namespace tokenmill::engine {
 
-RequestStream::RequestStream(RequestId id, std::function<void(RequestId)> on_cancel)
-    : id_(id), on_cancel_(std::move(on_cancel)) {}
+RequestStream::RequestStream(RequestId id, std::function<void(RequestId)> on_cancel,
+                             std::function<void(RequestId, bool)> on_pause)
+    : id_(id), on_cancel_(std::move(on_cancel)), on_pause_(std::move(on_pause)) {}
 
 void RequestStream::push_token(TokenEvent event) {
   {
@@ -66,6 +67,11 @@ void RequestStream::cancel() {
     cancel_requested_ = true;
   }
   if (on_cancel_) on_cancel_(id_);
+}
+
+void RequestStream::set_paused(bool paused) {
+  if (done() || !on_pause_) return;
+  on_pause_(id_, paused);
 }
 
 bool RequestStream::cancel_requested() const {

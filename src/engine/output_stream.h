@@ -117,8 +117,10 @@ struct StreamEvent {
 class RequestStream {
  public:
   // on_cancel is called (from the cancelling thread, without the stream's
-  // lock) the first time cancel() is asked; it must be thread-safe.
-  RequestStream(RequestId id, std::function<void(RequestId)> on_cancel);
+  // lock) the first time cancel() is asked; on_pause on every set_paused()
+  // before the final event. Both must be thread-safe; either may be empty.
+  RequestStream(RequestId id, std::function<void(RequestId)> on_cancel,
+                std::function<void(RequestId, bool)> on_pause = nullptr);
 
   RequestId id() const { return id_; }
 
@@ -138,12 +140,16 @@ class RequestStream {
 
   void cancel();
   bool cancel_requested() const;
+  // Asks the engine to hold (or resume) the request; see
+  // RequestHandle::set_paused. Ignored after the final event.
+  void set_paused(bool paused);
 
  private:
   std::optional<StreamEvent> pop_locked();
 
   const RequestId id_;
   std::function<void(RequestId)> on_cancel_;
+  std::function<void(RequestId, bool)> on_pause_;
   mutable std::mutex mutex_;
   std::condition_variable ready_;
   std::deque<StreamEvent> events_;
@@ -184,6 +190,14 @@ class RequestHandle {
   // freed and the stream ends with FinishReason::kCancelled (unless it had
   // already finished). Idempotent, thread-safe, returns at once.
   void cancel() { stream_->cancel(); }
+
+  // Backpressure for a consumer that cannot keep up: a paused request keeps
+  // its KV blocks and its sequence slot but generates nothing until
+  // resumed (the engine may still preempt it under KV pressure; it then
+  // recomputes on resume, with the same output). Cancels and timeouts
+  // still apply. Thread-safe, returns at once; takes effect at the
+  // engine's next step. Per sample for parallel samples.
+  void set_paused(bool paused) { stream_->set_paused(paused); }
 
   // Consumes the rest of the stream, blocking until the final event.
   GenerationResult wait();

@@ -72,6 +72,13 @@ void BlockAllocator::set_cached(BlockId id, bool cached) {
   free_.push_back(id);
 }
 
+std::optional<BlockId> BlockAllocator::find_evictable(const std::function<bool(BlockId)>& pred) const {
+  for (BlockId id = lru_head_; id >= 0; id = next_[id]) {
+    if (pred(id)) return id;
+  }
+  return std::nullopt;
+}
+
 int32_t BlockAllocator::ref_count(BlockId id) const {
   check_id(id);
   return ref_counts_[id];

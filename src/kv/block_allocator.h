@@ -53,6 +53,10 @@ class BlockAllocator {
   // Marks (or unmarks) a block as held by the prefix cache. Unmarking an
   // evictable block moves it to the free list.
   void set_cached(BlockId id, bool cached);
+  // The least recently released evictable block for which pred(id) holds
+  // (the prefix cache picks a tenant's own oldest block this way), or
+  // nullopt. Cost: O(evictable blocks) in the worst case.
+  std::optional<BlockId> find_evictable(const std::function<bool(BlockId)>& pred) const;
   void set_evict_callback(EvictCallback callback) { on_evict_ = std::move(callback); }
 
   int32_t ref_count(BlockId id) const;

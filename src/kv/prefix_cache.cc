@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <optional>
 
 #include "util/check.h"
 
@@ -17,6 +18,13 @@ namespace {
 // Parent of block 0: a fixed, arbitrary value distinct from real hashes in
 // practice (a real parent collides with it with probability 2^-128).
 constexpr BlockHash kRoot{0x6a09e667f3bcc908ull, 0xbb67ae8584caa73bull};
+
+// The namespace of the content chain (PrefixCache's content index): a
+// fixed value, so the chain depends on the tokens alone.
+constexpr uint64_t kContentNs = 0x3c6ef372fe94f82bull;
+
+// How many evicted hashes the cache remembers per block of its primary pool.
+constexpr size_t kEvictedPerBlock = 4;
 
 void append_bytes(std::vector<uint8_t>& out, const void* data, size_t n) {
   const auto* p = static_cast<const uint8_t*>(data);
@@ -36,8 +44,26 @@ uint64_t namespace_id(const CacheNamespace& ns) {
   return XXH3_64bits(bytes.data(), bytes.size());
 }
 
+void PrefixCache::RecentHashes::insert(const BlockHash& hash) {
+  if (ring_.empty()) return;
+  if (size_ == ring_.size()) {  // forget the oldest
+    const auto it = counts_.find(ring_[next_]);
+    if (--it->second == 0) counts_.erase(it);
+  } else {
+    ++size_;
+  }
+  ring_[next_] = hash;
+  ++counts_[hash];
+  next_ = (next_ + 1) % ring_.size();
+}
+
+static size_t evicted_capacity(const std::vector<CacheGroup>& groups) {
+  TM_CHECK(!groups.empty() && groups[0].allocator != nullptr);
+  return kEvictedPerBlock * static_cast<size_t>(groups[0].allocator->num_blocks());
+}
+
 PrefixCache::PrefixCache(std::vector<CacheGroup> groups, int32_t block_size, bool enabled)
-    : groups_(std::move(groups)), block_size_(block_size), enabled_(enabled) {
+    : groups_(std::move(groups)), block_size_(block_size), enabled_(enabled), evicted_(evicted_capacity(groups_)) {
   TM_CHECK(block_size > 0 && !groups_.empty() && groups_[0].window == 0);
   for (size_t g = 0; g < groups_.size(); ++g) {
     TM_CHECK(groups_[g].allocator != nullptr && groups_[g].window >= 0);
@@ -133,7 +159,7 @@ PrefixMatch PrefixCache::match(uint64_t ns, std::span<const int32_t> tokens) {
 }
 
 void PrefixCache::publish(uint64_t ns, std::span<const int32_t> tokens, std::span<const BlockTable> tables,
-                          std::vector<BlockHash>* hashes) {
+                          std::vector<BlockHash>* hashes, PublishQuota quota) {
   TM_CHECK(hashes != nullptr && tables.size() == groups_.size());
   if (!enabled_) return;
   // Group g's block of logical block i, or -1 where its table holds none.
@@ -151,16 +177,16 @@ void PrefixCache::publish(uint64_t ns, std::span<const int32_t> tokens, std::spa
     const BlockId block = block_of(0, i);
     auto it = index_.find(hash);
     if (it == index_.end() && !primary.is_cached(block)) {
-      Entry entry;
-      entry.blocks.assign(groups_.size(), -1);
-      entry.blocks[0] = block;
-      entry.ns = ns;
-      entry.has_parent = parent != nullptr;
-      if (parent != nullptr) entry.parent = *parent;
-      entry.tokens.assign(block_tokens.begin(), block_tokens.end());
-      hash_of_block_[0][static_cast<size_t>(block)] = hash;
-      primary.set_cached(block, true);
-      it = index_.emplace(hash, std::move(entry)).first;
+      const bool room =
+          quota.max_blocks <= 0 || owner_blocks(quota.owner) < quota.max_blocks || evict_oldest_of(quota.owner);
+      // The quota eviction may have dropped the parent (a block this
+      // sequence shares only by content): re-check reachability after it.
+      if (!room || (parent != nullptr && index_.count(*parent) == 0)) {
+        hashes->push_back(hash);
+        continue;
+      }
+      add_entry(ns, hash, parent, block_tokens, block, quota);
+      it = index_.find(hash);
     } else if (it == index_.end() || !entry_matches(it->second, ns, parent, block_tokens)) {
       hashes->push_back(hash);
       continue;
@@ -168,6 +194,42 @@ void PrefixCache::publish(uint64_t ns, std::span<const int32_t> tokens, std::spa
     for (size_t g = 1; g < groups_.size(); ++g) attach_block(it->second, g, hash, block_of(g, i));
     hashes->push_back(hash);
   }
+}
+
+void PrefixCache::add_entry(uint64_t ns, const BlockHash& hash, const BlockHash* parent,
+                            std::span<const int32_t> tokens, BlockId block, const PublishQuota& quota) {
+  Entry entry;
+  entry.blocks.assign(groups_.size(), -1);
+  entry.blocks[0] = block;
+  entry.ns = ns;
+  entry.has_parent = parent != nullptr;
+  if (parent != nullptr) entry.parent = *parent;
+  entry.tokens.assign(tokens.begin(), tokens.end());
+  entry.owner = quota.owner;
+  const BlockHash* parent_content = parent != nullptr ? &index_.at(*parent).content : nullptr;
+  entry.content = hash_block(kContentNs, parent_content, tokens);
+  ++content_index_[entry.content];
+  ++owner_blocks_[entry.owner];
+  hash_of_block_[0][static_cast<size_t>(block)] = hash;
+  groups_[0].allocator->set_cached(block, true);
+  index_.emplace(hash, std::move(entry));
+}
+
+bool PrefixCache::evict_oldest_of(uint64_t owner) {
+  BlockAllocator& primary = *groups_[0].allocator;
+  const std::optional<BlockId> victim = primary.find_evictable(
+      [&](BlockId b) { return index_.at(hash_of_block_[0][static_cast<size_t>(b)]).owner == owner; });
+  if (!victim) return false;
+  const auto it = index_.find(hash_of_block_[0][static_cast<size_t>(*victim)]);
+  primary.set_cached(*victim, false);  // evictable -> free
+  drop_entry(it);
+  ++stats_.quota_evictions;
+  return true;
+}
+
+int64_t PrefixCache::owner_blocks(uint64_t owner) const {
+  const auto it = owner_blocks_.find(owner);
+  return it == owner_blocks_.end() ? 0 : it->second;
 }
 
 void PrefixCache::attach_block(Entry& entry, size_t group, const BlockHash& hash, BlockId b) {
@@ -185,13 +247,58 @@ void PrefixCache::on_evict(size_t group, BlockId block) {
     it->second.blocks[group] = -1;
     return;
   }
-  // Without its primary block the entry is useless: the other groups'
-  // blocks go back to their holders (or to the free list).
+  drop_entry(it);
+}
+
+// Without its primary block the entry is useless: the other groups' blocks
+// go back to their holders (or to the free list).
+void PrefixCache::drop_entry(Index::iterator it) {
+  const Entry& entry = it->second;
   for (size_t g = 1; g < groups_.size(); ++g) {
-    if (it->second.blocks[g] >= 0) groups_[g].allocator->set_cached(it->second.blocks[g], false);
+    if (entry.blocks[g] >= 0) groups_[g].allocator->set_cached(entry.blocks[g], false);
   }
+  const auto content = content_index_.find(entry.content);
+  if (--content->second == 0) content_index_.erase(content);
+  const auto owner = owner_blocks_.find(entry.owner);
+  if (--owner->second == 0) owner_blocks_.erase(owner);
+  evicted_.insert(it->first);
   index_.erase(it);
   ++stats_.evictions;
+}
+
+PrefixMissCounts PrefixCache::classify_misses(uint64_t ns, std::span<const int32_t> tokens,
+                                              const PrefixMatch& match) const {
+  PrefixMissCounts out{};
+  const int64_t n = static_cast<int64_t>(tokens.size());
+  if (!enabled_) {
+    out[static_cast<size_t>(PrefixMissReason::kDisabled)] = n - match.num_tokens;
+    return out;
+  }
+  // lookup() never covers the last token: its block is beyond reach.
+  const int64_t reach_blocks = n > 0 ? (n - 1) / block_size_ : 0;
+  const int64_t hit_blocks = match.num_tokens / block_size_;
+  out[static_cast<size_t>(PrefixMissReason::kPartialBlock)] =
+      n - std::max(reach_blocks * block_size_, match.num_tokens);
+  BlockHash hash, content;  // the chains through block i - 1
+  for (int64_t i = 0; i < reach_blocks; ++i) {
+    const std::span<const int32_t> block_tokens =
+        tokens.subspan(static_cast<size_t>(i * block_size_), static_cast<size_t>(block_size_));
+    const BlockHash parent = hash, parent_content = content;
+    content = hash_block(kContentNs, i > 0 ? &parent_content : nullptr, block_tokens);
+    hash =
+        i < hit_blocks ? match.hashes[static_cast<size_t>(i)] : hash_block(ns, i > 0 ? &parent : nullptr, block_tokens);
+    if (i >= hit_blocks) out[static_cast<size_t>(miss_reason(ns, hash, content))] += block_size_;
+  }
+  return out;
+}
+
+PrefixMissReason PrefixCache::miss_reason(uint64_t ns, const BlockHash& hash, const BlockHash& content) const {
+  // Indexed but not hit: a block before it (or another group's block the
+  // next token attends) was evicted.
+  const auto it = index_.find(hash);
+  if ((it != index_.end() && it->second.ns == ns) || evicted_.contains(hash)) return PrefixMissReason::kEvicted;
+  if (content_index_.count(content) > 0) return PrefixMissReason::kIsolated;
+  return PrefixMissReason::kNoOverlap;
 }
 
 void PrefixCache::clear() {
@@ -201,6 +308,8 @@ void PrefixCache::clear() {
     }
   }
   index_.clear();
+  content_index_.clear();
+  owner_blocks_.clear();
 }
 
 void PrefixCache::set_enabled(bool enabled) {

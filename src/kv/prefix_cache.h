@@ -28,9 +28,26 @@
 // [0, B * block_size) without one); lookup() returns the longest prefix for
 // which every group has them.
 //
+// Publishers and quotas: each entry remembers its publisher (an owner key,
+// the scheduler's tenant), and publish() may bound how many entries one
+// owner has in the index (referenced or evictable alike): at the bound, the
+// owner's own least recently released evictable entry is dropped first;
+// when it has none, the block is not published. Other owners' entries are
+// never touched. A block whose parent is not indexed is never published
+// (no lookup could reach it).
+//
+// Miss reasons (classify_misses, prefix_miss.h): besides the index, the
+// cache keeps (1) a namespace-free content index (a second hash chain over
+// the tokens alone, counted per entry) to tell a block cached under another
+// namespace ("isolated") from one never seen, and (2) the hashes of the
+// last 4 x pool-size evicted entries, to tell "evicted" from "no overlap".
+// Both are approximate by design: an eviction older than the ring reads as
+// no overlap. Cost: one more hash per published block, and the ring's
+// memory (~40 bytes per remembered hash).
+//
 // Thread-safety: none; owned by the engine thread (through the Scheduler).
 // Cost: hashing is O(tokens); lookups and publishes are O(blocks) hash-map
-// operations.
+// operations (a quota eviction walks the evictable list: O(evictable)).
 #pragma once
 
 #include <algorithm>
@@ -42,6 +59,7 @@
 
 #include "kv/block_allocator.h"
 #include "kv/block_table.h"
+#include "kv/prefix_miss.h"
 
 namespace tokenmill::kv {
 
@@ -105,10 +123,18 @@ struct PrefixCacheStats {
   int64_t blocks_held = 0;              // blocks in the index (referenced or evictable)
   int64_t evictions = 0;                // entries dropped to reuse their block
   int64_t other_group_blocks_held = 0;  // blocks of groups 1.. in the index
+  int64_t quota_evictions = 0;          // of evictions, made to keep an owner within its quota
   double hit_rate() const {
     const int64_t total = hit_tokens + miss_tokens;
     return total > 0 ? static_cast<double>(hit_tokens) / static_cast<double>(total) : 0.0;
   }
+};
+
+// Who publishes, and how many entries that owner may have in the index
+// (0 = no bound). See "Publishers and quotas" above.
+struct PublishQuota {
+  uint64_t owner = 0;
+  int64_t max_blocks = 0;
 };
 
 class PrefixCache {
@@ -148,8 +174,17 @@ class PrefixCache {
   // not published again (the sequence keeps its private copy); a block of
   // groups 1.. also fills an indexed entry that lost its own. No-op when
   // disabled.
+  // New entries belong to quota.owner and respect its bound.
   void publish(uint64_t ns, std::span<const int32_t> tokens, std::span<const BlockTable> tables,
-               std::vector<BlockHash>* hashes);
+               std::vector<BlockHash>* hashes, PublishQuota quota = {});
+
+  // Why each of tokens [match.num_tokens, tokens.size()) is not served, for
+  // a `match` that lookup(ns, tokens) just returned: every token counted
+  // under exactly one reason (prefix_miss.h; never kLogprobsBypass, which
+  // is the caller's). Cost: two hashes per block of `tokens`.
+  PrefixMissCounts classify_misses(uint64_t ns, std::span<const int32_t> tokens, const PrefixMatch& match) const;
+  // Entries of `owner` in the index now.
+  int64_t owner_blocks(uint64_t owner) const;
 
   // Disabling drops every entry (evictable blocks return to the free list).
   void set_enabled(bool enabled);
@@ -168,11 +203,27 @@ class PrefixCache {
     BlockHash parent;
     bool has_parent = false;
     std::vector<int32_t> tokens;  // [block_size], verified on every hit
+    uint64_t owner = 0;           // PublishQuota::owner of the publisher
+    BlockHash content;            // the namespace-free chain hash (content_index_)
   };
   struct HashOf {
     size_t operator()(const BlockHash& h) const {
       return static_cast<size_t>(h.low ^ (h.high * 0x9E3779B97F4A7C15ull));
     }
+  };
+  using Index = std::unordered_map<BlockHash, Entry, HashOf>;
+  // The last `capacity` hashes inserted (a ring, and counts for lookups).
+  class RecentHashes {
+   public:
+    explicit RecentHashes(size_t capacity) : ring_(capacity) {}
+    void insert(const BlockHash& hash);
+    bool contains(const BlockHash& hash) const { return counts_.count(hash) > 0; }
+
+   private:
+    std::vector<BlockHash> ring_;
+    size_t next_ = 0;
+    size_t size_ = 0;
+    std::unordered_map<BlockHash, int32_t, HashOf> counts_;
   };
 
   // Whether the entry really holds these tokens after this parent (hash collisions).
@@ -183,11 +234,24 @@ class PrefixCache {
   // The longest hit <= entries.size() blocks for which every group >= 1 has
   // the blocks the next token attends.
   size_t groups_limited_hit(const std::vector<const Entry*>& entries) const;
+  // Indexes `block` (group 0) as a new entry owned by quota.owner.
+  void add_entry(uint64_t ns, const BlockHash& hash, const BlockHash* parent, std::span<const int32_t> tokens,
+                 BlockId block, const PublishQuota& quota);
+  // Drops the owner's least recently released evictable entry (its blocks
+  // go to the free lists). False when it has none.
+  bool evict_oldest_of(uint64_t owner);
+  // Removes an entry whose group-0 block is already unmarked: unmarks the
+  // other groups' blocks, forgets it everywhere, remembers its hash as evicted.
+  void drop_entry(Index::iterator it);
+  PrefixMissReason miss_reason(uint64_t ns, const BlockHash& hash, const BlockHash& content) const;
 
   std::vector<CacheGroup> groups_;
   int32_t block_size_;
   bool enabled_;
-  std::unordered_map<BlockHash, Entry, HashOf> index_;
+  Index index_;
+  std::unordered_map<BlockHash, int32_t, HashOf> content_index_;  // content hash -> entries
+  std::unordered_map<uint64_t, int64_t> owner_blocks_;            // owner -> entries
+  RecentHashes evicted_;
   // Per group, [num_blocks]: the entry hash of each cached block.
   std::vector<std::vector<BlockHash>> hash_of_block_;
   PrefixCacheStats stats_;

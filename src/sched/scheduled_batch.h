@@ -4,9 +4,11 @@
 
 #include <cstdint>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "kv/block_table.h"
+#include "kv/prefix_miss.h"
 #include "sched/sequence.h"
 
 namespace tokenmill::sched {
@@ -38,6 +40,14 @@ struct ScheduledSeq {
   std::vector<int32_t> tokens() const;
 };
 
+// The prefix cache's answer for a sequence admitted for the first time:
+// every prompt token is a hit or a miss with its reason (kv/prefix_miss.h).
+struct PrefixLookup {
+  std::string tenant;
+  int64_t hit_tokens = 0;
+  kv::PrefixMissCounts miss_tokens{};
+};
+
 struct ScheduledBatch {
   // Decodes first, then prefill chunks. Empty when there is nothing to run.
   std::vector<ScheduledSeq> seqs;
@@ -51,6 +61,9 @@ struct ScheduledBatch {
   // Sequences preempted this step (still owned by the Scheduler, back in the
   // waiting queue). For metrics/logging only; valid until the next call.
   std::vector<const Sequence*> preempted;
+  // One per sequence first admitted this step (not re-admissions after a
+  // preemption), for metrics.
+  std::vector<PrefixLookup> prefix_lookups;
 
   int64_t num_tokens() const {
     int64_t n = 0;

@@ -24,6 +24,7 @@ void SchedulerConfig::validate() const {
   if (max_waiting < 0) fail("scheduler: max_waiting must be >= 0, got {}", max_waiting);
   if (!(priority_aging_s >= 0.0)) fail("scheduler: priority_aging_s must be >= 0, got {}", priority_aging_s);
   if (kv_groups[0].window != 0) fail("scheduler: KV group 0 must hold every position (window 0)");
+  tenants.validate("scheduler: tenant_limits", "scheduler: default_tenant_limits");
   for (size_t g = 0; g < kv_groups.size(); ++g) {
     const KvGroupConfig& group = kv_groups[g];
     if (group.num_blocks <= 0)
@@ -124,11 +125,15 @@ std::optional<Refusal> Scheduler::admission_error(const Sequence& seq) const {
     return Refusal{RejectReason::kInvalid,
                    fmt::format("{} parallel samples exceed max_seqs ({})", seq.num_samples(), config_.max_seqs)};
   }
+  const TenantLimits& tenant = config_.tenants.of(seq.tenant);
+  if (tenant.max_running > 0 && seq.num_samples() > tenant.max_running) {
+    return Refusal{RejectReason::kInvalid,
+                   fmt::format("{} parallel samples exceed tenant \"{}\"'s max_running limit ({})", seq.num_samples(),
+                               seq.tenant, tenant.max_running)};
+  }
   if (std::optional<Refusal> never = never_fits(config_.capacity(), prompt_len, seq.max_tokens, seq.num_samples()))
     return never;
-  if (config_.max_waiting > 0 && num_waiting() >= config_.max_waiting) {
-    return Refusal{RejectReason::kQueueFull, fmt::format("the waiting queue is full ({} requests)", num_waiting())};
-  }
+  if (std::optional<Refusal> full = queue_bound_error(seq)) return full;
   if (config_.on_kv_exhausted == KvExhaustedPolicy::kReject) {
     const int64_t need = ceil_div(prompt_len, config_.block_size);
     const int64_t free = allocator().num_available() - blocks_reserved_by_running(0) - blocks_wanted_by_waiting();
@@ -139,6 +144,72 @@ std::optional<Refusal> Scheduler::admission_error(const Sequence& seq) const {
     }
   }
   return std::nullopt;
+}
+
+// The bounds count only what cannot start now (POLICY): waiting sequences
+// beyond the free slots, globally and per tenant.
+std::optional<Refusal> Scheduler::queue_bound_error(const Sequence& seq) const {
+  const int64_t free_slots = free_seq_slots();
+  if (config_.max_waiting > 0 && num_waiting() >= config_.max_waiting + free_slots) {
+    return Refusal{
+        RejectReason::kQueueFull,
+        fmt::format("the waiting queue is full ({} requests waiting, max_waiting {}, {} free sequence slots)",
+                    num_waiting(), config_.max_waiting, free_slots)};
+  }
+  const TenantLimits& limits = config_.tenants.of(seq.tenant);
+  if (limits.max_waiting == 0) return std::nullopt;
+  int64_t tenant_free = free_slots;
+  if (limits.max_running > 0)
+    tenant_free = std::clamp<int64_t>(limits.max_running - tenant_running_slots(seq.tenant), 0, tenant_free);
+  const int64_t waiting = tenant_waiting(seq.tenant);
+  if (waiting < limits.max_waiting + tenant_free) return std::nullopt;
+  return Refusal{RejectReason::kQueueFull,
+                 fmt::format("tenant \"{}\" is at its waiting limit ({} requests waiting, tenant max_waiting {})",
+                             seq.tenant, waiting, limits.max_waiting)};
+}
+
+int64_t Scheduler::tenant_running_slots(const std::string& tenant) const {
+  int64_t n = 0;
+  for (const auto& seq : running_) n += seq->tenant == tenant ? seq->num_samples() : 0;
+  return n;
+}
+
+int64_t Scheduler::tenant_waiting(const std::string& tenant) const {
+  return std::count_if(waiting_.begin(), waiting_.end(), [&](const auto& seq) { return seq->tenant == tenant; });
+}
+
+bool Scheduler::set_paused(uint64_t id, bool paused) {
+  for (auto* list : {&running_, &waiting_}) {
+    for (auto& seq : *list) {
+      if (seq->id == id) {
+        seq->paused = paused;
+        return true;
+      }
+      if (std::find(seq->fork_ids.begin(), seq->fork_ids.end(), id) == seq->fork_ids.end()) continue;
+      std::vector<uint64_t>& forks = seq->paused_fork_ids;
+      std::erase(forks, id);
+      if (paused) forks.push_back(id);
+      return true;
+    }
+  }
+  return false;
+}
+
+void Scheduler::resume_all() {
+  for (auto* list : {&running_, &waiting_}) {
+    for (auto& seq : *list) {
+      seq->paused = false;
+      seq->paused_fork_ids.clear();
+    }
+  }
+}
+
+int64_t Scheduler::num_paused() const {
+  int64_t n = 0;
+  for (const auto* list : {&running_, &waiting_}) {
+    for (const auto& seq : *list) n += (seq->paused ? 1 : 0) + static_cast<int64_t>(seq->paused_fork_ids.size());
+  }
+  return n;
 }
 
 bool Scheduler::cancel(uint64_t id) { return request_finish(id, FinishReason::kCancelled); }
@@ -184,7 +255,8 @@ void Scheduler::publish_computed(Sequence& seq) {
   const int64_t full = seq.num_computed_tokens / config_.block_size;
   if (full <= static_cast<int64_t>(seq.block_hashes.size())) return;
   const std::vector<int32_t> computed = seq.tokens(0, full * config_.block_size);
-  prefix_cache_.publish(seq.cache_namespace, computed, seq.tables, &seq.block_hashes);
+  const kv::PublishQuota quota{tenant_key(seq.tenant), config_.tenants.of(seq.tenant).max_prefix_blocks};
+  prefix_cache_.publish(seq.cache_namespace, computed, seq.tables, &seq.block_hashes, quota);
 }
 
 std::vector<std::unique_ptr<Sequence>> Scheduler::commit(const ScheduledBatch& batch, const SampledStep& sampled,
@@ -247,6 +319,8 @@ void Scheduler::make_forks(Sequence& parent, std::span<const SampledToken> first
                "a sequence with fork_ids sampled without one first token per fork");
   const std::vector<uint64_t> ids = std::move(parent.fork_ids);
   parent.fork_ids.clear();
+  const std::vector<uint64_t> paused_forks = std::move(parent.paused_fork_ids);
+  parent.paused_fork_ids.clear();
   for (size_t k = 0; k < ids.size(); ++k) {
     TM_CHECK(first_tokens[k].seq_id == ids[k]);
     // The parent's data, and its tables forked: every block retained once
@@ -255,6 +329,7 @@ void Scheduler::make_forks(Sequence& parent, std::span<const SampledToken> first
     static_cast<SequenceData&>(*child) = parent;
     for (const kv::BlockTable& t : parent.tables) child->tables.push_back(t.fork());
     child->id = ids[k];
+    child->paused = std::find(paused_forks.begin(), paused_forks.end(), ids[k]) != paused_forks.end();
     const FinishReason ended = append_token(*child, first_tokens[k], now);
     if (ended == FinishReason::kNone) {
       running_.push_back(std::move(child));
@@ -272,6 +347,7 @@ bool Scheduler::drop_fork(uint64_t parent, uint64_t fork_id) {
       const auto it = std::find(seq->fork_ids.begin(), seq->fork_ids.end(), fork_id);
       if (it == seq->fork_ids.end()) return false;
       seq->fork_ids.erase(it);
+      std::erase(seq->paused_fork_ids, fork_id);
       return true;
     }
   }
@@ -337,6 +413,8 @@ SchedulerStats Scheduler::stats() const {
   SchedulerStats s;
   s.num_running = num_running();
   s.num_waiting = num_waiting();
+  s.num_paused = num_paused();
+  s.free_seq_slots = free_seq_slots();
   const kv::BlockAllocator& primary = allocator(0);
   s.kv_blocks_total = primary.num_blocks();
   s.kv_blocks_used = primary.num_used();

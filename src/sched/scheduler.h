@@ -18,9 +18,10 @@
 //   }
 //   // on a failed forward pass: sched.fail_batch(batch, message, now) instead of commit.
 //   sched.cancel(id) at any time: the sequence ends (kCancelled) at the next schedule().
+//   sched.set_paused(id, true / false) at any time: left out of steps until resumed.
 //
 // schedule() and commit()/fail_batch() must alternate (commit of an empty
-// batch is allowed and does nothing); add(), cancel() and the getters may be
+// batch is allowed and does nothing); add(), cancel(), set_paused() and the getters may be
 // called at any time. Finished sequences are handed back as unique_ptr with
 // their blocks freed; status kFinished, finish_reason, output and timing
 // filled in. A batch entry's tokens are seq->tokens(start_pos, num_tokens)
@@ -36,15 +37,40 @@
 //   window's blocks must fit it too; or longer than max_model_len), or
 //   whose prompt exceeds max_batch_tokens when chunked prefill is off, is
 //   rejected at once (kPromptTooLong / kContextExceeded / kKvNeverFits), as
-//   are an empty prompt or max_tokens < 1 (kInvalid) and arrivals beyond
-//   max_waiting (kQueueFull). Under the kReject policy a sequence is also
-//   rejected (kKvExhausted) when the blocks
-//   of its prompt are not available right now (free + evictable, minus what
-//   waiting prompts and unfinished prefills already need; prefix hits are
-//   not counted, so this errs on the side of rejecting).
+//   are an empty prompt or max_tokens < 1 (kInvalid), more parallel samples
+//   than its tenant's max_running (kInvalid), and arrivals beyond the
+//   queue bound (kQueueFull).
+// * Queue bound: max_waiting counts only the waiting sequences that could
+//   not start now. A sequence is accepted while num_waiting < max_waiting +
+//   free sequence slots (max_seqs minus the running sequences' slots,
+//   parallel samples counted), so a burst arriving between two steps on an
+//   idle engine is admitted up to max_seqs + max_waiting. A tenant's own
+//   max_waiting works alike with its free slots: the global ones, capped by
+//   what its max_running leaves. The refusal names the bound that was hit.
+// * Under the kReject policy a sequence is also rejected at add
+//   (kKvExhausted) when the blocks of its prompt are not available right
+//   now (free + evictable, minus what waiting prompts and unfinished
+//   prefills already need; prefix hits are not counted, so this errs on the
+//   side of rejecting).
+// * Tenants (SchedulerConfig::tenants, tenant_limits.h; 0 = no limit):
+//   while a tenant's running slots are at its max_running, its waiting
+//   sequences are passed over (see "eligible" below); max_waiting bounds
+//   its queue as above; max_prefix_blocks bounds its prefix-cache blocks.
 // * Each step, first: pending cancels and expired deadlines end (kCancelled,
 //   kTimeout; a deadline that passes before the sequence ever ran is a
 //   rejection, kDeadlineExpired), freeing their blocks.
+// * Paused sequences (set_paused; a pending fork's pause waits for the
+//   fork) keep their blocks and slots and their place in the rank but are
+//   left out of every step: no decode, no prefill chunk, no admission from
+//   the queue. They never hold others back: they are skipped, not waited
+//   for, and never make a step "stalled". Cancels, deadlines and
+//   preemption apply to them as to any sequence (a preempted paused one is
+//   readmitted only once resumed). Under kPreempt they are the first
+//   victims: a running sequence short of a block, or the head of the queue
+//   short of blocks, preempts the lowest-ranked paused sequence before any
+//   other, so a client that stops reading cannot starve the pool. Pausing
+//   sample 0 of parallel samples before their shared prefill pauses them
+//   all (it carries the prefill).
 // * Decode first: every running sequence whose prefill is done gets its one
 //   token, in rank order, before any prefill; long prompts never stall
 //   token streams. max_batch_tokens >= max_seqs (checked) so decodes always
@@ -58,7 +84,9 @@
 //   admitted only when the blocks for its whole remaining prefill are
 //   available (after blocks reserved by unfinished prefills); if the head
 //   of the queue does not fit, nobody behind it is admitted (no overtaking,
-//   so large prompts are not starved).
+//   so large prompts are not starved). The rule applies among the eligible:
+//   paused sequences and those of a tenant at its max_running are passed
+//   over without blocking anyone behind them.
 // * Rank: priority class (0 first), then FCFS (add() order). Aging: a
 //   waiting sequence's effective class improves by one per
 //   priority_aging_s seconds since it was queued, down to 0, so a
@@ -67,7 +95,11 @@
 // * Prefix cache: looked up whenever a sequence is admitted from the queue
 //   (first time, or after a preemption); hits become its first blocks and
 //   count as computed. Never covers the last token. Blocks are published as
-//   they fill (in commit). Sequences with skip_prefix_lookup take no hits.
+//   they fill (in commit), owned by the sequence's tenant and bounded by its
+//   max_prefix_blocks (prefix_cache.h, "Publishers and quotas"). Sequences
+//   with skip_prefix_lookup take no hits. At a sequence's first admission
+//   every prompt token is reported once, as a hit or a miss with its reason
+//   (ScheduledBatch::prefix_lookups).
 // * KV layer groups (kv_groups): every sequence has a block table per
 //   group, and every append takes blocks from every group's pool (all or
 //   nothing; "the pool ran dry" means any pool). At the start of each step
@@ -82,8 +114,9 @@
 //   group's blocks (copy-on-write; a window table keeps its first held
 //   block) and owns its own references in each pool.
 // * KV exhausted while a running sequence needs a block for its next token:
-//   - kPreempt: preempt the lowest-ranked (lowest class, newest) running
-//     sequence not yet scheduled this step (possibly the needy one itself):
+//   - kPreempt: preempt the lowest-ranked paused running sequence, else the
+//     lowest-ranked (lowest class, newest) running sequence not yet
+//     scheduled this step (possibly the needy one itself):
 //     its blocks are freed and it returns to the waiting queue with its
 //     output kept; on readmission prompt + output are recomputed as a
 //     prefill (prefix-cache hits make that cheap) and generation resumes.
@@ -93,11 +126,15 @@
 //     yet is rejected (kKvExhausted) to shed load.
 //   Unfinished prefills never preempt: their chunk shrinks to what fits.
 //   Under every policy, if nothing at all could run in a step while
-//   sequences are running (all stalled), the lowest-ranked running
-//   sequence is preempted so the others can proceed (no deadlock).
+//   sequences are running (all stalled), the lowest-ranked paused running
+//   sequence, else the lowest-ranked running one, is preempted so the
+//   others can proceed (no deadlock). Paused sequences alone never count as
+//   stalled.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <optional>
 #include <span>
@@ -111,6 +148,7 @@
 #include "sched/sampled_step.h"
 #include "sched/scheduled_batch.h"
 #include "sched/sequence.h"
+#include "sched/tenant_limits.h"
 
 namespace tokenmill::sched {
 
@@ -126,10 +164,11 @@ struct SchedulerConfig {
   int32_t max_seqs = 64;           // sequences running at once (and per step)
   int64_t prefill_chunk = 0;       // max prefill tokens per sequence per step; 0 = no chunking
   int64_t max_model_len = 0;       // prompt + max_tokens limit (model context); 0 = none
-  int64_t max_waiting = 0;         // waiting queue bound for add(); 0 = none
+  int64_t max_waiting = 0;         // waiting sequences beyond the free slots (POLICY); 0 = none
   KvExhaustedPolicy on_kv_exhausted = KvExhaustedPolicy::kPreempt;
   double priority_aging_s = 0.0;  // seconds per class of aging; 0 = off
   bool enable_prefix_cache = true;
+  TenantPolicy tenants;  // per-tenant limits (tenant_limits.h); none by default
 
   // Throws Error naming the first bad field.
   void validate() const;
@@ -149,6 +188,8 @@ struct SchedulerConfig {
 struct SchedulerStats {
   int64_t num_running = 0;
   int64_t num_waiting = 0;  // includes preempted sequences
+  int64_t num_paused = 0;   // running or waiting sequences, and pending forks, that are paused
+  int64_t free_seq_slots = 0;
   int64_t kv_blocks_total = 0;
   int64_t kv_blocks_used = 0;       // referenced
   int64_t kv_blocks_free = 0;       // free list
@@ -182,6 +223,12 @@ class Scheduler {
   // `message` in Sequence::error). Returns false when the id is unknown.
   bool cancel(uint64_t id);
   bool request_finish(uint64_t id, FinishReason reason, std::string message = {});
+  // Pauses or resumes a sequence, or a pending fork (see POLICY); takes
+  // effect at the next schedule(). Returns false when the id is unknown.
+  bool set_paused(uint64_t id, bool paused);
+  // Resumes every sequence and pending fork (engine drain: a paused request
+  // must not hold the shutdown forever).
+  void resume_all();
 
   // Plans one step (see POLICY). The batch's Sequence pointers stay valid
   // until the matching commit()/fail_batch().
@@ -217,6 +264,9 @@ class Scheduler {
   bool has_work() const { return !running_.empty() || !waiting_.empty(); }
   int64_t num_running() const { return static_cast<int64_t>(running_.size()); }
   int64_t num_waiting() const { return static_cast<int64_t>(waiting_.size()); }
+  int64_t num_paused() const;
+  // Sequence slots not taken by running sequences and their pending forks.
+  int64_t free_seq_slots() const { return std::max<int64_t>(0, config_.max_seqs - running_slots()); }
   const Sequence* find(uint64_t id) const;  // nullptr when not held
   SchedulerStats stats() const;
   const SchedulerConfig& config() const { return config_; }
@@ -235,6 +285,12 @@ class Scheduler {
   struct StepState;  // per-schedule() working set (scheduler_step.cc)
 
   std::optional<Refusal> admission_error(const Sequence& seq) const;
+  std::optional<Refusal> queue_bound_error(const Sequence& seq) const;
+  // Slots held by running sequences of `tenant`, and its waiting sequences.
+  int64_t tenant_running_slots(const std::string& tenant) const;
+  int64_t tenant_waiting(const std::string& tenant) const;
+  // The prefix-cache outcome of a first admission (hits, and misses by reason).
+  PrefixLookup prefix_lookup(const Sequence& seq, std::span<const int32_t> tokens, const kv::PrefixMatch& match) const;
 
   void apply_pending_finishes(ScheduledBatch& batch, TimePoint now);
   void expire_deadlines(ScheduledBatch& batch, TimePoint now);
@@ -243,7 +299,18 @@ class Scheduler {
   int64_t draft_length(const Sequence& seq, int64_t budget) const;
   void schedule_running_prefills(StepState& step, ScheduledBatch& batch);
   void admit_waiting(StepState& step, ScheduledBatch& batch, TimePoint now);
-  bool try_admit(Sequence& seq, StepState& step, ScheduledBatch& batch, TimePoint now);
+  // Whether a tenant's max_running lets seq start, given the slots its
+  // tenant holds (running_by_tenant, kept up to date over the step).
+  bool tenant_may_start(const Sequence& seq, const std::map<std::string, int64_t>& running_by_tenant) const;
+  enum class Admission { kAdmitted, kNoBudget, kNoBlocks };
+  Admission try_admit(Sequence& seq, StepState& step, ScheduledBatch& batch, TimePoint now);
+  // The preemption victim among the sequences not scheduled yet: the
+  // lowest-ranked paused one (no one waits on its progress), else the
+  // lowest-ranked of all. Precondition: running_ sorted by rank, non-empty.
+  size_t victim_index() const;
+  // Under kPreempt, preempts the lowest-ranked paused running sequence, if
+  // any, so that a waiting sequence gets its blocks. False when none.
+  bool preempt_paused(ScheduledBatch& batch);
   void reject_unstarted(ScheduledBatch& batch, TimePoint now);
   std::unique_ptr<Sequence> take_running(const Sequence* seq);
   void preempt(const Sequence* seq, ScheduledBatch& batch);

@@ -1,6 +1,8 @@
 // Scheduler::schedule(): the per-step plan (see POLICY in scheduler.h).
 #include <algorithm>
 #include <cstdint>
+#include <map>
+#include <string>
 
 #include "sched/scheduler.h"
 #include "util/check.h"
@@ -25,6 +27,9 @@ int64_t remaining(const Sequence& seq) { return seq.num_tokens() - seq.num_compu
 
 // A decode: the only uncomputed token is the newest sampled one.
 bool is_decoding(const Sequence& seq) { return remaining(seq) == 1 && !seq.output.empty(); }
+
+// A decode this step may run: paused sequences sit out.
+bool decodes_now(const Sequence& seq) { return is_decoding(seq) && !seq.paused; }
 
 }  // namespace
 
@@ -92,7 +97,7 @@ bool Scheduler::plan_step(ScheduledBatch& batch, TimePoint now) {
   if (step.stalled && config_.on_kv_exhausted == KvExhaustedPolicy::kReject) reject_unstarted(batch, now);
   if (!step.stalled) admit_waiting(step, batch, now);
   if (batch.seqs.empty() && step.stalled && !running_.empty()) {
-    preempt(running_.back().get(), batch);
+    preempt(running_[victim_index()].get(), batch);
     return false;
   }
   return true;
@@ -101,11 +106,11 @@ bool Scheduler::plan_step(ScheduledBatch& batch, TimePoint now) {
 void Scheduler::schedule_decodes(StepState& step, ScheduledBatch& batch) {
   // Every decode gets its one token first; draft tokens only use what is
   // left of the step's budget after one token for each decode still to come.
-  int64_t decodes_left = std::count_if(running_.begin(), running_.end(), [](const auto& s) { return is_decoding(*s); });
+  int64_t decodes_left = std::count_if(running_.begin(), running_.end(), [](const auto& s) { return decodes_now(*s); });
   size_t i = 0;
   while (i < running_.size()) {
     Sequence& seq = *running_[i];
-    if (!is_decoding(seq)) {
+    if (!decodes_now(seq)) {
       seq.draft.clear();
       ++i;
       continue;
@@ -124,13 +129,15 @@ void Scheduler::schedule_decodes(StepState& step, ScheduledBatch& batch) {
         step.stalled = true;
         break;
       }
-      // Everything after i ranks lower and is not scheduled yet.
-      const bool victim_is_self = running_.size() - 1 == i;
-      preempt(running_.back().get(), batch);
-      if (victim_is_self) {
+      // Everything after i ranks lower and is not scheduled yet, and no
+      // paused sequence is scheduled.
+      const size_t victim = victim_index();
+      preempt(running_[victim].get(), batch);
+      if (victim == i) {
         self_preempted = true;
         break;
       }
+      if (victim < i) --i;  // seq moved down one place
       got = append_slots(seq, 1, batch);
     }
     if (self_preempted) continue;  // running_[i] is now the next sequence
@@ -155,7 +162,7 @@ int64_t Scheduler::draft_length(const Sequence& seq, int64_t budget) const {
 void Scheduler::schedule_running_prefills(StepState& step, ScheduledBatch& batch) {
   for (auto& owned : running_) {
     Sequence& seq = *owned;
-    if (is_decoding(seq)) continue;
+    if (is_decoding(seq) || seq.paused) continue;
     if (step.budget == 0 || step.seq_slots == 0) return;
     const int64_t left = remaining(seq);
     int64_t chunk = config_.prefill_chunk > 0 ? std::min(left, config_.prefill_chunk) : left;
@@ -182,21 +189,42 @@ void Scheduler::admit_waiting(StepState& step, ScheduledBatch& batch, TimePoint 
     if (a.first != b.first) return a.first < b.first;
     return a.second->admission_order < b.second->admission_order;
   });
+  // Slots each tenant holds, only when some tenant's running is limited.
+  std::map<std::string, int64_t> running_by_tenant;
+  const bool count_tenants = config_.tenants.limits_running();
+  if (count_tenants) {
+    for (const auto& seq : running_) running_by_tenant[seq->tenant] += seq->num_samples();
+  }
   for (const auto& [prio, seq] : order) {
+    if (step.budget == 0 || step.seq_slots == 0) return;
+    // Not eligible now: passed over, not waited for.
+    if (seq->paused || !tenant_may_start(*seq, running_by_tenant)) continue;
     // A sequence with forks needs a slot for each of its samples, and so do
     // running ones whose forks are not made yet.
-    if (step.budget == 0 || step.seq_slots == 0 || running_slots() + seq->num_samples() > config_.max_seqs) return;
-    if (!try_admit(*seq, step, batch, now)) return;  // the head waits; nobody overtakes it
+    if (running_slots() + seq->num_samples() > config_.max_seqs) return;
+    Admission admitted = try_admit(*seq, step, batch, now);
+    // Paused sequences yield their blocks to work that can run.
+    while (admitted == Admission::kNoBlocks && preempt_paused(batch)) admitted = try_admit(*seq, step, batch, now);
+    if (admitted != Admission::kAdmitted) return;  // the head waits; nobody overtakes it
+    if (count_tenants) running_by_tenant[seq->tenant] += seq->num_samples();
     const auto it = std::find_if(waiting_.begin(), waiting_.end(), [&](const auto& p) { return p.get() == seq; });
     running_.push_back(std::move(*it));
     waiting_.erase(it);
   }
 }
 
+bool Scheduler::tenant_may_start(const Sequence& seq, const std::map<std::string, int64_t>& running_by_tenant) const {
+  const int64_t limit = config_.tenants.of(seq.tenant).max_running;
+  if (limit == 0) return true;
+  const auto it = running_by_tenant.find(seq.tenant);
+  const int64_t running = it == running_by_tenant.end() ? 0 : it->second;
+  return running + seq.num_samples() <= limit;
+}
+
 // Admits one waiting sequence if its whole remaining prefill fits the free
 // blocks (after what running sequences still need) and its first chunk fits
 // the step. Looks up the prefix cache; no side effects when it returns false.
-bool Scheduler::try_admit(Sequence& seq, StepState& step, ScheduledBatch& batch, TimePoint now) {
+Scheduler::Admission Scheduler::try_admit(Sequence& seq, StepState& step, ScheduledBatch& batch, TimePoint now) {
   const std::vector<int32_t> tokens = seq.all_tokens();
   const kv::PrefixMatch match =
       seq.skip_prefix_lookup ? kv::PrefixMatch{} : prefix_cache_.lookup(seq.cache_namespace, tokens);
@@ -206,7 +234,7 @@ bool Scheduler::try_admit(Sequence& seq, StepState& step, ScheduledBatch& batch,
   // No chunking: wait for a step with room for the whole prefill. Only a
   // recompute (prompt + output) can exceed max_batch_tokens; it is split.
   const bool whole_only = config_.prefill_chunk == 0 && left <= config_.max_batch_tokens;
-  if (whole_only && chunk < left) return false;
+  if (whole_only && chunk < left) return Admission::kNoBudget;
   // Every group must have the blocks of the whole remaining prefill (a
   // group with a window: up to what one sequence ever holds at once), after
   // what running sequences still need, counting hits revived from the
@@ -221,7 +249,7 @@ bool Scheduler::try_admit(Sequence& seq, StepState& step, ScheduledBatch& batch,
         std::max<int64_t>(0, std::min(end_block - first, config_.blocks_per_seq(g)) - static_cast<int64_t>(hit.size()));
     const int64_t revived =
         std::count_if(hit.begin(), hit.end(), [&](kv::BlockId id) { return allocator.is_evictable(id); });
-    if (wanted + revived + blocks_reserved_by_running(g) > allocator.num_available()) return false;
+    if (wanted + revived + blocks_reserved_by_running(g) > allocator.num_available()) return Admission::kNoBlocks;
   }
 
   prefix_cache_.acquire(match, seq.num_tokens());
@@ -233,10 +261,43 @@ bool Scheduler::try_admit(Sequence& seq, StepState& step, ScheduledBatch& batch,
   seq.num_cached_prompt_tokens = match.num_tokens;
   TM_CHECK(append_slots(seq, chunk, batch));
   seq.status = SequenceStatus::kRunning;
-  if (!seq.first_scheduled) seq.first_scheduled = now;
+  if (!seq.first_scheduled) {
+    batch.prefix_lookups.push_back(prefix_lookup(seq, tokens, match));
+    seq.first_scheduled = now;
+  }
   batch.seqs.push_back({&seq, match.num_tokens, chunk, chunk == left, false});
   step.budget -= chunk;
   --step.seq_slots;
+  return Admission::kAdmitted;
+}
+
+// At a first admission tokens are the prompt alone: each is a hit or a miss.
+PrefixLookup Scheduler::prefix_lookup(const Sequence& seq, std::span<const int32_t> tokens,
+                                      const kv::PrefixMatch& match) const {
+  PrefixLookup out;
+  out.tenant = seq.tenant;
+  out.hit_tokens = match.num_tokens;
+  if (seq.skip_prefix_lookup && prefix_cache_.enabled()) {
+    out.miss_tokens[static_cast<size_t>(kv::PrefixMissReason::kLogprobsBypass)] = static_cast<int64_t>(tokens.size());
+  } else {
+    out.miss_tokens = prefix_cache_.classify_misses(seq.cache_namespace, tokens, match);
+  }
+  return out;
+}
+
+size_t Scheduler::victim_index() const {
+  TM_CHECK(!running_.empty());
+  for (size_t j = running_.size(); j-- > 0;) {
+    if (running_[j]->paused) return j;
+  }
+  return running_.size() - 1;
+}
+
+bool Scheduler::preempt_paused(ScheduledBatch& batch) {
+  if (config_.on_kv_exhausted != KvExhaustedPolicy::kPreempt || running_.empty()) return false;
+  const size_t victim = victim_index();
+  if (!running_[victim]->paused) return false;
+  preempt(running_[victim].get(), batch);
   return true;
 }
 

@@ -39,6 +39,9 @@ struct SequenceData {
   // share cached blocks only within one namespace. Include the tenant when
   // isolating tenants.
   uint64_t cache_namespace = 0;
+  // Whose limits apply (SchedulerConfig::tenants) and whose prefix-cache
+  // blocks and metrics these are; "" is a tenant of its own.
+  std::string tenant;
   TimePoint arrival{};                // when the request reached the server
   std::optional<TimePoint> deadline;  // finishes with kTimeout once passed
   // Never take prefix-cache hits at admission: every position must be
@@ -68,6 +71,11 @@ struct SequenceData {
   int64_t num_computed_tokens = 0;       // tokens (prompt + output) with K/V cached
   int64_t num_cached_prompt_tokens = 0;  // of those, prefix-cache hits at the last admission
   int64_t num_preemptions = 0;
+  // Scheduler::set_paused: the sequence keeps its blocks and its slot but
+  // is left out of every step until resumed.
+  bool paused = false;
+  // Pending forks (fork_ids) paused before they exist; each fork starts paused.
+  std::vector<uint64_t> paused_fork_ids;
 
   // Timing (set once each; first_* survive preemption).
   TimePoint queued{};

@@ -187,6 +187,7 @@ class Driver {
     EXPECT_LE(sched.num_running(), sched.config().max_seqs);
     num_preempted += static_cast<int64_t>(batch.preempted.size());
     for (auto& f : batch.finished) finished.push_back(std::move(f));
+    for (PrefixLookup& p : batch.prefix_lookups) prefix_lookups.push_back(std::move(p));
     std::vector<Entry> ran;
     for (const ScheduledSeq& s : batch.seqs) {
       ran.push_back({s.seq->id, s.start_pos, s.num_tokens, s.samples, s.is_decode});
@@ -263,7 +264,8 @@ class Driver {
   int64_t num_accepted_tokens = 0;
   TimePoint now;
   std::vector<std::unique_ptr<Sequence>> finished;
-  std::vector<uint64_t> forked;  // ids of the sequences made by forks
+  std::vector<uint64_t> forked;              // ids of the sequences made by forks
+  std::vector<PrefixLookup> prefix_lookups;  // every batch's, in order
   int64_t num_preempted = 0;
   int steps = 0;
 };

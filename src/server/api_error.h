@@ -53,7 +53,7 @@ template <typename... Args>
 }
 
 // The error body for a status that no handler produced (404 route, 413
-// body too large, httplib's own 400s): a generic message per status.
+// body too large, the front's own 400s): a generic message per status.
 ApiError error_for_status(int status);
 
 }  // namespace tokenmill::server

@@ -34,6 +34,7 @@ engine::GenerateRequest base_request(const SamplingRequest& c, const std::string
   r.priority = c.priority;
   r.spec_max_draft = c.spec_max_draft;
   r.tenant = tenant;
+  if (c.timeout_s) r.timeout = std::chrono::milliseconds(static_cast<int64_t>(*c.timeout_s * 1000.0));
   r.logprobs = c.logprobs;
   r.top_logprobs = c.top_logprobs;
   return r;
@@ -76,6 +77,25 @@ void record_results(RequestRecord& r, const std::vector<engine::GenerationResult
   r.e2e_ms = f.timings.e2e_ms;
 }
 
+// A text longer than the context could hold whatever its tokens are is
+// refused before it is tokenized: tokenizing megabytes costs seconds of a
+// worker's time for a request that must fail anyway.
+void check_prompt_bytes(const ServingContext& ctx, const engine::Engine& engine, size_t bytes, const char* param) {
+  const int64_t max_len = engine.limits().max_model_len();
+  if (max_len <= 0 || ctx.max_token_bytes == 0) return;
+  const size_t limit = static_cast<size_t>(max_len) * ctx.max_token_bytes;
+  if (bytes <= limit) return;
+  throw ApiError(400,
+                 fmt::format("the {} is {} bytes; this model's context of {} tokens holds at most {} bytes of text",
+                             param, bytes, max_len, limit),
+                 "invalid_request_error", std::string(param), "context_length_exceeded");
+}
+
+// The server's defaults for what the request left out.
+void apply_policy(const ServingContext& ctx, SamplingRequest& c) {
+  if (!c.timeout_s && ctx.policy.request_timeout_s > 0) c.timeout_s = ctx.policy.request_timeout_s;
+}
+
 // Everything both endpoints share once the prompts are tokens.
 struct Job {
   ApiKind kind = ApiKind::kCompletion;
@@ -96,7 +116,7 @@ struct Job {
   bool needs_engine() const { return max_tokens > 0 || prompt_logprobs >= 0; }
 };
 
-void respond_stream(ServingContext& ctx, engine::Engine* engine, Job& job, httplib::Response& res) {
+void respond_stream(ServingContext& ctx, engine::Engine* engine, Job& job, HttpResponse& res) {
   std::unique_ptr<Generation> gen;
   if (job.needs_engine()) {
     gen = std::make_unique<Generation>(*engine, job.prompts, job.request(), job.common.n, ctx.stats);
@@ -113,14 +133,15 @@ void respond_stream(ServingContext& ctx, engine::Engine* engine, Job& job, httpl
   for (const auto& p : job.prompts) spec.prompt_tokens.push_back(static_cast<int64_t>(p.size()));
   spec.keep_alive = ctx.keep_alive;
   spec.tool_calls = job.tool_calls;
+  spec.max_unsent_bytes = ctx.policy.max_unsent_bytes;
+  spec.stalled_client_timeout =
+      std::chrono::milliseconds(static_cast<int64_t>(ctx.policy.stalled_client_timeout_s * 1000.0));
   auto session = std::make_shared<StreamSession>(std::move(gen), std::move(spec), piece_fn(ctx.tokenizer), ctx.stats);
   res.set_header("Cache-Control", "no-cache");
   res.set_header("X-Accel-Buffering", "no");
-  res.set_chunked_content_provider("text/event-stream", [session](size_t, httplib::DataSink& sink) {
-    // The whole stream is written in this one call; returning false makes
-    // httplib drop the connection.
-    return session->run(sink);
-  });
+  // The whole stream is written in this one call on the worker's thread;
+  // returning false drops the connection.
+  res.set_stream("text/event-stream", [session](ResponseStream& out) { return session->run(out); });
 }
 
 json choice_logprobs(ServingContext& ctx, const Job& job, size_t i, const engine::GenerationResult& r) {
@@ -137,11 +158,20 @@ json choice_logprobs(ServingContext& ctx, const Job& job, size_t i, const engine
   return completion_logprobs_json(r.tokens, r.logprobs, offset0, piece_fn(ctx.tokenizer));
 }
 
-void respond_whole(ServingContext& ctx, engine::Engine* engine, Job& job, httplib::Response& res) {
+void respond_whole(ServingContext& ctx, engine::Engine* engine, Job& job, const HttpRequest& req,
+                   HttpResponse& res) {
   std::vector<engine::GenerationResult> results;
   if (job.needs_engine()) {
     Generation gen(*engine, job.prompts, job.request(), job.common.n, ctx.stats);
-    results = gen.wait_all();
+    results = gen.wait_all([&req] { return req.client_gone(); });
+    if (req.client_gone()) {
+      // Nobody reads the answer; say so in the log line.
+      RequestRecord& r = current_record();
+      r.client_disconnected = true;
+      record_results(r, results, total_usage(results, job.common.n));
+      ctx.stats.on_disconnect();
+      return;
+    }
   } else {
     results.resize(job.prompts.size() * static_cast<size_t>(job.common.n));
     for (size_t i = 0; i < results.size(); ++i) {
@@ -170,13 +200,13 @@ void respond_whole(ServingContext& ctx, engine::Engine* engine, Job& job, httpli
   res.set_content(dump_json(body), "application/json");
 }
 
-void run_job(ServingContext& ctx, engine::Engine* engine, Job& job, httplib::Response& res) {
+void run_job(ServingContext& ctx, engine::Engine* engine, Job& job, const HttpRequest& req, HttpResponse& res) {
   fill_record(current_record(), job.meta, job.tenant, job.common.stream);
   try {
     if (job.common.stream) {
       respond_stream(ctx, engine, job, res);
     } else {
-      respond_whole(ctx, engine, job, res);
+      respond_whole(ctx, engine, job, req, res);
     }
   } catch (const ApiError& e) {
     // A chat prompt comes from its messages: name that field.
@@ -188,17 +218,18 @@ void run_job(ServingContext& ctx, engine::Engine* engine, Job& job, httplib::Res
 
 }  // namespace
 
-void handle_completions(ServingContext& ctx, const httplib::Request& req, httplib::Response& res) {
+void handle_completions(ServingContext& ctx, const HttpRequest& req, HttpResponse& res) {
   engine::Engine& engine = ctx.require_engine();
   CompletionRequest r = parse_completion_request(req.body, ctx.parse_limits());
   Job job;
   job.kind = ApiKind::kCompletion;
   job.meta = {new_response_id("cmpl-"), std::time(nullptr), ctx.check_model(r.common.model)};
-  job.tenant = tenant_of(req);
+  job.tenant = req.tenant;
   // echo with logprobs reports the prompt's tokens too (what perplexity and
   // lm-eval-harness' loglikelihood use); max_tokens 0 then only scores.
   if (r.echo && r.common.logprobs) job.prompt_logprobs = r.common.top_logprobs;
   for (PromptInput& p : r.prompts) {
+    if (p.is_text) check_prompt_bytes(ctx, engine, p.text.size(), "prompt");
     if (p.is_text) p.tokens = ctx.require_tokenizer("prompt").encode(p.text, /*add_special=*/true, false);
     if (r.echo) {
       job.echo_texts.push_back(p.is_text       ? p.text
@@ -210,20 +241,24 @@ void handle_completions(ServingContext& ctx, const httplib::Request& req, httpli
   }
   job.max_tokens = r.common.max_tokens.value_or(kDefaultCompletionTokens);
   job.grammar = request_grammar(ctx, r.common.constraint, nullptr);
+  apply_policy(ctx, r.common);
   job.common = std::move(r.common);
-  run_job(ctx, &engine, job, res);
+  run_job(ctx, &engine, job, req, res);
 }
 
-void handle_chat_completions(ServingContext& ctx, const httplib::Request& req, httplib::Response& res) {
+void handle_chat_completions(ServingContext& ctx, const HttpRequest& req, HttpResponse& res) {
   engine::Engine& engine = ctx.require_engine();
   ChatRequest r = parse_chat_request(req.body, ctx.parse_limits());
   Job job;
   job.kind = ApiKind::kChat;
   job.meta = {new_response_id("chatcmpl-"), std::time(nullptr), ctx.check_model(r.common.model)};
-  job.tenant = tenant_of(req);
+  job.tenant = req.tenant;
   const tokenizer::Tokenizer& tok = ctx.require_tokenizer("messages");
   if (!ctx.chat)
     bad_request("messages", "the model has no recognised chat template; start the server with --chat-template NAME");
+  size_t message_bytes = 0;
+  for (const tokenizer::ChatMessage& m : r.messages) message_bytes += m.content.size();
+  check_prompt_bytes(ctx, engine, message_bytes, "messages");
   std::vector<int32_t> prompt;
   try {
     prompt = chat_prompt_tokens(*ctx.chat, tok, r.messages, r.add_generation_prompt);
@@ -232,12 +267,17 @@ void handle_chat_completions(ServingContext& ctx, const httplib::Request& req, h
   }
   const int64_t room =
       sched::max_completion_tokens(engine.limits().capacity, static_cast<int64_t>(prompt.size()), r.common.n);
-  job.max_tokens = r.common.max_tokens.value_or(std::max<int64_t>(room, 1));
+  // Without max_tokens a chat may run to the end of the context (OpenAI's
+  // rule), unless the server sets a default (--default-max-tokens).
+  int64_t fallback = std::max<int64_t>(room, 1);
+  if (ctx.policy.default_max_tokens > 0) fallback = std::min(fallback, ctx.policy.default_max_tokens);
+  job.max_tokens = r.common.max_tokens.value_or(fallback);
   job.grammar = request_grammar(ctx, r.common.constraint, &r.tools);
   job.tool_calls = r.tools.active();
   job.prompts.push_back(std::move(prompt));
+  apply_policy(ctx, r.common);
   job.common = std::move(r.common);
-  run_job(ctx, &engine, job, res);
+  run_job(ctx, &engine, job, req, res);
 }
 
 }  // namespace tokenmill::server

@@ -49,33 +49,45 @@ std::optional<engine::StreamEvent> Generation::take_pending(size_t choice) {
 
 namespace {
 
-void merge(engine::GenerationResult& into, engine::GenerationResult&& rest) {
-  into.tokens.insert(into.tokens.end(), rest.tokens.begin(), rest.tokens.end());
-  into.text += rest.text;
-  into.logprobs.insert(into.logprobs.end(), rest.logprobs.begin(), rest.logprobs.end());
-  if (!rest.prompt_logprobs.empty()) into.prompt_logprobs = std::move(rest.prompt_logprobs);
-  into.final = std::move(rest.final);
+// Adds one event to what a choice said; true for its final event.
+bool absorb(engine::GenerationResult& r, engine::StreamEvent&& e) {
+  if (e.final) {
+    if (!e.final->prompt_logprobs.empty()) r.prompt_logprobs = std::move(e.final->prompt_logprobs);
+    r.text += e.final->text;
+    r.final = std::move(*e.final);
+    return true;
+  }
+  if (!e.token->prompt_logprobs.empty()) r.prompt_logprobs = std::move(e.token->prompt_logprobs);
+  r.tokens.push_back(e.token->token);
+  r.text += e.token->text;
+  if (e.token->logprob) r.logprobs.push_back(std::move(*e.token->logprob));
+  return false;
 }
+
+// How often a waiting request looks whether its client is still there.
+constexpr std::chrono::milliseconds kAbandonPoll{100};
 
 }  // namespace
 
-std::vector<engine::GenerationResult> Generation::wait_all() {
+std::vector<engine::GenerationResult> Generation::wait_all(const std::function<bool()>& abandoned) {
   std::vector<engine::GenerationResult> results(handles_.size());
+  bool cancelled = false;
   for (size_t i = 0; i < handles_.size(); ++i) {
     engine::GenerationResult& r = results[i];
-    // Replay the event wait_first_events may have taken, then the rest.
-    std::optional<engine::StreamEvent> first = take_pending(i);
-    if (first && first->final) {
-      r.prompt_logprobs = std::move(first->final->prompt_logprobs);
-      r.final = std::move(*first->final);
-    } else {
-      if (first) {
-        r.prompt_logprobs = std::move(first->token->prompt_logprobs);
-        r.tokens.push_back(first->token->token);
-        r.text += first->token->text;
-        if (first->token->logprob) r.logprobs.push_back(*first->token->logprob);
+    // The event wait_first_events may have taken comes first.
+    bool done = false;
+    if (std::optional<engine::StreamEvent> first = take_pending(i)) done = absorb(r, std::move(*first));
+    auto next_look = std::chrono::steady_clock::now() + kAbandonPoll;
+    while (!done) {
+      if (std::optional<engine::StreamEvent> e = handles_[i].next(kAbandonPoll)) done = absorb(r, std::move(*e));
+      if (done || cancelled || !abandoned || std::chrono::steady_clock::now() < next_look) continue;
+      next_look = std::chrono::steady_clock::now() + kAbandonPoll;
+      if (abandoned()) {
+        // Nobody waits for the answer: free the sequences' KV blocks now
+        // rather than when the whole generation would have ended.
+        cancel_all();
+        cancelled = true;
       }
-      merge(r, handles_[i].wait());
     }
     if (r.final.reason == engine::FinishReason::kRejected) {
       cancel_all();

@@ -13,6 +13,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <vector>
 
@@ -49,8 +50,10 @@ class Generation {
   std::optional<engine::StreamEvent> take_pending(size_t choice);
 
   // Blocks until every choice has finished; throws like wait_first_events
-  // for a refused choice. The results are in choice order.
-  std::vector<engine::GenerationResult> wait_all();
+  // for a refused choice. The results are in choice order. `abandoned` is
+  // asked every 100 ms while waiting: once true (the client left), every
+  // choice is cancelled and their final events collected.
+  std::vector<engine::GenerationResult> wait_all(const std::function<bool()>& abandoned = {});
 
   void cancel_all();
 

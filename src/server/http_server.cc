@@ -2,8 +2,6 @@
 
 #include <fmt/format.h>
 
-#include <sys/socket.h>
-
 #include <ctime>
 
 #include "gguf/reader.h"
@@ -17,67 +15,82 @@ namespace tokenmill::server {
 
 using nlohmann::json;
 
-void send_error(httplib::Response& res, const ApiError& error) {
+void send_error(HttpResponse& res, const ApiError& error) {
   res.status = error.status();
   res.set_content(dump_json(error.to_json()), "application/json");
   if (error.retry_after_s() > 0) res.set_header("Retry-After", std::to_string(error.retry_after_s()));
   current_record().error = error.what();
 }
 
+namespace {
+
+std::chrono::milliseconds seconds_ms(double s) { return std::chrono::milliseconds(static_cast<int64_t>(s * 1000.0)); }
+
+HttpFrontOptions front_options(const ServerOptions& o) {
+  HttpFrontOptions f;
+  f.host = o.host;
+  f.port = o.port;
+  f.limits.max_body_bytes = o.max_body_bytes;
+  f.limits.max_head_bytes = o.max_header_bytes;
+  f.max_connections = o.max_connections;
+  f.max_connections_per_client = o.max_connections_per_client;
+  f.header_timeout = seconds_ms(o.header_timeout_s);
+  f.body_timeout = seconds_ms(o.body_timeout_s);
+  f.keep_alive_timeout = seconds_ms(o.keep_alive_timeout_s);
+  f.write_timeout = seconds_ms(o.write_timeout_s);
+  f.worker_threads = std::max(o.http_threads, 4);
+  return f;
+}
+
+// The OpenAI error body for a status the front answers itself, with its
+// precise message (what was wrong with the request).
+HttpResponse front_error(int status, const std::string& message) {
+  ApiError generic = error_for_status(status);
+  ApiError e(status, message.empty() ? generic.what() : message, generic.type(), std::nullopt, generic.code());
+  HttpResponse res;
+  res.status = status;
+  res.set_content(dump_json(e.to_json()), "application/json");
+  return res;
+}
+
+}  // namespace
+
 HttpServer::HttpServer(ServerOptions options)
-    : options_(std::move(options)), http_(std::make_unique<httplib::Server>()) {
+    : options_(std::move(options)),
+      keys_(options_.api_keys),
+      front_(front_options(options_),
+             HttpFrontHooks{
+                 [this](HttpRequest& req, HttpResponse& res) { dispatch(req, res); },
+                 [this](const HttpRequest& req, const HttpResponse& res, bool completed) {
+                   RequestRecord& r = current_record();
+                   if (!completed) r.client_disconnected = true;
+                   if (options_.log_requests)
+                     write_log_line(format_log_line(req.method, req.path, res.status, req.remote_addr, r));
+                   reset_record();
+                 },
+                 front_error,
+                 [this](int status) { ctx_.stats.on_response("other", status); },
+             }) {
   ctx_.model_names = options_.model_names;
   ctx_.created = static_cast<int64_t>(std::time(nullptr));
-  const size_t threads = static_cast<size_t>(std::max(options_.http_threads, 4));
-  http_->new_task_queue = [threads] { return new httplib::ThreadPool(threads); };
-  http_->set_payload_max_length(options_.max_body_bytes);
-  http_->set_keep_alive_timeout(options_.keep_alive_timeout_s);
-  http_->set_read_timeout(options_.read_timeout_s, 0);
-  http_->set_write_timeout(options_.write_timeout_s, 0);
-  http_->set_tcp_nodelay(true);  // a token chunk should leave at once
-  // httplib's default also sets SO_REUSEPORT, which lets a second server
-  // bind the same port and silently take half the connections.
-  http_->set_socket_options([](socket_t sock) {
-    int yes = 1;
-    setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof(yes));
-  });
-  register_hooks();
+  ctx_.policy = options_.generation;
   register_routes();
 }
 
-HttpServer::~HttpServer() {
-  // The accept thread may not have started listening yet (an engine that
-  // failed to load right after start()): stop until it has really ended.
-  while (listen_thread_.joinable() && !listen_done_.load()) {
-    http_->stop();
-    std::this_thread::sleep_for(std::chrono::milliseconds(1));
-  }
-  join();
-}
+HttpServer::~HttpServer() { join(); }
 
-int HttpServer::bind() {
-  if (options_.port == 0) {
-    port_ = http_->bind_to_any_port(options_.host);
-    if (port_ < 0) fail("cannot listen on {} (any port)", options_.host);
-  } else {
-    if (!http_->bind_to_port(options_.host, options_.port))
-      fail("cannot listen on {}:{} (in use, or not a local address?)", options_.host, options_.port);
-    port_ = options_.port;
-  }
-  return port_;
-}
+int HttpServer::bind() { return front_.bind(); }
 
 void HttpServer::start() {
-  listen_thread_ = std::thread([this] {
-    http_->listen_after_bind();
-    listen_done_.store(true);
-  });
-  // Return once accepting, so that a stop() right after cannot be lost.
-  while (!http_->is_running() && !listen_done_.load()) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  front_.start();
+  started_ = true;
 }
 
 void HttpServer::attach_engine(engine::Engine& engine, const std::string& model_path) {
   ctx_.tokenizer = engine.tokenizer();
+  if (ctx_.tokenizer)
+    for (int32_t id = 0; id < ctx_.tokenizer->vocab_size(); ++id)
+      ctx_.max_token_bytes = std::max(ctx_.max_token_bytes, ctx_.tokenizer->token_to_piece(id).size());
   // Built once here: its vocabulary tables cost O(total token bytes).
   if (ctx_.tokenizer)
     ctx_.grammar_compiler = std::make_unique<grammar::GrammarCompiler>(*ctx_.tokenizer, grammar::GrammarLimits{});
@@ -89,7 +102,7 @@ void HttpServer::attach_engine(engine::Engine& engine, const std::string& model_
 
 bool HttpServer::stop_accepting_and_drain(std::chrono::milliseconds grace) {
   ctx_.state.store(ServerState::kStopping);
-  if (http_->is_running()) http_->stop();
+  front_.stop_accepting();
   const auto deadline = std::chrono::steady_clock::now() + grace;
   while (ctx_.stats.in_flight() > 0 && std::chrono::steady_clock::now() < deadline)
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
@@ -97,7 +110,9 @@ bool HttpServer::stop_accepting_and_drain(std::chrono::milliseconds grace) {
 }
 
 void HttpServer::join() {
-  if (listen_thread_.joinable()) listen_thread_.join();
+  if (!started_) return;
+  front_.stop();
+  started_ = false;
 }
 
 std::string HttpServer::state_name() const {
@@ -107,64 +122,19 @@ std::string HttpServer::state_name() const {
     case ServerState::kReady: break;
   }
   const engine::Engine* e = ctx_.engine.load();
-  if (e && options_.max_waiting > 0 && e->metrics().waiting >= options_.max_waiting) return "overloaded";
-  return "ready";
-}
-
-void HttpServer::register_hooks() {
-  http_->set_pre_routing_handler([](const httplib::Request& req, httplib::Response& res) {
-    reset_record();
-    RequestRecord& r = current_record();
-    r.start = SteadyClock::now();
-    r.request_id = req.get_header_value("X-Request-Id");
-    if (r.request_id.empty() || r.request_id.size() > 128) r.request_id = new_response_id("req-");
-    res.set_header("X-Request-Id", r.request_id);
-    return httplib::Server::HandlerResponse::Unhandled;
-  });
-  // Statuses no handler produced (unknown route, body too large, httplib's
-  // own 400s) still get an OpenAI error body.
-  http_->set_error_handler(
-      httplib::Server::HandlerWithResponse([this](const httplib::Request& req, httplib::Response& res) {
-        if (res.body.empty()) {  // no handler ran (guarded() counts its own)
-          send_error(res, error_for_status(res.status));
-          ctx_.stats.on_response(endpoint_label(req.path), res.status);
-        }
-        return httplib::Server::HandlerResponse::Handled;
-      }));
-  // Runs after the response has been sent (streams included), so it must
-  // not count anything a client could look for right after its answer.
-  http_->set_logger([this](const httplib::Request& req, const httplib::Response& res) {
-    if (options_.log_requests)
-      write_log_line(format_log_line(req.method, req.path, res.status, req.remote_addr, current_record()));
-    reset_record();
-  });
-}
-
-void HttpServer::check_api_key(const httplib::Request& req) {
-  if (options_.api_keys.empty()) return;
-  const std::string auth = req.get_header_value("Authorization");
-  constexpr std::string_view kBearer = "Bearer ";
-  if (auth.rfind(kBearer, 0) == 0) {
-    const std::string key = auth.substr(kBearer.size());
-    for (const std::string& k : options_.api_keys) {
-      // Compare every byte so the time taken does not reveal a prefix.
-      unsigned diff = static_cast<unsigned>(k.size() ^ key.size());
-      for (size_t i = 0; i < key.size(); ++i) diff |= static_cast<unsigned char>(key[i]) ^ (i < k.size() ? k[i] : 0);
-      if (diff == 0) return;
-    }
+  // Overloaded: an arrival would be refused (the bound counts only what
+  // cannot start now, as the scheduler's admission does).
+  if (e && options_.max_waiting > 0) {
+    const engine::MetricsSnapshot m = e->metrics();
+    if (m.waiting >= options_.max_waiting + m.free_seq_slots) return "overloaded";
   }
-  ctx_.stats.on_auth_failure();
-  throw ApiError(
-      401, auth.empty() ? "missing API key: send it as 'Authorization: Bearer KEY'" : "incorrect API key provided",
-      "invalid_request_error", std::nullopt, "invalid_api_key");
+  return "ready";
 }
 
 namespace {
 
-int final_status(const httplib::Response& res) { return res.status == -1 ? 200 : res.status; }
-
 template <typename Fn>
-void run_guarded(httplib::Response& res, Fn&& fn) {
+void run_guarded(HttpResponse& res, Fn&& fn) {
   try {
     fn();
   } catch (const ApiError& e) {
@@ -178,44 +148,84 @@ void run_guarded(httplib::Response& res, Fn&& fn) {
 
 }  // namespace
 
-httplib::Server::Handler HttpServer::guarded(bool authed,
-                                             void (HttpServer::*fn)(const httplib::Request&, httplib::Response&)) {
-  return [this, authed, fn](const httplib::Request& req, httplib::Response& res) {
-    run_guarded(res, [&] {
-      if (authed) check_api_key(req);
-      (this->*fn)(req, res);
-    });
-    // Counted before the response leaves, so that /metrics read right
-    // after an answer already includes it.
-    ctx_.stats.on_response(endpoint_label(req.path), final_status(res));
-  };
+void HttpServer::route(const char* method, const char* pattern, bool authed, Handler fn) {
+  routes_.push_back(Route{method, std::regex(pattern), authed, std::move(fn)});
 }
 
-httplib::Server::Handler HttpServer::guarded_ctx(bool authed, void (*fn)(ServingContext&, const httplib::Request&,
-                                                                         httplib::Response&)) {
-  return [this, authed, fn](const httplib::Request& req, httplib::Response& res) {
-    run_guarded(res, [&] {
-      if (authed) check_api_key(req);
-      fn(ctx_, req, res);
-    });
-    // Counted before the response leaves, so that /metrics read right
-    // after an answer already includes it.
-    ctx_.stats.on_response(endpoint_label(req.path), final_status(res));
-  };
+void HttpServer::dispatch(HttpRequest& req, HttpResponse& res) {
+  reset_record();
+  RequestRecord& r = current_record();
+  r.start = SteadyClock::now();
+  r.request_id = req.header("X-Request-Id");
+  if (r.request_id.empty() || r.request_id.size() > 128) r.request_id = new_response_id("req-");
+  res.set_header("X-Request-Id", r.request_id);
+  const Route* found = nullptr;
+  std::vector<std::string> allowed;
+  std::smatch m;
+  for (const Route& rt : routes_) {
+    if (!std::regex_match(req.path, m, rt.pattern)) continue;
+    if (rt.method != req.method) {
+      allowed.push_back(rt.method);
+      continue;
+    }
+    found = &rt;
+    req.matches.assign(m.begin(), m.end());
+    break;
+  }
+  if (!found) {
+    if (allowed.empty()) {
+      send_error(res, error_for_status(404));
+    } else {
+      send_error(res, ApiError(405, fmt::format("{} is not allowed on {} (allowed: {})", req.method, req.path,
+                                                fmt::join(allowed, ", ")),
+                               "invalid_request_error", std::nullopt, "method_not_allowed"));
+      res.set_header("Allow", fmt::format("{}", fmt::join(allowed, ", ")));
+    }
+    ctx_.stats.on_response(endpoint_label(req.path), res.status);
+    return;
+  }
+  run_guarded(res, [&] {
+    const std::string x_tenant = req.header("X-Tenant");
+    if (found->authed) {
+      const ApiKey* key = nullptr;
+      if (keys_.enabled()) {
+        const std::string auth = req.header("Authorization");
+        key = keys_.find(auth);
+        if (!key) {
+          ctx_.stats.on_auth_failure();
+          throw ApiError(401,
+                         auth.empty() ? "missing API key: send it as 'Authorization: Bearer KEY'"
+                                      : "incorrect API key provided",
+                         "invalid_request_error", std::nullopt, "invalid_api_key");
+        }
+      }
+      req.tenant = resolve_tenant(key, keys_.enabled(), x_tenant);
+    }
+    found->fn(req, res);
+  });
+  // Counted before the response leaves, so that /metrics read right after
+  // an answer already includes it.
+  ctx_.stats.on_response(endpoint_label(req.path), res.status);
 }
 
 void HttpServer::register_routes() {
-  http_->Get("/health", guarded(false, &HttpServer::handle_health));
-  http_->Get("/metrics", guarded(false, &HttpServer::handle_metrics));
-  http_->Get("/v1/models", guarded(true, &HttpServer::handle_models));
-  http_->Get(R"(/v1/models/(.+))", guarded(true, &HttpServer::handle_models));
-  http_->Post("/v1/completions", guarded_ctx(true, &handle_completions));
-  http_->Post("/v1/chat/completions", guarded_ctx(true, &handle_chat_completions));
-  http_->Post("/tokenize", guarded(true, &HttpServer::handle_tokenize));
-  http_->Post("/detokenize", guarded(true, &HttpServer::handle_detokenize));
+  auto own = [this](void (HttpServer::*fn)(const HttpRequest&, HttpResponse&)) {
+    return [this, fn](HttpRequest& req, HttpResponse& res) { (this->*fn)(req, res); };
+  };
+  auto with_ctx = [this](void (*fn)(ServingContext&, const HttpRequest&, HttpResponse&)) {
+    return [this, fn](HttpRequest& req, HttpResponse& res) { fn(ctx_, req, res); };
+  };
+  route("GET", "/health", false, own(&HttpServer::handle_health));
+  route("GET", "/metrics", false, own(&HttpServer::handle_metrics));
+  route("GET", "/v1/models", true, own(&HttpServer::handle_models));
+  route("GET", "/v1/models/(.+)", true, own(&HttpServer::handle_models));
+  route("POST", "/v1/completions", true, with_ctx(&handle_completions));
+  route("POST", "/v1/chat/completions", true, with_ctx(&handle_chat_completions));
+  route("POST", "/tokenize", true, own(&HttpServer::handle_tokenize));
+  route("POST", "/detokenize", true, own(&HttpServer::handle_detokenize));
 }
 
-void HttpServer::handle_health(const httplib::Request&, httplib::Response& res) {
+void HttpServer::handle_health(const HttpRequest&, HttpResponse& res) {
   const std::string state = state_name();
   json body = {{"status", state == "ready" ? "ok" : state}};
   if (const engine::Engine* e = ctx_.engine.load()) {
@@ -230,14 +240,16 @@ void HttpServer::handle_health(const httplib::Request&, httplib::Response& res) 
   res.set_content(dump_json(body), "application/json");
 }
 
-void HttpServer::handle_metrics(const httplib::Request&, httplib::Response& res) {
+void HttpServer::handle_metrics(const HttpRequest&, HttpResponse& res) {
   const engine::Engine* e = ctx_.engine.load();
   const engine::MetricsSnapshot m = e ? e->metrics() : engine::MetricsSnapshot{};
-  res.set_content(render_metrics(m, ctx_.stats.snapshot(), state_name(), read_process_memory()),
+  HttpStatsSnapshot http = ctx_.stats.snapshot();
+  http.front = front_.stats();
+  res.set_content(render_metrics(m, http, state_name(), read_process_memory()),
                   "text/plain; version=0.0.4; charset=utf-8");
 }
 
-void HttpServer::handle_models(const httplib::Request& req, httplib::Response& res) {
+void HttpServer::handle_models(const HttpRequest& req, HttpResponse& res) {
   const engine::Engine* e = ctx_.engine.load();
   auto card = [&](const std::string& name) {
     json m = {{"id", name}, {"object", "model"}, {"created", ctx_.created}, {"owned_by", "tokenmill"}};
@@ -255,7 +267,7 @@ void HttpServer::handle_models(const httplib::Request& req, httplib::Response& r
   res.set_content(dump_json({{"object", "list"}, {"data", data}}), "application/json");
 }
 
-void HttpServer::handle_tokenize(const httplib::Request& req, httplib::Response& res) {
+void HttpServer::handle_tokenize(const HttpRequest& req, HttpResponse& res) {
   const engine::Engine& e = ctx_.require_engine();
   const TokenizeRequest r = parse_tokenize_request(req.body, ctx_.parse_limits());
   ctx_.check_model(r.model);
@@ -276,7 +288,7 @@ void HttpServer::handle_tokenize(const httplib::Request& req, httplib::Response&
   res.set_content(dump_json(body), "application/json");
 }
 
-void HttpServer::handle_detokenize(const httplib::Request& req, httplib::Response& res) {
+void HttpServer::handle_detokenize(const HttpRequest& req, HttpResponse& res) {
   ctx_.require_engine();
   const DetokenizeRequest r = parse_detokenize_request(req.body, ctx_.parse_limits());
   ctx_.check_model(r.model);

@@ -1,7 +1,8 @@
-// The OpenAI-compatible HTTP server: cpp-httplib for HTTP, routes to the
-// handlers, API keys, error bodies for every failure, one log line per
-// request, and a graceful stop. Model compute never runs here: handlers
-// tokenize, submit to the Engine and wait on its output streams.
+// The OpenAI-compatible HTTP server: routes on the event-driven front end
+// (http_front.h), API keys and the tenants they stand for, error bodies for
+// every failure, one log line per request, and a graceful stop. Model
+// compute never runs here: handlers tokenize, submit to the Engine and wait
+// on its output streams.
 //
 // Life cycle (serve_command.cc drives it):
 //   HttpServer s(options);  int port = s.bind();  s.start();   // /health: loading
@@ -11,20 +12,24 @@
 //   engine.stop(Engine::StopMode::kAbort);  // ends what the grace did not
 //   s.join();
 //
-// Threads: one accept thread plus a pool of `http_threads` workers; each
-// connection is served by one worker at a time, so the pool bounds the
-// number of concurrent streams (64 clients need 64+ workers).
+// Threads: the front's event loop reads and writes every connection; a
+// pool of up to `http_threads` workers runs handlers (a stream holds one
+// while it runs; idle and slow connections hold none).
 #pragma once
 
 #include <atomic>
 #include <chrono>
 #include <cstddef>
+#include <functional>
 #include <memory>
+#include <regex>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include "engine/engine.h"
+#include "server/api_keys.h"
+#include "server/http_front.h"
 #include "server/serving_context.h"
 
 namespace tokenmill::server {
@@ -32,16 +37,21 @@ namespace tokenmill::server {
 struct ServerOptions {
   std::string host = "127.0.0.1";
   int port = 8080;                       // 0: any free port (bind() returns it)
-  std::vector<std::string> api_keys;     // empty: no authentication
+  std::vector<ApiKey> api_keys;          // empty: no authentication
   std::vector<std::string> model_names;  // served names; [0] is reported by /v1/models
   std::string chat_template;             // --chat-template NAME|FILE; "" = the GGUF's
   size_t max_body_bytes = size_t{8} << 20;
-  int http_threads = 128;
-  int keep_alive_timeout_s = 5;
-  int read_timeout_s = 30;
-  int write_timeout_s = 30;
+  size_t max_header_bytes = 16 * 1024;
+  int http_threads = 256;
+  int max_connections = 4096;
+  int max_connections_per_client = 1024;
+  double header_timeout_s = 10;  // the whole head, from its first byte
+  double body_timeout_s = 30;    // the whole body, from the end of the head
+  double keep_alive_timeout_s = 5;
+  double write_timeout_s = 30;  // queued output the client does not take
   bool log_requests = true;
   int64_t max_waiting = 0;  // the engine's queue bound: /health says "overloaded" at it
+  GenerationPolicy generation;
 };
 
 class HttpServer {
@@ -70,30 +80,37 @@ class HttpServer {
   // "loading" | "ready" | "overloaded" | "stopping"
   std::string state_name() const;
   ServingContext& context() { return ctx_; }
+  HttpFrontStats front_stats() const { return front_.stats(); }
 
  private:
+  using Handler = std::function<void(HttpRequest&, HttpResponse&)>;
+  struct Route {
+    std::string method;
+    std::regex pattern;
+    bool authed = true;
+    Handler fn;
+  };
+
   void register_routes();
-  void register_hooks();
-  void handle_health(const httplib::Request& req, httplib::Response& res);
-  void handle_metrics(const httplib::Request& req, httplib::Response& res);
-  void handle_models(const httplib::Request& req, httplib::Response& res);
-  void handle_tokenize(const httplib::Request& req, httplib::Response& res);
-  void handle_detokenize(const httplib::Request& req, httplib::Response& res);
-  // Wraps a handler: API-key check (when `authed`), exceptions -> error bodies.
-  httplib::Server::Handler guarded(bool authed, void (HttpServer::*fn)(const httplib::Request&, httplib::Response&));
-  httplib::Server::Handler guarded_ctx(bool authed,
-                                       void (*fn)(ServingContext&, const httplib::Request&, httplib::Response&));
-  void check_api_key(const httplib::Request& req);
+  void route(const char* method, const char* pattern, bool authed, Handler fn);
+  // The front's handler: request id and log record, routing (404, 405),
+  // the key check, exceptions -> error bodies, the response counters.
+  void dispatch(HttpRequest& req, HttpResponse& res);
+  void handle_health(const HttpRequest& req, HttpResponse& res);
+  void handle_metrics(const HttpRequest& req, HttpResponse& res);
+  void handle_models(const HttpRequest& req, HttpResponse& res);
+  void handle_tokenize(const HttpRequest& req, HttpResponse& res);
+  void handle_detokenize(const HttpRequest& req, HttpResponse& res);
 
   ServerOptions options_;
-  std::unique_ptr<httplib::Server> http_;
   ServingContext ctx_;
-  std::thread listen_thread_;
-  std::atomic<bool> listen_done_{false};
-  int port_ = 0;
+  ApiKeyTable keys_;
+  std::vector<Route> routes_;
+  HttpFront front_;
+  bool started_ = false;
 };
 
 // Sets the status, the OpenAI error body and Retry-After.
-void send_error(httplib::Response& res, const class ApiError& error);
+void send_error(HttpResponse& res, const class ApiError& error);
 
 }  // namespace tokenmill::server

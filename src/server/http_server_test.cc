@@ -17,7 +17,7 @@ class LoadingServer : public ::testing::Test {
   void SetUp() override {
     ServerOptions o;
     o.port = 0;
-    o.api_keys = {"secret"};
+    o.api_keys = {parse_api_key("secret")};
     o.model_names = {"m"};
     o.max_body_bytes = 1024;
     o.http_threads = 4;

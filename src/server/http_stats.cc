@@ -20,6 +20,16 @@ void HttpStats::on_auth_failure() {
   ++s_.auth_failures;
 }
 
+void HttpStats::on_backpressure_pause() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  ++s_.backpressure_pauses;
+}
+
+void HttpStats::on_stalled_client() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  ++s_.stalled_clients;
+}
+
 void HttpStats::add_in_flight(int64_t delta) {
   std::lock_guard<std::mutex> lock(mutex_);
   s_.in_flight += delta;

@@ -9,10 +9,28 @@
 
 namespace tokenmill::server {
 
+namespace {
+
+// Thrown from the parser callback to stop at the first level too deep.
+struct TooDeep {};
+
+}  // namespace
+
 RequestJson parse_json_object(std::string_view body) {
   RequestJson j;
+  // Each level of nesting costs a node (and a stack frame to destroy it):
+  // an 8 MB body of nested brackets would cost hundreds of MB. Stop at the
+  // first level past the bound instead of building the document.
+  const RequestJson::parser_callback_t depth_guard = [](int depth, RequestJson::parse_event_t event, RequestJson&) {
+    if (depth >= kMaxJsonDepth &&
+        (event == RequestJson::parse_event_t::object_start || event == RequestJson::parse_event_t::array_start))
+      throw TooDeep{};
+    return true;
+  };
   try {
-    j = RequestJson::parse(body.begin(), body.end());
+    j = RequestJson::parse(body.begin(), body.end(), depth_guard);
+  } catch (const TooDeep&) {
+    bad_request("", "the request body nests JSON deeper than {} levels", kMaxJsonDepth);
   } catch (const RequestJson::exception& e) {
     // parse_error names the byte offset of the problem; out_of_range is a
     // number too large for a double (found by fuzz_openai_request).

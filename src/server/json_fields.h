@@ -20,8 +20,14 @@ namespace tokenmill::server {
 // the prompt as the client wrote them.
 using RequestJson = nlohmann::ordered_json;
 
-// Parses a request body; throws ApiError 400 for malformed JSON or a body
-// that is not a JSON object.
+// Deepest nesting a request body may have: twice what a JSON schema may
+// nest (the grammar compiler's own bound, 512, then names the field), far
+// beyond anything real, and small enough that a body of brackets costs
+// nothing before it is refused.
+constexpr int kMaxJsonDepth = 1024;
+
+// Parses a request body; throws ApiError 400 for malformed JSON, nesting
+// deeper than kMaxJsonDepth, or a body that is not a JSON object.
 RequestJson parse_json_object(std::string_view body);
 
 // A short rendering of a value for error messages (at most ~40 chars).

@@ -17,6 +17,8 @@ namespace {
 
 using Known = std::set<std::string, std::less<>>;
 
+constexpr double kMaxTimeoutS = 24 * 3600;  // a day: anything longer is a mistake
+
 // Fields both generation endpoints accept. Harmless OpenAI fields we do not
 // act on (user, metadata, store, service_tier) are accepted and ignored.
 const Known& common_fields() {
@@ -44,7 +46,8 @@ const Known& common_fields() {
                           "speculative.n_max",
                           "ignore_eos",
                           "best_of",
-                          "min_tokens"};
+                          "min_tokens",
+                          "timeout"};
   return k;
 }
 
@@ -168,6 +171,7 @@ SamplingRequest parse_common(const JsonFields& f, const ParseLimits& limits) {
   r.priority = parse_priority(f);
   r.spec_max_draft = static_cast<int>(f.integer("speculative.n_max", 0, spec::kMaxDraft).value_or(-1));
   parse_stream(f, r);
+  r.timeout_s = f.number_above("timeout", 0.0, kMaxTimeoutS);
   reject_unsupported(f, r.n);
   r.constraint = parse_output_constraint(f);
   return r;

@@ -94,6 +94,9 @@ struct SamplingRequest {
   int spec_max_draft = -1;
   // At most one output constraint per request; nullopt = free text.
   std::optional<OutputConstraint> constraint;
+  // Extension: the request's deadline in seconds from its arrival (queued
+  // past it: 503 deadline_expired; running: finish_reason "timeout").
+  std::optional<double> timeout_s;
 };
 
 struct CompletionRequest {

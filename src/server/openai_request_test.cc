@@ -107,8 +107,11 @@ TEST(CompletionRequest, BadBodies) {
   completion_400("{\"prompt\": ", "", "not valid JSON");
   completion_400("[1, 2]", "", "must be a JSON object");
   completion_400(R"({"prompt": "x", "temperature": 1e999})", "", "not valid JSON");  // found by the fuzzer
-  // Deep nesting is refused without recursing through it.
-  completion_400("{\"prompt\": " + std::string(100000, '[') + std::string(100000, ']') + "}", "prompt",
+  // Deep nesting is refused while parsing, before the document is built.
+  completion_400("{\"prompt\": " + std::string(100000, '[') + std::string(100000, ']') + "}", "",
+                 "deeper than 1024 levels");
+  // Within the bound it reaches the field checks, which do not recurse.
+  completion_400("{\"prompt\": " + std::string(1000, '[') + std::string(1000, ']') + "}", "prompt",
                  "a list of 1 items");
   completion_400(R"({"max_tokens": 5})", "prompt", "'prompt' is required");
   completion_400(R"({"prompt": ""})", "prompt", "must not be empty");
@@ -322,7 +325,9 @@ TEST(ConstraintRequest, Errors) {
   EXPECT_TRUE(constraint_of(R"("response_format": {"type": "text"}, "grammar": "", "guided_regex": "a")"));
   // Deep nesting is refused before anything recurses through it.
   const std::string deep = std::string(100000, '[') + std::string(100000, ']');
-  constraint_400(R"("guided_json": {"enum": )" + deep + "}", "guided_json", "deeper than 512 levels");
+  constraint_400(R"("guided_json": {"enum": )" + deep + "}", "", "deeper than 1024 levels");
+  const std::string deep_within = std::string(1000, '[') + std::string(1000, ']');
+  constraint_400(R"("guided_json": {"enum": )" + deep_within + "}", "guided_json", "deeper than 512 levels");
   std::string nested = "{}";
   for (int i = 0; i < 300; ++i) nested = R"({"type": "object", "properties": {"a": )" + nested + "}}";
   constraint_400(R"("guided_json": )" + nested, "guided_json", "deeper than");

@@ -6,6 +6,8 @@
 #include <fstream>
 #include <sstream>
 
+#include "kv/prefix_miss.h"
+
 namespace tokenmill::server {
 
 std::string prometheus_number(double v) {
@@ -140,12 +142,43 @@ void write_tokens(PrometheusWriter& w, const engine::MetricsSnapshot& m) {
            1.0);
   w.counter("tokenmill_preemptions_total", "Sequences preempted (KV freed, recomputed later).",
             static_cast<double>(m.preemptions));
-  w.counter("tokenmill_prefix_cache_hit_tokens_total", "Prompt tokens found in the prefix cache.",
-            static_cast<double>(m.prefix_cache_hit_tokens));
-  w.counter("tokenmill_prefix_cache_miss_tokens_total", "Prompt tokens looked up and not found.",
-            static_cast<double>(m.prefix_cache_miss_tokens));
   w.counter("tokenmill_prefix_cache_evictions_total", "Cached KV blocks evicted.",
             static_cast<double>(m.prefix_cache_evictions));
+}
+
+// Every prompt token of an admitted request is a hit or a miss with one
+// reason, counted once (at its first admission), by tenant: sums over the
+// labels give the totals the unlabelled series used to.
+void write_prefix_cache(PrometheusWriter& w, const engine::MetricsSnapshot& m) {
+  uint64_t hits = 0, misses = 0;
+  w.family("tokenmill_prefix_cache_hit_tokens_total", "counter",
+           "Prompt tokens served from the prefix cache, by tenant (the first 64 tenants; the rest as _other).");
+  for (const engine::TenantPrefixStats& t : m.prefix_by_tenant) {
+    w.sample("tokenmill_prefix_cache_hit_tokens_total", prometheus_label("tenant", t.tenant),
+             static_cast<double>(t.hit_tokens));
+    hits += t.hit_tokens;
+  }
+  w.family("tokenmill_prefix_cache_miss_tokens_total", "counter",
+           "Prompt tokens not served from the prefix cache, by tenant and reason: no_overlap, evicted (approximate: "
+           "recent evictions only), partial_block (beyond the lookup's reach), isolated (cached under another "
+           "tenant or adapter), logprobs_bypass, disabled.");
+  for (const engine::TenantPrefixStats& t : m.prefix_by_tenant) {
+    for (int r = 0; r < kv::kNumPrefixMissReasons; ++r) {
+      const std::string labels =
+          prometheus_label("tenant", t.tenant) + "," +
+          prometheus_label("reason", kv::prefix_miss_reason_name(static_cast<kv::PrefixMissReason>(r)));
+      w.sample("tokenmill_prefix_cache_miss_tokens_total", labels, static_cast<double>(t.miss_tokens[r]));
+      misses += t.miss_tokens[r];
+    }
+  }
+  w.counter("tokenmill_prefix_cache_saved_prefill_seconds_total",
+            "Prefill time saved by prefix-cache hits: hit tokens x the measured prefill seconds per token.",
+            m.prefix_cache_saved_prefill_seconds);
+  w.gauge("tokenmill_prefix_cache_blocks", "KV blocks held by the prefix cache (referenced or evictable).",
+          static_cast<double>(m.prefix_cache_blocks));
+  const double looked = static_cast<double>(hits + misses);
+  w.gauge("tokenmill_prefix_cache_hit_ratio", "Prompt tokens hit / looked up in the prefix cache (0 before any).",
+          looked > 0 ? static_cast<double>(hits) / looked : 0.0);
 }
 
 // Fixed at engine start; 0 and no info sample while the model loads.
@@ -160,6 +193,8 @@ void write_kv_layout(PrometheusWriter& w, const engine::MetricsSnapshot& m) {
 void write_gauges(PrometheusWriter& w, const engine::MetricsSnapshot& m) {
   w.gauge("tokenmill_requests_running", "Sequences in the running batch.", static_cast<double>(m.running));
   w.gauge("tokenmill_requests_waiting", "Sequences waiting for admission.", static_cast<double>(m.waiting));
+  w.gauge("tokenmill_requests_paused", "Requests held by their client (backpressure), running or waiting.",
+          static_cast<double>(m.paused));
   w.gauge("tokenmill_kv_blocks_total", "KV cache blocks in the pool.", static_cast<double>(m.kv_blocks_total));
   w.gauge("tokenmill_kv_blocks_used", "KV blocks referenced by live sequences.", static_cast<double>(m.kv_blocks_used));
   w.gauge("tokenmill_kv_blocks_free", "KV blocks on the free list.", static_cast<double>(m.kv_blocks_free));
@@ -172,9 +207,7 @@ void write_gauges(PrometheusWriter& w, const engine::MetricsSnapshot& m) {
   w.gauge("tokenmill_kv_blocks_high_water", "Most KV blocks ever used at once.",
           static_cast<double>(m.kv_blocks_high_water));
   write_kv_layout(w, m);
-  const double looked = static_cast<double>(m.prefix_cache_hit_tokens + m.prefix_cache_miss_tokens);
-  w.gauge("tokenmill_prefix_cache_hit_ratio", "Prompt tokens hit / looked up in the prefix cache (0 before any).",
-          looked > 0 ? static_cast<double>(m.prefix_cache_hit_tokens) / looked : 0.0);
+  write_prefix_cache(w, m);
 }
 
 void write_http(PrometheusWriter& w, const HttpStatsSnapshot& http, std::string_view state) {
@@ -190,6 +223,29 @@ void write_http(PrometheusWriter& w, const HttpStatsSnapshot& http, std::string_
             static_cast<double>(http.client_disconnects));
   w.counter("tokenmill_http_auth_failures_total", "Requests refused for a missing or wrong API key.",
             static_cast<double>(http.auth_failures));
+  w.counter("tokenmill_http_backpressure_pauses_total",
+            "Times a stream was paused because its client had not taken --max-unsent-bytes.",
+            static_cast<double>(http.backpressure_pauses));
+  w.counter("tokenmill_http_stalled_clients_total",
+            "Streams cancelled because the client took nothing for --stalled-client-timeout.",
+            static_cast<double>(http.stalled_clients));
+  const HttpFrontStats& f = http.front;
+  w.gauge("tokenmill_http_connections_open", "Client connections open now.", static_cast<double>(f.connections_open));
+  w.counter("tokenmill_http_connections_accepted_total", "Client connections accepted.",
+            static_cast<double>(f.connections_accepted));
+  w.counter("tokenmill_http_connections_refused_total",
+            "Connections refused with 503 over --max-connections or --max-connections-per-client.",
+            static_cast<double>(f.connections_refused));
+  w.counter("tokenmill_http_request_timeouts_total", "Requests whose head or body did not arrive in time (408).",
+            static_cast<double>(f.requests_timed_out));
+  w.counter("tokenmill_http_malformed_requests_total",
+            "Requests refused while parsing (400, 413, 431, 501, 505) before any handler ran.",
+            static_cast<double>(f.requests_malformed));
+  w.counter("tokenmill_http_write_timeouts_total",
+            "Connections dropped because the client took no output for --write-timeout.",
+            static_cast<double>(f.writes_timed_out));
+  w.gauge("tokenmill_http_worker_threads", "Handler threads started so far (at most --http-threads).",
+          static_cast<double>(f.workers));
   w.family("tokenmill_server_state", "gauge", "1 for the server's current state.");
   for (std::string_view s : {"loading", "ready", "overloaded", "stopping"})
     w.sample("tokenmill_server_state", prometheus_label("state", s), s == state ? 1.0 : 0.0);

@@ -43,8 +43,14 @@ TEST(Prometheus, FullRender) {
   m.kv_dtype = "q8_0";
   m.kv_bytes_per_token = 9792;
   m.kv_bytes_total = 64 * 16 * 9792;
-  m.prefix_cache_hit_tokens = 30;
-  m.prefix_cache_miss_tokens = 10;
+  m.paused = 3;
+  m.prefix_cache_blocks = 12;
+  m.prefix_cache_saved_prefill_seconds = 0.5;
+  engine::TenantPrefixStats acme{"acme"};
+  acme.hit_tokens = 30;
+  acme.miss_tokens[static_cast<size_t>(kv::PrefixMissReason::kNoOverlap)] = 6;
+  acme.miss_tokens[static_cast<size_t>(kv::PrefixMissReason::kPartialBlock)] = 4;
+  m.prefix_by_tenant.push_back(acme);
   m.requests_finished[static_cast<size_t>(engine::FinishReason::kCancelled)] = 3;
   m.requests_rejected[static_cast<size_t>(engine::RejectReason::kQueueFull)] = 2;
   HttpStatsSnapshot http;
@@ -56,6 +62,13 @@ TEST(Prometheus, FullRender) {
   EXPECT_TRUE(has_line(t, "tokenmill_kv_blocks_used 7"));
   EXPECT_TRUE(has_line(t, "tokenmill_kv_blocks_total 64"));
   EXPECT_TRUE(has_line(t, "tokenmill_prefix_cache_hit_ratio 0.75"));
+  EXPECT_TRUE(has_line(t, "tokenmill_requests_paused 3")) << t;
+  EXPECT_TRUE(has_line(t, "tokenmill_prefix_cache_blocks 12")) << t;
+  EXPECT_TRUE(has_line(t, "tokenmill_prefix_cache_saved_prefill_seconds_total 0.5")) << t;
+  EXPECT_TRUE(has_line(t, "tokenmill_prefix_cache_hit_tokens_total{tenant=\"acme\"} 30")) << t;
+  EXPECT_TRUE(has_line(t, "tokenmill_prefix_cache_miss_tokens_total{tenant=\"acme\",reason=\"no_overlap\"} 6")) << t;
+  EXPECT_TRUE(has_line(t, "tokenmill_prefix_cache_miss_tokens_total{tenant=\"acme\",reason=\"partial_block\"} 4")) << t;
+  EXPECT_TRUE(has_line(t, "tokenmill_prefix_cache_miss_tokens_total{tenant=\"acme\",reason=\"evicted\"} 0")) << t;
   EXPECT_TRUE(has_line(t, "tokenmill_kv_bytes_per_token 9792")) << t;
   EXPECT_TRUE(has_line(t, "tokenmill_kv_cache_bytes 10027008")) << t;
   EXPECT_TRUE(has_line(t, "tokenmill_kv_cache_info{dtype=\"q8_0\"} 1")) << t;
@@ -70,6 +83,28 @@ TEST(Prometheus, FullRender) {
   size_t pos = 0, count = 0;
   while ((pos = t.find("# TYPE tokenmill_requests_finished_total ", pos)) != std::string::npos) ++count, ++pos;
   EXPECT_EQ(count, 1u);
+}
+
+// Tenant labels are escaped; the empty tenant is labelled "", and every
+// reason of every tenant has its sample.
+TEST(Prometheus, PrefixCacheByTenantAndReason) {
+  engine::MetricsSnapshot m;
+  m.prefix_by_tenant.push_back(engine::TenantPrefixStats{"", 5});
+  m.prefix_by_tenant.push_back(engine::TenantPrefixStats{"we\"ird\\\n", 7});
+  m.prefix_by_tenant.push_back(engine::TenantPrefixStats{std::string(engine::kOtherTenants), 1});
+  m.prefix_by_tenant[1].miss_tokens[static_cast<size_t>(kv::PrefixMissReason::kIsolated)] = 9;
+  const std::string t = render_metrics(m, HttpStatsSnapshot{}, "ready", ProcessMemory{});
+  EXPECT_TRUE(has_line(t, "tokenmill_prefix_cache_hit_tokens_total{tenant=\"\"} 5")) << t;
+  EXPECT_TRUE(has_line(t, "tokenmill_prefix_cache_hit_tokens_total{tenant=\"we\\\"ird\\\\\\n\"} 7")) << t;
+  EXPECT_TRUE(has_line(t, "tokenmill_prefix_cache_hit_tokens_total{tenant=\"_other\"} 1")) << t;
+  EXPECT_TRUE(
+      has_line(t, "tokenmill_prefix_cache_miss_tokens_total{tenant=\"we\\\"ird\\\\\\n\",reason=\"isolated\"} 9"))
+      << t;
+  size_t samples = 0;
+  for (size_t pos = 0; (pos = t.find("\ntokenmill_prefix_cache_miss_tokens_total{", pos)) != std::string::npos; ++pos)
+    ++samples;
+  EXPECT_EQ(samples, 3u * kv::kNumPrefixMissReasons);
+  EXPECT_TRUE(has_line(t, "tokenmill_prefix_cache_hit_ratio " + prometheus_number(13.0 / 22.0))) << t;
 }
 
 TEST(Prometheus, KvLayoutBeforeTheEngineStarts) {

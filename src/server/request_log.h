@@ -1,8 +1,8 @@
 // One structured log line per HTTP request (JSON Lines on stderr), written
 // by the server's logger hook after the response has been sent, streams
 // included. Handlers add what they know (response id, tokens, timings) to
-// the current thread's RequestRecord: httplib runs a request's routing,
-// handler, streaming and logger on one worker thread, one request at a time.
+// the current thread's RequestRecord: the front runs a request's routing,
+// handler, streaming and logging on one worker thread, one request at a time.
 #pragma once
 
 #include <cstdint>

@@ -40,14 +40,6 @@ const tokenizer::Tokenizer& ServingContext::require_tokenizer(const char* param)
   return *tokenizer;
 }
 
-std::string tenant_of(const httplib::Request& req) {
-  std::string t = req.get_header_value("X-Tenant");
-  if (t.size() > 256) bad_request("X-Tenant", "the X-Tenant header is longer than 256 bytes");
-  for (unsigned char c : t)
-    if (c < 0x20 || c == 0x7f) bad_request("X-Tenant", "the X-Tenant header holds control characters");
-  return t;
-}
-
 namespace {
 
 std::mt19937_64& rng() {

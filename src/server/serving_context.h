@@ -11,17 +11,31 @@
 #include <string>
 #include <vector>
 
-#include <httplib.h>
 
 #include "engine/engine.h"
 #include "grammar/grammar_compiler.h"
 #include "server/chat_prompt.h"
+#include "server/http_message.h"
 #include "server/http_stats.h"
 #include "server/openai_request.h"
 
 namespace tokenmill::server {
 
 enum class ServerState { kLoading, kReady, kStopping };
+
+// Server-wide defaults and bounds for generation requests (docs/api.md).
+struct GenerationPolicy {
+  // max_tokens when a chat request gives none; 0: the room left in the
+  // context (OpenAI's rule). Completions keep OpenAI's default of 16.
+  int64_t default_max_tokens = 0;
+  // Deadline of a request that sets no `timeout` (seconds); 0: none.
+  double request_timeout_s = 0;
+  // Backpressure: a stream whose client has not taken this many bytes is
+  // paused (it keeps its KV blocks, generates nothing) until the client
+  // catches up to half of it, and cancelled after stalled_client_timeout_s.
+  size_t max_unsent_bytes = 256 * 1024;
+  double stalled_client_timeout_s = 30;
+};
 
 struct ServingContext {
   std::atomic<engine::Engine*> engine{nullptr};  // null while loading
@@ -40,6 +54,11 @@ struct ServingContext {
   // A stream that has nothing to send for this long writes an SSE comment,
   // which is also how a client that went away is noticed.
   std::chrono::milliseconds keep_alive{500};
+  GenerationPolicy policy;
+  // The most bytes of text one token stands for (the longest piece of the
+  // vocabulary): a text over max_model_len times this many bytes cannot
+  // fit the context whatever it tokenizes to. 0: no tokenizer.
+  size_t max_token_bytes = 0;
 
   // The engine, or ApiError 503 (loading / shutting down).
   engine::Engine& require_engine() const;
@@ -51,16 +70,14 @@ struct ServingContext {
   const tokenizer::Tokenizer& require_tokenizer(const char* param) const;
 };
 
-// The X-Tenant header (empty when absent); ApiError 400 when it is longer
-// than 256 bytes or holds control characters.
-std::string tenant_of(const httplib::Request& req);
 
 // prefix + 24 random hex digits ("cmpl-...", "call_...").
 std::string new_response_id(const char* prefix);
 uint64_t random_seed();
 
 // POST /v1/completions and /v1/chat/completions (completions.cc).
-void handle_completions(ServingContext& ctx, const httplib::Request& req, httplib::Response& res);
-void handle_chat_completions(ServingContext& ctx, const httplib::Request& req, httplib::Response& res);
+// The request's tenant is req.tenant (set by the server from its key).
+void handle_completions(ServingContext& ctx, const HttpRequest& req, HttpResponse& res);
+void handle_chat_completions(ServingContext& ctx, const HttpRequest& req, HttpResponse& res);
 
 }  // namespace tokenmill::server

@@ -20,9 +20,28 @@ StreamSession::StreamSession(std::unique_ptr<Generation> gen, StreamSpec spec, T
   }
 }
 
-bool StreamSession::write(httplib::DataSink& sink, const std::string& data) {
+bool StreamSession::write(ResponseStream& out, const std::string& data) {
   last_write_ = std::chrono::steady_clock::now();
-  return sink.write(data.data(), data.size());
+  return out.write(data) && apply_backpressure(out);
+}
+
+void StreamSession::set_paused(bool paused) {
+  if (!gen_) return;
+  for (size_t i = 0; i < choices_.size(); ++i)
+    if (!choices_[i].done) gen_->handle(i).set_paused(paused);
+}
+
+bool StreamSession::apply_backpressure(ResponseStream& out) {
+  if (spec_.max_unsent_bytes == 0 || out.unsent_bytes() <= spec_.max_unsent_bytes) return true;
+  set_paused(true);
+  stats_.on_backpressure_pause();
+  if (!out.wait_unsent_below(spec_.max_unsent_bytes / 2, spec_.stalled_client_timeout)) {
+    stalled_ = !out.client_gone();
+    if (stalled_) stats_.on_stalled_client();
+    return false;  // run() cancels every choice
+  }
+  set_paused(false);
+  return true;
 }
 
 json StreamSession::chat_delta(size_t i, const std::string& text, bool last) {
@@ -46,22 +65,22 @@ json StreamSession::chunk(size_t i, const std::string& text, const json& logprob
   return chat_chunk(spec_.meta, index, chat_delta(i, text, last), logprobs, finish, spec_.include_usage);
 }
 
-bool StreamSession::write_preamble(httplib::DataSink& sink) {
+bool StreamSession::write_preamble(ResponseStream& out) {
   for (size_t i = 0; i < choices_.size(); ++i) {
     const size_t p = i / static_cast<size_t>(spec_.n);
     if (spec_.kind == ApiKind::kChat) {
       const json delta = {{"role", "assistant"}, {"content", ""}};
-      if (!write(sink, sse_event(chat_chunk(spec_.meta, static_cast<int>(i), delta, nullptr, std::nullopt,
+      if (!write(out, sse_event(chat_chunk(spec_.meta, static_cast<int>(i), delta, nullptr, std::nullopt,
                                             spec_.include_usage))))
         return false;
     } else if (p < spec_.echo_texts.size() && !spec_.echo_texts[p].empty() && spec_.echo_prompts.empty()) {
-      if (!write(sink, sse_event(chunk(i, spec_.echo_texts[p], nullptr, std::nullopt)))) return false;
+      if (!write(out, sse_event(chunk(i, spec_.echo_texts[p], nullptr, std::nullopt)))) return false;
     }
   }
   return true;
 }
 
-bool StreamSession::on_token(httplib::DataSink& sink, size_t i, const engine::TokenEvent& t) {
+bool StreamSession::on_token(ResponseStream& out, size_t i, const engine::TokenEvent& t) {
   json logprobs = nullptr;
   if (spec_.logprobs && t.logprob) {
     const std::vector<int32_t> ids = {t.token};
@@ -77,10 +96,10 @@ bool StreamSession::on_token(httplib::DataSink& sink, size_t i, const engine::To
   const json& choice = c["choices"][0];
   const bool empty = spec_.kind == ApiKind::kChat ? choice["delta"].empty() : t.text.empty();
   if (empty && logprobs.is_null()) return true;
-  return write(sink, sse_event(c));
+  return write(out, sse_event(c));
 }
 
-bool StreamSession::on_final(httplib::DataSink& sink, size_t i, const engine::FinalEvent& f) {
+bool StreamSession::on_final(ResponseStream& out, size_t i, const engine::FinalEvent& f) {
   Choice& c = choices_[i];
   c.done = true;
   c.final = f;
@@ -89,18 +108,18 @@ bool StreamSession::on_final(httplib::DataSink& sink, size_t i, const engine::Fi
     // other choices stop too.
     failed_ = true;
     if (gen_) gen_->cancel_all();
-    return write(sink, sse_event(failure_error(f)->to_json()));
+    return write(out, sse_event(failure_error(f)->to_json()));
   }
   json last = chunk(i, f.text, nullptr, finish_reason_text(f.reason), /*last=*/true);
   if (spec_.tool_calls && c.parser.num_calls() > 0 && f.reason == engine::FinishReason::kStop)
     last["choices"][0]["finish_reason"] = "tool_calls";
   last["timings"] = timings_json(f.timings, f.usage, f.spec);  // extension: per choice, as it ends
-  return write(sink, sse_event(last));
+  return write(out, sse_event(last));
 }
 
 // The echo chunk of a choice whose prompt is scored: its text and the
 // prompt tokens' logprobs, sent once the first event brought them.
-bool StreamSession::write_scored_echo(httplib::DataSink& sink, size_t i, const engine::StreamEvent& e) {
+bool StreamSession::write_scored_echo(ResponseStream& out, size_t i, const engine::StreamEvent& e) {
   Choice& c = choices_[i];
   c.echoed = true;
   if (e.final &&
@@ -110,14 +129,14 @@ bool StreamSession::write_scored_echo(httplib::DataSink& sink, size_t i, const e
   const std::vector<engine::TokenLogprob>& lps = e.token ? e.token->prompt_logprobs : e.final->prompt_logprobs;
   const json logprobs = prompt_logprobs_json(spec_.echo_prompts[p], lps, piece_);
   c.offset = pieces_size(spec_.echo_prompts[p], piece_);
-  return write(sink,
+  return write(out,
                sse_event(chunk(i, p < spec_.echo_texts.size() ? spec_.echo_texts[p] : "", logprobs, std::nullopt)));
 }
 
-bool StreamSession::on_event(httplib::DataSink& sink, size_t i, engine::StreamEvent& e) {
-  if (!spec_.echo_prompts.empty() && !choices_[i].echoed && !write_scored_echo(sink, i, e)) return false;
-  if (e.token) return on_token(sink, i, *e.token);
-  return on_final(sink, i, *e.final);
+bool StreamSession::on_event(ResponseStream& out, size_t i, engine::StreamEvent& e) {
+  if (!spec_.echo_prompts.empty() && !choices_[i].echoed && !write_scored_echo(out, i, e)) return false;
+  if (e.token) return on_token(out, i, *e.token);
+  return on_final(out, i, *e.final);
 }
 
 std::optional<engine::StreamEvent> StreamSession::poll(size_t i, bool block) {
@@ -125,9 +144,9 @@ std::optional<engine::StreamEvent> StreamSession::poll(size_t i, bool block) {
   return block ? gen_->handle(i).next(spec_.keep_alive) : gen_->handle(i).try_next();
 }
 
-bool StreamSession::run(httplib::DataSink& sink) {
+bool StreamSession::run(ResponseStream& out) {
   last_write_ = std::chrono::steady_clock::now();
-  bool ok = write_preamble(sink);
+  bool ok = write_preamble(out);
   const bool single = choices_.size() == 1;
   while (ok) {
     bool all_done = true, progressed = false;
@@ -136,25 +155,25 @@ bool StreamSession::run(httplib::DataSink& sink) {
       if (!gen_) {  // nothing to generate: max_tokens 0 with echo
         engine::FinalEvent f = choices_[i].final;
         f.reason = engine::FinishReason::kLength;
-        ok = on_final(sink, i, f);
+        ok = on_final(out, i, f);
         continue;
       }
       all_done = false;
       std::optional<engine::StreamEvent> e = poll(i, single);
       if (!e) continue;
       progressed = true;
-      ok = on_event(sink, i, *e);
+      ok = on_event(out, i, *e);
     }
     if (!ok || all_done || failed_) break;
     if (!progressed) {
       if (std::chrono::steady_clock::now() - last_write_ >= spec_.keep_alive) {
-        ok = write(sink, std::string(kSseKeepAlive));
+        ok = write(out, std::string(kSseKeepAlive));
       } else if (!single) {
         std::this_thread::sleep_for(std::chrono::milliseconds(2));
       }
     }
   }
-  if (ok) ok = finish(sink);
+  if (ok) ok = finish(out);
   if (!ok) {
     stats_.on_disconnect();
     collect_after_cancel();
@@ -162,6 +181,7 @@ bool StreamSession::run(httplib::DataSink& sink) {
   RequestRecord& r = current_record();
   record(r);
   r.client_disconnected = !ok;
+  if (stalled_) r.error = "the client stopped reading the stream (stalled-client timeout)";
   return ok;
 }
 
@@ -185,7 +205,7 @@ void StreamSession::collect_after_cancel() {
   }
 }
 
-bool StreamSession::finish(httplib::DataSink& sink) {
+bool StreamSession::finish(ResponseStream& out) {
   if (spec_.include_usage && !failed_) {
     engine::Usage total;
     for (size_t i = 0; i < choices_.size(); ++i) {
@@ -198,10 +218,9 @@ bool StreamSession::finish(httplib::DataSink& sink) {
     }
     const char* object = spec_.kind == ApiKind::kCompletion ? "text_completion" : "chat.completion.chunk";
     const json timings = timings_json(choices_[0].final.timings, choices_[0].final.usage, choices_[0].final.spec);
-    if (!write(sink, sse_event(usage_chunk(spec_.meta, object, usage_json(total), timings)))) return false;
+    if (!write(out, sse_event(usage_chunk(spec_.meta, object, usage_json(total), timings)))) return false;
   }
-  if (!write(sink, std::string(kSseDone))) return false;
-  sink.done();
+  if (!write(out, std::string(kSseDone))) return false;
   return true;
 }
 

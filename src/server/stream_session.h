@@ -9,6 +9,12 @@
 // A refusal or failure that arrives after the 200 headers were sent is
 // written as an error event ({"error": {...}}), which OpenAI clients raise.
 //
+// Backpressure: when the client has not taken max_unsent_bytes of what was
+// written (it stopped reading), every choice is paused in the engine (its
+// KV blocks stay, nothing is generated) until the client has caught up to
+// half of that; a client that takes nothing for stalled_client_timeout is
+// treated as gone and the request cancelled.
+//
 // Runs on the HTTP worker thread that answers the request; not shared.
 #pragma once
 
@@ -17,9 +23,8 @@
 #include <string>
 #include <vector>
 
-#include <httplib.h>
-
 #include "server/generation.h"
+#include "server/http_message.h"
 #include "server/openai_response.h"
 #include "server/request_log.h"
 
@@ -43,6 +48,8 @@ struct StreamSpec {
   // ToolCallParser and is streamed as content and tool_calls deltas; a
   // choice that stopped after a call ends with finish_reason "tool_calls".
   bool tool_calls = false;
+  size_t max_unsent_bytes = 0;  // 0: no backpressure
+  std::chrono::milliseconds stalled_client_timeout{30'000};
 };
 
 class StreamSession {
@@ -52,7 +59,7 @@ class StreamSession {
   StreamSession(std::unique_ptr<Generation> gen, StreamSpec spec, TokenPieceFn piece, HttpStats& stats);
 
   // Writes the whole stream. Returns false when the client went away.
-  bool run(httplib::DataSink& sink);
+  bool run(ResponseStream& out);
 
  private:
   struct Choice {
@@ -64,17 +71,20 @@ class StreamSession {
     std::vector<std::string> call_ids;  // one per call the parser started
   };
 
-  bool write(httplib::DataSink& sink, const std::string& data);
-  bool write_preamble(httplib::DataSink& sink);
-  bool on_event(httplib::DataSink& sink, size_t i, engine::StreamEvent& e);
-  bool write_scored_echo(httplib::DataSink& sink, size_t i, const engine::StreamEvent& e);
-  bool on_token(httplib::DataSink& sink, size_t i, const engine::TokenEvent& t);
-  bool on_final(httplib::DataSink& sink, size_t i, const engine::FinalEvent& f);
+  bool write(ResponseStream& out, const std::string& data);
+  // Pauses the choices while the client is behind; false when it stalled.
+  bool apply_backpressure(ResponseStream& out);
+  void set_paused(bool paused);
+  bool write_preamble(ResponseStream& out);
+  bool on_event(ResponseStream& out, size_t i, engine::StreamEvent& e);
+  bool write_scored_echo(ResponseStream& out, size_t i, const engine::StreamEvent& e);
+  bool on_token(ResponseStream& out, size_t i, const engine::TokenEvent& t);
+  bool on_final(ResponseStream& out, size_t i, const engine::FinalEvent& f);
   // `last`: the choice's final text (the parser releases what it held).
   nlohmann::json chunk(size_t i, const std::string& text, const nlohmann::json& logprobs,
                        const std::optional<std::string>& finish, bool last = false);
   nlohmann::json chat_delta(size_t i, const std::string& text, bool last);
-  bool finish(httplib::DataSink& sink);
+  bool finish(ResponseStream& out);
   void record(RequestRecord& r) const;
   // After a failed write: cancels every choice and waits up to 2 s for
   // their final events (usage and finish reason for the log line).
@@ -86,7 +96,8 @@ class StreamSession {
   TokenPieceFn piece_;
   HttpStats& stats_;
   std::vector<Choice> choices_;
-  bool failed_ = false;  // an error event was written
+  bool failed_ = false;   // an error event was written
+  bool stalled_ = false;  // the client took nothing for stalled_client_timeout
   std::chrono::steady_clock::time_point last_write_;
 };
 

@@ -1,0 +1,417 @@
+"""`tokenmill serve` against slow, abusive and misbehaving clients, through
+real sockets: body limits for every framing, malformed heads answered at
+once, total deadlines for heads and bodies, connection bounds, trickling
+and idle connections that must not delay anyone else, tenants bound to API
+keys, request deadlines, backpressure on a client that stops reading,
+clients that leave, burst admission and JSON amplification."""
+import json
+import resource
+import socket
+import threading
+import time
+
+import pytest
+
+from conftest import run_tokenmill
+from test_server_common import Server, sse_events
+
+
+@pytest.fixture(scope="module")
+def tiny(tokenmill_bin, tmp_path_factory):
+    path = str(tmp_path_factory.mktemp("models") / "tiny.gguf")
+    run_tokenmill(tokenmill_bin, "synth", "--arch", "llama", "--preset", "tiny", "--type", "Q8_0",
+                  "--seed", "3", "-o", path)
+    return path
+
+
+@pytest.fixture(scope="module")
+def slow(tokenmill_bin, tmp_path_factory):
+    """A model slow enough (a few ms per token on one thread) and with a
+    context long enough (4096) that a request is still running while a
+    test acts on it."""
+    path = str(tmp_path_factory.mktemp("models") / "slow.gguf")
+    run_tokenmill(tokenmill_bin, "synth", "--arch", "llama", "--type", "Q8_0", "--n-embd", "512", "--n-layer", "8",
+                  "--n-head", "8", "--n-kv-head", "4", "--n-ff", "1024", "--vocab", "512", "--ctx", "4096",
+                  "--seed", "3", "-o", path)
+    return path
+
+
+@pytest.fixture(scope="module")
+def server(tokenmill_bin, tiny):
+    with Server(tokenmill_bin, tiny, "--chat-template", "chatml", "-t", "1", "--kv-memory", "32M",
+                "--header-timeout", "2", "--body-timeout", "2") as s:
+        yield s
+
+
+def connect(server, rcvbuf=None):
+    host, port = server.http.host, server.http.port
+    s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    if rcvbuf:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, rcvbuf)
+    s.settimeout(30)
+    s.connect((host, port))
+    return s
+
+
+def read_response(sock, timeout=30):
+    """Reads one response: (status, headers, body) for a Content-Length
+    body, or until the peer closes."""
+    sock.settimeout(timeout)
+    data = b""
+    while b"\r\n\r\n" not in data:
+        chunk = sock.recv(65536)
+        if not chunk:
+            break
+        data += chunk
+    head, _, body = data.partition(b"\r\n\r\n")
+    lines = head.decode("latin-1").split("\r\n")
+    status = int(lines[0].split(" ")[1]) if lines and lines[0].startswith("HTTP/") else 0
+    headers = {k.lower(): v.strip() for k, v in (line.split(":", 1) for line in lines[1:] if ":" in line)}
+    if "content-length" in headers:
+        n = int(headers["content-length"])
+        while len(body) < n:
+            chunk = sock.recv(65536)
+            if not chunk:
+                break
+            body += chunk
+    return status, headers, body
+
+
+def raw(server, payload, timeout=10):
+    with connect(server) as s:
+        s.sendall(payload)
+        return read_response(s, timeout)
+
+
+def rss_hwm_mb(pid):
+    with open(f"/proc/{pid}/status") as f:
+        for line in f:
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) / 1024
+    raise AssertionError("no VmHWM")
+
+
+def timed(fn):
+    t = time.perf_counter()
+    out = fn()
+    return out, time.perf_counter() - t
+
+
+# --- HTTP framing ---------------------------------------------------------
+
+def test_chunked_body_over_the_limit_is_refused_without_buffering(server):
+    before = rss_hwm_mb(server.proc.pid)
+    with connect(server) as s:
+        s.sendall(b"POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                  b"Transfer-Encoding: chunked\r\n\r\n")
+        chunk = b"%x\r\n" % 65536 + b" " * 65536 + b"\r\n"
+        sent = 0
+        try:
+            while sent < 20 << 20:  # 20 MB, more than the 8 MB default limit
+                s.sendall(chunk)
+                sent += 65536
+        except (BrokenPipeError, ConnectionResetError):
+            pass  # the server answered and closed: the answer is still readable
+        status, _, body = read_response(s)
+    assert status == 413, body
+    assert json.loads(body)["error"]["code"] == "request_too_large"
+    assert rss_hwm_mb(server.proc.pid) - before < 50
+
+
+def test_content_length_over_the_limit_is_refused_before_the_body(server):
+    (status, _, body), seconds = timed(lambda: raw(
+        server, b"POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Length: 999999999\r\n\r\n"))
+    assert status == 413 and seconds < 1, (status, seconds)
+
+
+@pytest.mark.parametrize("payload,status", [
+    (b"GARBAGE\x01\r\n\r\n", 400),
+    (b"GET / HTTP/2.0\r\nHost: x\r\n\r\n", 505),
+    (b"GET /health HTTP/1.1\r\n\r\n", 400),  # HTTP/1.1 without Host
+    (b"POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Length: 2\r\nTransfer-Encoding: chunked\r\n\r\n", 400),
+    (b"POST /v1/completions HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: gzip, chunked\r\n\r\n", 501),
+    (b"GET /health HTTP/1.1\r\nHost: x\r\nX-Big: " + b"a" * 100_000 + b"\r\n\r\n", 431),
+    (b"GET /health HTTP/1.1\r\nHost: x\r\nBad Name: 1\r\n\r\n", 400),
+])
+def test_malformed_heads_are_answered_at_once(server, payload, status):
+    (got, _, body), seconds = timed(lambda: raw(server, payload))
+    assert got == status, body
+    assert seconds < 1, seconds  # not after a read timeout
+    assert set(json.loads(body)["error"]) == {"message", "type", "param", "code"}
+
+
+def test_wrong_method_is_405_with_allow(server):
+    status, headers, body = raw(server, b"DELETE /v1/completions HTTP/1.1\r\nHost: x\r\n\r\n")
+    assert status == 405 and headers["allow"] == "POST", body
+    assert "DELETE" in json.loads(body)["error"]["message"]
+
+
+def test_pipelined_requests_are_answered_in_order(server):
+    with connect(server) as s:
+        s.sendall(b"GET /health HTTP/1.1\r\nHost: x\r\n\r\nGET /v1/nothing HTTP/1.1\r\nHost: x\r\n\r\n")
+        first, _, _ = read_response(s)
+        second, _, _ = read_response(s)
+    assert (first, second) == (200, 404)
+
+
+def test_head_and_body_deadlines_are_totals(server):
+    # A head trickling one byte per 0.3 s never finishes within the 2 s
+    # total, although each byte comes well within it.
+    start = time.time()
+    with connect(server) as s:
+        request = b"GET /health HTTP/1.1\r\nHost: x\r\nX-Slow: " + b"a" * 100 + b"\r\n\r\n"
+        status = None
+        for byte in request:
+            try:
+                s.sendall(bytes([byte]))
+            except (BrokenPipeError, ConnectionResetError):
+                break
+            time.sleep(0.3)
+            s.setblocking(False)
+            try:
+                if s.recv(1, socket.MSG_PEEK):
+                    break
+            except BlockingIOError:
+                pass
+            finally:
+                s.setblocking(True)
+        status, _, _ = read_response(s)
+    assert status == 408 and time.time() - start < 4
+    # A Content-Length larger than the body sent: 408 after the body
+    # deadline, holding no worker meanwhile.
+    (status, _, body), seconds = timed(lambda: raw(
+        server, b"POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n\r\n{}"))
+    assert status == 408 and 1.5 < seconds < 4, (status, seconds, body)
+
+
+def health_latency(server, n=5):
+    times = []
+    for _ in range(n):
+        _, t = timed(lambda: server.http.get("/health"))
+        times.append(t)
+    return sorted(times)[n // 2], max(times)
+
+
+def test_trickling_and_idle_connections_do_not_delay_others(tokenmill_bin, tiny):
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    resource.setrlimit(resource.RLIMIT_NOFILE, (min(hard, 4096), hard))
+    with Server(tokenmill_bin, tiny, "-t", "1", "--kv-memory", "8M", "--http-threads", "8",
+                "--max-connections-per-client", "2000", "--header-timeout", "60",
+                "--keep-alive-timeout", "60") as s:
+        base_median, _ = health_latency(s)
+        # 200 connections trickling a request head one byte per second (more
+        # than the 8 handler threads) and 1000 idle keep-alive connections.
+        trickle = [connect(s) for _ in range(200)]
+        idle = [connect(s) for _ in range(1000)]
+        stop = threading.Event()
+
+        def drip():
+            while not stop.is_set():
+                for c in trickle:
+                    try:
+                        c.send(b"G")
+                    except OSError:
+                        pass
+                stop.wait(1.0)
+
+        t = threading.Thread(target=drip)
+        t.start()
+        try:
+            time.sleep(1.5)
+            median, worst = health_latency(s, 9)
+            completion = s.http.post("/v1/completions", json={"prompt": "hello", "max_tokens": 4})
+            assert completion.status_code == 200
+            assert s.metrics()["tokenmill_http_connections_open"] >= 1200
+        finally:
+            stop.set()
+            t.join()
+            for c in trickle + idle:
+                c.close()
+        print(f"health latency: idle server median {base_median * 1000:.1f} ms; with 200 trickling and "
+              f"1000 idle connections median {median * 1000:.1f} ms, worst {worst * 1000:.1f} ms")
+        assert median - base_median < 0.1, (base_median, median)
+    resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
+
+
+def test_connection_bounds(tokenmill_bin, tiny):
+    with Server(tokenmill_bin, tiny, "-t", "1", "--kv-memory", "8M", "--max-connections-per-client", "4",
+                "--keep-alive-timeout", "30") as s:
+        held = [connect(s) for _ in range(4)]
+        try:
+            time.sleep(0.2)
+            status, _, body = raw(s, b"GET /health HTTP/1.1\r\nHost: x\r\n\r\n")
+            assert status == 503 and "per client" in json.loads(body)["error"]["message"]
+        finally:
+            for c in held:
+                c.close()
+        time.sleep(0.3)
+        assert s.http.get("/health").status_code == 200
+        assert s.metrics()["tokenmill_http_connections_refused_total"] >= 1
+
+
+# --- JSON and prompt amplification ---------------------------------------
+
+def test_deep_json_and_huge_prompts_are_refused_cheaply(server):
+    before = rss_hwm_mb(server.proc.pid)
+    deep = b'{"prompt": "x", "metadata": ' + b"[" * 4_000_000 + b"]" * 4_000_000 + b"}"
+    r, seconds = timed(lambda: server.http.post("/v1/completions", content=deep[:7_900_000]))
+    assert r.status_code == 400 and "deeper than" in r.json()["error"]["message"], r.text
+    assert seconds < 1 and rss_hwm_mb(server.proc.pid) - before < 50
+    # The tiny model's context (256 tokens) can never hold 6 MB of text
+    # (under the 8 MB body limit): refused before tokenization.
+    r, seconds = timed(lambda: server.http.post("/v1/completions", json={"prompt": "hello " * 1_000_000}))
+    assert r.status_code == 400 and r.json()["error"]["code"] == "context_length_exceeded", r.text
+    assert seconds < 1, seconds
+
+
+# --- Tenants --------------------------------------------------------------
+
+def test_tenants_come_from_keys(tokenmill_bin, tiny):
+    prompt = "one two three four five six seven eight nine ten " * 4  # ~140 tokens
+    with Server(tokenmill_bin, tiny, "-t", "1", "--kv-memory", "8M", "--prefix-isolation", "tenant",
+                "--api-key", "K1:alice", "--api-key", "K2:bob", "--trusted-api-key", "G:gateway") as s:
+        def cached(key, headers=None):
+            r = s.http.post("/v1/completions", json={"prompt": prompt, "max_tokens": 1},
+                            headers={"Authorization": f"Bearer {key}", **(headers or {})})
+            assert r.status_code == 200, r.text
+            u = r.json()["usage"]
+            return u["prompt_tokens_details"]["cached_tokens"] if u.get("prompt_tokens_details") else 0, \
+                u["prompt_tokens"]
+
+        assert cached("K1")[0] == 0
+        hits, total = cached("K1")
+        assert hits >= total - 16  # everything but the last (partial) block
+        # Another key gets nothing of alice's cache, whatever it claims.
+        assert cached("K2")[0] == 0
+        r = s.http.post("/v1/completions", json={"prompt": prompt, "max_tokens": 1},
+                        headers={"Authorization": "Bearer K2", "X-Tenant": "alice"})
+        assert r.status_code == 403 and r.json()["error"]["code"] == "tenant_not_allowed"
+        # A trusted gateway may act for alice.
+        assert cached("G", {"X-Tenant": "alice"})[0] == hits
+        assert cached("G")[0] == 0  # as itself, it is tenant "gateway"
+        m = s.metrics()
+        assert m['tokenmill_prefix_cache_hit_tokens_total{tenant="alice"}'] == 2 * hits
+        assert m['tokenmill_prefix_cache_hit_tokens_total{tenant="bob"}'] == 0
+        assert m['tokenmill_prefix_cache_miss_tokens_total{tenant="bob",reason="isolated"}'] >= hits
+        log = [e for e in s.events() if e.get("event") == "request" and e.get("path") == "/v1/completions"]
+        assert {e.get("tenant") for e in log if e.get("status") == 200} == {"alice", "bob", "gateway"}
+
+
+# --- Deadlines, backpressure, clients that leave --------------------------
+
+def long_request(max_tokens=2000, **extra):
+    return {"prompt": "hello", "max_tokens": max_tokens, "ignore_eos": True, "temperature": 0, **extra}
+
+
+def test_request_deadlines(tokenmill_bin, slow):
+    with Server(tokenmill_bin, slow, "-t", "1", "--kv-memory", "64M", "--max-seqs", "1",
+                "--request-timeout", "0.5") as s:
+        # Running past the server's default deadline: finish_reason "timeout".
+        r, seconds = timed(lambda: s.http.post("/v1/completions", json=long_request(2000)))
+        assert r.status_code == 200 and r.json()["choices"][0]["finish_reason"] == "timeout", r.text
+        assert 0 < r.json()["usage"]["completion_tokens"] < 2000 and seconds < 2
+        # The per-request field overrides the server's default.
+        r = s.http.post("/v1/completions", json=long_request(20, timeout=60))
+        assert r.json()["choices"][0]["finish_reason"] == "length", r.text
+        # Queued behind a long request past its deadline: 503 deadline_expired.
+        blocker = threading.Thread(target=lambda: s.http.post("/v1/completions", json=long_request(300, timeout=30)))
+        blocker.start()
+        s.wait_metric(lambda m: m["tokenmill_requests_running"] == 1)
+        r = s.http.post("/v1/completions", json=long_request(4, timeout=0.2))
+        blocker.join()
+        assert r.status_code == 503 and r.json()["error"]["code"] == "deadline_expired", r.text
+        m = s.metrics()
+        assert m['tokenmill_requests_finished_total{reason="timeout"}'] >= 1
+
+
+def test_stream_whose_client_stops_reading_is_paused_then_cancelled(tokenmill_bin, tiny):
+    with Server(tokenmill_bin, tiny, "-t", "1", "--kv-memory", "8M", "--max-unsent-bytes", "8K",
+                "--stalled-client-timeout", "2") as s:
+        body = json.dumps({"prompt": "hello", "max_tokens": 200, "ignore_eos": True, "stream": True,
+                           "logprobs": 5}).encode()
+        with connect(s, rcvbuf=4096) as c:
+            c.sendall(b"POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                      b"Content-Length: %d\r\n\r\n" % len(body) + body)
+            # Never read: the stream is paused once 8 KB are not taken...
+            m = s.wait_metric(lambda m: m["tokenmill_requests_paused"] == 1, timeout=20)
+            assert m["tokenmill_kv_blocks_used"] > 0
+            # ...and cancelled after the stalled-client timeout, its blocks freed.
+            s.wait_metric(lambda m: m["tokenmill_requests_running"] == 0 and m["tokenmill_kv_blocks_used"] == 0
+                          and m["tokenmill_requests_paused"] == 0, timeout=10)
+        e = s.wait_events(lambda e: e.get("event") == "request" and e.get("path") == "/v1/completions")[0]
+        assert e["client_disconnected"] is True and e["completion_tokens"] < 200
+        assert s.metrics()["tokenmill_http_stalled_clients_total"] == 1
+
+
+def stream_text(body):
+    chunks = [json.loads(d) for d in sse_events(body) if d != "[DONE]"]
+    return "".join(c["choices"][0]["text"] for c in chunks if c.get("choices"))
+
+
+def test_slow_reader_is_paused_and_resumed_with_the_same_output(tokenmill_bin, tiny):
+    request = {"prompt": "hello", "max_tokens": 120, "ignore_eos": True, "stream": True, "temperature": 0,
+               "logprobs": 5}
+    with Server(tokenmill_bin, tiny, "-t", "1", "--kv-memory", "8M", "--max-unsent-bytes", "8K",
+                "--stalled-client-timeout", "10") as s:
+        expected = stream_text(s.http.post("/v1/completions", json=request).text)
+        body = json.dumps(request).encode()
+        with connect(s, rcvbuf=4096) as c:
+            c.sendall(b"POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                      b"Content-Length: %d\r\n\r\n" % len(body) + body)
+            s.wait_metric(lambda m: m["tokenmill_requests_paused"] == 1, timeout=20)
+            data = b""
+            while not data.endswith(b"0\r\n\r\n"):
+                chunk = c.recv(4096)
+                if not chunk:
+                    break
+                data += chunk
+                time.sleep(0.005)  # slow, but reading
+        assert s.metrics()["tokenmill_http_backpressure_pauses_total"] >= 1
+        payload = data.partition(b"\r\n\r\n")[2]
+        # De-chunk.
+        out, rest = b"", payload
+        while rest:
+            size_line, _, rest = rest.partition(b"\r\n")
+            n = int(size_line, 16)
+            if n == 0:
+                break
+            out, rest = out + rest[:n], rest[n + 2:]
+        assert stream_text(out.decode()) == expected
+
+
+def test_non_streaming_client_that_leaves_is_cancelled(tokenmill_bin, slow):
+    with Server(tokenmill_bin, slow, "-t", "1", "--kv-memory", "64M") as s:
+        body = json.dumps(long_request(2000)).encode()
+        with connect(s) as c:
+            c.sendall(b"POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                      b"Content-Length: %d\r\n\r\n" % len(body) + body)
+            s.wait_metric(lambda m: m["tokenmill_requests_running"] == 1)
+        s.wait_metric(lambda m: m["tokenmill_requests_running"] == 0 and m["tokenmill_kv_blocks_used"] == 0)
+        e = s.wait_events(lambda e: e.get("event") == "request" and e.get("path") == "/v1/completions")[0]
+        assert e["client_disconnected"] is True and e["completion_tokens"] < 2000
+        assert s.metrics()['tokenmill_requests_finished_total{reason="cancelled"}'] == 1
+
+
+def test_chat_default_max_tokens(tokenmill_bin, tiny):
+    with Server(tokenmill_bin, tiny, "-t", "1", "--kv-memory", "8M", "--chat-template", "chatml",
+                "--default-max-tokens", "5") as s:
+        r = s.http.post("/v1/chat/completions", json={"messages": [{"role": "user", "content": "hi"}],
+                                                      "ignore_eos": True})
+        assert r.status_code == 200 and r.json()["usage"]["completion_tokens"] == 5, r.text
+
+
+# --- Admission ------------------------------------------------------------
+
+def test_burst_admits_up_to_free_capacity(tokenmill_bin, slow):
+    with Server(tokenmill_bin, slow, "-t", "1", "--kv-memory", "64M", "--max-seqs", "8",
+                "--max-waiting", "4") as s:
+        body = json.dumps(long_request(100)).encode()
+        request = (b"POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                   b"Content-Length: %d\r\n\r\n" % len(body) + body)
+        socks = [connect(s) for _ in range(40)]
+        for c in socks:  # all 40 at once, before any of them can finish
+            c.sendall(request)
+        statuses = [read_response(c, 120)[0] for c in socks]
+        for c in socks:
+            c.close()
+        assert statuses.count(200) == 8 + 4 and statuses.count(429) == 28, statuses
