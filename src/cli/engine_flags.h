@@ -99,7 +99,7 @@ struct EngineFlags {
   std::string isolation = "shared";
   double aging_s = 10.0;
   SpecFlags spec;
-  ParallelFlags parallel;                 // serve only: --tp, --pp, --pp-microbatches (parallel_launch.h)
+  ParallelFlags parallel;                  // serve only: --tp, --pp, --pp-microbatches (parallel_launch.h)
   std::vector<std::string> tenant_limits;  // serve only: --tenant-limit TENANT:KEY=N,...
 };
 

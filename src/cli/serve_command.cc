@@ -76,8 +76,10 @@ server::ServerOptions server_options(const ServeOptions& o) {
     fail("--max-connections-per-client must be at least 1, got {}", o.max_connections_per_client);
   s.max_connections = o.max_connections;
   s.max_connections_per_client = o.max_connections_per_client;
-  for (auto [name, value] : {std::pair{"--header-timeout", o.header_timeout_s}, {"--body-timeout", o.body_timeout_s},
-                             {"--keep-alive-timeout", o.keep_alive_timeout_s}, {"--write-timeout", o.write_timeout_s},
+  for (auto [name, value] : {std::pair{"--header-timeout", o.header_timeout_s},
+                             {"--body-timeout", o.body_timeout_s},
+                             {"--keep-alive-timeout", o.keep_alive_timeout_s},
+                             {"--write-timeout", o.write_timeout_s},
                              {"--stalled-client-timeout", o.stalled_client_timeout_s}})
     if (!(value > 0)) fail("{} must be more than 0 seconds, got {}", name, value);
   if (o.request_timeout_s < 0) fail("--request-timeout must be 0 (none) or more, got {}", o.request_timeout_s);

@@ -32,8 +32,8 @@ ApiError error_for_status(int status) {
                       "request_timeout");
     case 414: return ApiError(414, "the request URI is too long", "invalid_request_error");
     case 431:
-      return ApiError(431, "the request head is larger than the server's limit", "invalid_request_error",
-                      std::nullopt, "headers_too_large");
+      return ApiError(431, "the request head is larger than the server's limit", "invalid_request_error", std::nullopt,
+                      "headers_too_large");
     case 501: return ApiError(501, "not implemented", "invalid_request_error", std::nullopt, "not_implemented");
     case 503:
       return ApiError(503, "the server is overloaded", "service_unavailable", std::nullopt, "too_many_connections");

@@ -158,8 +158,7 @@ json choice_logprobs(ServingContext& ctx, const Job& job, size_t i, const engine
   return completion_logprobs_json(r.tokens, r.logprobs, offset0, piece_fn(ctx.tokenizer));
 }
 
-void respond_whole(ServingContext& ctx, engine::Engine* engine, Job& job, const HttpRequest& req,
-                   HttpResponse& res) {
+void respond_whole(ServingContext& ctx, engine::Engine* engine, Job& job, const HttpRequest& req, HttpResponse& res) {
   std::vector<engine::GenerationResult> results;
   if (job.needs_engine()) {
     Generation gen(*engine, job.prompts, job.request(), job.common.n, ctx.stats);

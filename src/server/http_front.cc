@@ -44,6 +44,7 @@ constexpr auto kLinger = std::chrono::seconds(2);
 
 constexpr size_t kReadChunk = 16 * 1024;
 constexpr auto kTick = std::chrono::milliseconds(50);  // deadline scan period
+constexpr auto kStopFlush = std::chrono::seconds(1);   // stop(): time left to write queued output
 
 }  // namespace
 
@@ -195,23 +196,27 @@ class WorkerPool {
   ~WorkerPool() { stop(); }
   void post(std::function<void()> task) {
     std::lock_guard<std::mutex> lock(mu_);
+    if (stopping_) return;  // stopping: the connection is closed unanswered
     tasks_.push_back(std::move(task));
     if (idle_ < static_cast<int>(tasks_.size()) && static_cast<int>(threads_.size()) < max_threads_)
       threads_.emplace_back([this] { loop(); });
     cv_.notify_one();
   }
   void stop() {
+    std::vector<std::thread> threads;
     {
       std::lock_guard<std::mutex> lock(mu_);
       stopping_ = true;
+      threads.swap(threads_);
+      stopped_threads_ += static_cast<int64_t>(threads.size());
     }
     cv_.notify_all();
-    for (std::thread& t : threads_)
+    for (std::thread& t : threads)
       if (t.joinable()) t.join();
   }
   int64_t size() const {
     std::lock_guard<std::mutex> lock(mu_);
-    return static_cast<int64_t>(threads_.size());
+    return static_cast<int64_t>(threads_.size()) + stopped_threads_;
   }
 
  private:
@@ -237,6 +242,7 @@ class WorkerPool {
   std::vector<std::thread> threads_;
   int idle_ = 0;
   bool stopping_ = false;
+  int64_t stopped_threads_ = 0;
 };
 
 }  // namespace
@@ -253,6 +259,7 @@ struct HttpFront::Impl {
   std::atomic<bool> accept_closed{false};
   std::atomic<bool> listener_close_requested{false};
   bool accept_paused = false;  // out of descriptors: the listener is unwatched until the next tick
+  Clock::time_point stop_flush_deadline;
 
   // Loop thread only.
   std::unordered_map<int, std::shared_ptr<Connection>> conns;
@@ -457,9 +464,7 @@ struct HttpFront::Impl {
           count(&HttpFrontStats::requests_malformed);
           fail_request(c, c->parser.error_status(), c->parser.error_message());
           return;
-        case HttpRequestParser::State::kComplete:
-          dispatch(c);
-          return;
+        case HttpRequestParser::State::kComplete: dispatch(c); return;
         default:
           if (used == 0) return;  // needs more bytes
       }
@@ -625,6 +630,14 @@ struct HttpFront::Impl {
     }
   }
 
+  bool output_pending() const {
+    for (const auto& [fd, c] : conns) {
+      std::lock_guard<std::mutex> lock(c->mu);
+      if (!c->broken.load() && c->out_off < c->out.size()) return true;
+    }
+    return false;
+  }
+
   void close_listener() {
     if (listen_fd < 0) return;
     epoll_ctl(epoll_fd, EPOLL_CTL_DEL, listen_fd, nullptr);
@@ -636,9 +649,11 @@ struct HttpFront::Impl {
   void run() {
     std::vector<epoll_event> events(256);
     auto last_scan = Clock::now();
-    while (!stopping.load()) {
-      const int n = epoll_wait(epoll_fd, events.data(), static_cast<int>(events.size()),
-                               static_cast<int>(kTick.count()));
+    // After stop(): the workers have ended; what they queued still goes
+    // out (a stream's last chunks), for at most kStopFlush.
+    while (!stopping.load() || (output_pending() && Clock::now() < stop_flush_deadline)) {
+      const int n =
+          epoll_wait(epoll_fd, events.data(), static_cast<int>(events.size()), static_cast<int>(kTick.count()));
       if (listener_close_requested.load()) close_listener();
       for (int i = 0; i < n; ++i) {
         const int fd = events[i].data.fd;
@@ -705,10 +720,14 @@ void HttpFront::stop_accepting() {
 
 void HttpFront::stop() {
   Impl& m = *impl_;
+  if (m.loop_thread.joinable()) stop_accepting();
+  // The handlers end first (their last words reach the connections), then
+  // the loop flushes and closes everything.
+  m.workers.stop();
+  m.stop_flush_deadline = Clock::now() + kStopFlush;
   m.stopping.store(true);
   if (m.wake_fd >= 0) m.wake();
   if (m.loop_thread.joinable()) m.loop_thread.join();
-  m.workers.stop();
   if (m.listen_fd >= 0) {
     ::close(m.listen_fd);
     m.listen_fd = -1;

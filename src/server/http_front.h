@@ -30,8 +30,8 @@
 #include <string>
 
 #include "server/http_message.h"
-#include "server/http_stats.h"
 #include "server/http_request_parser.h"
+#include "server/http_stats.h"
 
 namespace tokenmill::server {
 
@@ -47,7 +47,6 @@ struct HttpFrontOptions {
   std::chrono::milliseconds write_timeout{30'000};
   int worker_threads = 256;  // handlers running at once (streams hold one each)
 };
-
 
 struct HttpFrontHooks {
   // Routes and runs one request (on a worker thread).

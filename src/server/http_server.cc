@@ -176,8 +176,9 @@ void HttpServer::dispatch(HttpRequest& req, HttpResponse& res) {
     if (allowed.empty()) {
       send_error(res, error_for_status(404));
     } else {
-      send_error(res, ApiError(405, fmt::format("{} is not allowed on {} (allowed: {})", req.method, req.path,
-                                                fmt::join(allowed, ", ")),
+      send_error(res, ApiError(405,
+                               fmt::format("{} is not allowed on {} (allowed: {})", req.method, req.path,
+                                           fmt::join(allowed, ", ")),
                                "invalid_request_error", std::nullopt, "method_not_allowed"));
       res.set_header("Allow", fmt::format("{}", fmt::join(allowed, ", ")));
     }
@@ -193,10 +194,10 @@ void HttpServer::dispatch(HttpRequest& req, HttpResponse& res) {
         key = keys_.find(auth);
         if (!key) {
           ctx_.stats.on_auth_failure();
-          throw ApiError(401,
-                         auth.empty() ? "missing API key: send it as 'Authorization: Bearer KEY'"
-                                      : "incorrect API key provided",
-                         "invalid_request_error", std::nullopt, "invalid_api_key");
+          throw ApiError(
+              401,
+              auth.empty() ? "missing API key: send it as 'Authorization: Bearer KEY'" : "incorrect API key provided",
+              "invalid_request_error", std::nullopt, "invalid_api_key");
         }
       }
       req.tenant = resolve_tenant(key, keys_.enabled(), x_tenant);

@@ -15,11 +15,11 @@ namespace tokenmill::server {
 struct HttpFrontStats {
   int64_t connections_open = 0;
   int64_t connections_accepted = 0;
-  int64_t connections_refused = 0;   // over max_connections or the per-client bound
-  int64_t requests_timed_out = 0;    // 408: head or body deadline
-  int64_t requests_malformed = 0;    // 4xx/5xx from the parser
-  int64_t writes_timed_out = 0;      // output not taken for write_timeout
-  int64_t workers = 0;               // threads started so far
+  int64_t connections_refused = 0;  // over max_connections or the per-client bound
+  int64_t requests_timed_out = 0;   // 408: head or body deadline
+  int64_t requests_malformed = 0;   // 4xx/5xx from the parser
+  int64_t writes_timed_out = 0;     // output not taken for write_timeout
+  int64_t workers = 0;              // threads started so far
 };
 
 struct HttpStatsSnapshot {

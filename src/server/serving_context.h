@@ -11,7 +11,6 @@
 #include <string>
 #include <vector>
 
-
 #include "engine/engine.h"
 #include "grammar/grammar_compiler.h"
 #include "server/chat_prompt.h"
@@ -69,7 +68,6 @@ struct ServingContext {
   // The tokenizer, or ApiError 400 (a model without one takes token ids only).
   const tokenizer::Tokenizer& require_tokenizer(const char* param) const;
 };
-
 
 // prefix + 24 random hex digits ("cmpl-...", "call_...").
 std::string new_response_id(const char* prefix);

@@ -71,7 +71,7 @@ bool StreamSession::write_preamble(ResponseStream& out) {
     if (spec_.kind == ApiKind::kChat) {
       const json delta = {{"role", "assistant"}, {"content", ""}};
       if (!write(out, sse_event(chat_chunk(spec_.meta, static_cast<int>(i), delta, nullptr, std::nullopt,
-                                            spec_.include_usage))))
+                                           spec_.include_usage))))
         return false;
     } else if (p < spec_.echo_texts.size() && !spec_.echo_texts[p].empty() && spec_.echo_prompts.empty()) {
       if (!write(out, sse_event(chunk(i, spec_.echo_texts[p], nullptr, std::nullopt)))) return false;

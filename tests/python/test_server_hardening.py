@@ -53,28 +53,39 @@ def connect(server, rcvbuf=None):
     return s
 
 
-def read_response(sock, timeout=30):
-    """Reads one response: (status, headers, body) for a Content-Length
-    body, or until the peer closes."""
-    sock.settimeout(timeout)
-    data = b""
-    while b"\r\n\r\n" not in data:
-        chunk = sock.recv(65536)
-        if not chunk:
-            break
-        data += chunk
-    head, _, body = data.partition(b"\r\n\r\n")
-    lines = head.decode("latin-1").split("\r\n")
-    status = int(lines[0].split(" ")[1]) if lines and lines[0].startswith("HTTP/") else 0
-    headers = {k.lower(): v.strip() for k, v in (line.split(":", 1) for line in lines[1:] if ":" in line)}
-    if "content-length" in headers:
-        n = int(headers["content-length"])
-        while len(body) < n:
-            chunk = sock.recv(65536)
-            if not chunk:
+class Reader:
+    """Reads responses off one socket, keeping what arrived past the end of
+    one (a pipelined answer) for the next."""
+
+    def __init__(self, sock):
+        self.sock, self.buf = sock, b""
+
+    def _fill(self):
+        chunk = self.sock.recv(65536)
+        self.buf += chunk
+        return bool(chunk)
+
+    def response(self, timeout=30):
+        """(status, lower-case headers, body) for a Content-Length body, or
+        everything until the peer closes."""
+        self.sock.settimeout(timeout)
+        while b"\r\n\r\n" not in self.buf:
+            if not self._fill():
                 break
-            body += chunk
-    return status, headers, body
+        head, _, self.buf = self.buf.partition(b"\r\n\r\n")
+        lines = head.decode("latin-1").split("\r\n")
+        status = int(lines[0].split(" ")[1]) if lines and lines[0].startswith("HTTP/") else 0
+        headers = {k.lower(): v.strip() for k, v in (line.split(":", 1) for line in lines[1:] if ":" in line)}
+        n = int(headers["content-length"]) if "content-length" in headers else None
+        while n is None or len(self.buf) < n:
+            if not self._fill():
+                break
+        body, self.buf = (self.buf, b"") if n is None else (self.buf[:n], self.buf[n:])
+        return status, headers, body
+
+
+def read_response(sock, timeout=30):
+    return Reader(sock).response(timeout)
 
 
 def raw(server, payload, timeout=10):
@@ -149,8 +160,9 @@ def test_wrong_method_is_405_with_allow(server):
 def test_pipelined_requests_are_answered_in_order(server):
     with connect(server) as s:
         s.sendall(b"GET /health HTTP/1.1\r\nHost: x\r\n\r\nGET /v1/nothing HTTP/1.1\r\nHost: x\r\n\r\n")
-        first, _, _ = read_response(s)
-        second, _, _ = read_response(s)
+        reader = Reader(s)
+        first, _, _ = reader.response()
+        second, _, _ = reader.response()
     assert (first, second) == (200, 404)
 
 
