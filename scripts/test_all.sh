@@ -64,12 +64,12 @@ ctest_run() {
   return $rc
 }
 
-# The release, ASan and fuzz builds compile each library and test binary as
-# a few unity sources (CMake's UNITY_BUILD: the heavy headers, CLI11, JSON,
-# httplib, gtest, are parsed and instantiated once per batch, not once per
-# file), which halves their time on two cores. The TSan build compiles every
-# file on its own, so a file that only compiles after another one's
-# includes still fails somewhere in the run.
+# Every build here compiles each library and test binary as a few unity
+# sources (CMake's UNITY_BUILD: the heavy headers, CLI11, JSON, httplib,
+# gtest, are parsed and instantiated once per batch, not once per file),
+# which halves their time on two cores. `make build` (and `make run`) in a
+# fresh clone compiles every file on its own, so a file that only compiles
+# after another one's includes still fails there.
 unity=(-DCMAKE_UNITY_BUILD=ON)
 
 configure_and_build() {  # DIR [cmake args...]
@@ -103,12 +103,13 @@ run_stage() {  # NAME OUT
       # numerical ones and server_spec; the same model's load, forward and
       # serving paths run in server_gemma, the speculative ones on the tiny
       # model in engine_spec_test), and those labelled no-asan (structured
-      # output on the 270M model; the grammar code runs under ASan in its
-      # unit tests and engine_grammar_test).
+      # output on the 270M model, the grammar code runs under ASan in its
+      # unit tests and engine_grammar_test; the numerical agreement and
+      # quantization-quality suites, whose code the unit tests cover).
       ctest_run "$ASAN_BUILD" "unit|e2e" "$out" TOKENMILL_TEST_QUICK=1 -LE "isa-slow|no-asan"
       ;;
     tsan)
-      cmake -S . -B "$TSAN_BUILD" -G Ninja "${sanitizer_flags[@]}" -DCMAKE_UNITY_BUILD=OFF -DTOKENMILL_SANITIZE=thread >/dev/null &&
+      cmake -S . -B "$TSAN_BUILD" -G Ninja "${sanitizer_flags[@]}" "${unity[@]}" -DTOKENMILL_SANITIZE=thread >/dev/null &&
         cmake --build "$TSAN_BUILD" -j "$(nproc)" --target "${tsan_binaries[@]##*/}" tokenmill || return 1
       local rc=0 bin
       for bin in "${tsan_binaries[@]}"; do

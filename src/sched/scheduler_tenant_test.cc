@@ -12,20 +12,11 @@
 namespace tokenmill::sched {
 namespace {
 
+using sched_test::config;
 using sched_test::Driver;
 using sched_test::Entry;
 using sched_test::make_seq;
 using sched_test::reference_generate;
-
-SchedulerConfig config(int32_t num_blocks, int32_t block_size, int64_t max_batch_tokens, int32_t max_seqs) {
-  SchedulerConfig c;
-  c.kv_groups = {{num_blocks, 0}};
-  c.block_size = block_size;
-  c.max_batch_tokens = max_batch_tokens;
-  c.max_seqs = max_seqs;
-  c.enable_prefix_cache = false;
-  return c;
-}
 
 std::unique_ptr<Sequence> tenant_seq(uint64_t id, std::string tenant, int64_t prompt_len = 3, int64_t max_tokens = 4) {
   auto s = make_seq(id, prompt_len, max_tokens);

@@ -12,30 +12,14 @@
 namespace tokenmill::sched {
 namespace {
 
+using sched_test::config;
 using sched_test::Driver;
 using sched_test::Entry;
+using sched_test::expect_reference_output;
 using sched_test::make_seq;
 using sched_test::reference_generate;
 using sched_test::sampled_tokens;
 using std::chrono::milliseconds;
-
-SchedulerConfig config(int32_t num_blocks, int32_t block_size, int64_t max_batch_tokens, int32_t max_seqs,
-                       int64_t prefill_chunk = 0) {
-  SchedulerConfig c;
-  c.kv_groups = {{num_blocks, 0}};
-  c.block_size = block_size;
-  c.max_batch_tokens = max_batch_tokens;
-  c.max_seqs = max_seqs;
-  c.prefill_chunk = prefill_chunk;
-  c.enable_prefix_cache = false;
-  return c;
-}
-
-void expect_reference_output(const Driver& d, uint64_t id, int64_t n) {
-  const Sequence* s = d.finished_seq(id);
-  ASSERT_NE(s, nullptr) << "request " << id << " did not finish";
-  EXPECT_EQ(s->output, reference_generate(s->prompt, n)) << "request " << id;
-}
 
 TEST(Scheduler, ContinuousBatchingFinishedLeaveAndQueuedJoin) {
   Driver d(config(64, 4, 64, 2));

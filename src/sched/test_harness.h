@@ -285,4 +285,25 @@ inline SampledStep sampled_tokens(const ScheduledBatch& batch, const std::vector
   return step;
 }
 
+// One pool without a window, no prefix cache: the configuration most
+// scheduler tests start from.
+inline SchedulerConfig config(int32_t num_blocks, int32_t block_size, int64_t max_batch_tokens, int32_t max_seqs,
+                              int64_t prefill_chunk = 0) {
+  SchedulerConfig c;
+  c.kv_groups = {{num_blocks, 0}};
+  c.block_size = block_size;
+  c.max_batch_tokens = max_batch_tokens;
+  c.max_seqs = max_seqs;
+  c.prefill_chunk = prefill_chunk;
+  c.enable_prefix_cache = false;
+  return c;
+}
+
+// The finished request `id` produced reference_generate's n tokens.
+inline void expect_reference_output(const Driver& d, uint64_t id, int64_t n) {
+  const Sequence* s = d.finished_seq(id);
+  ASSERT_NE(s, nullptr) << "request " << id << " did not finish";
+  EXPECT_EQ(s->output, reference_generate(s->prompt, n)) << "request " << id;
+}
+
 }  // namespace tokenmill::sched::sched_test

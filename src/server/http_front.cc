@@ -495,22 +495,35 @@ struct HttpFront::Impl {
   // Worker thread: runs the handler and writes its answer.
   void respond(const std::shared_ptr<Connection>& c, HttpRequest& req) {
     HttpResponse res;
-    hooks.handle(req, res);
-    bool ok;
+    bool ok = true;
+    bool head_sent = false;
+    bool failed = false;  // a handler threw: answer 500 (if still possible) and close
     const bool keep_alive = c->keep_alive && !stopping.load();
-    if (res.stream) {
-      ok = c->send(response_head(res, keep_alive, true));
-      ChunkedStream stream(*c);
-      if (ok) ok = res.stream(stream);
-      if (ok) ok = c->send("0\r\n\r\n");
-    } else {
-      ok = c->send(response_head(res, keep_alive, false) + res.body);
+    try {
+      hooks.handle(req, res);
+      if (res.stream) {
+        ok = c->send(response_head(res, keep_alive, true));
+        head_sent = true;
+        ChunkedStream stream(*c);
+        if (ok) ok = res.stream(stream);
+        if (ok) ok = c->send("0\r\n\r\n");
+      } else {
+        ok = c->send(response_head(res, keep_alive, false) + res.body);
+      }
+    } catch (const std::exception& e) {
+      // The handlers answer their own errors; this is a bug, and the client
+      // still gets an answer (or, mid-stream, a dropped connection).
+      failed = true;
+      if (!head_sent) {
+        res = hooks.error(500, std::string("internal error: ") + e.what());
+        ok = c->send(response_head(res, false, false) + res.body);
+      }
     }
     if (hooks.after) hooks.after(req, res, ok);
     req.connection.reset();
     {
       std::lock_guard<std::mutex> lock(done_mu);
-      done.emplace_back(c, ok && keep_alive);
+      done.emplace_back(c, ok && keep_alive && !failed);
     }
     wake();
   }

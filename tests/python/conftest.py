@@ -66,6 +66,15 @@ def shared_dir():
     return path
 
 
+@pytest.fixture(scope="session")
+def tiny(tokenmill_bin, tmp_path_factory):
+    """The tiny synthetic llama (context 256) most server tests run on."""
+    path = str(tmp_path_factory.mktemp("models") / "tiny.gguf")
+    run_tokenmill(tokenmill_bin, "synth", "--arch", "llama", "--preset", "tiny", "--type", "Q8_0",
+                  "--seed", "3", "-o", path)
+    return path
+
+
 def run_tokenmill(binary, *args, input_text=None, check=True, timeout=600):
     """Runs tokenmill and returns the CompletedProcess (text mode)."""
     proc = subprocess.run([binary, *args], input=input_text, capture_output=True, text=True,

@@ -9,14 +9,6 @@ import pytest
 from conftest import run_tokenmill
 
 
-@pytest.fixture(scope="module")
-def tiny(tokenmill_bin, tmp_path_factory):
-    path = str(tmp_path_factory.mktemp("models") / "tiny.gguf")
-    run_tokenmill(tokenmill_bin, "synth", "--arch", "llama", "--preset", "tiny", "--type", "Q8_0",
-                  "--seed", "3", "-o", path)
-    return path
-
-
 def fails_with(binary, args, *needles, input_text=None):
     proc = run_tokenmill(binary, *args, input_text=input_text, check=False)
     assert proc.returncode not in (0, -6, -11), f"{args}: exit {proc.returncode}\n{proc.stderr}"

@@ -19,14 +19,6 @@ PROMPT = "hello world"
 
 
 @pytest.fixture(scope="module")
-def tiny(tokenmill_bin, tmp_path_factory):
-    path = str(tmp_path_factory.mktemp("models") / "tiny.gguf")
-    run_tokenmill(tokenmill_bin, "synth", "--arch", "llama", "--preset", "tiny", "--type", "Q8_0",
-                  "--seed", "3", "-o", path)
-    return path
-
-
-@pytest.fixture(scope="module")
 def server(tokenmill_bin, tiny):
     with Server(tokenmill_bin, tiny, "--chat-template", "chatml", "--model-alias", "tiny-alias", "-t", "1",
                 "--kv-memory", "32M", "--max-body-bytes", "64K") as s:

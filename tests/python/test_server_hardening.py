@@ -17,14 +17,6 @@ from test_server_common import Server, sse_events
 
 
 @pytest.fixture(scope="module")
-def tiny(tokenmill_bin, tmp_path_factory):
-    path = str(tmp_path_factory.mktemp("models") / "tiny.gguf")
-    run_tokenmill(tokenmill_bin, "synth", "--arch", "llama", "--preset", "tiny", "--type", "Q8_0",
-                  "--seed", "3", "-o", path)
-    return path
-
-
-@pytest.fixture(scope="module")
 def slow(tokenmill_bin, tmp_path_factory):
     """A model slow enough (a few ms per token on one thread) and with a
     context long enough (4096) that a request is still running while a

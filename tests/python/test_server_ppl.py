@@ -73,14 +73,6 @@ def check_model(binary, model, model_name, tmp):
     assert got == pytest.approx(eval_ppl, rel=1e-3)
 
 
-@pytest.fixture(scope="module")
-def tiny(tokenmill_bin, tmp_path_factory):
-    path = str(tmp_path_factory.mktemp("models") / "tiny.gguf")
-    run_tokenmill(tokenmill_bin, "synth", "--arch", "llama", "--preset", "tiny", "--type", "Q8_0",
-                  "--seed", "3", "-o", path)
-    return path
-
-
 def test_perplexity_through_the_api_tiny(tokenmill_bin, tiny, tmp_path):
     check_model(tokenmill_bin, tiny, "tiny", str(tmp_path))
 
