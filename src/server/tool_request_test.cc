@@ -11,11 +11,11 @@ namespace tokenmill::server {
 namespace {
 
 const ParseLimits kLimits{/*n_vocab=*/1000};
-constexpr const char* kWeather =
+constexpr const char* kWeatherTool =
     R"({"type": "function", "function": {"name": "get_weather", "description": "Weather in a city.",
         "parameters": {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]},
         "strict": true}})";
-constexpr const char* kTime = R"({"type": "function", "function": {"name": "get_time"}})";
+constexpr const char* kTimeTool = R"({"type": "function", "function": {"name": "get_time"}})";
 
 ChatRequest chat(const std::string& fields) {
   return parse_chat_request(R"({"messages": [{"role": "user", "content": "Hi"}], )" + fields + "}", kLimits);
@@ -43,7 +43,7 @@ void messages_400(const std::string& messages, const std::string& param, const s
 }
 
 TEST(ToolsRequest, ToolsAndDefaults) {
-  const ChatRequest r = chat(std::string(R"("tools": [)") + kWeather + ", " + kTime + "]");
+  const ChatRequest r = chat(std::string(R"("tools": [)") + kWeatherTool + ", " + kTimeTool + "]");
   ASSERT_EQ(r.tools.tools.size(), 2u);
   EXPECT_EQ(r.tools.tools[0].name, "get_weather");
   EXPECT_EQ(r.tools.tools[0].description, "Weather in a city.");
@@ -65,7 +65,7 @@ TEST(ToolsRequest, ToolsAndDefaults) {
 }
 
 TEST(ToolsRequest, ToolChoice) {
-  const std::string tools = std::string(R"("tools": [)") + kWeather + ", " + kTime + "], ";
+  const std::string tools = std::string(R"("tools": [)") + kWeatherTool + ", " + kTimeTool + "], ";
   EXPECT_EQ(chat(tools + R"("tool_choice": "required")").tools.mode, ToolChoiceMode::kRequired);
   EXPECT_EQ(chat(tools + R"("tool_choice": "auto")").tools.mode, ToolChoiceMode::kAuto);
   const ChatRequest none = chat(tools + R"("tool_choice": "none")");
@@ -82,7 +82,7 @@ TEST(ToolsRequest, ToolChoice) {
 }
 
 TEST(ToolsRequest, Errors) {
-  const std::string tools = std::string(R"("tools": [)") + kWeather + "], ";
+  const std::string tools = std::string(R"("tools": [)") + kWeatherTool + "], ";
   chat_400(R"("tools": {})", "tools", "must be a list");
   chat_400(R"("tools": [5])", "tools[0]", "must be an object");
   chat_400(R"("tools": [{"type": "retrieval", "function": {"name": "f"}}])", "tools[0].type", "\"function\"");
@@ -123,7 +123,7 @@ TEST(ToolsRequest, Errors) {
 }
 
 TEST(ToolsRequest, AssistantToolCallsAndToolResults) {
-  const ChatRequest r = parse_chat_request(std::string(R"({"tools": [)") + kWeather + R"(], "messages": [
+  const ChatRequest r = parse_chat_request(std::string(R"({"tools": [)") + kWeatherTool + R"(], "messages": [
         {"role": "system", "content": "Be brief."},
         {"role": "user", "content": "Weather in Paris and Rome?"},
         {"role": "assistant", "content": null, "refusal": null, "tool_calls": [
