@@ -7,32 +7,15 @@
 
 #include "kv/block_table.h"
 #include "kv/prefix_cache.h"
+#include "kv/prefix_cache_test_util.h"
 
 namespace tokenmill::kv {
 namespace {
 
-constexpr int32_t kBlockSize = 4;
-
-std::vector<int32_t> iota_tokens(int n, int start) {
-  std::vector<int32_t> t(static_cast<size_t>(n));
-  std::iota(t.begin(), t.end(), start);
-  return t;
-}
-
-// A sequence that computes `tokens` into fresh blocks and publishes them.
-struct Computed {
-  BlockTable table;
-  std::vector<BlockHash> hashes;
-};
-
-Computed publish(PrefixCache& cache, BlockAllocator& a, uint64_t ns, const std::vector<int32_t>& tokens,
-                 PublishQuota quota = {}) {
-  Computed c{BlockTable(a, kBlockSize), {}};
-  std::vector<BlockCopy> copies;
-  EXPECT_TRUE(c.table.append_slots(static_cast<int64_t>(tokens.size()), &copies));
-  cache.publish(ns, tokens, std::span<const BlockTable>(&c.table, 1), &c.hashes, quota);
-  return c;
-}
+using prefix_test::compute_and_publish;
+using prefix_test::Computed;
+using prefix_test::iota_tokens;
+using prefix_test::kBlockSize;
 
 std::vector<int32_t> plus_one(std::vector<int32_t> tokens) {
   tokens.push_back(1);
@@ -50,14 +33,14 @@ TEST(PrefixCacheQuota, TheOwnersOldestEvictableBlockGoesFirst) {
   PrefixCache cache(a, kBlockSize);
   const PublishQuota owner_a{1, 2}, owner_b{2, 0};
   const auto x = iota_tokens(4, 100), y = iota_tokens(4, 200), z = iota_tokens(4, 300), b = iota_tokens(8, 400);
-  Computed cx = publish(cache, a, 7, x, owner_a);
-  Computed cy = publish(cache, a, 7, y, owner_a);
-  Computed cb = publish(cache, a, 7, b, owner_b);
+  Computed cx = compute_and_publish(cache, a, 7, x, owner_a);
+  Computed cy = compute_and_publish(cache, a, 7, y, owner_a);
+  Computed cb = compute_and_publish(cache, a, 7, b, owner_b);
   cx.table.free();  // x is the least recently released
   cb.table.free();  // b's are older than y's, but not a's
   cy.table.free();
   EXPECT_EQ(cache.owner_blocks(1), 2);
-  Computed cz = publish(cache, a, 7, z, owner_a);
+  Computed cz = compute_and_publish(cache, a, 7, z, owner_a);
   EXPECT_EQ(cache.owner_blocks(1), 2);
   EXPECT_EQ(cache.owner_blocks(2), 2);
   EXPECT_EQ(cache.stats().quota_evictions, 1);
@@ -74,7 +57,7 @@ TEST(PrefixCacheQuota, AtTheBoundWithNothingEvictableNothingMoreIsPublished) {
   BlockAllocator a(16);
   PrefixCache cache(a, kBlockSize);
   const auto tokens = iota_tokens(16, 100);
-  Computed c = publish(cache, a, 7, tokens, {1, 2});
+  Computed c = compute_and_publish(cache, a, 7, tokens, {1, 2});
   EXPECT_EQ(c.hashes.size(), 4u);  // every block is hashed (the memo)
   EXPECT_EQ(cache.owner_blocks(1), 2);
   EXPECT_EQ(cache.stats().blocks_held, 2);
@@ -91,7 +74,7 @@ TEST(PrefixCacheMisses, EachReasonInAConstructedScenario) {
   BlockAllocator a(8);
   PrefixCache cache(a, kBlockSize);
   const auto t = iota_tokens(12, 100);  // 3 blocks
-  Computed c = publish(cache, a, 1, t);
+  Computed c = compute_and_publish(cache, a, 1, t);
   c.table.free();
 
   // Hit 3 blocks; 3 trailing tokens.
@@ -146,7 +129,7 @@ TEST(PrefixCacheMisses, ABrokenChainCountsAsEvicted) {
   BlockAllocator a(4);
   PrefixCache cache(a, kBlockSize);
   const auto t = iota_tokens(12, 100);
-  Computed c = publish(cache, a, 1, t);
+  Computed c = compute_and_publish(cache, a, 1, t);
   c.table.free();
   const BlockId taken = *a.allocate();    // the one free block
   const BlockId evicted = *a.allocate();  // the least recently released cached one

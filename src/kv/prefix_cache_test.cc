@@ -8,31 +8,15 @@
 #include <vector>
 
 #include "kv/block_table.h"
+#include "kv/prefix_cache_test_util.h"
 
 namespace tokenmill::kv {
 namespace {
 
-constexpr int32_t kBlockSize = 4;
-
-std::vector<int32_t> iota_tokens(int n, int start = 100) {
-  std::vector<int32_t> t(static_cast<size_t>(n));
-  std::iota(t.begin(), t.end(), start);
-  return t;
-}
-
-// A sequence that computed `tokens` into fresh blocks and published them.
-struct Computed {
-  BlockTable table;
-  std::vector<BlockHash> hashes;
-};
-
-Computed compute_and_publish(PrefixCache& cache, BlockAllocator& a, uint64_t ns, const std::vector<int32_t>& tokens) {
-  Computed c{BlockTable(a, kBlockSize), {}};
-  std::vector<BlockCopy> copies;
-  EXPECT_TRUE(c.table.append_slots(static_cast<int64_t>(tokens.size()), &copies));
-  cache.publish(ns, tokens, std::span<const BlockTable>(&c.table, 1), &c.hashes);
-  return c;
-}
+using prefix_test::compute_and_publish;
+using prefix_test::Computed;
+using prefix_test::iota_tokens;
+using prefix_test::kBlockSize;
 
 TEST(PrefixCache, IdenticalPromptsShareFullBlocks) {
   BlockAllocator a(16);

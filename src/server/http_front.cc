@@ -255,6 +255,7 @@ struct HttpFront::Impl {
   int wake_fd = -1;
   std::thread loop_thread;
   WorkerPool workers;
+  WorkerPool light_workers;
   std::atomic<bool> stopping{false};
   std::atomic<bool> accept_closed{false};
   std::atomic<bool> listener_close_requested{false};
@@ -272,7 +273,8 @@ struct HttpFront::Impl {
   mutable std::mutex stats_mu;
   HttpFrontStats st;
 
-  Impl(HttpFrontOptions o, HttpFrontHooks h) : opt(std::move(o)), hooks(std::move(h)), workers(opt.worker_threads) {}
+  Impl(HttpFrontOptions o, HttpFrontHooks h)
+      : opt(std::move(o)), hooks(std::move(h)), workers(opt.worker_threads), light_workers(opt.light_threads) {}
 
   void count(int64_t HttpFrontStats::*field, int64_t delta = 1) {
     std::lock_guard<std::mutex> lock(stats_mu);
@@ -489,7 +491,8 @@ struct HttpFront::Impl {
     req->body = std::move(p.body);
     req->remote_addr = c->addr;
     req->connection = c;
-    workers.post([this, c, req] { respond(c, *req); });
+    WorkerPool& pool = hooks.is_light && hooks.is_light(*req) ? light_workers : workers;
+    pool.post([this, c, req] { respond(c, *req); });
   }
 
   // Worker thread: runs the handler and writes its answer.
@@ -737,6 +740,7 @@ void HttpFront::stop() {
   // The handlers end first (their last words reach the connections), then
   // the loop flushes and closes everything.
   m.workers.stop();
+  m.light_workers.stop();
   m.stop_flush_deadline = Clock::now() + kStopFlush;
   m.stopping.store(true);
   if (m.wake_fd >= 0) m.wake();

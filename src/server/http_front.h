@@ -46,6 +46,7 @@ struct HttpFrontOptions {
   std::chrono::milliseconds keep_alive_timeout{5'000};
   std::chrono::milliseconds write_timeout{30'000};
   int worker_threads = 256;  // handlers running at once (streams hold one each)
+  int light_threads = 2;     // for HttpFrontHooks::is_light requests
 };
 
 struct HttpFrontHooks {
@@ -59,6 +60,10 @@ struct HttpFrontHooks {
   std::function<HttpResponse(int status, const std::string& message)> error;
   // Counted when the front answers itself (status), for the server's stats.
   std::function<void(int status)> on_front_error;
+  // Requests that are answered at once (health checks, metrics): they run
+  // on a small pool of their own, so that they are answered even while
+  // every handler thread holds a stream.
+  std::function<bool(const HttpRequest&)> is_light;
 };
 
 class HttpFront {

@@ -70,6 +70,9 @@ HttpServer::HttpServer(ServerOptions options)
                  },
                  front_error,
                  [this](int status) { ctx_.stats.on_response("other", status); },
+                 [](const HttpRequest& req) {
+                   return req.method == "GET" && (req.path == "/health" || req.path == "/metrics");
+                 },
              }) {
   ctx_.model_names = options_.model_names;
   ctx_.created = static_cast<int64_t>(std::time(nullptr));

@@ -14,7 +14,9 @@
 //
 // Threads: the front's event loop reads and writes every connection; a
 // pool of up to `http_threads` workers runs handlers (a stream holds one
-// while it runs; idle and slow connections hold none).
+// while it runs; idle and slow connections hold none); GET /health and
+// /metrics run on two threads of their own, so probes are answered while
+// every worker holds a stream.
 #pragma once
 
 #include <atomic>

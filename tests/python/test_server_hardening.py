@@ -306,6 +306,32 @@ def test_tenants_come_from_keys(tokenmill_bin, tiny):
         assert {e.get("tenant") for e in log if e.get("status") == 200} == {"alice", "bob", "gateway"}
 
 
+def test_per_tenant_limits(tokenmill_bin, slow):
+    with Server(tokenmill_bin, slow, "-t", "1", "--kv-memory", "64M", "--max-seqs", "8",
+                "--api-key", "K1:alice", "--api-key", "K2:bob", "--tenant-limit", "alice:running=1,waiting=1") as s:
+        def post(key, out):
+            r = s.http.post("/v1/completions", json=long_request(150), headers={"Authorization": f"Bearer {key}"})
+            out.append(r)
+
+        results = []
+        threads = [threading.Thread(target=post, args=("K1", results)) for _ in range(2)]
+        for t in threads:
+            t.start()
+        # alice runs one request and queues the other...
+        s.wait_metric(lambda m: m["tokenmill_requests_running"] == 1 and m["tokenmill_requests_waiting"] == 1)
+        # ...a third is over her waiting limit, although the server has room...
+        r = s.http.post("/v1/completions", json=long_request(4), headers={"Authorization": "Bearer K1"})
+        assert r.status_code == 429 and "alice" in r.json()["error"]["message"], r.text
+        # ...and bob is not held back by her queue.
+        bob = []
+        t_bob = threading.Thread(target=post, args=("K2", bob))
+        t_bob.start()
+        s.wait_metric(lambda m: m["tokenmill_requests_running"] == 2)
+        for t in threads + [t_bob]:
+            t.join()
+        assert [r.status_code for r in results + bob] == [200, 200, 200]
+
+
 # --- Deadlines, backpressure, clients that leave --------------------------
 
 def long_request(max_tokens=2000, **extra):
