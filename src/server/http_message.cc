@@ -11,34 +11,32 @@ bool iequals(std::string_view a, std::string_view b) {
          });
 }
 
-namespace {
-
-template <typename Headers>
-auto find_header(Headers& headers, std::string_view name) {
-  return std::find_if(headers.begin(), headers.end(), [&](const auto& h) { return iequals(h.first, name); });
+const std::string* find_header(const std::vector<std::pair<std::string, std::string>>& headers, std::string_view name) {
+  for (const auto& [n, v] : headers)
+    if (iequals(n, name)) return &v;
+  return nullptr;
 }
-
-}  // namespace
 
 std::string HttpRequest::header(std::string_view name) const {
-  auto it = find_header(headers, name);
-  return it == headers.end() ? std::string() : it->second;
+  const std::string* v = find_header(headers, name);
+  return v ? *v : std::string();
 }
 
-bool HttpRequest::has_header(std::string_view name) const { return find_header(headers, name) != headers.end(); }
+bool HttpRequest::has_header(std::string_view name) const { return find_header(headers, name) != nullptr; }
 
 void HttpResponse::set_header(std::string name, std::string value) {
-  auto it = find_header(headers, name);
-  if (it != headers.end()) {
-    it->second = std::move(value);
-  } else {
-    headers.emplace_back(std::move(name), std::move(value));
+  for (auto& [n, v] : headers) {
+    if (iequals(n, name)) {
+      v = std::move(value);
+      return;
+    }
   }
+  headers.emplace_back(std::move(name), std::move(value));
 }
 
 std::string HttpResponse::header(std::string_view name) const {
-  auto it = find_header(headers, name);
-  return it == headers.end() ? std::string() : it->second;
+  const std::string* v = find_header(headers, name);
+  return v ? *v : std::string();
 }
 
 }  // namespace tokenmill::server

@@ -81,4 +81,7 @@ struct HttpResponse {
 
 bool iequals(std::string_view a, std::string_view b);
 
+// The value of the first header named `name` (case-insensitive), or null.
+const std::string* find_header(const std::vector<std::pair<std::string, std::string>>& headers, std::string_view name);
+
 }  // namespace tokenmill::server

@@ -119,16 +119,11 @@ size_t heap_bytes(const std::string& s) {
 }  // namespace
 
 std::string ParsedRequest::header(std::string_view name) const {
-  for (const auto& [n, v] : headers)
-    if (iequals(n, name)) return v;
-  return "";
+  const std::string* v = find_header(headers, name);
+  return v ? *v : std::string();
 }
 
-bool ParsedRequest::has_header(std::string_view name) const {
-  for (const auto& [n, v] : headers)
-    if (iequals(n, name)) return true;
-  return false;
-}
+bool ParsedRequest::has_header(std::string_view name) const { return find_header(headers, name) != nullptr; }
 
 HttpRequestParser::HttpRequestParser(HttpLimits limits) : limits_(limits), phase_(Phase::kStart) {}
 
