@@ -215,10 +215,15 @@ def test_affinity_keeps_prefix_caches_warm(tokenmill_bin, replicas):
 
 
 def run_concurrently(fn, n, timeout=60):
+    """fn(0..n-1) on n threads that start their requests together: on a
+    loaded machine, threads started one by one can each finish before the
+    next begins, and the routers then never see concurrent load."""
     results, threads = [None] * n, []
+    start = threading.Barrier(n)
 
     def one(i):
         try:
+            start.wait(timeout)
             results[i] = fn(i)
         except Exception as e:  # noqa: BLE001 - reported below
             results[i] = e
