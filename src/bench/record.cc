@@ -37,6 +37,7 @@ nlohmann::json record_to_json(const RequestRecord& r) {
           {"max_tokens", r.max_tokens},
           {"status", status_name(r.status)},
           {"http_status", r.http_status},
+          {"reconnects", r.reconnects},
           {"error", r.error},
           {"finish_reason", r.finish_reason},
           {"scheduled_ms", number_or_null(r.scheduled_ms)},

@@ -44,6 +44,7 @@ struct RequestRecord {
 
   RequestStatus status = RequestStatus::kNotSent;
   int http_status = 0;
+  int32_t reconnects = 0;  // sent again on a fresh connection: the kept-alive one was closed (connection_retry.h)
   std::string error;
   std::string finish_reason;
 

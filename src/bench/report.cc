@@ -59,11 +59,18 @@ json latency_json(const std::vector<const RequestRecord*>& recs) {
 
 json counts_json(const std::vector<const RequestRecord*>& recs, int64_t& sent, int64_t& ok) {
   int64_t by[7] = {0};
-  for (const RequestRecord* r : recs) ++by[static_cast<int>(r->status)];
+  int64_t reconnected = 0;
+  for (const RequestRecord* r : recs) {
+    ++by[static_cast<int>(r->status)];
+    if (r->reconnects > 0) ++reconnected;
+  }
   sent = static_cast<int64_t>(recs.size()) - by[static_cast<int>(RequestStatus::kNotSent)];
   ok = by[static_cast<int>(RequestStatus::kOk)];
   json counts = {{"sent", sent}};
   for (int s = 0; s < 7; ++s) counts[status_name(static_cast<RequestStatus>(s))] = by[s];
+  // Requests sent again because the server had closed the kept-alive
+  // connection (any status): shown, not hidden, though not failures.
+  counts["reconnected"] = reconnected;
   return counts;
 }
 

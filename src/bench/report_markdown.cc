@@ -193,6 +193,13 @@ std::string report_markdown(const json& r) {
                     cl["client_threads_max"].get<int64_t>(), cl["cpu_cores_used"].get<double>(),
                     cl["chunk_handling_us_mean"].get<double>(), ms(cl["dispatch_lag_ms"]["p99"]));
   for (const json& w : cl["warnings"]) md += "\n> **Warning:** " + w.get<std::string>() + "\n";
+  const int64_t reconnected = o["requests"].value("reconnected", int64_t{0});
+  if (reconnected > 0) {
+    md += fmt::format(
+        "\n{} requests were sent again on a fresh connection: the server had closed the kept-alive one before "
+        "answering (records: `reconnects`). Their latency includes the reconnection.\n",
+        reconnected);
+  }
   json rows = r["cells"];
   rows.push_back(o);
   md += "\n## Where the time goes (mean ms per ok request)\n\n";

@@ -8,6 +8,8 @@
 #include <filesystem>
 #include <fstream>
 
+#include <fmt/format.h>
+
 #include "bench/driver.h"
 #include "bench/plan.h"
 #include "bench/report.h"
@@ -56,14 +58,17 @@ void print_cell(size_t i, size_t n, const CellPlan& plan, const nlohmann::json& 
     const nlohmann::json& x = cell[nlohmann::json::json_pointer(p)];
     return x.is_number() ? x.get<double>() : NAN;
   };
+  const int64_t reconnected = cell["requests"].value("reconnected", int64_t{0});
+  const std::string resent =
+      reconnected > 0 ? fmt::format(" ({} resent: the server had closed the kept-alive connection)", reconnected) : "";
   std::fprintf(stderr,
-               "bench: cell %zu/%zu c=%lld h=%g: %lld/%lld ok, TTFT p50 %.0f ms p99 %.0f ms, TPOT p50 %.1f ms, "
+               "bench: cell %zu/%zu c=%lld h=%g: %lld/%lld ok%s, TTFT p50 %.0f ms p99 %.0f ms, TPOT p50 %.1f ms, "
                "%.1f output tok/s, bottleneck %s\n",
                i + 1, n, static_cast<long long>(plan.concurrency), plan.cache_hit_rate,
                static_cast<long long>(cell["requests"]["ok"].get<int64_t>()),
-               static_cast<long long>(cell["requests"]["sent"].get<int64_t>()), v("/latency_ms/ttft/p50"),
-               v("/latency_ms/ttft/p99"), v("/latency_ms/tpot/p50"), v("/throughput/output_tok_per_s"),
-               cell["bottleneck"].get<std::string>().c_str());
+               static_cast<long long>(cell["requests"]["sent"].get<int64_t>()), resent.c_str(),
+               v("/latency_ms/ttft/p50"), v("/latency_ms/ttft/p99"), v("/latency_ms/tpot/p50"),
+               v("/throughput/output_tok_per_s"), cell["bottleneck"].get<std::string>().c_str());
 }
 
 // Runs every cell in order, printing one line per cell; returns the records as JSONL.

@@ -15,6 +15,8 @@
 #include <sys/resource.h>
 #include <unistd.h>
 
+#include <nlohmann/json.hpp>
+
 #include "cli/commands.h"
 #include "cli/engine_flags.h"
 #include "cli/stop_signals.h"
@@ -48,6 +50,7 @@ struct ServeOptions {
   int64_t default_max_tokens = 0;
   std::string max_unsent = "256K";
   double stalled_client_timeout_s = 30;
+  std::string pooling = "mean";
   double shutdown_grace_s = 10.0;
   bool quiet = false;
   EngineFlags engine;  // shared with `bench engine` (engine_flags.h)
@@ -92,6 +95,9 @@ server::ServerOptions server_options(const ServeOptions& o) {
   s.generation.default_max_tokens = o.default_max_tokens;
   s.generation.max_unsent_bytes = static_cast<size_t>(engine::parse_byte_size(o.max_unsent));
   s.generation.stalled_client_timeout_s = o.stalled_client_timeout_s;
+  const std::optional<engine::Pooling> pooling = engine::parse_pooling(o.pooling);
+  if (!pooling) fail("--pooling must be 'mean' or 'last', got '{}'", o.pooling);
+  s.generation.embedding_pooling = *pooling;
   s.log_requests = !o.quiet;
   s.max_waiting = o.engine.max_waiting;
   return s;
@@ -120,6 +126,14 @@ void log_event(const std::string& json_line) {
   std::fflush(stderr);
 }
 
+// What an operator should know about the model before pointing chat
+// clients at it: a base model, a chat template that is not the model's own
+// (server/model_profile.h). One JSON line each, as every start-up event.
+void log_model_notices(const server::ModelProfile& profile) {
+  for (const std::string& message : server::model_notices(profile))
+    log_event(nlohmann::json{{"event", "notice"}, {"message", message}}.dump());
+}
+
 void serve(const ServeOptions& o) {
   engine::EngineConfig config = engine_config(o.model_path, o.engine);
   // Under mpirun: ranks other than 0 serve their shard of the model only.
@@ -134,15 +148,17 @@ void serve(const ServeOptions& o) {
   engine::Engine engine(config);
   http.attach_engine(engine, o.model_path);
   const server::ServingContext& ctx = http.context();
+  log_model_notices(ctx.model_profile);
   log_event(
       fmt::format(R"({{"event":"ready","model":"{}","threads":{},"weights_runtime":"{}","kv_dtype":"{}",)"
                   R"("kv_bytes_per_token":{},"kv_blocks":{},"kv_window_blocks":{},"kv_block_size":{},"kv_bytes":{},)"
-                  R"("max_model_len":{},"chat_template":"{}","tp":{},"pp":{},"pid":{}}})",
+                  R"("max_model_len":{},"chat_template":"{}","base_model":{},"tp":{},"pp":{},"pid":{}}})",
                   ctx.model_names[0], engine.num_threads(), runtime_name(engine.matmul_hook()),
                   kv::kv_dtype_name(config.kv_dtype), engine.kv_bytes_per_token(), engine.num_kv_blocks(),
                   engine.num_window_kv_blocks(), config.block_size, engine.kv_bytes(), engine.limits().max_model_len(),
-                  ctx.chat ? std::string(tokenizer::chat_template_name(ctx.chat->kind)) : "none", o.engine.parallel.tp,
-                  o.engine.parallel.pp, static_cast<int64_t>(getpid())));
+                  ctx.chat ? std::string(tokenizer::chat_template_name(ctx.chat->kind)) : "none",
+                  ctx.model_profile.base_model ? "true" : "false", o.engine.parallel.tp, o.engine.parallel.pp,
+                  static_cast<int64_t>(getpid())));
   int sig = 0;
   sigwait(&signals, &sig);
   log_event(fmt::format(R"({{"event":"shutdown","signal":"{}","in_flight":{}}})", sig == SIGINT ? "SIGINT" : "SIGTERM",
@@ -200,6 +216,9 @@ void add_serve_command(CLI::App& app) {
       ->capture_default_str();
   cmd->add_option("--stalled-client-timeout", o->stalled_client_timeout_s,
                   "Seconds a paused stream waits for its client before it is cancelled")
+      ->capture_default_str();
+  cmd->add_option("--pooling", o->pooling,
+                  "How embeddings pool the prompt's final hidden states: mean|last (then L2-normalised)")
       ->capture_default_str();
   cmd->add_option("--http-threads", o->http_threads, "Handler threads (each stream holds one while it runs)")
       ->capture_default_str();

@@ -27,8 +27,13 @@ std::optional<Refusal> check_fields(const GenerateRequest& r, const RequestLimit
   }
   if (r.prompt_logprobs < -1 || r.prompt_logprobs > kMaxTopLogprobs)
     return invalid(fmt::format("prompt_logprobs must be in [-1, {}], got {}", kMaxTopLogprobs, r.prompt_logprobs));
-  if (r.max_tokens < 1 && !(r.max_tokens == 0 && r.prompt_logprobs >= 0))
+  if (r.embedding) {
+    if (!limits.embeddings) return invalid("embeddings are not available with pipeline parallelism");
+    if (r.max_tokens != 0 || r.n != 1 || r.prompt_logprobs != -1)
+      return invalid("an embedding request takes max_tokens 0, n 1 and no prompt_logprobs");
+  } else if (r.max_tokens < 1 && !(r.max_tokens == 0 && r.prompt_logprobs >= 0)) {
     return invalid(fmt::format("max_tokens must be at least 1 (0 only with prompt_logprobs), got {}", r.max_tokens));
+  }
   if (r.top_logprobs < 0 || r.top_logprobs > kMaxTopLogprobs)
     return invalid(fmt::format("top_logprobs must be in [0, {}], got {}", kMaxTopLogprobs, r.top_logprobs));
   const int priority = static_cast<int>(r.priority);
@@ -119,6 +124,7 @@ EngineCore::EngineCore(const EngineConfig& config, Metrics& metrics)
   limits_.n_vocab = static_cast<int32_t>(mc.n_vocab);
   limits_.capacity = sc.capacity();
   limits_.has_tokenizer = tokenizer_ != nullptr;
+  limits_.embeddings = model_->shard().pp_size == 1;
   update_gauges();
 }
 
@@ -161,7 +167,8 @@ void EngineCore::add(std::vector<std::shared_ptr<RequestStream>> streams, const 
   seq->id = id;
   seq->prompt = request.prompt;
   seq->max_tokens = std::max<int64_t>(request.max_tokens, 1);  // 0: one token sampled, then discarded
-  seq->skip_prefix_lookup = request.prompt_logprobs >= 0;
+  // A cache hit leaves positions uncomputed: fine for last pooling only.
+  seq->skip_prefix_lookup = request.prompt_logprobs >= 0 || request.embedding == Pooling::kMean;
   seq->priority = static_cast<int>(request.priority);
   seq->tenant = request.tenant;
   seq->cache_namespace =
@@ -172,8 +179,9 @@ void EngineCore::add(std::vector<std::shared_ptr<RequestStream>> streams, const 
     const RequestId sample_id = streams[k]->id();
     GenerateRequest sample = request;
     sample.sampling.seed = request.sampling.seed + k;  // documented: sample k uses seed + k
-    states_.emplace(sample_id, RequestState(std::move(streams[k]), sample, limits_.n_vocab, tokenizer(), submitted,
-                                            static_cast<int>(k)));
+    RequestState state(std::move(streams[k]), sample, limits_.n_vocab, tokenizer(), submitted, static_cast<int>(k));
+    if (request.embedding) state.start_embedding(*request.embedding, model_->config().n_embd);
+    states_.emplace(sample_id, std::move(state));
     if (k == 0) continue;
     seq->fork_ids.push_back(sample_id);
     fork_parent_[sample_id] = id;
@@ -274,7 +282,7 @@ void EngineCore::execute(const sched::ScheduledBatch& batch, StepStats& stats) {
     draft_with_model(batch, stats);
     const SteadyClock::time_point forward_start = SteadyClock::now();
     const double comm_before = comm_stats().seconds;
-    logits = runner_->run(batch, rows);
+    logits = runner_->run(batch, rows, hidden_rows(batch));
     stats.forward_ms = ms_since(forward_start);
     stats.forward_comm_ms = (comm_stats().seconds - comm_before) * 1e3;
     if (stats.prefill_tokens == 0 && config_.spec.enabled()) {  // decode-only: the cost model's regime
@@ -306,13 +314,25 @@ std::vector<model::LogitRows> EngineCore::logit_rows(const sched::ScheduledBatch
     const sched::ScheduledSeq& s = batch.seqs[i];
     RequestState& state = states_.at(s.seq->id);
     state.note_scheduled(*s.seq, num_steps_);
-    rows[i] = s.samples ? model::LogitRows::kLast : model::LogitRows::kNone;
+    rows[i] = s.samples && !state.is_embedding() ? model::LogitRows::kLast : model::LogitRows::kNone;
     if (s.num_draft > 0 || state.wants_prompt_logits(s.start_pos, s.num_tokens)) rows[i] = model::LogitRows::kAll;
     (s.is_decode ? stats.decode_tokens : stats.prefill_tokens) += s.num_tokens - s.num_draft;
     stats.draft_tokens += s.num_draft;
   }
   stats.num_seqs = static_cast<int64_t>(batch.seqs.size());
   return rows;
+}
+
+std::vector<uint8_t> EngineCore::hidden_rows(const sched::ScheduledBatch& batch) {
+  std::vector<uint8_t> hidden(batch.seqs.size(), 0);
+  bool any = false;
+  for (size_t i = 0; i < batch.seqs.size(); ++i) {
+    const sched::ScheduledSeq& s = batch.seqs[i];
+    hidden[i] = states_.at(s.seq->id).wants_hidden(s.start_pos, s.num_tokens);
+    any = any || hidden[i] != 0;
+  }
+  if (!any) hidden.clear();
+  return hidden;
 }
 
 // Records prompt log-probabilities from kAll rows and samples each sampling
@@ -330,8 +350,16 @@ sched::SampledStep EngineCore::sample(const sched::ScheduledBatch& batch, std::s
       for (size_t j = 0; j < logits.num_rows(i); ++j)
         state.record_prompt_logprob(*s.seq, s.start_pos + static_cast<int64_t>(j), logits.row(i, j));
     }
+    if (const std::span<const float> hidden = logits.hidden(i); !hidden.empty())
+      state.record_hidden(s.start_pos, hidden);
     if (!s.samples) continue;
     sched::SampledEntry& entry = sampled.entries[i];
+    if (state.is_embedding()) {
+      // Nothing is generated: a placeholder token ends the request
+      // (accept_token: kLength, as for max_tokens 0).
+      entry.token = sched::SampledToken{s.seq->id, 0};
+      continue;
+    }
     if (s.num_draft > 0) {
       verify(s, logits, i, entry, stats);
       continue;

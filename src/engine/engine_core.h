@@ -48,6 +48,9 @@ struct RequestLimits {
   int32_t n_vocab = 0;
   sched::CapacityLimits capacity;  // capacity.max_seqs also bounds GenerateRequest::n
   bool has_tokenizer = false;
+  // Embedding requests need the final hidden states on the root: not with a
+  // pipeline, whose last stage is another process.
+  bool embeddings = true;
   int64_t max_model_len() const { return capacity.max_model_len; }
 };
 
@@ -120,6 +123,9 @@ class EngineCore {
   // The step's phases after schedule (see the top of this file).
   void execute(const sched::ScheduledBatch& batch, StepStats& stats);
   std::vector<model::LogitRows> logit_rows(const sched::ScheduledBatch& batch, StepStats& stats);
+  // Per entry, whether the step outputs its chunk's final hidden states
+  // (embedding requests that still need them).
+  std::vector<uint8_t> hidden_rows(const sched::ScheduledBatch& batch);
   sched::SampledStep sample(const sched::ScheduledBatch& batch, std::span<const model::LogitRows> rows,
                             const runner::StepLogits& logits, StepStats& stats);
   void check_stops(const sched::ScheduledBatch& batch, sched::SampledStep& sampled, SteadyClock::time_point now);

@@ -89,6 +89,10 @@ void Metrics::on_finish(const FinalEvent& f) {
     s_.prompt_tokens += static_cast<uint64_t>(f.usage.prompt_tokens);
     s_.cached_prompt_tokens += static_cast<uint64_t>(f.usage.cached_prompt_tokens);
   }
+  if (!f.embedding.empty()) {
+    ++s_.embedding_requests;
+    s_.embedding_tokens += static_cast<uint64_t>(f.usage.prompt_tokens);
+  }
   s_.e2e_ms.observe(f.timings.e2e_ms);
   if (f.usage.completion_tokens > 0) {
     s_.queue_ms.observe(f.timings.queue_ms);

@@ -102,6 +102,9 @@ struct MetricsSnapshot {
   uint64_t prompt_tokens = 0;                                   // of finished requests
   uint64_t cached_prompt_tokens = 0;                            // of those, served by the prefix cache
   uint64_t generated_tokens = 0;  // tokens sampled, EOS included (sum of completion_tokens)
+  // Embedding requests that returned their vector, and their prompt tokens.
+  uint64_t embedding_requests = 0;
+  uint64_t embedding_tokens = 0;
   uint64_t steps = 0;
   // Speculative decoding: draft tokens verified and accepted (acceptance
   // rate = accepted / draft, docs/serving.md).

@@ -41,6 +41,7 @@ using sched::RejectReason;
 struct TokenLogprob {
   float logprob = 0.0f;
   std::vector<std::pair<int32_t, float>> top;  // best first; empty unless asked for
+  int32_t rank = 0;                            // prompt tokens: 1 + the tokens more probable than it; 0 = not computed
 };
 
 struct TokenEvent {
@@ -105,6 +106,10 @@ struct FinalEvent {
   // the stream's first event: the first TokenEvent, or this final event when
   // the request streams no token (max_tokens 0, or EOS first).
   std::vector<TokenLogprob> prompt_logprobs;
+  // GenerateRequest::embedding: the pooled, L2-normalised final hidden
+  // state of the prompt ([n_embd]); empty otherwise, and when the request
+  // did not complete (cancelled, rejected, failed).
+  std::vector<float> embedding;
 };
 
 struct StreamEvent {

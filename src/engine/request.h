@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "engine/embedding_pool.h"
 #include "grammar/compiled_grammar.h"
 #include "sample/sampling_params.h"
 
@@ -60,6 +61,15 @@ struct GenerateRequest {
   // complete. Compiled by the caller (grammar::GrammarCompiler), off the
   // engine thread; shared by the request's samples.
   std::shared_ptr<const grammar::CompiledGrammar> grammar;
+  // An embedding request: the prompt is prefilled through the normal
+  // batches, nothing is generated, and the final event carries the prompt's
+  // final hidden states pooled this way, L2-normalised
+  // (FinalEvent::embedding; embedding_pool.h). Requires max_tokens 0, n 1
+  // and no prompt_logprobs; finishes with kLength. Mean pooling needs every
+  // position's state, so it skips the prefix-cache lookup (as
+  // prompt_logprobs does); last pooling takes hits (the last position is
+  // never served from the cache).
+  std::optional<Pooling> embedding;
 };
 
 }  // namespace tokenmill::engine

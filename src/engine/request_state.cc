@@ -25,24 +25,41 @@ RequestState::RequestState(std::shared_ptr<RequestStream> stream, const Generate
       tokenizer_(tokenizer),
       history_(request.prompt),
       draft_(request.sampling, n_vocab, request.spec_max_draft),
+      filter_(request.sampling,
+              tokenizer != nullptr ? std::span<const int32_t>(tokenizer->end_of_generation_ids())
+                                   : std::span<const int32_t>(),
+              n_vocab),
+      stop_token_ids_(request.sampling.stop_token_ids),
+      include_stop_str_(request.sampling.include_stop_str_in_output),
       prompt_logprobs_(request.prompt_logprobs),
       discard_output_(request.max_tokens == 0),
       num_prompt_tokens_(static_cast<int64_t>(request.prompt.size())),
       sample_index_(sample_index),
       submitted_(submitted) {
-  if (tokenizer_ != nullptr) text_.emplace(*tokenizer_, request.sampling.stop);
-  if (request.grammar) {
-    matcher_.emplace(request.grammar);
-    allowed_.assign((static_cast<size_t>(n_vocab) + 31) / 32, 0u);
+  if (tokenizer_ != nullptr) {
+    const sample::SamplingParams& p = request.sampling;
+    text_.emplace(*tokenizer_, p.stop,
+                  TextOptions{p.skip_special_tokens, p.spaces_between_special_tokens, p.include_stop_str_in_output,
+                              p.min_tokens});
   }
+  std::sort(stop_token_ids_.begin(), stop_token_ids_.end());
+  if (request.grammar) matcher_.emplace(request.grammar);
+  if (matcher_ || filter_.active()) allowed_.assign((static_cast<size_t>(n_vocab) + 31) / 32, 0u);
 }
 
-std::span<const uint32_t> RequestState::grammar_mask() {
-  if (!matcher_) return {};
-  // Ids past the tokenizer's vocabulary (padded output rows) stay banned.
-  const size_t words = std::min(allowed_.size(), matcher_->compiled().vocab().mask_words());
-  std::fill(allowed_.begin() + static_cast<std::ptrdiff_t>(words), allowed_.end(), 0u);
-  matcher_->fill_mask(std::span<uint32_t>(allowed_.data(), words));
+std::span<const uint32_t> RequestState::token_mask() {
+  const std::span<const int32_t> output =
+      std::span<const int32_t>(history_).subspan(static_cast<size_t>(num_prompt_tokens_));
+  if (!matcher_ && !filter_.active_after(output.size())) return {};
+  if (matcher_) {
+    // Ids past the tokenizer's vocabulary (padded output rows) stay banned.
+    const size_t words = std::min(allowed_.size(), matcher_->compiled().vocab().mask_words());
+    std::fill(allowed_.begin() + static_cast<std::ptrdiff_t>(words), allowed_.end(), 0u);
+    matcher_->fill_mask(std::span<uint32_t>(allowed_.data(), words));
+  } else {
+    std::fill(allowed_.begin(), allowed_.end(), ~0u);
+  }
+  filter_.apply(output, allowed_);
   return allowed_;
 }
 
@@ -63,10 +80,25 @@ void RequestState::record_prompt_logprob(const sched::Sequence& seq, int64_t pos
   if (prompt_logprobs_ < 0 || target >= num_prompt_tokens_ || target != num_prompt_lps_ + 1) return;
   const int32_t id = seq.prompt[static_cast<size_t>(target)];
   TokenLogprob lp;
-  lp.logprob = static_cast<float>(static_cast<double>(logits[static_cast<size_t>(id)]) - sample::log_sum_exp(logits));
+  const float logit = logits[static_cast<size_t>(id)];
+  lp.logprob = static_cast<float>(static_cast<double>(logit) - sample::log_sum_exp(logits));
   if (prompt_logprobs_ > 0) lp.top = sample::top_logprobs(logits, prompt_logprobs_);
+  lp.rank =
+      1 + static_cast<int32_t>(std::count_if(logits.begin(), logits.end(), [logit](float v) { return v > logit; }));
   prompt_lps_.push_back(std::move(lp));
   ++num_prompt_lps_;
+}
+
+void RequestState::start_embedding(Pooling pooling, int64_t n_embd) {
+  embedding_.emplace(pooling, num_prompt_tokens_, n_embd);
+}
+
+bool RequestState::wants_hidden(int64_t start_pos, int64_t num_tokens) const {
+  return embedding_ && embedding_->wants(start_pos, num_tokens);
+}
+
+void RequestState::record_hidden(int64_t start_pos, std::span<const float> rows) {
+  if (embedding_) embedding_->add(start_pos, rows);
 }
 
 void RequestState::inherit_prefill(const RequestState& parent) {
@@ -80,7 +112,7 @@ int32_t RequestState::sample(std::span<const float> logits, sample::SamplerScrat
   pending_logprob_.reset();
   int32_t id = 0;
   try {
-    id = sampler_.sample(logits, history_, scratch, grammar_mask());
+    id = sampler_.sample(logits, history_, scratch, token_mask());
   } catch (const Error& e) {
     sample_error_ = e.what();
     return 0;
@@ -95,7 +127,7 @@ int32_t RequestState::sample_against_draft(std::span<const float> logits, std::s
   accepted = false;
   int32_t id = 0;
   try {
-    sampler_.distribution(logits, history_, scratch, scratch.probs, grammar_mask());
+    sampler_.distribution(logits, history_, scratch, scratch.probs, token_mask());
     const spec::DraftVerdict verdict = spec::judge_draft(scratch.probs, q, draft, sampler_.uniform(), scratch.residual);
     accepted = verdict.accepted;
     id = accepted ? draft : sampler_.draw_weighted(*verdict.residual);
@@ -138,6 +170,8 @@ FinishReason RequestState::accept_token(int32_t id, SteadyClock::time_point now,
   if (!ignore_eos_ && tokenizer_ != nullptr && tokenizer_->is_end_of_generation(id)) {
     return FinishReason::kStop;  // EOS is counted but not streamed
   }
+  const bool stop_token = std::binary_search(stop_token_ids_.begin(), stop_token_ids_.end(), id);
+  if (stop_token && !include_stop_str_) return FinishReason::kStop;  // counted, not streamed, as EOS
   TokenEvent event;
   event.token = id;
   if (prompt_logprobs_ >= 0 && !prompt_lps_sent_) {
@@ -155,7 +189,7 @@ FinishReason RequestState::accept_token(int32_t id, SteadyClock::time_point now,
   unsent_events_.push_back(std::move(event));
   // A complete sentence that nothing may extend: end now, as EOS would.
   const bool grammar_done = matcher_ && matcher_->must_end();
-  return stopped || grammar_done ? FinishReason::kStop : FinishReason::kNone;
+  return stopped || grammar_done || stop_token ? FinishReason::kStop : FinishReason::kNone;
 }
 
 void RequestState::emit_token() {
@@ -178,6 +212,8 @@ FinalEvent RequestState::make_final(const sched::Sequence& seq, SteadyClock::tim
     f.prompt_logprobs = std::move(prompt_lps_);
     prompt_lps_sent_ = true;
   }
+  // Only a request that ran to its end has its whole prompt pooled.
+  if (embedding_ && f.reason == FinishReason::kLength && embedding_->complete()) f.embedding = embedding_->finish();
   f.num_preemptions = seq.num_preemptions;
   f.spec = draft_.stats();
   f.sample_index = sample_index_;

@@ -15,12 +15,14 @@
 #include <vector>
 
 #include "engine/draft_state.h"
+#include "engine/embedding_pool.h"
 #include "engine/metrics.h"
 #include "engine/output_stream.h"
 #include "engine/request.h"
 #include "engine/text_stream.h"
 #include "grammar/matcher.h"
 #include "sample/sampler.h"
+#include "sample/token_filter.h"
 #include "sched/sequence.h"
 #include "tokenizer/tokenizer.h"
 #include "util/clock.h"
@@ -54,12 +56,23 @@ class RequestState {
   void record_prompt_logprob(const sched::Sequence& seq, int64_t pos,
                              std::span<const float> logits);  // [n_vocab]
 
+  // Embedding requests (GenerateRequest::embedding): from now on the
+  // request pools its prompt's final hidden states (n_embd wide) into the
+  // vector its final event carries.
+  void start_embedding(Pooling pooling, int64_t n_embd);
+  bool is_embedding() const { return embedding_.has_value(); }
+  // True when a chunk of this request's prefill at [start_pos, start_pos +
+  // num_tokens) must output its hidden states (the pool still needs some).
+  bool wants_hidden(int64_t start_pos, int64_t num_tokens) const;
+  // Pools the hidden states of such a chunk ([num_tokens, n_embd]).
+  void record_hidden(int64_t start_pos, std::span<const float> rows);
+
   // A parallel sample forked from `parent` (sample 0) at the end of their
   // shared prefill: takes its prompt log-probabilities and prefill records.
   void inherit_prefill(const RequestState& parent);
 
   // Picks the next token from the sequence's logits row (masked by the
-  // request's grammar, if any) and, when asked, computes its
+  // request's grammar and its token bans, if any) and, when asked, computes its
   // log-probabilities (of the model's unmasked row, as vLLM reports them). A sampler failure (every token banned)
   // is recorded and returns 0; accept_token then ends the request with kError.
   int32_t sample(std::span<const float> logits,  // [n_vocab]
@@ -68,7 +81,7 @@ class RequestState {
   // Takes the token sample() picked: detokenizes it, matches stop strings
   // and prepares its event (emit_token pushes it, after the commit).
   // Returns why generation ends with this token: kStop (EOS unless
-  // ignore_eos, or a stop string), kError (the sampler failed), kLength
+  // ignore_eos, a stop token id, or a stop string), kError (the sampler failed), kLength
   // (max_tokens 0: the prompt was only scored), or kNone to go on (the
   // scheduler then checks max_tokens). With a grammar, kStop also when the
   // grammar allows nothing after this token.
@@ -114,9 +127,14 @@ class RequestState {
   // Constrained decoding (GenerateRequest::grammar): the matcher follows
   // the accepted tokens; allowed_ is the mask of the next token.
   std::optional<grammar::GrammarMatcher> matcher_;
+  // allowed_token_ids, bad_words, min_tokens (SamplingParams).
+  sample::TokenFilter filter_;
+  std::vector<int32_t> stop_token_ids_;  // sorted
+  bool include_stop_str_ = false;
   std::vector<uint32_t> allowed_;  // [ceil(n_vocab / 32)]
-  // Fills allowed_ from the matcher; an empty span without a grammar.
-  std::span<const uint32_t> grammar_mask();
+  // Fills allowed_ from the matcher and the filter; an empty span when
+  // neither can ban anything.
+  std::span<const uint32_t> token_mask();
   int prompt_logprobs_ = -1;     // GenerateRequest::prompt_logprobs
   bool discard_output_ = false;  // max_tokens 0: the one sampled token is not output
   int64_t num_prompt_tokens_ = 0;
@@ -129,6 +147,8 @@ class RequestState {
   std::optional<SteadyClock::time_point> last_token_;
   int64_t first_step_ = -1;
   int64_t cached_prompt_tokens_ = 0;
+  // Embedding requests only (start_embedding).
+  std::optional<EmbeddingPool> embedding_;
   double forward_compute_ms_ = 0;  // charge_forward's sums
   double forward_comm_ms_ = 0;
 };

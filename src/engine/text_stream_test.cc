@@ -69,5 +69,44 @@ TEST_F(TextStreamTest, FinishReleasesAnUnfinishedStopPrefix) {
   EXPECT_FALSE(stream.stopped());
 }
 
+TEST_F(TextStreamTest, SpecialTokensShownWithSpacesBetween) {
+  const int32_t bos = tok_.bos_id();
+  const std::vector<int32_t> word = ids("dog");
+  auto render = [&](TextOptions o) {
+    TextStream stream(tok_, {}, o);
+    std::string text;
+    for (int32_t id : {bos, bos}) text += stream.push(id).text;
+    for (int32_t id : word) text += stream.push(id).text;
+    text += stream.push(bos).text;
+    return text + stream.finish();
+  };
+  const std::string bos_text = tok_.token_text(bos);
+  EXPECT_EQ(render({}), " dog");  // skipped, as by default
+  EXPECT_EQ(render({.skip_special_tokens = false}), bos_text + " " + bos_text + "  dog " + bos_text);
+  EXPECT_EQ(render({.skip_special_tokens = false, .spaces_between_special_tokens = false}),
+            bos_text + bos_text + " dog" + bos_text);
+}
+
+TEST_F(TextStreamTest, MinTokensAndIncludeStopStr) {
+  const std::vector<int32_t> out = ids("Once upon a time there was a dog");
+  auto run = [&](TextOptions o) {
+    TextStream stream(tok_, {"a"}, o);
+    std::string text;
+    for (int32_t id : out) {
+      const TextStream::Piece p = stream.push(id);
+      text += p.text;
+      if (p.stopped) return text;
+    }
+    return text + stream.finish();
+  };
+  const std::string full = " Once upon a time there was a dog";
+  EXPECT_EQ(run({}), " Once upon ");
+  EXPECT_EQ(run({.include_stop_str = true}), " Once upon a");
+  // The "a" completed before min_tokens does not stop; the next one does.
+  const size_t second_a = full.find('a', full.find(" a ") + 2);
+  EXPECT_EQ(run({.min_tokens = 4}), full.substr(0, second_a));
+  EXPECT_EQ(run({.min_tokens = 100}), full);
+}
+
 }  // namespace
 }  // namespace tokenmill::engine

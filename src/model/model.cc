@@ -228,15 +228,25 @@ void Model::check_step(std::span<const SequenceChunk> chunks, std::span<kv::Page
 }
 
 void Model::forward(std::span<const SequenceChunk> chunks, std::span<kv::PagedKvStorage* const> pools,
-                    std::vector<float>& logits, ThreadPool& pool, std::span<const uint8_t> skip_layers) {
+                    std::vector<float>& logits, ThreadPool& pool, std::span<const uint8_t> skip_layers,
+                    std::vector<float>* hidden) {
   check_step(chunks, pools, skip_layers);
   const int64_t V = config_.n_vocab;
   int64_t R = 0;
-  for (const SequenceChunk& ch : chunks) R += num_logit_rows(ch);
+  int64_t H = 0;
+  for (const SequenceChunk& ch : chunks) {
+    R += num_logit_rows(ch);
+    H += num_hidden_rows(ch);
+  }
   const bool root = comm_ == nullptr || comm_->is_root();
   logits.resize(static_cast<size_t>(root ? R * V : 0));
+  if (hidden != nullptr) {
+    if (H > 0 && shard_.pp_size > 1) fail("forward: hidden states are not available with pipeline parallelism");
+    hidden->resize(static_cast<size_t>(root ? H * config_.n_embd : 0));
+  }
   if (shard_.pp_size == 1) {
-    forward_part(chunks, pools, pool, skip_layers, logits.data(), 0);
+    forward_part(chunks, pools, pool, skip_layers, logits.data(), 0,
+                 hidden != nullptr && H > 0 && root ? hidden->data() : nullptr);
     if (comm_ != nullptr) comm_->wait_sends();
     return;
   }
@@ -258,7 +268,8 @@ void Model::forward(std::span<const SequenceChunk> chunks, std::span<kv::PagedKv
 }
 
 void Model::forward_part(std::span<const SequenceChunk> chunks, std::span<kv::PagedKvStorage* const> pools,
-                         ThreadPool& pool, std::span<const uint8_t> skip_layers, float* logits, int tag) {
+                         ThreadPool& pool, std::span<const uint8_t> skip_layers, float* logits, int tag,
+                         float* hidden) {
   const ModelConfig& c = local_;
   Scratch& s = *scratch_;
   int64_t T = 0;
@@ -302,6 +313,7 @@ void Model::forward_part(std::span<const SequenceChunk> chunks, std::span<kv::Pa
     comm_->send_next(s.x.data(), T * c.n_embd, tag);
     return;
   }
+  if (hidden != nullptr) write_hidden_rows(chunks, hidden);
   if (R == 0) return;
 
   // Final norm and the output projection, only for the rows that need logits.
@@ -318,6 +330,18 @@ void Model::forward_part(std::span<const SequenceChunk> chunks, std::span<kv::Pa
     t += n;
   }
   project_logits(R, logits, tag, pool);
+}
+
+void Model::write_hidden_rows(std::span<const SequenceChunk> chunks, float* out) const {
+  const ModelConfig& c = local_;
+  const Scratch& s = *scratch_;
+  int64_t t = 0;
+  for (const SequenceChunk& ch : chunks) {
+    const int64_t n = static_cast<int64_t>(ch.tokens.size());
+    for (int64_t i = 0; i < num_hidden_rows(ch); ++i, out += c.n_embd)
+      kernels::rms_norm(s.x.data() + (t + i) * c.n_embd, weights_.output_norm.data, out, c.n_embd, c.rms_eps);
+    t += n;
+  }
 }
 
 void Model::project_logits(int64_t R, float* logits, int tag, ThreadPool& pool) {

@@ -52,7 +52,15 @@ struct SequenceChunk {
   // window and at most max(0, start_pos - window + 1) in one with a window.
   std::span<const ChunkTable> tables;
   LogitRows logits = LogitRows::kLast;  // which of the chunk's tokens get a logits row
+  // Also output every token's final hidden state (forward()'s `hidden`):
+  // embedding requests pool them.
+  bool hidden = false;
 };
+
+// How many hidden-state rows forward() returns for a chunk.
+inline int64_t num_hidden_rows(const SequenceChunk& chunk) {
+  return chunk.hidden ? static_cast<int64_t>(chunk.tokens.size()) : 0;
+}
 
 // How many logits rows forward() returns for a chunk (kAll: one per token,
 // kLast: one, kNone: none); chunks' rows follow each other in chunk order.
@@ -127,8 +135,15 @@ class Model {
   // Sharded (comm() set): every rank calls forward() with the same chunks
   // (the root publishes them first, ParallelComm::publish_step); only the
   // root gets logits, the others an empty vector.
+  //
+  // hidden (may be null): receives [H, n_embd], the final hidden state of
+  // every token of the chunks with `hidden` set, in chunk order (H = their
+  // tokens): the output of the final norm, the vector the LM head reads.
+  // Root only, like logits (other ranks need not flag their chunks). Error
+  // with a pipeline (pp > 1): its root never sees the last stage's rows.
   void forward(std::span<const SequenceChunk> chunks, std::span<kv::PagedKvStorage* const> pools,
-               std::vector<float>& logits, ThreadPool& pool, std::span<const uint8_t> skip_layers = {});
+               std::vector<float>& logits, ThreadPool& pool, std::span<const uint8_t> skip_layers = {},
+               std::vector<float>* hidden = nullptr);
   // The checks forward() starts with (Error for a bad step), so a root can
   // refuse a step before it announces it to the other ranks.
   void check_step(std::span<const SequenceChunk> chunks, std::span<kv::PagedKvStorage* const> pools,
@@ -152,7 +167,10 @@ class Model {
   // stage's layers; on the last stage its logits rows go to `logits` (null:
   // a buffer, sent to the root with a pipeline). `tag` numbers it.
   void forward_part(std::span<const SequenceChunk> chunks, std::span<kv::PagedKvStorage* const> pools, ThreadPool& pool,
-                    std::span<const uint8_t> skip_layers, float* logits, int tag);
+                    std::span<const uint8_t> skip_layers, float* logits, int tag, float* hidden = nullptr);
+  // The final norm of every token of the chunks with `hidden` set, into
+  // `out` [H, n_embd] (last stage).
+  void write_hidden_rows(std::span<const SequenceChunk> chunks, float* out) const;
   // The output projection of the scratch rows (R of them) into `logits`.
   void project_logits(int64_t R, float* logits, int tag, ThreadPool& pool);
   bool is_column_copy(const void* data) const;

@@ -37,7 +37,8 @@ void ModelRunner::apply_copies(const sched::ScheduledBatch& batch) {
   }
 }
 
-void ModelRunner::forward(std::span<const model::SequenceChunk> chunks, std::span<const uint8_t> skip_layers) {
+void ModelRunner::forward(std::span<const model::SequenceChunk> chunks, std::span<const uint8_t> skip_layers,
+                          std::vector<float>* hidden) {
   model::ParallelComm* comm = model_.comm();
   if (comm != nullptr) {
     model_.check_step(chunks, pool_ptrs_, skip_layers);  // a bad step fails here, before the others run it
@@ -45,7 +46,7 @@ void ModelRunner::forward(std::span<const model::SequenceChunk> chunks, std::spa
     comm->publish_step(pending_copies_, chunks, skip_layers);
     for (auto& c : pending_copies_) c.clear();
   }
-  model_.forward(chunks, pool_ptrs_, logits_, pool_, skip_layers);
+  model_.forward(chunks, pool_ptrs_, logits_, pool_, skip_layers, hidden);
 }
 
 std::span<const model::ChunkTable> ModelRunner::tables_for(size_t i, const sched::Sequence& seq) {
@@ -74,8 +75,10 @@ StepLogits ModelRunner::run_draft(std::span<const DraftInput> inputs, std::span<
   return StepLogits(logits_, static_cast<size_t>(model_.config().n_vocab), std::move(first_row));
 }
 
-StepLogits ModelRunner::run(const sched::ScheduledBatch& batch, std::span<const model::LogitRows> rows) {
+StepLogits ModelRunner::run(const sched::ScheduledBatch& batch, std::span<const model::LogitRows> rows,
+                            std::span<const uint8_t> hidden) {
   TM_CHECK(rows.size() == batch.seqs.size());
+  TM_CHECK(hidden.empty() || hidden.size() == batch.seqs.size());
 
   const size_t n = batch.seqs.size();
   const size_t groups = pools_.size();
@@ -83,6 +86,7 @@ StepLogits ModelRunner::run(const sched::ScheduledBatch& batch, std::span<const 
   chunk_tables_.resize(n * groups);
   std::vector<model::SequenceChunk> chunks(n);
   std::vector<size_t> first_row(n + 1, 0);
+  std::vector<size_t> first_hidden(n + 1, 0);
   for (size_t i = 0; i < n; ++i) {
     const sched::ScheduledSeq& s = batch.seqs[i];
     chunk_tokens_[i] = s.tokens();
@@ -91,10 +95,15 @@ StepLogits ModelRunner::run(const sched::ScheduledBatch& batch, std::span<const 
     c.start_pos = s.start_pos;
     c.tables = tables_for(i, *s.seq);
     c.logits = rows[i];
+    c.hidden = !hidden.empty() && hidden[i] != 0;
     first_row[i + 1] = first_row[i] + static_cast<size_t>(model::num_logit_rows(c));
+    first_hidden[i + 1] = first_hidden[i] + static_cast<size_t>(model::num_hidden_rows(c));
   }
-  forward(chunks, {});
-  return StepLogits(logits_, static_cast<size_t>(model_.config().n_vocab), std::move(first_row));
+  const bool any_hidden = first_hidden[n] > 0;
+  forward(chunks, {}, any_hidden ? &hidden_ : nullptr);
+  StepLogits out(logits_, static_cast<size_t>(model_.config().n_vocab), std::move(first_row));
+  if (any_hidden) out.set_hidden(hidden_, static_cast<size_t>(model_.config().n_embd), std::move(first_hidden));
+  return out;
 }
 
 }  // namespace tokenmill::runner

@@ -33,12 +33,14 @@ class ModelRunner {
   // order. The model and the thread pool must outlive the runner.
   ModelRunner(model::Model& model, std::vector<std::unique_ptr<kv::PagedKvStorage>> pools, ThreadPool& pool);
 
-  // Runs the step (after apply_copies): one chunk per entry
-  // of `batch` at positions [start_pos, start_pos + num_tokens) with
-  // rows[i] logits rows. The view is valid until the next run(). Throws
-  // what Model::forward throws (the KV contents of the step's positions are
-  // then undefined; the caller fails the batch).
-  StepLogits run(const sched::ScheduledBatch& batch, std::span<const model::LogitRows> rows);
+  // Runs the step (after apply_copies): one chunk per entry of `batch` at
+  // positions [start_pos, start_pos + num_tokens) with rows[i] logits rows,
+  // and every token's final hidden state for the entries flagged in
+  // `hidden` (empty, or one flag per entry). The view is valid until the
+  // next run(). Throws what Model::forward throws (the KV contents of the
+  // step's positions are then undefined; the caller fails the batch).
+  StepLogits run(const sched::ScheduledBatch& batch, std::span<const model::LogitRows> rows,
+                 std::span<const uint8_t> hidden = {});
   // The batch's copy-on-write block copies, in order: call it once per
   // batch, before run() and before any draft pass reads the step's blocks.
   void apply_copies(const sched::ScheduledBatch& batch);
@@ -63,7 +65,8 @@ class ModelRunner {
 
  private:
   // Model::forward, announced first to the other ranks of a sharded model.
-  void forward(std::span<const model::SequenceChunk> chunks, std::span<const uint8_t> skip_layers);
+  void forward(std::span<const model::SequenceChunk> chunks, std::span<const uint8_t> skip_layers,
+               std::vector<float>* hidden = nullptr);
   // chunk_tables_[i * pools .. + pools) = seq's block tables.
   std::span<const model::ChunkTable> tables_for(size_t i, const sched::Sequence& seq);
 
@@ -74,6 +77,7 @@ class ModelRunner {
   std::vector<std::vector<int32_t>> chunk_tokens_;          // per entry: the tokens the chunks point into
   std::vector<model::ChunkTable> chunk_tables_;             // [entry * pools + group]
   std::vector<float> logits_;                               // [rows, n_vocab]
+  std::vector<float> hidden_;                               // [hidden rows, n_embd]
   std::vector<std::vector<kv::BlockCopy>> pending_copies_;  // per pool: made here, not yet announced
 };
 

@@ -108,6 +108,7 @@ void Sampler::filter(std::span<const float> logits, std::span<const int32_t> his
   bool sorted = false;
   collect_candidates(scratch.logits, cands, sorted);
   if (cands.empty()) fail("sampling: every token is banned (all logits are -inf after logit_bias and the grammar)");
+  keep_typical(cands, sorted);
   keep_top_p(cands, sorted);
   keep_min_p(cands);
 }
@@ -152,7 +153,7 @@ void Sampler::collect_candidates(std::span<const float> adjusted, std::vector<Ca
     return;
   }
   float floor = kNegInf;
-  if (params_.min_p > 0.0f && params_.top_p >= 1.0f) {
+  if (params_.min_p > 0.0f && params_.top_p >= 1.0f && params_.typical_p >= 1.0f) {
     float lmax = kNegInf;
     for (float v : adjusted) lmax = std::max(lmax, v);
     floor = lmax + std::log(params_.min_p) - 1e-3f;  // loose by 1e-3: never drops a keeper
@@ -162,6 +163,45 @@ void Sampler::collect_candidates(std::span<const float> adjusted, std::vector<Ca
       cands.push_back({static_cast<int32_t>(i), adjusted[i]});
     }
   }
+}
+
+// Locally typical sampling (Meister et al. 2022, llama.cpp's typ_p): over
+// the softmax of the candidates, keeps those whose surprise -log p lies
+// closest to the entropy H = -sum p log p, closest first, until their mass
+// reaches typical_p (at least one). The survivors are left best first.
+// Cost: one exp per candidate and a sort of the candidates.
+void Sampler::keep_typical(std::vector<Candidate>& cands, bool& sorted) const {
+  if (params_.typical_p >= 1.0f || cands.size() <= 1) return;
+  const float lmax = max_logit(cands, sorted);
+  double total = 0.0;
+  for (const Candidate& c : cands) total += std::exp(static_cast<double>(c.logit - lmax));
+  const double log_total = std::log(total);
+  // log p = logit - lmax - log_total; entropy = -sum p log p.
+  double entropy = 0.0;
+  for (const Candidate& c : cands) {
+    const double log_p = static_cast<double>(c.logit - lmax) - log_total;
+    entropy -= std::exp(log_p) * log_p;
+  }
+  auto distance = [&](const Candidate& c) {
+    return std::fabs(-(static_cast<double>(c.logit - lmax) - log_total) - entropy);
+  };
+  std::sort(cands.begin(), cands.end(), [&](const Candidate& a, const Candidate& b) {
+    const double da = distance(a), db = distance(b);
+    return da < db || (da == db && better(a, b));
+  });
+  const double target = static_cast<double>(params_.typical_p);
+  double cum = 0.0;
+  size_t keep = cands.size();
+  for (size_t i = 0; i < cands.size(); ++i) {
+    cum += std::exp(static_cast<double>(cands[i].logit - lmax) - log_total);
+    if (cum >= target) {
+      keep = i + 1;
+      break;
+    }
+  }
+  cands.resize(keep);
+  std::sort(cands.begin(), cands.end(), better);
+  sorted = true;
 }
 
 // Keeps the shortest best-first prefix whose softmax mass (over the candidates

@@ -1,7 +1,8 @@
 // Turns one logits row into one token id, following llama.cpp's default chain:
 //   logit bias -> repetition / frequency / presence penalties -> top-k ->
-//   top-p -> min-p -> temperature -> draw from the softmax.
-// Top-p and min-p therefore see the temperature-1 distribution (as llama.cpp).
+//   typical-p -> top-p -> min-p -> temperature -> draw from the softmax.
+// Typical-p, top-p and min-p therefore see the temperature-1 distribution
+// (as llama.cpp).
 //
 // Determinism: each Sampler owns an std::mt19937_64 seeded from params.seed
 // and turns its output into a double by hand (not through the library's
@@ -74,15 +75,15 @@ class Sampler {
   int32_t sample(std::span<const float> logits,  // [vocab]
                  std::span<const int32_t> history, SamplerScratch& scratch, std::span<const uint32_t> allowed = {});
 
-  // The stochastic path up to the draw: bias, penalties, top-k, top-p and
-  // min-p, leaving the survivors in scratch.candidates with their adjusted
+  // The stochastic path up to the draw: bias, penalties, top-k, typical-p,
+  // top-p and min-p, leaving the survivors in scratch.candidates with their adjusted
   // logits (temperature not applied), best first whenever top-k or top-p ran.
   // Exposed for tests and diagnostics; throws like sample().
   void filter(std::span<const float> logits,  // [vocab]
               std::span<const int32_t> history, SamplerScratch& scratch, std::span<const uint32_t> allowed = {}) const;
 
   // The distribution sample() draws from, dense: probs[id] after bias,
-  // penalties, top-k, top-p, min-p and the temperature; 0 for filtered-out
+  // penalties, top-k, typical-p, top-p, min-p and the temperature; 0 for filtered-out
   // tokens; sums to 1. Greedy (temperature 0) is a point mass on the
   // argmax. Speculative decoding's rejection rule compares two of them.
   // Throws like sample().
@@ -109,6 +110,7 @@ class Sampler {
   int32_t sample_greedy(std::span<const float> adjusted);   // [vocab]
   void collect_candidates(std::span<const float> adjusted,  // [vocab]
                           std::vector<Candidate>& cands, bool& sorted) const;
+  void keep_typical(std::vector<Candidate>& cands, bool& sorted) const;
   void keep_top_p(std::vector<Candidate>& cands, bool& sorted) const;
   void keep_min_p(std::vector<Candidate>& cands) const;
   int32_t draw(std::span<Candidate> cands);

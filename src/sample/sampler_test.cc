@@ -175,6 +175,61 @@ TEST(Sampler, TopKThenTopPThenMinPCompose) {
   EXPECT_EQ(filtered_ids(Sampler(p, 5), logits), (std::vector<int32_t>{1, 2, 3, 4}));
 }
 
+// Locally typical sampling computed directly from its definition: the
+// tokens whose surprise -log p is nearest the entropy, nearest first, until
+// their probability reaches typical_p.
+std::set<int32_t> typical_reference(const std::vector<float>& logits, double typical_p) {
+  double z = 0.0;
+  for (float l : logits) z += std::exp(static_cast<double>(l));
+  std::vector<double> p;
+  for (float l : logits) p.push_back(std::exp(static_cast<double>(l)) / z);
+  double h = 0.0;
+  for (double q : p) h -= q * std::log(q);
+  std::vector<int32_t> order(p.size());
+  std::iota(order.begin(), order.end(), 0);
+  std::stable_sort(order.begin(), order.end(), [&](int32_t a, int32_t b) {
+    return std::fabs(-std::log(p[a]) - h) < std::fabs(-std::log(p[b]) - h);
+  });
+  std::set<int32_t> kept;
+  double mass = 0.0;
+  for (int32_t id : order) {
+    kept.insert(id);
+    mass += p[static_cast<size_t>(id)];
+    if (mass >= typical_p) break;
+  }
+  return kept;
+}
+
+TEST(Sampler, TypicalPMatchesTheDirectComputation) {
+  for (uint32_t seed : {3u, 17u, 29u}) {
+    const std::vector<float> logits = pseudo_random_logits(64, seed);
+    for (float typical : {0.2f, 0.5f, 0.9f, 0.99f}) {
+      SamplingParams p = with_temperature(1.0f);
+      p.typical_p = typical;
+      const std::vector<int32_t> got = filtered_ids(Sampler(p, 64), logits);
+      EXPECT_EQ(std::set<int32_t>(got.begin(), got.end()), typical_reference(logits, typical))
+          << "seed " << seed << " typical_p " << typical;
+      EXPECT_TRUE(std::is_sorted(got.begin(), got.end(), [&](int32_t a, int32_t b) { return logits[a] > logits[b]; }));
+    }
+  }
+}
+
+TEST(Sampler, TypicalPCanDropTheMostLikelyToken) {
+  // The best token (p 0.19) is more likely than typical: its surprise
+  // (1.65 nats) is far below the entropy (3.3), which the flat tail's
+  // tokens (3.6 each) lie near, so a small typical_p keeps only tail tokens.
+  std::vector<float> logits(32, 0.0f);
+  logits[0] = 2.0f;
+  SamplingParams p = with_temperature(1.0f);
+  p.typical_p = 0.3f;
+  const std::vector<int32_t> got = filtered_ids(Sampler(p, 32), logits);
+  EXPECT_EQ(std::set<int32_t>(got.begin(), got.end()), typical_reference(logits, 0.3));
+  EXPECT_EQ(std::count(got.begin(), got.end(), 0), 0);
+  SamplingParams bad = p;
+  bad.typical_p = 0.0f;
+  EXPECT_THROW(Sampler(bad, 32), Error);
+}
+
 TEST(Sampler, MinPKeepsTokensAboveFractionOfBest) {
   const auto logits = log_of({0.5, 0.3, 0.1, 0.06, 0.04});
   SamplingParams p = with_temperature(1.0f, 17);

@@ -15,6 +15,30 @@ void check_range(const char* name, float value, float lo, float hi) {
   }
 }
 
+// The rules applied around the Sampler (min_tokens, stop and allowed ids,
+// bad words) and typical_p.
+void validate_output_rules(const SamplingParams& p, int32_t vocab_size) {
+  if (!(p.typical_p > 0.0f && p.typical_p <= 1.0f)) {
+    fail("sampling parameter typical_p = {} is out of range: must be in (0, 1]", p.typical_p);
+  }
+  if (p.min_tokens < 0) fail("min_tokens = {} is out of range: must be >= 0", p.min_tokens);
+  if (p.stop_token_ids.size() > kMaxStopTokenIds) {
+    fail("too many stop_token_ids: {} (at most {})", p.stop_token_ids.size(), kMaxStopTokenIds);
+  }
+  if (p.bad_words_ids.size() > kMaxBadWordSequences) {
+    fail("too many bad word sequences: {} (at most {})", p.bad_words_ids.size(), kMaxBadWordSequences);
+  }
+  auto check_id = [vocab_size](const char* what, int32_t id) {
+    if (id < 0 || id >= vocab_size) fail("{} token id {} is outside the vocabulary [0, {})", what, id, vocab_size);
+  };
+  for (int32_t id : p.stop_token_ids) check_id("stop_token_ids", id);
+  for (int32_t id : p.allowed_token_ids) check_id("allowed_token_ids", id);
+  for (const std::vector<int32_t>& seq : p.bad_words_ids) {
+    if (seq.empty()) fail("a bad word sequence is empty");
+    for (int32_t id : seq) check_id("bad_words", id);
+  }
+}
+
 }  // namespace
 
 void SamplingParams::validate(int32_t vocab_size) const {
@@ -48,6 +72,7 @@ void SamplingParams::validate(int32_t vocab_size) const {
   for (size_t i = 0; i < stop.size(); ++i) {
     if (stop[i].empty()) fail("stop string #{} is empty", i);
   }
+  validate_output_rules(*this, vocab_size);
 }
 
 }  // namespace tokenmill::sample

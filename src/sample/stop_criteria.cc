@@ -5,7 +5,8 @@
 
 namespace tokenmill::sample {
 
-StopStringMatcher::StopStringMatcher(std::vector<std::string> stops) : stops_(std::move(stops)) {
+StopStringMatcher::StopStringMatcher(std::vector<std::string> stops, bool include_stop)
+    : stops_(std::move(stops)), include_stop_(include_stop) {
   std::erase_if(stops_, [](const std::string& s) { return s.empty(); });
 }
 
@@ -13,7 +14,7 @@ StopStringMatcher::StopStringMatcher(std::vector<std::string> stops) : stops_(st
 // every suffix that might begin a stop string, so no match straddles text
 // already emitted. The first occurrence of each stop string is the one ending
 // first, so the minimum end over the stop strings is where the stream stops.
-StopResult StopStringMatcher::push(std::string_view new_text) {
+StopResult StopStringMatcher::push(std::string_view new_text, bool may_stop) {
   if (stopped_) return {"", true};
   std::string text = std::move(held_);
   text.append(new_text);
@@ -21,7 +22,8 @@ StopResult StopStringMatcher::push(std::string_view new_text) {
 
   size_t best_end = std::string::npos;
   size_t best_start = std::string::npos;
-  for (const std::string& stop : stops_) {
+  static const std::vector<std::string> kNoStops;
+  for (const std::string& stop : may_stop ? stops_ : kNoStops) {
     const size_t pos = text.find(stop);
     if (pos == std::string::npos) continue;
     const size_t end = pos + stop.size();
@@ -32,7 +34,7 @@ StopResult StopStringMatcher::push(std::string_view new_text) {
   }
   if (best_start != std::string::npos) {
     stopped_ = true;
-    text.resize(best_start);
+    text.resize(include_stop_ ? best_end : best_start);
     return {std::move(text), true};
   }
   const size_t keep = held_suffix_length(text);

@@ -5,7 +5,10 @@
 // Semantics (independent of how the text is chunked): the stream stops at the
 // first position where some stop string ends; of the stop strings ending there
 // the longest (earliest-starting) one counts, and the output is the text
-// before it. The stop string itself is never emitted.
+// before it. The stop string itself is not emitted unless the matcher was
+// built with include_stop (vLLM's include_stop_str_in_output): then the
+// output ends with it. A push with may_stop false (vLLM's min_tokens not yet
+// reached) cannot stop: a stop string completed by it is plain text.
 //
 // Thread-safety: none; one matcher per sequence. Cost per push: O(held + chunk)
 // per stop string for the search, plus O(L^2) per stop string of length L for
@@ -20,17 +23,17 @@ namespace tokenmill::sample {
 
 struct StopResult {
   std::string emit;      // text safe to show now
-  bool stopped = false;  // a stop string completed; emit is the text before it
+  bool stopped = false;  // a stop string completed; emit is the text before it (include_stop: and it)
 };
 
 class StopStringMatcher {
  public:
   // Empty strings in `stops` are ignored (SamplingParams::validate rejects them).
-  explicit StopStringMatcher(std::vector<std::string> stops);
+  explicit StopStringMatcher(std::vector<std::string> stops, bool include_stop = false);
 
   // Feeds the next piece of text. After a stop every further push returns
   // {"", true} and ignores its input.
-  StopResult push(std::string_view new_text);
+  StopResult push(std::string_view new_text, bool may_stop = true);
 
   // End of stream without a stop: returns the held-back text (once).
   std::string flush();
@@ -43,6 +46,7 @@ class StopStringMatcher {
 
   std::vector<std::string> stops_;
   std::string held_;
+  bool include_stop_ = false;
   bool stopped_ = false;
 };
 

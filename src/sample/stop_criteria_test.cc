@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <string>
 #include <vector>
 
@@ -123,6 +124,43 @@ TEST(StopStringMatcher, NoStopsPassesEverythingThrough) {
   EXPECT_EQ(m.flush(), "");
   StopStringMatcher with_empty({""});  // ignored, not an instant stop
   EXPECT_EQ(with_empty.push("x").emit, "x");
+}
+
+TEST(StopStringMatcher, IncludeStopKeepsTheStopString) {
+  for (const Case& c : cases()) {
+    const Outcome cut = reference(c.text, c.stops);
+    for (size_t i = 0; i <= c.text.size(); ++i) {
+      StopStringMatcher m(c.stops, /*include_stop=*/true);
+      std::string text = m.push(c.text.substr(0, i)).emit;
+      const StopResult r = m.push(c.text.substr(i));
+      text += r.emit;
+      if (!r.stopped) text += m.flush();
+      EXPECT_EQ(r.stopped || m.stopped(), cut.stopped) << c.text;
+      if (!cut.stopped) {
+        EXPECT_EQ(text, c.text);
+        continue;
+      }
+      // The output ends with the stop string that cut it, right after the cut.
+      EXPECT_EQ(text.substr(0, cut.text.size()), cut.text) << c.text << " split at " << i;
+      const std::string rest = text.substr(cut.text.size());
+      EXPECT_TRUE(std::find(c.stops.begin(), c.stops.end(), rest) != c.stops.end()) << c.text << ": " << rest;
+    }
+  }
+}
+
+TEST(StopStringMatcher, PushesThatMayNotStopPassStopStringsAsText) {
+  StopStringMatcher m({"ab"});
+  EXPECT_EQ(m.push("xab", /*may_stop=*/false).emit, "xab");
+  EXPECT_FALSE(m.stopped());
+  // A stop string begun before may_stop and finished after it does stop.
+  EXPECT_EQ(m.push("a", false).emit, "");
+  const StopResult r = m.push("b", true);
+  EXPECT_TRUE(r.stopped);
+  EXPECT_EQ(r.emit, "");
+  StopStringMatcher later({"ab"});
+  EXPECT_EQ(later.push("ab", false).emit, "ab");
+  EXPECT_EQ(later.push("cab", true).emit, "c");
+  EXPECT_TRUE(later.stopped());
 }
 
 }  // namespace

@@ -207,7 +207,10 @@ void Scheduler::admit_waiting(StepState& step, ScheduledBatch& batch, TimePoint 
     while (admitted == Admission::kNoBlocks && preempt_paused(batch)) admitted = try_admit(*seq, step, batch, now);
     if (admitted != Admission::kAdmitted) return;  // the head waits; nobody overtakes it
     if (count_tenants) running_by_tenant[seq->tenant] += seq->num_samples();
-    const auto it = std::find_if(waiting_.begin(), waiting_.end(), [&](const auto& p) { return p.get() == seq; });
+    // (A named copy: clang 14 cannot capture a structured binding.)
+    const Sequence* admitted_seq = seq;
+    const auto it =
+        std::find_if(waiting_.begin(), waiting_.end(), [&](const auto& p) { return p.get() == admitted_seq; });
     running_.push_back(std::move(*it));
     waiting_.erase(it);
   }

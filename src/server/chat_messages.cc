@@ -63,11 +63,25 @@ std::vector<ToolCallRecord> parse_tool_calls(const JsonFields& mf) {
   return out;
 }
 
+// Null (absent) is fine; annotations (citations of an earlier reply) do not
+// change the prompt and are dropped. Audio turns and the deprecated
+// function_call format have no rendering here.
+void reject_unsupported_history_fields(const JsonFields& mf) {
+  if (mf.has("audio")) bad_request(mf.param("audio"), "'{}' is not supported (text only)", mf.param("audio"));
+  if (mf.has("function_call"))
+    bad_request(mf.param("function_call"), "'{}' (deprecated function calling) is not supported; send 'tool_calls'",
+                mf.param("function_call"));
+}
+
 ApiMessage parse_message(const RequestJson& m, size_t i, const ApiMessage* previous) {
   if (!m.is_object()) bad_request("messages", "'messages[{}]' must be an object, got {}", i, describe_json(m));
   JsonFields mf(m, "messages[" + std::to_string(i) + "].");
-  // "refusal" comes back when a client appends the response's message.
-  mf.reject_unknown({"role", "content", "name", "tool_calls", "tool_call_id", "refusal"});
+  // "refusal" comes back when a client appends the response's message, and
+  // "annotations", "audio" and "function_call" too when it appends the
+  // openai client's message.model_dump() (as nulls).
+  mf.reject_unknown(
+      {"role", "content", "name", "tool_calls", "tool_call_id", "refusal", "annotations", "audio", "function_call"});
+  reject_unsupported_history_fields(mf);
   ApiMessage out;
   out.role = mf.string("role").value_or("");
   if (out.role == "developer") out.role = "system";

@@ -76,4 +76,16 @@ std::vector<int32_t> chat_prompt_tokens(const ChatFormat& format, const tokenize
   return tok.encode(text, /*add_special=*/true, /*parse_special=*/true);
 }
 
+std::vector<int32_t> chat_prompt_tokens(const ChatFormat& format, const tokenizer::Tokenizer& tok,
+                                        std::span<const tokenizer::ChatMessage> messages,
+                                        const ChatRenderOptions& options) {
+  const std::string text =
+      options.continue_final_message
+          ? tokenizer::render_chat_continuation(format.kind, messages, format.bos_text)
+          : tokenizer::render_chat(format.kind, messages, options.add_generation_prompt, format.bos_text);
+  std::vector<int32_t> ids = tok.encode(text, /*add_special=*/true, /*parse_special=*/true);
+  if (options.add_special_tokens && tok.add_bos() && tok.bos_id() >= 0) ids.insert(ids.begin(), tok.bos_id());
+  return ids;
+}
+
 }  // namespace tokenmill::server

@@ -36,4 +36,20 @@ std::optional<ChatFormat> select_chat_format(const std::string& override_spec, c
 std::vector<int32_t> chat_prompt_tokens(const ChatFormat& format, const tokenizer::Tokenizer& tok,
                                         std::span<const tokenizer::ChatMessage> messages, bool add_generation_prompt);
 
+// How a chat request wants its prompt rendered (vLLM's field names).
+struct ChatRenderOptions {
+  bool add_generation_prompt = true;
+  // The last (assistant) message is left open for the model to continue
+  // (tokenizer::render_chat_continuation); no generation prompt then.
+  bool continue_final_message = false;
+  // vLLM's meaning for chat: special tokens added *on top of* the
+  // template's own. The built-in templates leave their BOS to the
+  // tokenizer, so false (the default) gives the template's prompt and true
+  // one more BOS in front of it (when the model uses one).
+  bool add_special_tokens = false;
+};
+std::vector<int32_t> chat_prompt_tokens(const ChatFormat& format, const tokenizer::Tokenizer& tok,
+                                        std::span<const tokenizer::ChatMessage> messages,
+                                        const ChatRenderOptions& options);
+
 }  // namespace tokenmill::server

@@ -2,13 +2,17 @@
 // the engine, answer (one JSON body, or an SSE stream).
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <chrono>
+#include <limits>
 #include <memory>
 #include <random>
 
 #include "server/api_error.h"
 #include "server/generation.h"
 #include "server/openai_response.h"
+#include "server/prompt_tokens.h"
+#include "server/request_extensions.h"
 #include "server/request_log.h"
 #include "server/serving_context.h"
 #include "server/stream_session.h"
@@ -106,6 +110,7 @@ struct Job {
   std::vector<std::string> echo_texts;  // completions with echo
   int64_t max_tokens = 0;               // 0: echo only, nothing to generate
   int prompt_logprobs = -1;             // echo with logprobs: score the prompt (engine prompt_logprobs)
+  int echo_top = 0;                     // alternatives the echo reports (prompt_logprobs may ask more)
   std::shared_ptr<const grammar::CompiledGrammar> grammar;  // constrained decoding, or null
   bool tool_calls = false;                                  // chat with active tools: parse the output into tool_calls
 
@@ -144,12 +149,20 @@ void respond_stream(ServingContext& ctx, engine::Engine* engine, Job& job, HttpR
   res.set_stream("text/event-stream", [session](ResponseStream& out) { return session->run(out); });
 }
 
+// Log-probabilities with at most `top` alternatives each (one scoring pass
+// serves echo and prompt_logprobs, which may ask for different numbers).
+std::vector<engine::TokenLogprob> with_top(std::vector<engine::TokenLogprob> lps, int top) {
+  for (engine::TokenLogprob& lp : lps)
+    if (lp.top.size() > static_cast<size_t>(top)) lp.top.resize(static_cast<size_t>(top));
+  return lps;
+}
+
 json choice_logprobs(ServingContext& ctx, const Job& job, size_t i, const engine::GenerationResult& r) {
   if (!job.common.logprobs) return nullptr;
   const size_t p = i / static_cast<size_t>(job.common.n);
   if (job.kind == ApiKind::kChat) return chat_logprobs_json(r.tokens, r.logprobs, piece_fn(ctx.tokenizer));
-  if (job.prompt_logprobs >= 0) {  // echo: the prompt's tokens first (text_offset over token strings)
-    json all = prompt_logprobs_json(job.prompts[p], r.prompt_logprobs, piece_fn(ctx.tokenizer));
+  if (!job.echo_texts.empty() && job.prompt_logprobs >= 0) {  // echo: the prompt's tokens first
+    json all = prompt_logprobs_json(job.prompts[p], with_top(r.prompt_logprobs, job.echo_top), piece_fn(ctx.tokenizer));
     const int64_t offset0 = pieces_size(job.prompts[p], piece_fn(ctx.tokenizer));
     append_logprobs_json(all, completion_logprobs_json(r.tokens, r.logprobs, offset0, piece_fn(ctx.tokenizer)));
     return all;
@@ -188,6 +201,9 @@ void respond_whole(ServingContext& ctx, engine::Engine* engine, Job& job, const 
     c.text = (p < job.echo_texts.size() ? job.echo_texts[p] : "") + results[i].text;
     c.finish_reason = finish_reason_text(results[i].final.reason);
     c.logprobs = choice_logprobs(ctx, job, i, results[i]);
+    if (job.common.prompt_logprobs >= 0)
+      c.prompt_logprobs = vllm_prompt_logprobs_json(job.prompts[p], results[i].prompt_logprobs,
+                                                    job.common.prompt_logprobs, piece_fn(ctx.tokenizer));
     if (job.tool_calls) apply_tool_calls(c);
     choices.push_back(std::move(c));
   }
@@ -215,6 +231,36 @@ void run_job(ServingContext& ctx, engine::Engine* engine, Job& job, const HttpRe
   }
 }
 
+std::vector<size_t> prompt_sizes(const std::vector<std::vector<int32_t>>& prompts) {
+  std::vector<size_t> sizes;
+  for (const std::vector<int32_t>& p : prompts) sizes.push_back(p.size());
+  return sizes;
+}
+
+// The extension fields that act on the tokenized prompts: truncation
+// (truncate_prompt_tokens, n_keep; `asked`: the completion tokens the
+// request gives, if any), bad_words, and the scoring prompt_logprobs needs.
+void apply_prompt_extensions(ServingContext& ctx, const engine::Engine& engine, Job& job,
+                             std::optional<int64_t> asked) {
+  SamplingRequest& c = job.common;
+  apply_prompt_fields(job.prompts, c, PromptRoom{engine.limits().max_model_len(), asked}, ctx.tokenizer);
+  if (c.prompt_logprobs >= 0) job.prompt_logprobs = std::max(job.prompt_logprobs, c.prompt_logprobs);
+}
+
+// max_tokens for a request that may run to the end of the context (a chat
+// without max_tokens, n_predict -1): what the context (or the KV pool, or
+// each sample's share of it) leaves after the longest prompt, at most
+// --default-max-tokens when the server sets it.
+int64_t context_room(const ServingContext& ctx, const engine::Engine& engine,
+                     const std::vector<std::vector<int32_t>>& prompts, int n) {
+  int64_t room = std::numeric_limits<int64_t>::max();
+  for (const std::vector<int32_t>& p : prompts)
+    room = std::min(room, sched::max_completion_tokens(engine.limits().capacity, static_cast<int64_t>(p.size()), n));
+  int64_t fallback = std::max<int64_t>(room, 1);
+  if (ctx.policy.default_max_tokens > 0) fallback = std::min(fallback, ctx.policy.default_max_tokens);
+  return fallback;
+}
+
 }  // namespace
 
 void handle_completions(ServingContext& ctx, const HttpRequest& req, HttpResponse& res) {
@@ -224,24 +270,35 @@ void handle_completions(ServingContext& ctx, const HttpRequest& req, HttpRespons
   job.kind = ApiKind::kCompletion;
   job.meta = {new_response_id("cmpl-"), std::time(nullptr), ctx.check_model(r.common.model)};
   job.tenant = req.tenant;
+  job.common = std::move(r.common);
+  SamplingRequest& c = job.common;
   // echo with logprobs reports the prompt's tokens too (what perplexity and
   // lm-eval-harness' loglikelihood use); max_tokens 0 then only scores.
-  if (r.echo && r.common.logprobs) job.prompt_logprobs = r.common.top_logprobs;
+  if (r.echo && c.logprobs) job.prompt_logprobs = job.echo_top = c.top_logprobs;
+  // A prompt the request asks to shorten may be longer than the context.
+  const bool may_truncate = c.truncate_prompt_tokens || (c.n_keep && *c.n_keep >= 0);
   for (PromptInput& p : r.prompts) {
-    if (p.is_text) check_prompt_bytes(ctx, engine, p.text.size(), "prompt");
-    if (p.is_text) p.tokens = ctx.require_tokenizer("prompt").encode(p.text, /*add_special=*/true, false);
-    if (r.echo) {
-      job.echo_texts.push_back(p.is_text       ? p.text
-                               : ctx.tokenizer ? ctx.tokenizer->decode(p.tokens, /*skip_special=*/false)
-                                               : std::string());
-    }
+    if (p.is_text && !may_truncate) check_prompt_bytes(ctx, engine, p.text.size(), "prompt");
+    if (p.is_text)
+      p.tokens = ctx.require_tokenizer("prompt").encode(p.text, c.add_special_tokens.value_or(true), false);
     if (p.tokens.empty()) bad_request("prompt", "the prompt is empty after tokenization");
     job.prompts.push_back(std::move(p.tokens));
   }
-  job.max_tokens = r.common.max_tokens.value_or(kDefaultCompletionTokens);
-  job.grammar = request_grammar(ctx, r.common.constraint, nullptr);
-  apply_policy(ctx, r.common);
-  job.common = std::move(r.common);
+  std::optional<int64_t> asked;
+  if (!c.max_tokens_to_context) asked = c.max_tokens.value_or(kDefaultCompletionTokens);
+  const std::vector<size_t> sizes = prompt_sizes(job.prompts);
+  apply_prompt_extensions(ctx, engine, job, asked);
+  for (size_t i = 0; r.echo && i < job.prompts.size(); ++i) {
+    // A shortened prompt echoes what the model saw.
+    const bool as_sent = r.prompts[i].is_text && job.prompts[i].size() == sizes[i];
+    job.echo_texts.push_back(as_sent         ? r.prompts[i].text
+                             : ctx.tokenizer ? ctx.tokenizer->decode(job.prompts[i], /*skip_special=*/false)
+                                             : std::string());
+  }
+  job.max_tokens = asked ? *asked : context_room(ctx, engine, job.prompts, c.n);
+  check_min_tokens(c, job.max_tokens);
+  job.grammar = request_grammar(ctx, c.constraint, nullptr);
+  apply_policy(ctx, c);
   run_job(ctx, &engine, job, req, res);
 }
 
@@ -257,25 +314,27 @@ void handle_chat_completions(ServingContext& ctx, const HttpRequest& req, HttpRe
     bad_request("messages", "the model has no recognised chat template; start the server with --chat-template NAME");
   size_t message_bytes = 0;
   for (const tokenizer::ChatMessage& m : r.messages) message_bytes += m.content.size();
-  check_prompt_bytes(ctx, engine, message_bytes, "messages");
-  std::vector<int32_t> prompt;
+  const bool may_truncate = r.common.truncate_prompt_tokens || (r.common.n_keep && *r.common.n_keep >= 0);
+  if (!may_truncate) check_prompt_bytes(ctx, engine, message_bytes, "messages");
+  const ChatRenderOptions render{r.add_generation_prompt, r.continue_final_message,
+                                 r.common.add_special_tokens.value_or(false)};
   try {
-    prompt = chat_prompt_tokens(*ctx.chat, tok, r.messages, r.add_generation_prompt);
+    job.prompts.push_back(chat_prompt_tokens(*ctx.chat, tok, r.messages, render));
   } catch (const Error& e) {
     bad_request("messages", "{}", e.what());
   }
-  const int64_t room =
-      sched::max_completion_tokens(engine.limits().capacity, static_cast<int64_t>(prompt.size()), r.common.n);
+  job.common = std::move(r.common);
+  SamplingRequest& c = job.common;
+  std::optional<int64_t> asked = c.max_tokens;
+  if (c.max_tokens_to_context) asked.reset();
+  apply_prompt_extensions(ctx, engine, job, asked);
   // Without max_tokens a chat may run to the end of the context (OpenAI's
   // rule), unless the server sets a default (--default-max-tokens).
-  int64_t fallback = std::max<int64_t>(room, 1);
-  if (ctx.policy.default_max_tokens > 0) fallback = std::min(fallback, ctx.policy.default_max_tokens);
-  job.max_tokens = r.common.max_tokens.value_or(fallback);
-  job.grammar = request_grammar(ctx, r.common.constraint, &r.tools);
+  job.max_tokens = asked ? *asked : context_room(ctx, engine, job.prompts, c.n);
+  check_min_tokens(c, job.max_tokens);
+  job.grammar = request_grammar(ctx, c.constraint, &r.tools);
   job.tool_calls = r.tools.active();
-  job.prompts.push_back(std::move(prompt));
-  apply_policy(ctx, r.common);
-  job.common = std::move(r.common);
+  apply_policy(ctx, c);
   run_job(ctx, &engine, job, req, res);
 }
 

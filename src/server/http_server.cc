@@ -6,6 +6,8 @@
 
 #include "gguf/reader.h"
 #include "server/api_error.h"
+#include "server/embeddings.h"
+#include "server/llamacpp_response.h"
 #include "server/openai_response.h"
 #include "server/prometheus.h"
 #include "server/request_log.h"
@@ -99,6 +101,8 @@ void HttpServer::attach_engine(engine::Engine& engine, const std::string& model_
     ctx_.grammar_compiler = std::make_unique<grammar::GrammarCompiler>(*ctx_.tokenizer, grammar::GrammarLimits{});
   const gguf::GgufFile file = gguf::GgufFile::open(model_path);
   ctx_.chat = select_chat_format(options_.chat_template, file, ctx_.tokenizer);
+  ctx_.model_profile = profile_model(read_model_metadata(file), ctx_.chat);
+  llama_.attach(file, model_path, engine);  // before the engine is published to the handlers
   ctx_.engine.store(&engine);
   ctx_.state.store(ServerState::kReady);
 }
@@ -225,8 +229,32 @@ void HttpServer::register_routes() {
   route("GET", "/v1/models/(.+)", true, own(&HttpServer::handle_models));
   route("POST", "/v1/completions", true, with_ctx(&handle_completions));
   route("POST", "/v1/chat/completions", true, with_ctx(&handle_chat_completions));
+  route("POST", "/v1/embeddings", true, with_ctx(&handle_embeddings));
+  route("POST", "/embeddings", true, with_ctx(&handle_embeddings));
+  route("POST", "/embedding", true, with_ctx(&handle_llama_embedding));
   route("POST", "/tokenize", true, own(&HttpServer::handle_tokenize));
   route("POST", "/detokenize", true, own(&HttpServer::handle_detokenize));
+  register_llamacpp_routes();
+}
+
+// llama.cpp's native API (llamacpp_api.h), and the OpenAI routes without
+// /v1 as llama-server also serves them.
+void HttpServer::register_llamacpp_routes() {
+  auto llama = [this](void (LlamaCppApi::*fn)(const HttpRequest&, HttpResponse&)) {
+    return [this, fn](HttpRequest& req, HttpResponse& res) { (llama_.*fn)(req, res); };
+  };
+  route("POST", "/completion", true, llama(&LlamaCppApi::handle_completion));
+  route("POST", "/infill", true, llama(&LlamaCppApi::handle_infill));
+  route("GET", "/props", true, llama(&LlamaCppApi::handle_props));
+  route("GET", "/slots", true, llama(&LlamaCppApi::handle_slots));
+  route("POST", "/slots/([0-9]+)", true, llama(&LlamaCppApi::handle_slot_action));
+  route("GET", "/v1/health", false, [this](HttpRequest& req, HttpResponse& res) { handle_health(req, res); });
+  route("POST", "/completions", true,
+        [this](HttpRequest& req, HttpResponse& res) { handle_completions(ctx_, req, res); });
+  route("POST", "/chat/completions", true,
+        [this](HttpRequest& req, HttpResponse& res) { handle_chat_completions(ctx_, req, res); });
+  route("GET", "/models", true, [this](HttpRequest& req, HttpResponse& res) { handle_models(req, res); });
+  route("GET", "/models/(.+)", true, [this](HttpRequest& req, HttpResponse& res) { handle_models(req, res); });
 }
 
 void HttpServer::handle_health(const HttpRequest&, HttpResponse& res) {
@@ -240,7 +268,12 @@ void HttpServer::handle_health(const HttpRequest&, HttpResponse& res) {
     body["kv_blocks_total"] = m.kv_blocks_total;
   }
   res.status = state == "ready" ? 200 : 503;
-  if (res.status == 503) res.set_header("Retry-After", "1");
+  if (res.status == 503) {
+    res.set_header("Retry-After", "1");
+    // llama.cpp's readers look for an error object on a 503.
+    const char* message = state == "loading" ? "Loading model" : state == "stopping" ? "Shutting down" : "Overloaded";
+    body["error"] = {{"code", 503}, {"message", message}, {"type", "unavailable_error"}};
+  }
   res.set_content(dump_json(body), "application/json");
 }
 
@@ -258,6 +291,14 @@ void HttpServer::handle_models(const HttpRequest& req, HttpResponse& res) {
   auto card = [&](const std::string& name) {
     json m = {{"id", name}, {"object", "model"}, {"created", ctx_.created}, {"owned_by", "tokenmill"}};
     if (e) m["max_model_len"] = e->limits().max_model_len();
+    // tokenmill extensions (docs/api.md, "Model notices"): a client can tell
+    // a base model, whose chat replies do not follow instructions.
+    if (e) {
+      const ModelProfile& p = ctx_.model_profile;
+      m["base_model"] = p.base_model;
+      m["chat_template"] = p.chat_template.empty() ? json(nullptr) : json(p.chat_template);
+      m["chat_template_source"] = p.chat_template_source.empty() ? json(nullptr) : json(p.chat_template_source);
+    }
     return m;
   };
   if (req.matches.size() > 1) {
@@ -281,10 +322,16 @@ void HttpServer::handle_tokenize(const HttpRequest& req, HttpResponse& res) {
     if (!ctx_.chat) bad_request("messages", "the model has no recognised chat template");
     ids = chat_prompt_tokens(*ctx_.chat, tok, r.messages, r.add_generation_prompt);
   } else {
-    ids = tok.encode(r.prompt, r.add_special_tokens, /*parse_special=*/false);
+    ids = tok.encode(r.prompt, r.add_special_tokens, r.parse_special);
   }
   json body = {{"tokens", ids}, {"count", ids.size()}, {"max_model_len", e.limits().max_model_len()}};
-  if (r.with_pieces) {
+  if (r.llama_shape && r.with_pieces) {
+    // llama.cpp's shape: each token as {"id", "piece"}, the piece a string
+    // when it is valid UTF-8, else its bytes.
+    json tokens = json::array();
+    for (int32_t id : ids) tokens.push_back({{"id", id}, {"piece", llama_piece_json(tok.token_to_piece(id, true))}});
+    body["tokens"] = std::move(tokens);
+  } else if (r.with_pieces) {
     json pieces = json::array();
     for (int32_t id : ids) pieces.push_back(token_display(tok.token_to_piece(id, /*special=*/true)));
     body["pieces"] = pieces;
@@ -297,7 +344,9 @@ void HttpServer::handle_detokenize(const HttpRequest& req, HttpResponse& res) {
   const DetokenizeRequest r = parse_detokenize_request(req.body, ctx_.parse_limits());
   ctx_.check_model(r.model);
   const tokenizer::Tokenizer& tok = ctx_.require_tokenizer("tokens");
-  res.set_content(dump_json({{"prompt", tok.decode(r.tokens, /*skip_special=*/false)}}), "application/json");
+  const std::string text = tok.decode(r.tokens, /*skip_special=*/false);
+  // "content" is llama.cpp's name for it.
+  res.set_content(dump_json({{"prompt", text}, {"content", text}}), "application/json");
 }
 
 }  // namespace tokenmill::server

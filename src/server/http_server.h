@@ -32,6 +32,7 @@
 #include "engine/engine.h"
 #include "server/api_keys.h"
 #include "server/http_front.h"
+#include "server/llamacpp_api.h"
 #include "server/serving_context.h"
 
 namespace tokenmill::server {
@@ -94,6 +95,7 @@ class HttpServer {
   };
 
   void register_routes();
+  void register_llamacpp_routes();
   void route(const char* method, const char* pattern, bool authed, Handler fn);
   // The front's handler: request id and log record, routing (404, 405),
   // the key check, exceptions -> error bodies, the response counters.
@@ -106,6 +108,7 @@ class HttpServer {
 
   ServerOptions options_;
   ServingContext ctx_;
+  LlamaCppApi llama_{ctx_};  // llama.cpp's native routes (/completion, /infill, /props, /slots)
   ApiKeyTable keys_;
   std::vector<Route> routes_;
   HttpFront front_;

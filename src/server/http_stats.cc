@@ -46,8 +46,11 @@ HttpStatsSnapshot HttpStats::snapshot() const {
 }
 
 std::string endpoint_label(const std::string& path) {
-  static constexpr std::array<std::string_view, 8> kKnown = {
-      "/v1/completions", "/v1/chat/completions", "/v1/models", "/health", "/metrics", "/tokenize", "/detokenize", "/"};
+  static constexpr std::array<std::string_view, 19> kKnown = {
+      "/v1/completions", "/v1/chat/completions", "/v1/models", "/health", "/metrics", "/tokenize", "/detokenize", "/",
+      "/v1/embeddings", "/embeddings", "/embedding",
+      // llama.cpp's routes (llamacpp_api.h)
+      "/completion", "/infill", "/props", "/slots", "/completions", "/chat/completions", "/models", "/v1/health"};
   for (std::string_view k : kKnown)
     if (path == k) return path;
   if (path.rfind("/v1/models/", 0) == 0) return "/v1/models/{id}";

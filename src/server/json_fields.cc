@@ -2,8 +2,10 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
+#include <vector>
 
 #include "server/api_error.h"
 
@@ -120,11 +122,49 @@ std::optional<uint64_t> JsonFields::bits64(std::string_view name) const {
   bad_request(param(name), "'{}' must be an integer, got {}", param(name), describe_json(*v));
 }
 
+size_t edit_distance(std::string_view a, std::string_view b) {
+  // Optimal string alignment: insertions, deletions, substitutions and
+  // swaps of neighbours ("max_tokens" -> "max_tokesn") each cost 1.
+  std::vector<size_t> prev2(b.size() + 1), prev(b.size() + 1), cur(b.size() + 1);
+  for (size_t j = 0; j <= b.size(); ++j) prev[j] = j;
+  for (size_t i = 1; i <= a.size(); ++i) {
+    cur[0] = i;
+    for (size_t j = 1; j <= b.size(); ++j) {
+      const size_t cost = a[i - 1] == b[j - 1] ? 0 : 1;
+      cur[j] = std::min({prev[j] + 1, cur[j - 1] + 1, prev[j - 1] + cost});
+      if (i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1]) cur[j] = std::min(cur[j], prev2[j - 2] + 1);
+    }
+    std::swap(prev2, prev);
+    std::swap(prev, cur);
+  }
+  return prev[b.size()];
+}
+
+std::optional<std::string> closest_field(std::string_view name, const std::set<std::string, std::less<>>& known) {
+  // A typo is a slip or two, never most of the word: a short name is too
+  // close to too many others ("x" is one edit from "n") to guess from.
+  if (name.size() < 4 || name.size() > 64) return std::nullopt;  // > 64: bounds the cost on hostile keys
+  const size_t limit = name.size() < 8 ? 1 : 2;
+  std::optional<std::string> best;
+  size_t best_distance = limit + 1;
+  for (const std::string& k : known) {  // in sorted order: ties go to the first
+    const size_t d = edit_distance(name, k);
+    if (d < best_distance) {
+      best_distance = d;
+      best = k;
+    }
+  }
+  return best;
+}
+
 void JsonFields::reject_unknown(const std::set<std::string, std::less<>>& known) const {
   for (auto it = object_.begin(); it != object_.end(); ++it) {
-    if (!known.contains(it.key()))
-      bad_request(param(it.key()), "unrecognized request argument '{}' (see docs/api.md for the supported fields)",
-                  param(it.key()));
+    if (known.contains(it.key())) continue;
+    if (std::optional<std::string> near = closest_field(it.key(), known))
+      bad_request(param(it.key()), "unrecognized request argument '{}' (did you mean '{}'?)", param(it.key()),
+                  param(*near));
+    bad_request(param(it.key()), "unrecognized request argument '{}' (see docs/api.md for the supported fields)",
+                param(it.key()));
   }
 }
 

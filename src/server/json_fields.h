@@ -33,6 +33,16 @@ RequestJson parse_json_object(std::string_view body);
 // A short rendering of a value for error messages (at most ~40 chars).
 std::string describe_json(const RequestJson& value);
 
+// Edits (insert, delete, substitute, swap neighbours) between a and b.
+// Cost: O(|a| * |b|) time, O(|b|) memory.
+size_t edit_distance(std::string_view a, std::string_view b);
+
+// The known field a misspelt `name` most likely meant: the nearest one by
+// edit_distance, at most 1 edit away for names of 4 to 7 characters and 2
+// for longer ones (up to 64); nullopt when none is that close or the name
+// is shorter than 4.
+std::optional<std::string> closest_field(std::string_view name, const std::set<std::string, std::less<>>& known);
+
 class JsonFields {
  public:
   // `prefix` prefixes param names in errors ("messages[2]." -> "messages[2].role").
@@ -53,7 +63,8 @@ class JsonFields {
   std::optional<uint64_t> bits64(std::string_view name) const;
 
   // Throws for the first field not in `known`:
-  // "unrecognized request argument 'foo'".
+  // "unrecognized request argument 'foo'", with "(did you mean 'bar'?)"
+  // when a known field is within closest_field's reach of it.
   void reject_unknown(const std::set<std::string, std::less<>>& known) const;
 
  private:

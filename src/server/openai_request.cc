@@ -8,6 +8,7 @@
 #include "server/chat_messages.h"
 #include "server/constraint_request.h"
 #include "server/json_fields.h"
+#include "server/request_extensions.h"
 #include "server/tool_prompt.h"
 #include "server/tool_request.h"
 #include "spec/ngram_proposer.h"
@@ -46,7 +47,6 @@ const Known& common_fields() {
                           "speculative.n_max",
                           "ignore_eos",
                           "best_of",
-                          "min_tokens",
                           "timeout"};
   return k;
 }
@@ -142,8 +142,6 @@ void parse_stream(const JsonFields& f, SamplingRequest& r) {
 void reject_unsupported(const JsonFields& f, int n) {
   if (auto best_of = f.integer("best_of", 1, kMaxChoices); best_of && *best_of != n)
     bad_request("best_of", "'best_of' other than n is not supported");
-  if (f.integer("min_tokens", 0, std::numeric_limits<int32_t>::max()).value_or(0) != 0)
-    bad_request("min_tokens", "'min_tokens' is not supported");
 }
 
 SamplingRequest parse_common(const JsonFields& f, const ParseLimits& limits) {
@@ -173,6 +171,7 @@ SamplingRequest parse_common(const JsonFields& f, const ParseLimits& limits) {
   parse_stream(f, r);
   r.timeout_s = f.number_above("timeout", 0.0, kMaxTimeoutS);
   reject_unsupported(f, r.n);
+  parse_extensions(f, limits, r);
   r.constraint = parse_output_constraint(f);
   return r;
 }
@@ -208,6 +207,7 @@ std::vector<PromptInput> parse_prompts(const JsonFields& f, const ParseLimits& l
 
 Known with_constraint_fields(Known known) {
   known.insert(constraint_fields().begin(), constraint_fields().end());
+  known.insert(extension_fields().begin(), extension_fields().end());
   return known;
 }
 
@@ -230,11 +230,16 @@ CompletionRequest parse_completion_request(std::string_view body, const ParseLim
   r.common = parse_common(f, limits);
   r.prompts = parse_prompts(f, limits);
   r.echo = f.boolean("echo").value_or(false);
-  r.common.max_tokens = f.integer("max_tokens", r.echo ? 0 : 1, std::numeric_limits<int32_t>::max());
+  // max_tokens 0 only scores the prompt: for echo, or prompt_logprobs.
+  const int64_t least_tokens = r.echo || r.common.prompt_logprobs >= 0 ? 0 : 1;
+  r.common.max_tokens = f.integer("max_tokens", least_tokens, std::numeric_limits<int32_t>::max());
+  parse_n_predict(f, least_tokens, r.common);
+  if (r.common.max_tokens) check_min_tokens(r.common, *r.common.max_tokens);
   if (std::optional<int64_t> lp = f.integer("logprobs", 0, engine::kMaxTopLogprobs)) {
     r.common.logprobs = true;
     r.common.top_logprobs = static_cast<int>(*lp);
   }
+  parse_n_probs(f, "logprobs", r.common);
   if (f.string("suffix").value_or("") != "") bad_request("suffix", "'suffix' (insertion) is not supported");
   if (r.prompts.size() * static_cast<size_t>(r.common.n) > kMaxPromptsPerRequest)
     bad_request("n", "{} prompts x n = {} choices; at most {} are allowed", r.prompts.size(), r.common.n,
@@ -248,6 +253,7 @@ ChatRequest parse_chat_request(std::string_view body, const ParseLimits& limits)
   Known known = with_constraint_fields(common_fields());
   known.insert({"messages", "max_completion_tokens", "top_logprobs", "add_generation_prompt", "tools", "tool_choice",
                 "functions", "function_call", "parallel_tool_calls"});
+  known.insert(chat_extension_fields().begin(), chat_extension_fields().end());
   f.reject_unknown(known);
   ChatRequest r;
   r.common = parse_common(f, limits);
@@ -260,29 +266,44 @@ ChatRequest parse_chat_request(std::string_view body, const ParseLimits& limits)
   r.messages = template_messages(parse_api_messages(f), r.tools);
   r.common.max_tokens = f.integer("max_completion_tokens", 1, std::numeric_limits<int32_t>::max());
   if (!r.common.max_tokens) r.common.max_tokens = f.integer("max_tokens", 1, std::numeric_limits<int32_t>::max());
+  parse_n_predict(f, 1, r.common);
+  if (r.common.max_tokens) check_min_tokens(r.common, *r.common.max_tokens);
   r.common.logprobs = f.boolean("logprobs").value_or(false);
   if (std::optional<int64_t> top = f.integer("top_logprobs", 0, engine::kMaxTopLogprobs)) {
     if (!r.common.logprobs) bad_request("top_logprobs", "'top_logprobs' needs 'logprobs' set to true");
     r.common.top_logprobs = static_cast<int>(*top);
   }
+  parse_n_probs(f, "top_logprobs", r.common);
   r.add_generation_prompt = f.boolean("add_generation_prompt").value_or(true);
+  parse_chat_extensions(f, r);
   return r;
 }
 
 TokenizeRequest parse_tokenize_request(std::string_view body, const ParseLimits&) {
   const RequestJson j = parse_json_object(body);
   JsonFields f(j);
-  f.reject_unknown({"model", "prompt", "messages", "add_special_tokens", "add_generation_prompt", "with_pieces"});
+  f.reject_unknown({"model", "prompt", "messages", "content", "add_special_tokens", "add_special", "parse_special",
+                    "add_generation_prompt", "with_pieces"});
   TokenizeRequest r;
   r.model = f.string("model").value_or("");
-  if (f.has("prompt") == f.has("messages")) bad_request("prompt", "give exactly one of 'prompt' and 'messages'");
+  const int given = int{f.has("prompt")} + int{f.has("messages")} + int{f.has("content")};
+  if (given != 1) bad_request("prompt", "give exactly one of 'prompt', 'messages' and 'content'");
   if (f.has("messages")) {
     r.is_chat = true;
     r.messages = template_messages(parse_api_messages(f), ToolsRequest{});
+  } else if (f.has("content")) {
+    r.llama_shape = true;  // llama.cpp's /tokenize and its defaults
+    r.prompt = *f.string("content");
   } else {
     r.prompt = *f.string("prompt");
   }
-  r.add_special_tokens = f.boolean("add_special_tokens").value_or(true);
+  const std::optional<bool> add = f.boolean("add_special_tokens"), add_alias = f.boolean("add_special");
+  if (add && add_alias && *add != *add_alias)
+    bad_request("add_special", "'add_special' and 'add_special_tokens' differ; send one of them");
+  r.add_special_tokens = add.value_or(add_alias.value_or(!r.llama_shape));
+  r.parse_special = f.boolean("parse_special").value_or(r.llama_shape);
+  if (r.is_chat && f.has("parse_special"))
+    bad_request("parse_special", "'parse_special' applies to 'prompt' and 'content', not to 'messages'");
   r.add_generation_prompt = f.boolean("add_generation_prompt").value_or(true);
   r.with_pieces = f.boolean("with_pieces").value_or(false);
   return r;

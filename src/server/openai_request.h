@@ -5,8 +5,11 @@
 //
 // Every problem throws ApiError 400 with `param` naming the field: malformed
 // JSON, wrong types, out-of-range values, unknown fields (OpenAI's own API
-// refuses them too; a typo such as "max_token" must not be ignored),
-// features the server does not support (suffix, non-text content).
+// refuses them too; a typo such as "max_token" must not be ignored: the
+// error suggests the nearest known field), features the server does not
+// support ("'X' is not supported": suffix, non-text content, beam search).
+// The common extensions of vLLM, llama.cpp and OpenAI's newer fields are
+// accepted with their meaning (request_extensions.h).
 // Output constraints (response_format and the vLLM / llama.cpp extensions)
 // and tools are parsed here too; compiling them into a grammar needs the
 // vocabulary and happens in the handler (structured_output.h).
@@ -97,6 +100,18 @@ struct SamplingRequest {
   // Extension: the request's deadline in seconds from its arrival (queued
   // past it: 503 deadline_expired; running: finish_reason "timeout").
   std::optional<double> timeout_s;
+
+  // Extension fields the handler applies once the prompt is tokens
+  // (request_extensions.h; the others go straight into `sampling`):
+  std::vector<std::string> bad_words;      // vLLM's; tokenized into sampling.bad_words_ids
+  std::optional<bool> add_special_tokens;  // absent: the endpoint's default (completions true, chat false)
+  int prompt_logprobs = -1;                // vLLM's; in [0, kMaxTopLogprobs], -1 = off; never with stream
+  // vLLM's: keep only the last k prompt tokens; -1: the context length.
+  std::optional<int64_t> truncate_prompt_tokens;
+  // llama.cpp's: a prompt too long for the context keeps its first n_keep
+  // tokens and loses tokens from the middle; -1 = keep all (no truncation).
+  std::optional<int64_t> n_keep;
+  bool max_tokens_to_context = false;  // llama.cpp's n_predict -1: until the context is full
 };
 
 struct CompletionRequest {
@@ -112,16 +127,22 @@ struct ChatRequest {
   // message, prior tool calls into their assistant turns and tool results
   // into user turns (tool_prompt.h).
   std::vector<tokenizer::ChatMessage> messages;
-  ToolsRequest tools;                 // never active together with common.constraint
-  bool add_generation_prompt = true;  // extension (vLLM's name)
+  ToolsRequest tools;                   // never active together with common.constraint
+  bool add_generation_prompt = true;    // extension (vLLM's name; also chat_template_kwargs.add_generation_prompt)
+  bool continue_final_message = false;  // extension (vLLM's): the last assistant message is continued
 };
 
+// Two shapes: tokenmill's {"prompt" | "messages", "add_special_tokens"}
+// and llama.cpp's {"content", "add_special" (default false),
+// "parse_special" (default true)}, which is answered in llama.cpp's shape.
 struct TokenizeRequest {
   std::string model;
   bool is_chat = false;
-  std::string prompt;                            // !is_chat
+  bool llama_shape = false;                      // the text came as "content"
+  std::string prompt;                            // !is_chat ("prompt" or "content")
   std::vector<tokenizer::ChatMessage> messages;  // is_chat; rendered as ChatRequest::messages
   bool add_special_tokens = true;
+  bool parse_special = false;  // special-token texts become those tokens
   bool add_generation_prompt = true;
   bool with_pieces = false;  // also return each token's text
 };

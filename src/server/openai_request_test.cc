@@ -142,7 +142,8 @@ TEST(CompletionRequest, BadBodies) {
   completion_400(R"({"prompt": "x", "stream_options": {"include_usage": true}})", "stream_options",
                  "only allowed when 'stream' is true");
   completion_400(R"({"prompt": "x", "priority": "urgent"})", "priority", "\"high\"");
-  completion_400(R"({"prompt": "x", "max_token": 5})", "max_token", "unrecognized request argument 'max_token'");
+  completion_400(R"({"prompt": "x", "max_token": 5})", "max_token",
+                 "unrecognized request argument 'max_token' (did you mean 'max_tokens'?)");
   completion_400(R"({"prompt": "x", "suffix": "y"})", "suffix", "not supported");
   completion_400(R"({"prompt": "x", "best_of": 3})", "best_of", "not supported");
   completion_400(R"({"prompt": "x", "stream": "yes"})", "stream", "must be a boolean");

@@ -127,6 +127,29 @@ void append_logprobs_json(json& into, const json& more) {
     for (const json& v : more.at(key)) into[key].push_back(v);
 }
 
+json vllm_prompt_logprobs_json(const std::vector<int32_t>& prompt, const std::vector<engine::TokenLogprob>& logprobs,
+                               int top, const TokenPieceFn& piece) {
+  json out = json::array();
+  for (size_t i = 0; i < prompt.size(); ++i) {
+    if (i == 0 || i - 1 >= logprobs.size()) {
+      out.push_back(nullptr);
+      continue;
+    }
+    const engine::TokenLogprob& lp = logprobs[i - 1];
+    json entry = json::object();
+    auto add = [&](int32_t id, float logprob, int32_t rank) {
+      const std::string key = std::to_string(id);
+      if (entry.contains(key)) return;
+      entry[key] = {{"logprob", finite_logprob(logprob)}, {"rank", rank}, {"decoded_token", token_display(piece(id))}};
+    };
+    add(prompt[i], lp.logprob, lp.rank);
+    for (size_t k = 0; k < lp.top.size() && k < static_cast<size_t>(top); ++k)
+      add(lp.top[k].first, lp.top[k].second, static_cast<int32_t>(k + 1));
+    out.push_back(std::move(entry));
+  }
+  return out;
+}
+
 json chat_logprobs_json(const std::vector<int32_t>& tokens, const std::vector<engine::TokenLogprob>& logprobs,
                         const TokenPieceFn& piece) {
   json content = json::array();
@@ -148,8 +171,10 @@ json chat_logprobs_json(const std::vector<int32_t>& tokens, const std::vector<en
 json completion_response(const ResponseMeta& meta, const std::vector<ChoiceOutput>& choices, const json& usage,
                          const json& timings) {
   json cs = json::array();
-  for (const ChoiceOutput& c : choices)
+  for (const ChoiceOutput& c : choices) {
     cs.push_back({{"index", c.index}, {"text", c.text}, {"logprobs", c.logprobs}, {"finish_reason", c.finish_reason}});
+    if (!c.prompt_logprobs.is_null()) cs.back()["prompt_logprobs"] = c.prompt_logprobs;
+  }
   return {{"id", meta.id},           {"object", "text_completion"},
           {"created", meta.created}, {"model", meta.model},
           {"choices", cs},           {"usage", usage},
@@ -198,10 +223,12 @@ json chat_response(const ResponseMeta& meta, const std::vector<ChoiceOutput>& ch
                   {"logprobs", c.logprobs},
                   {"finish_reason", c.finish_reason}});
   }
-  return {{"id", meta.id},           {"object", "chat.completion"},
-          {"created", meta.created}, {"model", meta.model},
-          {"choices", cs},           {"usage", usage},
-          {"timings", timings},      {"system_fingerprint", nullptr}};
+  json body = {{"id", meta.id},           {"object", "chat.completion"},
+               {"created", meta.created}, {"model", meta.model},
+               {"choices", cs},           {"usage", usage},
+               {"timings", timings},      {"system_fingerprint", nullptr}};
+  if (!choices.empty() && !choices[0].prompt_logprobs.is_null()) body["prompt_logprobs"] = choices[0].prompt_logprobs;
+  return body;
 }
 
 namespace {

@@ -71,6 +71,15 @@ int64_t pieces_size(const std::vector<int32_t>& tokens, const TokenPieceFn& piec
 // the legacy completions shape).
 void append_logprobs_json(nlohmann::json& into, const nlohmann::json& more);
 
+// vLLM's prompt_logprobs: one entry per prompt token, null for the first
+// (nothing predicts it), then {"<token id>": {"logprob", "rank",
+// "decoded_token"}} holding the prompt token itself and the `top` best
+// alternatives (fewer entries when the token is among them). Ranks count
+// from 1; prompt_logprobs[i - 1] is token i's (FinalEvent::prompt_logprobs).
+nlohmann::json vllm_prompt_logprobs_json(const std::vector<int32_t>& prompt,
+                                         const std::vector<engine::TokenLogprob>& prompt_logprobs, int top,
+                                         const TokenPieceFn& piece);
+
 // Chat logprobs: {"content": [{"token", "logprob", "bytes", "top_logprobs":
 // [{"token", "logprob", "bytes"}]}], "refusal": null}.
 nlohmann::json chat_logprobs_json(const std::vector<int32_t>& tokens, const std::vector<engine::TokenLogprob>& logprobs,
@@ -86,6 +95,10 @@ struct ChoiceOutput {
   // whether its content is null (only calls, no text).
   nlohmann::json tool_calls;
   bool null_content = false;
+  // vLLM's prompt_logprobs (vllm_prompt_logprobs_json); null unless asked
+  // for. Completions put it in the choice, chat at the top of the body
+  // (from the first choice: a chat has one prompt), as vLLM does.
+  nlohmann::json prompt_logprobs;
 };
 
 // The tool calls of a message: [{"id", "type": "function", "function":

@@ -110,6 +110,36 @@ TEST(OpenAiResponse, BodiesAndChunks) {
   EXPECT_EQ(u["usage"]["prompt_tokens_details"]["cached_tokens"], 1);
 }
 
+TEST(OpenAiResponse, VllmPromptLogprobs) {
+  // Prompt [1, 2, 3]: token 2 was the best guess after 1; token 3 ranked 4th
+  // after [1, 2], and is not among the one alternative asked for.
+  std::vector<engine::TokenLogprob> lps(2);
+  lps[0] = {-0.5f, {{2, -0.5f}, {1, -1.5f}}, 1};
+  lps[1] = {-3.0f, {{1, -0.25f}, {2, -2.0f}}, 4};
+  const json j = vllm_prompt_logprobs_json({1, 2, 3}, lps, /*top=*/1, piece);
+  ASSERT_EQ(j.size(), 3u);
+  EXPECT_TRUE(j[0].is_null());
+  ASSERT_EQ(j[1].size(), 1u);  // the token is its own best alternative
+  EXPECT_EQ(j[1]["2"]["rank"], 1);
+  EXPECT_DOUBLE_EQ(j[1]["2"]["logprob"].get<double>(), -0.5);
+  EXPECT_EQ(j[1]["2"]["decoded_token"], "lo");
+  ASSERT_EQ(j[2].size(), 2u);
+  EXPECT_EQ(j[2]["3"]["rank"], 4);
+  EXPECT_EQ(j[2]["3"]["decoded_token"], "bytes:\\xe2\\x80");
+  EXPECT_EQ(j[2]["1"]["rank"], 1);
+  EXPECT_DOUBLE_EQ(j[2]["1"]["logprob"].get<double>(), -0.25);
+  // Completions carry it per choice, chat at the top of the body.
+  ChoiceOutput c;
+  c.prompt_logprobs = j;
+  const ResponseMeta meta{"id", 1, "m"};
+  EXPECT_EQ(completion_response(meta, {c}, json::object(), json::object())["choices"][0]["prompt_logprobs"], j);
+  const json chat = chat_response(meta, {c}, json::object(), json::object());
+  EXPECT_EQ(chat["prompt_logprobs"], j);
+  EXPECT_FALSE(chat["choices"][0].contains("prompt_logprobs"));
+  EXPECT_FALSE(completion_response(meta, {ChoiceOutput{}}, json::object(), json::object())["choices"][0].contains(
+      "prompt_logprobs"));
+}
+
 TEST(Sse, Framing) {
   const std::string e = sse_event(json{{"text", "a\nb"}});
   EXPECT_EQ(e, "data: {\"text\":\"a\\nb\"}\n\n");  // the newline stays escaped: one line per event

@@ -93,6 +93,10 @@ void write_tokens(PrometheusWriter& w, const engine::MetricsSnapshot& m) {
             static_cast<double>(m.cached_prompt_tokens));
   w.counter("tokenmill_generation_tokens_total", "Tokens generated (sampled).",
             static_cast<double>(m.generated_tokens));
+  w.counter("tokenmill_embedding_requests_total", "Embedding requests answered with their vector (one per input).",
+            static_cast<double>(m.embedding_requests));
+  w.counter("tokenmill_embedding_prompt_tokens_total", "Prompt tokens of those embedding requests.",
+            static_cast<double>(m.embedding_tokens));
   w.counter("tokenmill_prefill_tokens_total", "Tokens prefilled by engine steps (recomputation included).",
             static_cast<double>(m.prefill_tokens));
   w.counter("tokenmill_engine_steps_total", "Engine steps run.", static_cast<double>(m.steps));

@@ -16,6 +16,7 @@
 #include "server/chat_prompt.h"
 #include "server/http_message.h"
 #include "server/http_stats.h"
+#include "server/model_profile.h"
 #include "server/openai_request.h"
 
 namespace tokenmill::server {
@@ -34,6 +35,8 @@ struct GenerationPolicy {
   // catches up to half of it, and cancelled after stalled_client_timeout_s.
   size_t max_unsent_bytes = 256 * 1024;
   double stalled_client_timeout_s = 30;
+  // How embedding requests pool the prompt's hidden states (--pooling).
+  engine::Pooling embedding_pooling = engine::Pooling::kMean;
 };
 
 struct ServingContext {
@@ -41,6 +44,7 @@ struct ServingContext {
   std::atomic<ServerState> state{ServerState::kLoading};
   const tokenizer::Tokenizer* tokenizer = nullptr;
   std::optional<ChatFormat> chat;
+  ModelProfile model_profile;  // base model or not, the chat template and its source (model_profile.h)
   // Compiles output constraints and tool grammars against the tokenizer's
   // vocabulary (thread-safe); null when the model has no tokenizer.
   std::unique_ptr<grammar::GrammarCompiler> grammar_compiler;

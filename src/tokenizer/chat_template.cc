@@ -233,4 +233,27 @@ std::string render_chat(ChatTemplateKind kind, std::span<const ChatMessage> mess
   fail("unknown chat template kind {}", static_cast<int>(kind));
 }
 
+// The conversation before the last message, rendered with the opening of
+// an assistant turn, is exactly what precedes that message's content in a
+// full render; the content follows as the family writes it.
+std::string render_chat_continuation(ChatTemplateKind kind, std::span<const ChatMessage> messages,
+                                     std::string_view bos_text) {
+  if (messages.empty() || messages.back().role != "assistant") {
+    fail("continuing the final message needs a last message with role 'assistant', got '{}'",
+         messages.empty() ? std::string("nothing") : messages.back().role);
+  }
+  render_chat(kind, messages, /*add_generation_prompt=*/false, bos_text);  // the whole order's checks
+  const std::span<const ChatMessage> before = messages.first(messages.size() - 1);
+  const std::string& content = messages.back().content;
+  switch (kind) {
+    case ChatTemplateKind::Gemma: return render_gemma(before, true) + std::string(trim(content));
+    case ChatTemplateKind::Llama2: return render_llama2(before, bos_text) + " " + std::string(trim(content));
+    case ChatTemplateKind::Llama3: return render_llama3(before, true) + std::string(trim(content));
+    case ChatTemplateKind::ChatML: return render_chatml(before, true) + content;
+    case ChatTemplateKind::Mistral: return render_mistral(before) + content;
+    case ChatTemplateKind::Phi3: return render_phi3(before, true) + content;
+  }
+  fail("unknown chat template kind {}", static_cast<int>(kind));
+}
+
 }  // namespace tokenmill::tokenizer

@@ -65,4 +65,13 @@ std::string_view chat_template_name(ChatTemplateKind kind);
 std::string render_chat(ChatTemplateKind kind, std::span<const ChatMessage> messages, bool add_generation_prompt,
                         std::string_view bos_text);
 
+// Renders the conversation so that the model goes on writing its last
+// message, which must be the assistant's (vLLM's continue_final_message):
+// the text ends with that message's content (trimmed where render_chat
+// trims it), its turn left open: no end-of-turn marker, no generation
+// prompt after it. Throws tokenmill::Error as render_chat does, or when the
+// last message is not the assistant's.
+std::string render_chat_continuation(ChatTemplateKind kind, std::span<const ChatMessage> messages,
+                                     std::string_view bos_text);
+
 }  // namespace tokenmill::tokenizer

@@ -151,5 +151,30 @@ TEST(ChatTemplate, FromName) {
   }
 }
 
+TEST(ChatTemplate, ContinuationLeavesTheLastAssistantTurnOpen) {
+  // Each family's full render of the conversation is the continuation
+  // followed by exactly the end of the assistant's turn.
+  const std::vector<std::pair<ChatTemplateKind, std::string>> turn_ends = {
+      {ChatTemplateKind::Gemma, "<end_of_turn>\n"}, {ChatTemplateKind::Llama2, " </s>"},
+      {ChatTemplateKind::Llama3, "<|eot_id|>"},     {ChatTemplateKind::ChatML, "<|im_end|>\n"},
+      {ChatTemplateKind::Mistral, "</s>"},          {ChatTemplateKind::Phi3, "<|end|>\n"}};
+  const std::vector<ChatMessage> msgs = {
+      {"system", "Be brief."}, {"user", "Tell a story."}, {"assistant", "Once upon a"}};
+  for (const auto& [kind, end] : turn_ends) {
+    const std::string full = render_chat(kind, msgs, /*add_generation_prompt=*/false, "<s>");
+    const std::string open = render_chat_continuation(kind, msgs, "<s>");
+    EXPECT_EQ(open + end, full) << chat_template_name(kind);
+    EXPECT_TRUE(open.ends_with("Once upon a")) << open;
+  }
+  // Nothing to continue unless the assistant spoke last.
+  const std::vector<ChatMessage> asked = {{"user", "Tell a story."}};
+  EXPECT_THROW(render_chat_continuation(ChatTemplateKind::ChatML, asked, "<s>"), Error);
+  EXPECT_THROW(render_chat_continuation(ChatTemplateKind::ChatML, {}, "<s>"), Error);
+  // The families' order rules still hold.
+  const std::vector<ChatMessage> only_assistant = {{"assistant", "Hi"}};
+  EXPECT_THROW(render_chat_continuation(ChatTemplateKind::Gemma, only_assistant, "<s>"), Error);
+  EXPECT_EQ(render_chat_continuation(ChatTemplateKind::ChatML, only_assistant, "<s>"), "<|im_start|>assistant\nHi");
+}
+
 }  // namespace
 }  // namespace tokenmill::tokenizer

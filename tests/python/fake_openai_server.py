@@ -6,7 +6,10 @@ driver measured. Also: /tokenize (a toy tokenizer: whitespace words, words
 of 7+ letters count as two tokens), /v1/models, /metrics (Prometheus text
 with prefix-cache counters), a simulated prefix cache (16-token blocks), a
 limited number of slots (queueing shows in timings.queue_ms), and failure
-injection (429 rejections, 500 errors, mid-stream OOM errors, stalls).
+injection (429 rejections, 500 errors, mid-stream OOM errors, stalls,
+responses cut off mid-way) and keep-alive connections closed the way some
+servers close them: after N requests or after an idle time, without a
+"Connection: close" header.
 
 GET /debug/timings returns what the server itself observed of every
 streamed completion, on its own monotonic clock (milliseconds): when the
@@ -22,6 +25,7 @@ Run: python3 fake_openai_server.py --port 0 [options]; it prints
 import argparse
 import hashlib
 import json
+import socket
 import sys
 import threading
 import time
@@ -51,6 +55,7 @@ class State:
         self.hit_tokens = 0
         self.miss_tokens = 0
         self.disconnects = 0
+        self.connections = 0
         self.in_flight = 0
         self.timings = []  # one dict per streamed completion, see /debug/timings
         self.log = open(args.log, "a") if args.log else None
@@ -62,6 +67,10 @@ class State:
                 self.log.write(json.dumps(body, sort_keys=True) + "\n")
                 self.log.flush()
             return self.request_count
+
+    def count_connection(self):
+        with self.lock:
+            self.connections += 1
 
     def start_timing(self, k, prompt, received):
         """The timing record of request k, filled in as its chunks are sent."""
@@ -104,6 +113,26 @@ class Handler(BaseHTTPRequestHandler):
     def log_message(self, fmt, *a):  # quiet
         pass
 
+    def setup(self):
+        # The idle keep-alive timeout: a socket timeout while waiting for the
+        # next request line ends the connection (BaseHTTPRequestHandler
+        # catches it). Set per connection, before the streams are made.
+        idle_ms = self.server.state.args.idle_close_ms
+        if idle_ms > 0:
+            self.timeout = idle_ms / 1000
+        super().setup()
+        self.served = 0
+        self.server.state.count_connection()
+
+    def handle_one_request(self):
+        super().handle_one_request()
+        self.served += 1
+        close_after = self.state.args.close_after
+        if close_after > 0 and self.served >= close_after:
+            # Closed without saying so: the client learns it only when its
+            # next request on this connection finds the socket gone.
+            self.close_connection = True
+
     @property
     def state(self):
         return self.server.state
@@ -140,6 +169,7 @@ class Handler(BaseHTTPRequestHandler):
                 f"tokenmill_prefix_cache_miss_tokens_total {s.miss_tokens}\n"
                 f"process_resident_memory_bytes {100_000_000 + 1_000_000 * s.in_flight}\n"
                 f"fake_client_disconnects_total {s.disconnects}\n"
+                f"fake_connections_total {s.connections}\n"
                 f'fake_requests_total{{kind="all"}} {s.request_count}\n'
             ).encode()
             self.send_response(200)
@@ -211,6 +241,12 @@ class Handler(BaseHTTPRequestHandler):
         return {"object": "text_completion", "choices": [choice], "usage": usage,
                 "timings": {"queue_ms": queue_ms, "prompt_ms": prefill_ms, "ttft_ms": queue_ms + prefill_ms}}
 
+    def drop_connection(self):
+        """Cuts the response off: the socket closes mid-body, no last chunk."""
+        self.wfile.flush()
+        self.close_connection = True
+        self.connection.shutdown(socket.SHUT_RDWR)
+
     def chunk(self, payload):
         data = f"data: {payload}\n\n".encode()
         self.wfile.write(b"%x\r\n%s\r\n" % (len(data), data))
@@ -229,6 +265,9 @@ class Handler(BaseHTTPRequestHandler):
                     time.sleep(a.itl_ms / 1000)
                 if every(a.stall_every, k) and i == n // 2:
                     time.sleep(3600)
+                if every(a.drop_every, k) and i == n // 2:
+                    self.drop_connection()
+                    return
                 if every(a.oom_every, k) and i == n // 2:
                     self.chunk(json.dumps({"error": {"message": "out of memory: KV cache exhausted"}}))
                     self.wfile.write(b"0\r\n\r\n")
@@ -265,6 +304,10 @@ def main():
     p.add_argument("--error-every", type=int, default=0)
     p.add_argument("--oom-every", type=int, default=0)
     p.add_argument("--stall-every", type=int, default=0)
+    p.add_argument("--drop-every", type=int, default=0, help="cut every n-th stream off mid-way (socket closed)")
+    p.add_argument("--close-after", type=int, default=0,
+                   help="close a keep-alive connection after n requests, without a Connection: close header")
+    p.add_argument("--idle-close-ms", type=float, default=0.0, help="close a keep-alive connection idle this long")
     p.add_argument("--tokenize-shape", choices=["openai", "llama"], default="openai")
     p.add_argument("--log", default="", help="append every completion request body (JSON) to this file")
     args = p.parse_args()

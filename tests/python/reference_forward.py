@@ -153,6 +153,11 @@ class ReferenceModel:
 
     def forward(self, token_ids):
         """Logits (float64 [T, n_vocab]) after each token of the prompt."""
+        return self.hidden_states(token_ids) @ self.output.T
+
+    def hidden_states(self, token_ids):
+        """The final norm's output (float64 [T, n_embd]) at each token of the
+        prompt: the vectors the output projection reads (and embeddings pool)."""
         ids = np.asarray(token_ids, dtype=np.int64)
         if ids.ndim != 1 or len(ids) == 0 or ids.min() < 0 or ids.max() >= self.n_vocab:
             raise ValueError("token ids must be a non-empty list inside the vocabulary")
@@ -164,8 +169,7 @@ class ReferenceModel:
         for i, L in enumerate(self.layers):
             x = x + self._attention(i, L, x, pos)
             x = x + self._ffn(L, x)
-        h = rms_norm(x, self.output_norm, self.eps)
-        return h @ self.output.T
+        return rms_norm(x, self.output_norm, self.eps)
 
     def _attention(self, i, L, x, pos):
         T, hd = x.shape[0], self.head_dim
