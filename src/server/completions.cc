@@ -27,23 +27,6 @@ using nlohmann::json;
 
 constexpr int64_t kDefaultCompletionTokens = 16;  // OpenAI's default for /v1/completions
 
-engine::GenerateRequest base_request(const SamplingRequest& c, const std::string& tenant, int64_t max_tokens,
-                                     int prompt_logprobs, std::shared_ptr<const grammar::CompiledGrammar> grammar) {
-  engine::GenerateRequest r;
-  r.grammar = std::move(grammar);
-  r.prompt_logprobs = prompt_logprobs;
-  r.sampling = c.sampling;
-  if (!c.seed_given) r.sampling.seed = random_seed();
-  r.max_tokens = max_tokens;
-  r.priority = c.priority;
-  r.spec_max_draft = c.spec_max_draft;
-  r.tenant = tenant;
-  if (c.timeout_s) r.timeout = std::chrono::milliseconds(static_cast<int64_t>(*c.timeout_s * 1000.0));
-  r.logprobs = c.logprobs;
-  r.top_logprobs = c.top_logprobs;
-  return r;
-}
-
 TokenPieceFn piece_fn(const tokenizer::Tokenizer* tok) {
   return [tok](int32_t id) { return tok ? tok->token_to_piece(id, /*special=*/true) : fmt::format("<{}>", id); };
 }
@@ -114,7 +97,9 @@ struct Job {
   std::shared_ptr<const grammar::CompiledGrammar> grammar;  // constrained decoding, or null
   bool tool_calls = false;                                  // chat with active tools: parse the output into tool_calls
 
-  engine::GenerateRequest request() const { return base_request(common, tenant, max_tokens, prompt_logprobs, grammar); }
+  engine::GenerateRequest request() const {
+    return engine_request(common, tenant, max_tokens, prompt_logprobs, grammar);
+  }
 
   // Whether the engine runs at all: echo without logprobs and max_tokens 0
   // needs nothing from it.

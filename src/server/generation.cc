@@ -1,6 +1,10 @@
 #include "server/generation.h"
 
 #include <algorithm>
+#include <chrono>
+#include <memory>
+
+#include "server/serving_context.h"
 
 namespace tokenmill::server {
 
@@ -138,6 +142,23 @@ std::optional<ApiError> failure_error(const engine::FinalEvent& f, const std::st
           .with_retry_after(5);
     default: return std::nullopt;
   }
+}
+
+engine::GenerateRequest engine_request(const SamplingRequest& c, const std::string& tenant, int64_t max_tokens,
+                                       int prompt_logprobs, std::shared_ptr<const grammar::CompiledGrammar> grammar) {
+  engine::GenerateRequest r;
+  r.grammar = std::move(grammar);
+  r.prompt_logprobs = prompt_logprobs;
+  r.sampling = c.sampling;
+  if (!c.seed_given) r.sampling.seed = random_seed();
+  r.max_tokens = max_tokens;
+  r.priority = c.priority;
+  r.spec_max_draft = c.spec_max_draft;
+  r.tenant = tenant;
+  if (c.timeout_s) r.timeout = std::chrono::milliseconds(static_cast<int64_t>(*c.timeout_s * 1000.0));
+  r.logprobs = c.logprobs;
+  r.top_logprobs = c.top_logprobs;
+  return r;
 }
 
 }  // namespace tokenmill::server

@@ -20,6 +20,7 @@
 #include "engine/engine.h"
 #include "server/api_error.h"
 #include "server/http_stats.h"
+#include "server/openai_request.h"
 
 namespace tokenmill::server {
 
@@ -76,5 +77,12 @@ ApiError rejection_error(const engine::FinalEvent& final, const std::string& pro
 // -> 500, cancelled by a shutdown -> 503. nullopt for stop / length /
 // timeout (a timeout is reported as the finish reason "timeout").
 std::optional<ApiError> failure_error(const engine::FinalEvent& final, const std::string& prompt_param = "prompt");
+
+// The engine request of one prompt-less generation request: the parsed
+// sampling fields, a random seed unless the client gave one, the deadline,
+// the logprob settings and the compiled constraint. The caller fills in the
+// prompt (and n). prompt_logprobs: -1 = off.
+engine::GenerateRequest engine_request(const SamplingRequest& c, const std::string& tenant, int64_t max_tokens,
+                                       int prompt_logprobs, std::shared_ptr<const grammar::CompiledGrammar> grammar);
 
 }  // namespace tokenmill::server

@@ -10,6 +10,7 @@
 
 #include "sched/admission.h"
 #include "server/api_error.h"
+#include "server/generation.h"
 #include "server/llamacpp_session.h"
 #include "server/openai_response.h"
 #include "server/prompt_tokens.h"
@@ -43,22 +44,6 @@ size_t llama_text_bytes(const RequestJson& prompt) {
   if (prompt.is_array())
     for (const RequestJson& e : prompt) n += llama_text_bytes(e);
   return n;
-}
-
-engine::GenerateRequest llama_engine_request(const SamplingRequest& c, const std::string& tenant, int64_t max_tokens,
-                                             std::shared_ptr<const grammar::CompiledGrammar> grammar) {
-  engine::GenerateRequest r;
-  r.sampling = c.sampling;
-  if (!c.seed_given) r.sampling.seed = random_seed();
-  r.max_tokens = max_tokens;
-  r.priority = c.priority;
-  r.spec_max_draft = c.spec_max_draft;
-  r.tenant = tenant;
-  if (c.timeout_s) r.timeout = std::chrono::milliseconds(static_cast<int64_t>(*c.timeout_s * 1000.0));
-  r.logprobs = c.logprobs;
-  r.top_logprobs = c.top_logprobs;
-  r.grammar = std::move(grammar);
-  return r;
 }
 
 // max_tokens without n_predict (or with -1): as far as the context goes
@@ -209,7 +194,8 @@ void LlamaCppApi::respond(engine::Engine& engine, const LlamaBody& body, Complet
   if (!c.timeout_s && ctx_.policy.request_timeout_s > 0) c.timeout_s = ctx_.policy.request_timeout_s;
 
   LlamaJob job;
-  job.request = llama_engine_request(c, req.tenant, max_tokens, request_grammar(ctx_, c.constraint, nullptr));
+  job.request =
+      engine_request(c, req.tenant, max_tokens, /*prompt_logprobs=*/-1, request_grammar(ctx_, c.constraint, nullptr));
   job.n = c.n;
   for (const auto& p : prompts)
     job.prompt_texts.push_back(ctx_.tokenizer ? ctx_.tokenizer->decode(p, /*skip_special=*/false) : std::string());

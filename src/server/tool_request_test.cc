@@ -10,7 +10,7 @@
 namespace tokenmill::server {
 namespace {
 
-const ParseLimits kLimits{/*n_vocab=*/1000};
+const ParseLimits kToolLimits{/*n_vocab=*/1000};
 constexpr const char* kWeatherTool =
     R"({"type": "function", "function": {"name": "get_weather", "description": "Weather in a city.",
         "parameters": {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]},
@@ -18,10 +18,10 @@ constexpr const char* kWeatherTool =
 constexpr const char* kTimeTool = R"({"type": "function", "function": {"name": "get_time"}})";
 
 ChatRequest chat(const std::string& fields) {
-  return parse_chat_request(R"({"messages": [{"role": "user", "content": "Hi"}], )" + fields + "}", kLimits);
+  return parse_chat_request(R"({"messages": [{"role": "user", "content": "Hi"}], )" + fields + "}", kToolLimits);
 }
 
-void chat_400(const std::string& fields, const std::string& param, const std::string& needle) {
+void tool_chat_400(const std::string& fields, const std::string& param, const std::string& needle) {
   try {
     chat(fields);
     ADD_FAILURE() << "no error; expected one about " << param;
@@ -34,7 +34,7 @@ void chat_400(const std::string& fields, const std::string& param, const std::st
 
 void messages_400(const std::string& messages, const std::string& param, const std::string& needle) {
   try {
-    parse_chat_request(R"({"messages": )" + messages + "}", kLimits);
+    parse_chat_request(R"({"messages": )" + messages + "}", kToolLimits);
     ADD_FAILURE() << "no error; expected one about " << param;
   } catch (const ApiError& e) {
     EXPECT_EQ(e.param().value_or("<none>"), param) << e.what();
@@ -83,41 +83,41 @@ TEST(ToolsRequest, ToolChoice) {
 
 TEST(ToolsRequest, Errors) {
   const std::string tools = std::string(R"("tools": [)") + kWeatherTool + "], ";
-  chat_400(R"("tools": {})", "tools", "must be a list");
-  chat_400(R"("tools": [5])", "tools[0]", "must be an object");
-  chat_400(R"("tools": [{"type": "retrieval", "function": {"name": "f"}}])", "tools[0].type", "\"function\"");
-  chat_400(R"("tools": [{"function": {"name": "f"}}])", "tools[0].type", "got nothing");
-  chat_400(R"("tools": [{"type": "function", "function": {"description": "d"}}])", "tools[0].function.name",
-           "is required");
-  chat_400(R"("tools": [{"type": "function", "function": {"name": "a.b"}}])", "tools[0].function.name",
-           "^[a-zA-Z0-9_-]{1,64}$");
-  chat_400(R"("tools": [{"type": "function", "function": {"name": "f", "parameters": []}}])",
-           "tools[0].function.parameters", "JSON Schema object");
-  chat_400(R"("tools": [{"type": "function", "function": {"name": "f", "returns": {}}}])", "tools[0].function.returns",
-           "unrecognized");
-  chat_400(R"("tools": [{"type": "function", "function": {"name": "f", "strict": "yes"}}])", "tools[0].function.strict",
-           "boolean");
-  chat_400(
+  tool_chat_400(R"("tools": {})", "tools", "must be a list");
+  tool_chat_400(R"("tools": [5])", "tools[0]", "must be an object");
+  tool_chat_400(R"("tools": [{"type": "retrieval", "function": {"name": "f"}}])", "tools[0].type", "\"function\"");
+  tool_chat_400(R"("tools": [{"function": {"name": "f"}}])", "tools[0].type", "got nothing");
+  tool_chat_400(R"("tools": [{"type": "function", "function": {"description": "d"}}])", "tools[0].function.name",
+                "is required");
+  tool_chat_400(R"("tools": [{"type": "function", "function": {"name": "a.b"}}])", "tools[0].function.name",
+                "^[a-zA-Z0-9_-]{1,64}$");
+  tool_chat_400(R"("tools": [{"type": "function", "function": {"name": "f", "parameters": []}}])",
+                "tools[0].function.parameters", "JSON Schema object");
+  tool_chat_400(R"("tools": [{"type": "function", "function": {"name": "f", "returns": {}}}])",
+                "tools[0].function.returns", "unrecognized");
+  tool_chat_400(R"("tools": [{"type": "function", "function": {"name": "f", "strict": "yes"}}])",
+                "tools[0].function.strict", "boolean");
+  tool_chat_400(
       R"("tools": [{"type": "function", "function": {"name": "f"}}, {"type": "function", "function": {"name": "f"}}])",
       "tools", "twice");
   std::string many = R"("tools": [)";
   for (int i = 0; i < 129; ++i)
     many += std::string(i ? "," : "") + R"({"type": "function", "function": {"name": "f)" + std::to_string(i) + "\"}}";
-  chat_400(many + "]", "tools", "at most 128");
-  chat_400(tools + R"("tool_choice": "always")", "tool_choice", "\"required\"");
-  chat_400(tools + R"("tool_choice": 1)", "tool_choice", "string or an object");
-  chat_400(tools + R"("tool_choice": {"type": "function", "function": {"name": "nope"}})", "tool_choice",
-           "does not declare");
-  chat_400(tools + R"("tool_choice": {"type": "function"})", "tool_choice.function", "must be an object");
-  chat_400(tools + R"("tool_choice": {"type": "tool", "function": {"name": "get_weather"}})", "tool_choice.type",
-           "\"function\"");
-  chat_400(R"("tool_choice": "required")", "tool_choice", "declares none");
-  chat_400(tools + R"("parallel_tool_calls": "no")", "parallel_tool_calls", "boolean");
-  chat_400(R"("function_call": "auto")", "function_call", "send 'tools'");
+  tool_chat_400(many + "]", "tools", "at most 128");
+  tool_chat_400(tools + R"("tool_choice": "always")", "tool_choice", "\"required\"");
+  tool_chat_400(tools + R"("tool_choice": 1)", "tool_choice", "string or an object");
+  tool_chat_400(tools + R"("tool_choice": {"type": "function", "function": {"name": "nope"}})", "tool_choice",
+                "does not declare");
+  tool_chat_400(tools + R"("tool_choice": {"type": "function"})", "tool_choice.function", "must be an object");
+  tool_chat_400(tools + R"("tool_choice": {"type": "tool", "function": {"name": "get_weather"}})", "tool_choice.type",
+                "\"function\"");
+  tool_chat_400(R"("tool_choice": "required")", "tool_choice", "declares none");
+  tool_chat_400(tools + R"("parallel_tool_calls": "no")", "parallel_tool_calls", "boolean");
+  tool_chat_400(R"("function_call": "auto")", "function_call", "send 'tools'");
   // Tools and a response_format together are refused (the calls fix the format) ...
-  chat_400(tools + R"("response_format": {"type": "json_object"})", "response_format",
-           "cannot be combined with 'tools'");
-  chat_400(tools + R"("guided_regex": "a")", "guided_regex", "cannot be combined");
+  tool_chat_400(tools + R"("response_format": {"type": "json_object"})", "response_format",
+                "cannot be combined with 'tools'");
+  tool_chat_400(tools + R"("guided_regex": "a")", "guided_regex", "cannot be combined");
   // ... unless tool_choice is "none".
   EXPECT_TRUE(chat(tools + R"("tool_choice": "none", "guided_regex": "a")").common.constraint);
 }
@@ -132,7 +132,7 @@ TEST(ToolsRequest, AssistantToolCallsAndToolResults) {
         {"role": "tool", "tool_call_id": "call_1", "content": "18 C"},
         {"role": "tool", "tool_call_id": "call_2", "content": [{"type": "text", "text": "21 C"}]},
         {"role": "user", "content": "Thanks. Which is warmer?"}]})",
-                                           kLimits);
+                                           kToolLimits);
   ASSERT_EQ(r.messages.size(), 4u);
   EXPECT_EQ(r.messages[0].role, "system");
   EXPECT_EQ(r.messages[0].content.rfind("Be brief.\n\nYou can call", 0), 0u) << r.messages[0].content;
@@ -186,7 +186,7 @@ TEST(ToolPrompt, TokenizeRendersToolTurnsWithoutDefinitions) {
       R"({"messages": [{"role": "user", "content": "x"}, {"role": "assistant", "tool_calls": [
           {"id": "c", "type": "function", "function": {"name": "f", "arguments": "{}"}}]},
           {"role": "tool", "tool_call_id": "c", "content": "ok"}]})",
-      kLimits);
+      kToolLimits);
   ASSERT_EQ(t.messages.size(), 3u);
   EXPECT_EQ(t.messages[1].content, "<tool_call>\n{\"name\": \"f\", \"arguments\": {}}\n</tool_call>");
   EXPECT_EQ(t.messages[2].content, "<tool_response>\nok\n</tool_response>");
