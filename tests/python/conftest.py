@@ -75,6 +75,18 @@ def tiny(tokenmill_bin, tmp_path_factory):
     return path
 
 
+@pytest.fixture(scope="session")
+def slow(tokenmill_bin, tmp_path_factory):
+    """A model slow enough (a few ms per token on one thread) and with a
+    context long enough (4096) that a request is still running while a
+    test acts on it."""
+    path = str(tmp_path_factory.mktemp("models") / "slow.gguf")
+    run_tokenmill(tokenmill_bin, "synth", "--arch", "llama", "--type", "Q8_0", "--n-embd", "512", "--n-layer", "8",
+                  "--n-head", "8", "--n-kv-head", "4", "--n-ff", "1024", "--vocab", "512", "--ctx", "4096",
+                  "--seed", "3", "-o", path)
+    return path
+
+
 def run_tokenmill(binary, *args, input_text=None, check=True, timeout=600):
     """Runs tokenmill and returns the CompletedProcess (text mode)."""
     proc = subprocess.run([binary, *args], input=input_text, capture_output=True, text=True,

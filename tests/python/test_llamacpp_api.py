@@ -175,9 +175,10 @@ def test_props_and_slots(server, tiny):
 
 
 @pytest.fixture(scope="module")
-def one_slot_server(tokenmill_bin, tiny):
-    """One sequence slot, and streams paused once 1 KB waits for the client."""
-    with Server(tokenmill_bin, tiny, "-t", "1", "--kv-memory", "32M", "--max-seqs", "1",
+def one_slot_server(tokenmill_bin, slow):
+    """One sequence slot, and streams paused once 1 KB waits for the client;
+    the slow model, so that the engine is still generating when it pauses."""
+    with Server(tokenmill_bin, slow, "-t", "1", "--kv-memory", "64M", "--max-seqs", "1",
                 "--max-unsent-bytes", "1K") as s:
         yield s
 
