@@ -48,6 +48,8 @@ struct BenchModelOptions {
   int reps = 5;
   std::string kv_dtype = "f16";
   std::string runtime = "auto";
+  RopeFlags rope;
+  int64_t ctx_size = 0;          // 0: the model's context
   int64_t bandwidth_mib = 1024;  // 0: skip the bandwidth measurement
 };
 
@@ -192,7 +194,8 @@ void bench_model(const BenchModelOptions& o) {
   if (o.reps < 1) fail("-r must be >= 1, got {}", o.reps);
   if (o.bandwidth_mib < 0) fail("--bandwidth-mib must be >= 0");
   const kv::KvDtype dtype = parse_kv_dtype(o.kv_dtype);
-  const std::unique_ptr<RuntimeModel> loaded = load_runtime_model(o.model_path, o.runtime);
+  const std::unique_ptr<RuntimeModel> loaded =
+      load_runtime_model(o.model_path, o.runtime, rope_overrides(o.rope, o.ctx_size));
   model::Model* m = &loaded->model();
   const int64_t ctx = std::max(o.n_prompt, o.n_gen);
   if (ctx > m->config().n_ctx_train) fail("-p/-n {} exceed the model's context of {}", ctx, m->config().n_ctx_train);
@@ -259,6 +262,9 @@ void add_bench_model_command(CLI::App& app) {
   cmd->add_option("-p,--n-prompt", o->n_prompt, "Prompt tokens of the pp test (0: skip)")->capture_default_str();
   cmd->add_option("-n,--n-gen", o->n_gen, "Generated tokens of the tg test (0: skip)")->capture_default_str();
   cmd->add_option("-t,--threads", o->threads, "Threads (default: all cores)");
+  cmd->add_option("-c,--ctx-size", o->ctx_size,
+                  "Context (default: the model's; beyond it warns unless RoPE is scaled)");
+  add_rope_flags(*cmd, o->rope);
   cmd->add_option("-r,--repetitions", o->reps, "Timed repetitions per test")->capture_default_str();
   add_kv_dtype_option(*cmd, o->kv_dtype);
   add_runtime_option(*cmd, o->runtime);

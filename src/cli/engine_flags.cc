@@ -37,8 +37,10 @@ RuntimeModel::~RuntimeModel() { model_->set_matmul_hook(nullptr); }
 
 std::string RuntimeModel::runtime_name() const { return cli::runtime_name(hook_.get()); }
 
-std::unique_ptr<RuntimeModel> load_runtime_model(const std::string& path, const std::string& runtime) {
-  std::unique_ptr<model::Model> m = model::Model::load(path);
+std::unique_ptr<RuntimeModel> load_runtime_model(const std::string& path, const std::string& runtime,
+                                                 const model::RopeOverrides& rope) {
+  std::unique_ptr<model::Model> m = model::Model::load(path, nullptr, rope);
+  print_notices(m->notices());
   std::unique_ptr<quant::WeightRuntimeHook> hook = quant::make_weight_runtime(*m, runtime);
   return std::make_unique<RuntimeModel>(std::move(m), std::move(hook));
 }
@@ -59,7 +61,9 @@ void add_engine_flags(CLI::App& cmd, EngineFlags& f, EngineFlagSet set) {
   cmd.add_option("--max-seqs", f.max_seqs, "Sequences running at once")->capture_default_str();
   cmd.add_option("--prefill-chunk", f.prefill_chunk, "Prefill chunk; 0 = unchunked")->capture_default_str();
   if (set == EngineFlagSet::kServe) {
-    cmd.add_option("--max-model-len", f.max_model_len, "Prompt + max_tokens cap; 0 = the model's context")
+    cmd.add_option("-c,--ctx-size,--max-model-len", f.max_model_len,
+                   "Prompt + max_tokens cap; 0 = the model's context; beyond it extends the context (warns "
+                   "unless RoPE is scaled)")
         ->capture_default_str();
     cmd.add_option("--max-waiting", f.max_waiting, "Waiting-queue bound (429 beyond); 0 = none")->capture_default_str();
   }
@@ -72,6 +76,7 @@ void add_engine_flags(CLI::App& cmd, EngineFlags& f, EngineFlagSet set) {
       ->capture_default_str();
   cmd.add_option("--priority-aging", f.aging_s, "Seconds per priority class of aging")->capture_default_str();
   add_spec_flags(cmd, f.spec);
+  add_rope_flags(cmd, f.rope);
   // serve only: a benchmark run builds several engines, each would need its workers anew.
   if (set == EngineFlagSet::kServe) {
     add_parallel_flags(cmd, f.parallel);
@@ -172,6 +177,7 @@ engine::EngineConfig engine_config(const std::string& model_path, const EngineFl
   c.max_seqs = f.max_seqs;
   c.prefill_chunk = f.prefill_chunk;
   c.max_model_len = f.max_model_len;
+  c.rope = rope_overrides(f.rope, f.max_model_len);
   c.max_waiting = f.max_waiting;
   c.kv_exhausted = engine::parse_kv_policy(f.kv_policy);
   c.prefix_cache = !f.no_prefix_cache;

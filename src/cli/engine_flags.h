@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "cli/parallel_launch.h"
+#include "cli/rope_flags.h"
 #include "engine/engine.h"
 #include "engine/engine_config.h"
 #include "kv/kv_dtype.h"
@@ -51,11 +52,13 @@ class RuntimeModel {
   std::unique_ptr<quant::WeightRuntimeHook> hook_;  // null: dense
 };
 
-// Loads `path` and builds the runtime `runtime` names (see
-// add_runtime_option). Throws Error for a bad file, an unknown runtime or
-// one the file cannot use (W8A8 without Q8_0 matrices, FP8 without
-// FP8-grid BF16 ones). Cost: FP8 packs its matrices once (one pass).
-std::unique_ptr<RuntimeModel> load_runtime_model(const std::string& path, const std::string& runtime);
+// Loads `path` (with the RoPE/context overrides, whose warnings go to
+// stderr) and builds the runtime `runtime` names (see add_runtime_option).
+// Throws Error for a bad file, an unknown runtime or one the file cannot
+// use (W8A8 without Q8_0 matrices, FP8 without FP8-grid BF16 ones). Cost:
+// FP8 packs its matrices once (one pass).
+std::unique_ptr<RuntimeModel> load_runtime_model(const std::string& path, const std::string& runtime,
+                                                 const model::RopeOverrides& rope = {});
 
 // The engine's factory for the --runtime value (see add_runtime_option).
 // Throws Error for an unknown name at once; what the file cannot use fails
@@ -99,6 +102,7 @@ struct EngineFlags {
   std::string isolation = "shared";
   double aging_s = 10.0;
   SpecFlags spec;
+  RopeFlags rope;                          // --rope-scaling, --rope-scale, ... (rope_flags.h)
   ParallelFlags parallel;                  // serve only: --tp, --pp, --pp-microbatches (parallel_launch.h)
   std::vector<std::string> tenant_limits;  // serve only: --tenant-limit TENANT:KEY=N,...
 };

@@ -2,13 +2,18 @@
 // alone (tensor data is mapped but never touched, so it is quick on any size).
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <map>
 #include <memory>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "cli/commands.h"
 #include "gguf/reader.h"
+#include "model/config.h"
+#include "model/rope_config.h"
+#include "util/error.h"
 
 namespace tokenmill::cli {
 namespace {
@@ -43,6 +48,52 @@ void print_shape(const gguf::GgufFile& f, const std::string& arch) {
   std::string vocab =
       tokens != nullptr && tokens->is_array() ? fmt::format("{}", tokens->as_array().items.size()) : "-";
   fmt::print("  {:<26} {}\n", "vocab_size (tokens)", vocab);
+}
+
+// "0,2,4" / "0-4,6-10": the layers whose flag is set, as ranges.
+std::string layer_ranges(const std::vector<bool>& flags) {
+  std::string out;
+  for (size_t i = 0; i < flags.size();) {
+    if (!flags[i]) {
+      ++i;
+      continue;
+    }
+    size_t j = i;
+    while (j + 1 < flags.size() && flags[j + 1]) ++j;
+    if (!out.empty()) out += ",";
+    out += j == i ? fmt::format("{}", i) : fmt::format("{}-{}", i, j);
+    i = j + 1;
+  }
+  return out;
+}
+
+// What tokenmill makes of the file (ModelConfig): the variant it would run,
+// or why it would refuse it.
+void print_model(const gguf::GgufFile& f) {
+  model::ModelConfig c;
+  try {
+    c = model::ModelConfig::from_gguf(f);
+  } catch (const Error& e) {
+    fmt::print("model:         not runnable by tokenmill: {}\n", e.what());
+    return;
+  }
+  fmt::print("model (as tokenmill runs it):\n");
+  fmt::print("  {:<15} {}\n", "architecture", c.arch_name);
+  std::string context = fmt::format("{}", c.n_ctx_train);
+  if (c.rope_scaling == model::RopeScalingType::kYarn)
+    context += fmt::format(" (original, before RoPE scaling: {})", c.rope_orig_ctx);
+  fmt::print("  {:<15} {}\n", "context", context);
+  fmt::print("  {:<15} {}\n", "rope", model::rope_summary(c));
+  const int64_t num_local = static_cast<int64_t>(std::count(c.layer_is_local.begin(), c.layer_is_local.end(), true));
+  fmt::print("  {:<15} {}\n", "sliding window",
+             num_local == 0 || c.sliding_window <= 0
+                 ? std::string("none")
+                 : fmt::format("{} positions on layers {} ({} of {})", c.sliding_window, layer_ranges(c.layer_is_local),
+                               num_local, c.n_layer));
+  const auto cap = [](float v) { return v > 0.0f ? fmt::format("{}", v) : std::string("none"); };
+  fmt::print("  {:<15} attention {}, final logits {}\n", "soft-capping", cap(c.attn_softcap), cap(c.final_softcap));
+  const gguf::Value* tmpl = f.find("tokenizer.chat_template");
+  fmt::print("  {:<15} {}\n", "chat template", tmpl != nullptr ? "yes" : "no");
 }
 
 void print_tensor_summary(const gguf::GgufFile& f) {
@@ -120,6 +171,7 @@ void run_inspect(const InspectFlags& flags) {
   fmt::print("architecture:  {}\n", arch.empty() ? "-" : arch);
   fmt::print("name:          {}\n", f.get_string_or("general.name", "-"));
   if (!arch.empty()) print_shape(f, arch);
+  print_model(f);
   print_tensor_summary(f);
   print_tokenizer(f);
   if (flags.metadata) {

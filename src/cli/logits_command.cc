@@ -28,6 +28,8 @@ struct LogitsOptions {
   std::string kv_dtype = "f32";  // exact by default: this command checks the maths
   std::string runtime = "auto";
   int threads = 0;
+  int64_t ctx_size = 0;  // 0: the model's context
+  RopeFlags rope;
 };
 
 // NumPy format version 1.0: magic, header length, a Python dict literal
@@ -45,7 +47,8 @@ void write_npy_header(std::FILE* f, int64_t rows, int64_t cols) {
 
 void run(const LogitsOptions& o) {
   const kv::KvDtype kv_dtype = parse_kv_dtype(o.kv_dtype);
-  const std::unique_ptr<RuntimeModel> loaded = load_runtime_model(o.model_path, o.runtime);
+  const std::unique_ptr<RuntimeModel> loaded =
+      load_runtime_model(o.model_path, o.runtime, rope_overrides(o.rope, o.ctx_size));
   model::Model* m = &loaded->model();
   const model::ModelConfig& c = m->config();
   std::vector<int32_t> tokens;
@@ -91,6 +94,9 @@ void add_logits_command(CLI::App& app) {
   cmd->add_option("-o,--output", opts->out_path, "Output .npy path")->required();
   cmd->add_option("-b,--batch", opts->batch, "Tokens per forward step")->capture_default_str();
   cmd->add_option("-t,--threads", opts->threads, "Threads (default: all cores)");
+  cmd->add_option("-c,--ctx-size", opts->ctx_size,
+                  "Context (default: the model's; beyond it warns unless RoPE is scaled)");
+  add_rope_flags(*cmd, opts->rope);
   add_kv_dtype_option(*cmd, opts->kv_dtype);
   add_runtime_option(*cmd, opts->runtime);
   cmd->callback([opts] { run(*opts); });

@@ -37,6 +37,7 @@ bool run_if_worker(const std::shared_ptr<dist::MpiRuntime>& runtime, engine::Eng
   w.block_size = config.block_size;
   w.kv_dtype = config.kv_dtype;
   w.window_pool = config.kv_window_pool;
+  w.rope = config.rope;
   w.hook_factory = config.matmul_hook_factory;
   dist::run_worker(*runtime, w);
   return true;

@@ -43,6 +43,7 @@ struct RunOptions {
   std::vector<std::string> logit_bias;
   sample::SamplingParams sampling;
   SpecFlags spec;
+  RopeFlags rope;
 };
 
 std::vector<std::pair<int32_t, float>> parse_logit_bias(const std::vector<std::string>& items) {
@@ -99,6 +100,8 @@ engine::EngineConfig run_engine_config(const RunOptions& o, int64_t context) {
   c.prefill_chunk = o.batch;
   c.prefix_cache = false;
   c.spec = spec_config(o.spec);
+  // -c beyond the model's context extends it (with a warning unless RoPE is scaled).
+  c.rope = rope_overrides(o.rope, o.ctx_size);
   c.validate();
   return c;
 }
@@ -124,6 +127,7 @@ void run(RunOptions o) {
   const int64_t wanted = std::max<int64_t>(o.n_predict, 1);
   const int64_t context = o.ctx_size > 0 ? o.ctx_size : prompt_len + wanted;
   engine::EngineConfig config = run_engine_config(o, context);
+  warn_about_rope(o.model_path, config.rope);
   config.tokenizer = std::move(tok);
   engine::Engine engine(config);
   const int64_t max_len = engine.limits().max_model_len();  // the context, capped by the model's
@@ -199,7 +203,9 @@ void add_run_command(CLI::App& app) {
   cmd->add_option("--system", opts->system_prompt, "System message for --chat");
   cmd->add_option("--chat-template", opts->chat_template, "gemma|llama2|llama3|chatml|mistral|phi3");
   cmd->add_option("-n,--n-predict", opts->n_predict, "Tokens to generate")->capture_default_str();
-  cmd->add_option("-c,--ctx-size", opts->ctx_size, "Context size (default: prompt + n, capped)");
+  cmd->add_option("-c,--ctx-size", opts->ctx_size,
+                  "Context size (default: prompt + n, capped by the model's; beyond it warns unless RoPE is scaled)");
+  add_rope_flags(*cmd, opts->rope);
   cmd->add_option("-b,--batch", opts->batch, "Prefill chunk size in tokens")->capture_default_str();
   cmd->add_option("-t,--threads", opts->threads, "Threads (default: all cores)");
   add_kv_dtype_option(*cmd, opts->kv_dtype);

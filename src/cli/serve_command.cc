@@ -139,6 +139,7 @@ void serve(const ServeOptions& o) {
   // Under mpirun: ranks other than 0 serve their shard of the model only.
   const std::shared_ptr<dist::MpiRuntime> parallel = start_parallel(o.engine.parallel);
   if (run_if_worker(parallel, config)) return;
+  warn_about_rope(o.model_path, config.rope);
   const sigset_t signals = block_stop_signals();
   raise_descriptor_limit(o.max_connections);
   server::HttpServer http(server_options(o));

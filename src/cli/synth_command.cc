@@ -24,6 +24,8 @@ struct SynthFlags {
   std::string vocab_from;
   std::string output;
   int threads = 0;
+  std::string rope_scaling = "none";  // --rope-scaling; the factor etc. in `rope`
+  model::SynthRope rope;
   // Shape overrides: the value and whether the flag was given.
   int64_t n_embd = 0, n_layer = 0, n_head = 0, n_kv_head = 0, n_ff = 0, vocab = 0, head_dim = 0, ctx = 0;
   CLI::Option *n_embd_opt = nullptr, *n_layer_opt = nullptr, *n_head_opt = nullptr, *n_kv_head_opt = nullptr,
@@ -50,6 +52,8 @@ void run_synth(const SynthFlags& f) {
   if (!f.vocab_from.empty()) o.vocab_from = f.vocab_from;
   o.shared_dir = shared_dir();
   o.num_threads = f.threads;
+  o.rope = f.rope;
+  o.rope.type = *model::parse_synth_rope(f.rope_scaling);  // CLI11 checked the name
   o.overrides = {given(f.n_embd_opt, f.n_embd),       given(f.n_layer_opt, f.n_layer), given(f.n_head_opt, f.n_head),
                  given(f.n_kv_head_opt, f.n_kv_head), given(f.n_ff_opt, f.n_ff),       given(f.vocab_opt, f.vocab),
                  given(f.head_dim_opt, f.head_dim),   given(f.ctx_opt, f.ctx)};
@@ -67,8 +71,8 @@ void add_synth_command(CLI::App& app) {
   auto f = std::make_shared<SynthFlags>();
   CLI::App* cmd =
       app.add_subcommand("synth", "Write a synthetic GGUF model: real layout, deterministic random weights");
-  cmd->add_option("--arch", f->arch, "llama|qwen2|gemma3")
-      ->check(CLI::IsMember({"llama", "qwen2", "gemma3"}))
+  cmd->add_option("--arch", f->arch, "llama|qwen2|gemma3|qwen3|olmo2|granite|phi3|gemma2")
+      ->check(CLI::IsMember({"llama", "qwen2", "gemma3", "qwen3", "olmo2", "granite", "phi3", "gemma2"}))
       ->capture_default_str();
   cmd->add_option("--preset", f->preset, "Base shape; the shape flags below override it")
       ->check(CLI::IsMember(model::synth_preset_names()))
@@ -87,6 +91,13 @@ void add_synth_command(CLI::App& app) {
   f->vocab_opt = cmd->add_option("--vocab", f->vocab, "Vocabulary size");
   f->head_dim_opt = cmd->add_option("--head-dim", f->head_dim, "Head size (default n_embd / n_head)");
   f->ctx_opt = cmd->add_option("--ctx", f->ctx, "Training context length");
+  cmd->add_option("--rope-scaling", f->rope_scaling, "RoPE scaling keys to write: none|linear|yarn|llama3|longrope")
+      ->check(CLI::IsMember({"none", "linear", "yarn", "llama3", "longrope"}))
+      ->capture_default_str();
+  cmd->add_option("--rope-factor", f->rope.factor, "Context extension factor of the scaling")->capture_default_str();
+  cmd->add_option("--rope-orig-ctx", f->rope.orig_ctx, "Original context of yarn/llama3 (default: --ctx)");
+  cmd->add_option("--rope-attn-factor", f->rope.attn_factor, "rope.scaling.attn_factor (written when not 1)")
+      ->capture_default_str();
   cmd->callback([f] { run_synth(*f); });
 }
 

@@ -9,7 +9,7 @@ namespace tokenmill::dist {
 
 void run_worker(MpiRuntime& runtime, const WorkerConfig& config) {
   ThreadPool pool(config.num_threads);
-  std::unique_ptr<model::Model> model = model::Model::load(config.model_path, &runtime);
+  std::unique_ptr<model::Model> model = model::Model::load(config.model_path, &runtime, config.rope);
   std::unique_ptr<model::MatmulHook> hook;
   if (config.hook_factory) {
     hook = config.hook_factory(*model);

@@ -22,6 +22,7 @@ struct WorkerConfig {
   int64_t block_size = 16;
   kv::KvDtype kv_dtype = kv::KvDtype::F16;
   bool window_pool = true;
+  model::RopeOverrides rope;  // the root's, so that every rank rotates alike
   // The weight runtime's hook for the model shard (null result: none).
   std::function<std::unique_ptr<model::MatmulHook>(const model::Model&)> hook_factory;
 };

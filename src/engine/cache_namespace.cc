@@ -8,6 +8,7 @@
 #define XXH_INLINE_ALL
 #include <xxhash.h>
 
+#include "model/rope_config.h"
 #include "util/error.h"
 
 namespace tokenmill::engine {
@@ -48,9 +49,17 @@ std::string tokenizer_identity(const tokenizer::Tokenizer& t) {
   return fmt::format("n={},xxh3={:016x}", t.vocab_size(), XXH3_64bits_digest(&state));
 }
 
+// Every input of the rotation, after the user's overrides: the file's
+// rope_freqs tensor is covered by the model identity (the file's bytes).
 std::string rope_identity(const model::ModelConfig& c) {
-  return fmt::format("base={},local={},scale={},local_scale={},dims={},neox={}", c.rope_base, c.rope_base_local,
-                     c.rope_freq_scale, c.rope_freq_scale_local, c.rope_dims, c.rope_neox ? 1 : 0);
+  std::string id =
+      fmt::format("base={},local={},scale={},local_scale={},dims={},neox={},type={},factor={},attn={}", c.rope_base,
+                  c.rope_base_local, c.rope_freq_scale, c.rope_freq_scale_local, c.rope_dims, c.rope_neox ? 1 : 0,
+                  model::rope_scaling_name(c.rope_scaling), c.rope_scaling_factor, c.rope_attn_factor);
+  if (c.rope_scaling == model::RopeScalingType::kYarn)
+    id += fmt::format(",orig={},ext={},beta={}/{}", c.rope_orig_ctx, c.yarn_ext_factor, c.yarn_beta_fast,
+                      c.yarn_beta_slow);
+  return id;
 }
 
 std::string attention_mask_identity(const model::ModelConfig& c) {

@@ -26,7 +26,8 @@ namespace tokenmill::engine {
 std::string model_identity(const std::string& weights_path, const model::ModelConfig& config);
 // Hex hash of the token texts and types, the special ids and the pre-tokenizer.
 std::string tokenizer_identity(const tokenizer::Tokenizer& tokenizer);
-// "base=10000,local=10000,scale=1,local_scale=1,dims=16,neox=0".
+// "base=10000,local=10000,scale=1,local_scale=1,dims=16,neox=0,type=none,
+// factor=1,attn=1", plus ",orig=N,ext=E,beta=F/S" for YaRN.
 std::string rope_identity(const model::ModelConfig& config);
 // "causal", or "causal+sliding:W:" followed by one L/G per layer.
 std::string attention_mask_identity(const model::ModelConfig& config);

@@ -56,6 +56,34 @@ TEST(CacheNamespaceTest, IdentityFollowsTheFileAndConfig) {
   EXPECT_THROW(model_identity(copy, c), Error);
 }
 
+// Two configurations that differ only in their RoPE scaling (type, factor,
+// YaRN's parameters, or a --rope-scale override) must not share KV blocks.
+TEST(CacheNamespaceTest, RopeScalingIsPartOfTheNamespace) {
+  const std::string& path = testing::tiny_model_path();
+  std::unique_ptr<model::Model> m = model::Model::load(path);
+  const model::ModelConfig& c = m->config();
+  const auto id = [&](const model::ModelConfig& config) {
+    return kv::namespace_id(make_cache_namespace(path, config, nullptr, "", kv::KvDtype::F16));
+  };
+  model::ModelConfig linear = c;
+  model::apply_rope_overrides(linear, {.scaling = "linear", .scale = 4.0});
+  model::ModelConfig yarn = c;
+  model::apply_rope_overrides(yarn, {.scaling = "yarn", .scale = 4.0});
+  model::ModelConfig yarn_orig = yarn;
+  model::apply_rope_overrides(yarn_orig, {.yarn_orig_ctx = 32});
+  model::ModelConfig yarn_beta = yarn;
+  yarn_beta.yarn_beta_fast = 16;
+  model::ModelConfig linear2 = c;
+  model::apply_rope_overrides(linear2, {.scale = 2.0});
+  const uint64_t ids[] = {id(c), id(linear), id(yarn), id(yarn_orig), id(yarn_beta), id(linear2)};
+  for (size_t i = 0; i < std::size(ids); ++i)
+    for (size_t j = i + 1; j < std::size(ids); ++j) EXPECT_NE(ids[i], ids[j]) << i << " vs " << j;
+  // The same overrides give the same namespace; a longer context alone does not change it.
+  model::ModelConfig linear_again = c;
+  model::apply_rope_overrides(linear_again, {.scaling = "linear", .scale = 4.0, .ctx = c.n_ctx_train * 2});
+  EXPECT_EQ(id(linear_again), id(linear));
+}
+
 TEST(CacheNamespaceTest, TokenizerIdentityDependsOnTheTokens) {
   tokenizer::TokenizerSpec spec;
   spec.tokens = {"<unk>", "<s>", "</s>", "a", "b"};

@@ -12,6 +12,7 @@
 #include "model/config.h"
 #include "model/matmul_hook.h"
 #include "model/parallel.h"
+#include "model/rope_config.h"
 #include "sched/scheduler.h"
 #include "sched/tenant_limits.h"
 #include "spec/spec_config.h"
@@ -44,6 +45,10 @@ enum class PrefixIsolation {
 struct EngineConfig {
   std::string model_path;
   int num_threads = 0;  // 0: one per online CPU
+  // --rope-scaling/--rope-scale/--rope-freq-base/--yarn-orig-ctx/--ctx:
+  // applied to the model at load (model/rope_config.h); part of the
+  // prefix-cache namespace through the model's config.
+  model::RopeOverrides rope;
 
   // KV pool size, first match wins: kv_num_blocks (exact, for tests), then
   // kv_memory_bytes, then kv_memory_fraction of MemAvailable. The result is

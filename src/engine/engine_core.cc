@@ -63,7 +63,7 @@ std::optional<Refusal> check_request(const GenerateRequest& r, const RequestLimi
 EngineCore::EngineCore(const EngineConfig& config, Metrics& metrics)
     : config_(config), metrics_(metrics), pool_(config.num_threads) {
   config_.validate();
-  model_ = model::Model::load(config_.model_path, config_.parallel.get());
+  model_ = model::Model::load(config_.model_path, config_.parallel.get(), config_.rope);
   if (config_.parallel && !config_.parallel->is_root()) fail("the engine runs on the root rank only");
   if (config_.matmul_hook_factory) {
     matmul_hook_ = config_.matmul_hook_factory(*model_);

@@ -49,6 +49,30 @@ const std::string& gemma_model_path() {
   return *path;
 }
 
+// A synthetic gemma2 of 4 layers: the even ones (0, 2) use the window of 8,
+// the odd ones are global.
+const std::string& gemma2_model_path() {
+  static const std::string* path = [] {
+    const std::filesystem::path p =
+        std::filesystem::temp_directory_path() / ("tokenmill_window2_test_" + std::to_string(::getpid()) + ".gguf");
+    model::SynthOptions o;
+    o.arch = model::SynthArch::kGemma2;
+    o.preset = "tiny";
+    o.overrides.n_layer = 4;
+    o.format = *model::parse_weight_format("F32");
+    o.seed = 12;
+    o.num_threads = 1;
+    model::write_synth_model(o, p.string());
+    auto* leaked = new std::string(p.string());
+    std::atexit([] {
+      std::error_code ec;
+      std::filesystem::remove(gemma2_model_path(), ec);
+    });
+    return leaked;
+  }();
+  return *path;
+}
+
 EngineConfig gemma_config(bool window_pool, int64_t prefill_chunk, int64_t kv_blocks) {
   EngineConfig c = testing::tiny_config();
   c.model_path = gemma_model_path();
@@ -135,6 +159,29 @@ TEST(EngineWindowTest, GreedyTokensMatchTheReferenceWithAndWithoutTheWindowPool)
         EXPECT_EQ(run.stats.kv_window_blocks_used, 0);
         EXPECT_EQ(run.stats.kv_window_blocks_total > 0, window_pool);
       }
+    }
+  }
+}
+
+// Gemma 2's alternating layers go through the same two pools: two prompts
+// generating 40 tokens each (5+ windows), chunked or not.
+TEST(EngineWindowTest, Gemma2GreedyTokensMatchTheReferenceWithAndWithoutTheWindowPool) {
+  const std::unique_ptr<model::Model> m = model::Model::load(gemma2_model_path());
+  EXPECT_EQ(m->config().sliding_window, kWindow);
+  EXPECT_EQ(m->kv_geometry(4, kv::KvDtype::F16, model::KvGroup::kWindow).n_layer, 2);
+  EXPECT_EQ(m->kv_geometry(4, kv::KvDtype::F16, model::KvGroup::kFull).n_layer, 2);
+  std::vector<GenerateRequest> requests;
+  for (uint64_t i = 0; i < 2; ++i) requests.push_back(greedy_request(random_prompt(60 + i, 30 + 7 * i), 40));
+  std::vector<std::vector<int32_t>> want;
+  for (const GenerateRequest& r : requests) want.push_back(testing::reference_greedy(*m, r.prompt, r.max_tokens));
+  for (int64_t chunk : {int64_t{0}, int64_t{5}}) {
+    for (bool window_pool : {false, true}) {
+      SCOPED_TRACE(::testing::Message() << "chunk " << chunk << " window pool " << window_pool);
+      EngineConfig config = gemma_config(window_pool, chunk, 96);
+      config.model_path = gemma2_model_path();
+      const RunResult run = run_all(config, requests);
+      for (size_t i = 0; i < requests.size(); ++i) EXPECT_EQ(run.tokens[i], want[i]) << "request " << i;
+      EXPECT_EQ(run.stats.kv_window_blocks_total > 0, window_pool);
     }
   }
 }

@@ -123,6 +123,13 @@ GgufWriter::GgufWriter(uint32_t alignment) : alignment_(alignment) {
   }
 }
 
+const Value* GgufWriter::find(std::string_view key) const {
+  for (const MetadataEntry& e : metadata_) {
+    if (e.key == key) return &e.value;
+  }
+  return nullptr;
+}
+
 void GgufWriter::set(const std::string& key, Value value) {
   check_value(key, value, 0);
   for (MetadataEntry& e : metadata_) {

@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "gguf/reader.h"
@@ -17,6 +18,8 @@ class GgufWriter {
 
   // Adds or replaces a metadata key (order of first insertion is kept).
   void set(const std::string& key, Value value);
+  // The value set for `key`, or nullptr.
+  const Value* find(std::string_view key) const;
   // Adds a tensor; `data` must hold exactly row_bytes(type, dims[0]) * rows
   // bytes. dims are in GGUF order (dims[0] fastest). Throws Error on a
   // duplicate name or a size mismatch.

@@ -4,27 +4,15 @@
 
 #include <cstdint>
 
+#include "kernels/rope.h"
+
 namespace tokenmill::kernels {
 
 // out[i] = x[i] / rms(x) * w[i]; rms over the row with eps. w may be null (no scale).
 // out may alias x.
 void rms_norm(const float* x, const float* w, float* out, int64_t n, float eps);
 
-// In-place rotary embedding on one head vector of length head_dim at position
-// pos. rope_dims <= head_dim leading dims are rotated. `neox` selects pairing
-// (i, i + rope_dims/2) instead of (2i, 2i+1). freq_scale multiplies positions;
-// freq_factors (may be null, length rope_dims/2) divide each frequency (llama3).
-void rope(float* head, int64_t head_dim, int64_t rope_dims, int64_t pos, float freq_base, float freq_scale,
-          const float* freq_factors, bool neox);
-
-// rope() in two halves, so that the angles of a position are computed once
-// and shared by every head of the token (a pow and a sincos per pair,
-// recomputed for each head, were a visible share of a prefill).
-// rope_angles writes cos/sin [rope_dims / 2] of the pairs' angles at pos;
-// rope_apply rotates one head with them. Together they give exactly rope().
-void rope_angles(int64_t rope_dims, int64_t pos, float freq_base, float freq_scale, const float* freq_factors,
-                 double* cos_out, double* sin_out);
-void rope_apply(float* head, int64_t rope_dims, const double* cos_in, const double* sin_in, bool neox);
+// Rotary embedding (rope, rope_angles, rope_apply) lives in kernels/rope.h.
 
 // gate[i] = silu(gate[i]) * up[i]
 void swiglu(float* gate, const float* up, int64_t n);

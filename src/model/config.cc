@@ -2,6 +2,7 @@
 
 #include <cmath>
 
+#include "model/rope_config.h"
 #include "util/error.h"
 
 namespace tokenmill::model {
@@ -11,12 +12,25 @@ namespace {
 // GGUF files in circulation do not store the pattern, so it is fixed here.
 constexpr int64_t kGemma3GlobalEvery = 6;
 constexpr float kGemma3LocalRopeBase = 10000.0f;
+constexpr int64_t kGemma3Layers27b = 62;
+// Gemma 2's values where a file leaves the key out (llama.cpp's defaults,
+// those of the released models), and the layer count of its 27B model.
+constexpr int64_t kGemma2DefaultWindow = 4096;
+constexpr double kGemma2DefaultAttnSoftcap = 50.0;
+constexpr double kGemma2DefaultFinalSoftcap = 30.0;
+constexpr int64_t kGemma2Layers27b = 46;
 
 Arch parse_arch(const gguf::GgufFile& f, const std::string& name) {
   if (name == "llama") return Arch::Llama;
   if (name == "qwen2") return Arch::Qwen2;
   if (name == "gemma3") return Arch::Gemma3;
-  fail("{}: unsupported architecture '{}' (supported: llama, qwen2, gemma3)", f.name(), name);
+  if (name == "qwen3") return Arch::Qwen3;
+  if (name == "olmo2") return Arch::Olmo2;
+  if (name == "granite") return Arch::Granite;
+  if (name == "phi3") return Arch::Phi3;
+  if (name == "gemma2") return Arch::Gemma2;
+  fail("{}: unsupported architecture '{}' (supported: llama, qwen2, gemma3, qwen3, olmo2, granite, phi3, gemma2)",
+       f.name(), name);
 }
 
 int64_t vocab_size(const gguf::GgufFile& f, const std::string& a) {
@@ -27,6 +41,81 @@ int64_t vocab_size(const gguf::GgufFile& f, const std::string& a) {
   }
   const gguf::TensorInfo& emb = f.tensor("token_embd.weight");
   return emb.dims[1];
+}
+
+// OLMo 2: no norm before the blocks, a norm after each; q and k normalised
+// over their whole projection. (OLMo 3 files reuse the name with a sliding
+// window on three layers in four, which is not supported.)
+void read_olmo2(const gguf::GgufFile& f, ModelConfig& c) {
+  const std::string key = c.arch_name + ".attention.sliding_window";
+  if (f.get_int_or(key, 0) > 0)
+    fail("{}: '{}' is set: olmo2 with sliding-window layers (OLMo 3) is not supported", f.name(), key);
+  c.rope_neox = true;
+  c.pre_norm = false;
+  c.post_norms = true;
+  c.qk_norm = ModelConfig::QkNorm::kFullWidth;
+}
+
+// A granite multiplier: 0 or absent means "not applied" (llama.cpp's reading).
+float granite_scale(const gguf::GgufFile& f, const std::string& key, float absent) {
+  const double v = f.get_float_or(key, 0.0);
+  if (v == 0.0) return absent;
+  if (!(v > 0.0) || !std::isfinite(v)) fail("{}: '{}' must be a positive number, got {}", f.name(), key, v);
+  return static_cast<float>(v);
+}
+
+// Granite (IBM Granite 3.x): the llama layout with four multipliers.
+// logit_scale is required, as in llama.cpp; the others default to none.
+void read_granite(const gguf::GgufFile& f, ModelConfig& c) {
+  const std::string a = c.arch_name;
+  if (!f.has(a + ".logit_scale")) fail("{}: granite needs the key '{}.logit_scale', which is missing", f.name(), a);
+  c.logit_scale = granite_scale(f, a + ".logit_scale", 0.0f);
+  if (c.logit_scale == 0.0f) fail("{}: '{}.logit_scale' must be a positive number, got 0", f.name(), a);
+  c.embd_scale = granite_scale(f, a + ".embedding_scale", 1.0f);
+  c.residual_scale = granite_scale(f, a + ".residual_scale", 1.0f);
+  c.attn_scale = granite_scale(f, a + ".attention.scale", 0.0f);  // 0: 1/sqrt(head_dim)
+  // Granite treats rope.scaling.finetuned = false as "no RoPE at all".
+  if (!f.get_bool_or(a + ".rope.scaling.finetuned", true))
+    fail("{}: '{}.rope.scaling.finetuned' is false (granite without RoPE), which is not supported", f.name(), a);
+}
+
+// Phi-3: the llama layer with NeoX RoPE; its fused q/k/v and gate/up
+// matrices are split into views by ModelWeights::bind. llama.cpp reads
+// phi3.attention.sliding_window and then switches the window off (the
+// conversions do not record which layers use it), so it is not applied
+// here either and the logits agree with llama.cpp's. The 128k-context
+// models' LongRoPE factor tensors are read with the other RoPE scalings
+// (rope_config.cc).
+void read_phi3(const gguf::GgufFile&, ModelConfig& c) { c.rope_neox = true; }
+
+// A soft-capping value: `fallback` when absent, else positive and finite.
+float softcap_value(const gguf::GgufFile& f, const std::string& key, double fallback) {
+  const double v = f.get_float_or(key, fallback);
+  if (!(v > 0.0) || !std::isfinite(v)) fail("{}: '{}' must be a positive number, got {}", f.name(), key, v);
+  return static_cast<float>(v);
+}
+
+// Gemma 2: gemma3's layer (GELU FFN, embeddings times sqrt(n_embd), norms
+// after both blocks) without q/k norms, with soft-capped attention scores
+// and logits, and a sliding window on the even layers (0, 2, ...) that use
+// the same RoPE base as the odd, global ones.
+void read_gemma2(const gguf::GgufFile& f, ModelConfig& c) {
+  const std::string a = c.arch_name;
+  c.rope_neox = true;
+  c.ffn_gelu = true;
+  c.embd_scale = std::sqrt(static_cast<float>(c.n_embd));
+  c.post_norms = true;
+  c.sliding_window = f.get_int_or(a + ".attention.sliding_window", kGemma2DefaultWindow);
+  if (c.sliding_window < 0)
+    fail("{}: '{}.attention.sliding_window' must not be negative, got {}", f.name(), a, c.sliding_window);
+  for (int64_t i = 0; i < c.n_layer; ++i) c.layer_is_local[static_cast<size_t>(i)] = c.sliding_window > 0 && i % 2 == 0;
+  c.attn_softcap = softcap_value(f, a + ".attn_logit_softcapping", kGemma2DefaultAttnSoftcap);
+  c.final_softcap = softcap_value(f, a + ".final_logit_softcapping", kGemma2DefaultFinalSoftcap);
+  // The 27B model scales queries by 1/sqrt(n_embd / n_head) = 1/sqrt(144)
+  // instead of 1/sqrt(head_dim = 128). No key records it; llama.cpp
+  // recognises the model by its layer count, and so does this.
+  if (c.n_layer == kGemma2Layers27b && c.n_head > 0)
+    c.attn_scale = 1.0f / std::sqrt(static_cast<float>(c.n_embd / c.n_head));
 }
 
 void validate(const gguf::GgufFile& f, const ModelConfig& c) {
@@ -57,6 +146,11 @@ const char* arch_name(Arch arch) {
     case Arch::Llama: return "llama";
     case Arch::Qwen2: return "qwen2";
     case Arch::Gemma3: return "gemma3";
+    case Arch::Qwen3: return "qwen3";
+    case Arch::Olmo2: return "olmo2";
+    case Arch::Granite: return "granite";
+    case Arch::Phi3: return "phi3";
+    case Arch::Gemma2: return "gemma2";
   }
   return "?";
 }
@@ -83,15 +177,8 @@ ModelConfig ModelConfig::from_gguf(const gguf::GgufFile& f) {
   c.rope_base = static_cast<float>(f.get_float_or(a + ".rope.freq_base", 10000.0));
   c.rope_base_local = c.rope_base;
 
-  const std::string scaling = f.get_string_or(a + ".rope.scaling.type", "none");
-  if (scaling == "linear") {
-    const double factor = f.get_float(a + ".rope.scaling.factor");
-    if (!(factor > 0.0)) fail("{}: rope.scaling.factor must be positive", f.name());
-    c.rope_freq_scale = static_cast<float>(1.0 / factor);
-  } else if (scaling != "none" && scaling != "llama3") {  // llama3 uses the rope_freqs tensor
-    fail("{}: unsupported rope scaling type '{}'", f.name(), scaling);
-  }
-  c.rope_freq_scale_local = c.rope_freq_scale;
+  c.n_ctx_file = c.n_ctx_train;
+  read_rope_scaling(f, c);  // model/rope_config.cc
   c.layer_is_local.assign(static_cast<size_t>(std::max<int64_t>(c.n_layer, 0)), false);
 
   switch (c.arch) {
@@ -101,6 +188,8 @@ ModelConfig ModelConfig::from_gguf(const gguf::GgufFile& f) {
       c.rope_neox = true;
       c.ffn_gelu = true;
       c.embd_scale = std::sqrt(static_cast<float>(c.n_embd));
+      c.qk_norm = ModelConfig::QkNorm::kPerHead;
+      c.post_norms = true;
       c.sliding_window = f.get_int_or(a + ".attention.sliding_window", 0);
       c.rope_base_local = kGemma3LocalRopeBase;
       // Linear rope scaling (larger Gemma 3 models) applies to global layers only.
@@ -109,9 +198,21 @@ ModelConfig ModelConfig::from_gguf(const gguf::GgufFile& f) {
         c.layer_is_local[static_cast<size_t>(i)] =
             c.sliding_window > 0 && (i % kGemma3GlobalEvery) != kGemma3GlobalEvery - 1;
       }
+      // As Gemma 2 27B: the 27B model (62 layers) scales queries by
+      // 1/sqrt(n_embd / n_head) = 1/sqrt(168), not 1/sqrt(head_dim = 128).
+      if (c.n_layer == kGemma3Layers27b && c.n_head > 0)
+        c.attn_scale = 1.0f / std::sqrt(static_cast<float>(c.n_embd / c.n_head));
       break;
+    case Arch::Qwen3:
+      c.rope_neox = true;
+      c.qk_norm = ModelConfig::QkNorm::kPerHead;
+      break;
+    case Arch::Olmo2: read_olmo2(f, c); break;
+    case Arch::Granite: read_granite(f, c); break;
+    case Arch::Phi3: read_phi3(f, c); break;
+    case Arch::Gemma2: read_gemma2(f, c); break;
   }
-  c.attn_scale = 1.0f / std::sqrt(static_cast<float>(c.head_dim));
+  if (c.attn_scale == 0.0f) c.attn_scale = 1.0f / std::sqrt(static_cast<float>(c.head_dim));
   validate(f, c);
   return c;
 }

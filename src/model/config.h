@@ -10,7 +10,13 @@
 
 namespace tokenmill::model {
 
-enum class Arch { Llama, Qwen2, Gemma3 };
+// How positions are stretched past the trained context. kLlama3: the
+// file's rope_freqs tensor divides each pair's frequency (Llama 3.1).
+// kLongRope (phi3 128k): rope_factors_long or _short does, the long ones
+// when the context exceeds the original one (as llama.cpp chooses).
+enum class RopeScalingType { kNone, kLinear, kYarn, kLlama3, kLongRope };
+
+enum class Arch { Llama, Qwen2, Gemma3, Qwen3, Olmo2, Granite, Phi3, Gemma2 };
 
 struct ModelConfig {
   Arch arch = Arch::Llama;
@@ -34,6 +40,16 @@ struct ModelConfig {
   float rope_freq_scale_local = 1.0f;
   int64_t rope_dims = 0;   // leading dims of each head that rotate
   bool rope_neox = false;  // pairs (i, i + d/2) instead of (2i, 2i+1)
+  // RoPE scaling (model/rope_config.h reads it and builds the kernel's
+  // parameters). For linear and yarn, rope_freq_scale = 1 / factor.
+  RopeScalingType rope_scaling = RopeScalingType::kNone;
+  float rope_scaling_factor = 1.0f;  // context extension factor (1 = none)
+  int64_t rope_orig_ctx = 0;         // yarn: original_context_length (n_ctx_train when absent)
+  float rope_attn_factor = 1.0f;     // rope.scaling.attn_factor: multiplies cos and sin
+  float yarn_ext_factor = 0.0f;      // 1 for yarn unless the file stores another value
+  float yarn_beta_fast = 32.0f;
+  float yarn_beta_slow = 1.0f;
+  int64_t n_ctx_file = 0;  // context_length as stored; n_ctx_train may be raised by --ctx
 
   // Sliding-window attention: layer_is_local[i] selects a window of
   // `sliding_window` positions for layer i.
@@ -43,6 +59,27 @@ struct ModelConfig {
   bool ffn_gelu = false;    // GELU(tanh)-gated FFN (gemma) instead of SiLU-gated (SwiGLU)
   float embd_scale = 1.0f;  // token embeddings are multiplied by this (gemma: sqrt(n_embd))
   float attn_scale = 0.0f;  // multiplies q·k; 1/sqrt(head_dim) unless the arch says otherwise
+
+  // Norm placement around the two sub-blocks of a layer. pre_norm: the block
+  // reads rms_norm(x) (attn_norm / ffn_norm); olmo2 reads x itself.
+  // post_norms: the block's output is normalised (post_attention_norm /
+  // post_ffw_norm) before the residual add (gemma3, olmo2).
+  bool pre_norm = true;
+  bool post_norms = false;
+  // RMS norm of the projected q and k before RoPE: per head with one
+  // [head_dim] weight (gemma3, qwen3), or over the whole projection with
+  // [n_q_dim] / [n_kv_dim] weights before the split into heads (olmo2).
+  enum class QkNorm { kNone, kPerHead, kFullWidth };
+  QkNorm qk_norm = QkNorm::kNone;
+  // Granite's multipliers: each block's output is multiplied by
+  // residual_scale before the residual add; the logits are divided by
+  // logit_scale.
+  float residual_scale = 1.0f;
+  float logit_scale = 1.0f;
+  // Soft-capping (gemma2), 0 = none: attention scores (after attn_scale)
+  // become cap * tanh(score / cap), and so do the final logits.
+  float attn_softcap = 0.0f;
+  float final_softcap = 0.0f;
 
   int64_t n_q_dim() const { return n_head * head_dim; }
   int64_t n_kv_dim() const { return n_kv_head * head_dim; }

@@ -78,7 +78,8 @@ TEST_P(HiddenStates, AreWhatTheOutputProjectionReads) {
   ASSERT_EQ(hidden.size(), static_cast<size_t>((9 + 4) * embd));  // a's rows, then c's; none of b
   ASSERT_EQ(logits.size(), static_cast<size_t>((9 + 1) * vocab));
 
-  // logits[j][v] = output[v] . hidden[j] for a's rows (the first 9 of each).
+  // logits[j][v] = output[v] . hidden[j] / logit_scale for a's rows (the
+  // first 9 of each); granite's logit_scale divides the logits only.
   std::vector<float> w(static_cast<size_t>(embd));
   for (int64_t v = 0; v < vocab; ++v) {
     kernels::dequantize_weight_row(m.weights().output, v, w.data());
@@ -86,6 +87,7 @@ TEST_P(HiddenStates, AreWhatTheOutputProjectionReads) {
       double dot = 0;
       for (int64_t d = 0; d < embd; ++d)
         dot += static_cast<double>(w[static_cast<size_t>(d)]) * hidden[static_cast<size_t>(j * embd + d)];
+      dot /= m.config().logit_scale;
       const float got = logits[static_cast<size_t>(j * vocab + v)];
       ASSERT_NEAR(got, dot, 1e-4 * std::max(1.0, std::fabs(dot))) << "row " << j << " token " << v;
     }
@@ -133,7 +135,8 @@ TEST_P(HiddenStates, ChunkingDoesNotChangeThem) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Archs, HiddenStates,
-                         ::testing::Values(SynthArch::kLlama, SynthArch::kQwen2, SynthArch::kGemma3),
+                         ::testing::Values(SynthArch::kLlama, SynthArch::kQwen2, SynthArch::kGemma3, SynthArch::kQwen3,
+                                           SynthArch::kOlmo2, SynthArch::kGranite),
                          [](const auto& info) { return std::string(synth_arch_name(info.param)); });
 
 }  // namespace

@@ -1,5 +1,6 @@
 // Model weights repacked at load (kernels/interleave.h): on tiny synthetic
-// Q4_0, Q8_0 and Q4_K_M llamas, a model loaded with the interleaved copies gives the logits of
+// Q4_0, Q8_0 and Q4_K_M llamas (and a Q8_0 phi3, whose matrices are row
+// views of fused tensors), a model loaded with the interleaved copies gives the logits of
 // one loaded without them (TOKENMILL_REPACK=0) within the integer decode
 // path's float reordering, chunked prefill and token-by-token decode alike;
 // the WeightViews keep pointing into the file; bad TOKENMILL_REPACK values
@@ -26,8 +27,9 @@ namespace {
 
 class Q4File {
  public:
-  explicit Q4File(const std::string& format = "Q4_0") {
+  explicit Q4File(const std::string& format = "Q4_0", SynthArch arch = SynthArch::kLlama) {
     SynthOptions o;
+    o.arch = arch;
     o.preset = "tiny";
     o.format = *parse_weight_format(format);
     // Rows of 256 columns, so that the K-quant tensors stay Q4_K (narrower
@@ -37,7 +39,8 @@ class Q4File {
     o.seed = 11;
     o.num_threads = 2;
     path_ = std::filesystem::temp_directory_path() /
-            ("tm_interleaved_" + format + "_" + std::to_string(getpid()) + ".gguf");
+            ("tm_interleaved_" + format + "_" + std::string(synth_arch_name(arch)) + "_" + std::to_string(getpid()) +
+             ".gguf");
     write_synth_model(o, path_.string());
   }
   ~Q4File() { std::filesystem::remove(path_); }
@@ -115,6 +118,30 @@ TEST_P(InterleavedWeights, SameLogitsWithAndWithoutTheCopy) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Formats, InterleavedWeights, ::testing::Values("Q4_0", "Q8_0", "Q4_K_M"));
+
+// phi3's q/k/v and gate/up are row ranges of two fused tensors: each view
+// gets its own copy of its rows, and the logits are those without copies.
+TEST(InterleavedWeights, FusedPhi3ViewsAreRepackedOneByOne) {
+  const Q4File file("Q8_0", SynthArch::kPhi3);
+  ThreadPool pool(2);
+  auto plain = load_with_repack(file.path(), "0");
+  auto packed = load_with_repack(file.path(), "1");
+  const LayerWeights& l = packed->weights().layers[1];
+  if (kernels::active_kernels().of(l.wq.type).gemm_interleaved == nullptr) GTEST_SKIP() << "no interleaved kernel";
+  const uint8_t* qkv = packed->file().tensor("blk.1.attn_qkv.weight").data;
+  EXPECT_EQ(l.wq.data, qkv);
+  EXPECT_EQ(l.wk.data, qkv + l.wq.rows * gguf::row_bytes(l.wq.type, l.wq.cols));
+  for (const kernels::WeightView* w : {&l.wq, &l.wk, &l.wv, &l.w_gate, &l.w_up}) EXPECT_NE(w->interleaved, nullptr);
+  EXPECT_NE(l.wk.interleaved, l.wq.interleaved);
+  const std::vector<float> a = logits_of(*plain, pool), b = logits_of(*packed, pool);
+  ASSERT_EQ(a.size(), b.size());
+  double max_diff = 0, max_logit = 0;
+  for (size_t i = 0; i < a.size(); ++i) {
+    max_diff = std::max(max_diff, std::fabs(double(a[i]) - b[i]));
+    max_logit = std::max(max_logit, std::fabs(double(a[i])));
+  }
+  EXPECT_LT(max_diff, 5e-4 * std::max(1.0, max_logit)) << "max |logit| " << max_logit;  // as above
+}
 
 TEST(InterleavedWeightsSetting, BadRepackSettingIsRejected) {
   const Q4File file;

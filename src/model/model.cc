@@ -9,7 +9,9 @@
 #include "kernels/interleave.h"
 #include "kernels/ops.h"
 #include "kernels/paged_attention.h"
+#include "model/layer_ops.h"
 #include "model/microbatch.h"
+#include "model/rope_config.h"
 #include "model/shard.h"
 #include "util/check.h"
 #include "util/env.h"
@@ -33,16 +35,17 @@ struct Model::Scratch {
   int64_t num_tokens = 0;
 };
 
-std::unique_ptr<Model> Model::load(const std::string& path, ParallelComm* comm) {
-  return std::unique_ptr<Model>(new Model(gguf::GgufFile::open(path), comm));
+std::unique_ptr<Model> Model::load(const std::string& path, ParallelComm* comm, const RopeOverrides& rope) {
+  return std::unique_ptr<Model>(new Model(gguf::GgufFile::open(path), comm, rope));
 }
 
-Model::Model(gguf::GgufFile file, ParallelComm* comm)
+Model::Model(gguf::GgufFile file, ParallelComm* comm, const RopeOverrides& rope)
     : file_(std::move(file)),
       config_(ModelConfig::from_gguf(file_)),
       weights_(ModelWeights::bind(file_, config_)),
       scratch_(std::make_unique<Scratch>()) {
   comm_ = comm;
+  notices_ = apply_rope_overrides(config_, rope);
   ModelShard whole;
   whole.layer_end = config_.n_layer;
   shard_ = comm_ != nullptr ? resolve_shard(comm_->shard(), config_, weights_) : whole;
@@ -202,16 +205,6 @@ void resize(std::vector<float>& v, int64_t n) {
   if (static_cast<int64_t>(v.size()) < n) v.resize(static_cast<size_t>(n));
 }
 
-// out[t] = rms_norm(in[t]) * w for each of T rows of length n.
-void norm_rows(const float* in, const VectorView& w, float* out, int64_t rows, int64_t n, float eps) {
-  for (int64_t t = 0; t < rows; ++t) kernels::rms_norm(in + t * n, w.data, out + t * n, n, eps);
-}
-
-void add_bias(float* y, const VectorView& b, int64_t rows) {
-  if (!b.present()) return;
-  for (int64_t t = 0; t < rows; ++t) kernels::add_inplace(y + t * b.size, b.data, b.size);
-}
-
 }  // namespace
 
 void Model::check_step(std::span<const SequenceChunk> chunks, std::span<kv::PagedKvStorage* const> pools,
@@ -329,6 +322,9 @@ void Model::forward_part(std::span<const SequenceChunk> chunks, std::span<kv::Pa
     }
     t += n;
   }
+  // Granite divides the logits by logit_scale. The projection is linear, so
+  // the rows are divided instead: one place, whatever the vocabulary split.
+  if (c.logit_scale != 1.0f) kernels::scale_inplace(s.rows.data(), 1.0f / c.logit_scale, R * c.n_embd);
   project_logits(R, logits, tag, pool);
 }
 
@@ -354,12 +350,16 @@ void Model::project_logits(int64_t R, float* logits, int tag, ThreadPool& pool) 
     resize(s.logits, R * V);
     full = s.logits.data();
   }
+  // Gemma 2 soft-caps each logit, elementwise: the same on a rank's share.
+  const float cap = config_.final_softcap;
   if (shard_.tp_size == 1) {
     matmul(weights_.output, s.rows.data(), R, full, pool);
+    if (cap > 0.0f) softcap_inplace(full, R * V, cap, pool);
   } else {
     // Each tensor rank projects onto its share of the vocabulary.
     resize(s.logits_part, R * weights_.output.rows);
     matmul(weights_.output, s.rows.data(), R, s.logits_part.data(), pool);
+    if (cap > 0.0f) softcap_inplace(s.logits_part.data(), R * weights_.output.rows, cap, pool);
     std::vector<int64_t> widths;
     for (int r = 0; r < shard_.tp_size; ++r) {
       ModelShard other = shard_;
@@ -384,28 +384,34 @@ void Model::attention_block(int64_t layer, std::span<const SequenceChunk> chunks
   const int64_t T = s.num_tokens;
   const int64_t hd = c.head_dim;
 
-  // q, k, v = projections of the normalised residual stream.
-  norm_rows(s.x.data(), w.attn_norm, s.xb.data(), T, c.n_embd, c.rms_eps);
-  matmul(w.wq, s.xb.data(), T, s.q.data(), pool);
-  matmul(w.wk, s.xb.data(), T, s.k.data(), pool);
-  matmul(w.wv, s.xb.data(), T, s.v.data(), pool);
+  // q, k, v = projections of the (normalised) residual stream.
+  const float* in = block_input(s.x.data(), w.attn_norm, s.xb.data(), T, c.n_embd, c.rms_eps);
+  matmul(w.wq, in, T, s.q.data(), pool);
+  matmul(w.wk, in, T, s.k.data(), pool);
+  matmul(w.wv, in, T, s.v.data(), pool);
   add_bias(s.q.data(), w.bq, T);
   add_bias(s.k.data(), w.bk, T);
   add_bias(s.v.data(), w.bv, T);
-  if (w.q_norm.present()) norm_rows(s.q.data(), w.q_norm, s.q.data(), T * c.n_head, hd, c.rms_eps);
-  if (w.k_norm.present()) norm_rows(s.k.data(), w.k_norm, s.k.data(), T * c.n_kv_head, hd, c.rms_eps);
+  // q/k norms span their weight's length: one head, or (olmo2) the whole
+  // projection, which tensor parallelism refuses (resolve_shard).
+  if (w.q_norm.present())
+    norm_rows(s.q.data(), w.q_norm, s.q.data(), T * c.n_q_dim() / w.q_norm.size, w.q_norm.size, c.rms_eps);
+  if (w.k_norm.present())
+    norm_rows(s.k.data(), w.k_norm, s.k.data(), T * c.n_kv_dim() / w.k_norm.size, w.k_norm.size, c.rms_eps);
 
   // Rotary position embedding, per head, at each token's own position.
   const bool local = c.layer_is_local[static_cast<size_t>(layer)];
-  const float base = local ? c.rope_base_local : c.rope_base;
-  const float freq_scale = local ? c.rope_freq_scale_local : c.rope_freq_scale;
-  const float* factors = weights_.rope_freqs.data;
-  // Angles once per token, shared by its heads; tokens split over the pool.
+  // The pairs' frequencies (scaling included: linear, llama3 factors, YaRN)
+  // once per layer, the angles once per token, shared by its heads.
+  const float* factors = c.rope_scaling != RopeScalingType::kLongRope ? weights_.rope_freqs.data
+                         : rope_long_factors(c)                       ? weights_.rope_factors_long.data
+                                                                      : weights_.rope_factors_short.data;
+  const kernels::RopeFrequencies freqs = kernels::rope_frequencies(c.rope_dims, local ? c.rope_base_local : c.rope_base,
+                                                                   rope_scaling_params(c, local), factors);
   pool.parallel_for(T, [&](int, int64_t first, int64_t last) {
     std::vector<double> cos_t(static_cast<size_t>(c.rope_dims / 2)), sin_t(cos_t.size());
     for (int64_t i = first; i < last; ++i) {
-      kernels::rope_angles(c.rope_dims, positions[static_cast<size_t>(i)], base, freq_scale, factors, cos_t.data(),
-                           sin_t.data());
+      kernels::rope_angles(freqs, positions[static_cast<size_t>(i)], cos_t.data(), sin_t.data());
       for (int64_t h = 0; h < c.n_head; ++h)
         kernels::rope_apply(s.q.data() + (i * c.n_head + h) * hd, c.rope_dims, cos_t.data(), sin_t.data(), c.rope_neox);
       for (int64_t h = 0; h < c.n_kv_head; ++h)
@@ -416,7 +422,8 @@ void Model::attention_block(int64_t layer, std::span<const SequenceChunk> chunks
 
   // Write each sequence's new K/V into its blocks, then attend over all its
   // positions so far (read back through the same block table).
-  const kernels::AttentionShape shape{c.n_head, c.n_kv_head, hd, c.attn_scale, local ? c.sliding_window : 0, 0.0f};
+  const kernels::AttentionShape shape{c.n_head,      c.n_kv_head, hd, c.attn_scale, local ? c.sliding_window : 0,
+                                      c.attn_softcap};
   // Two pools: a local layer lives in the second (window) pool, at its
   // index among the local layers, and is read through the second table.
   const size_t group = pools.size() == 2 && local ? 1 : 0;
@@ -433,12 +440,13 @@ void Model::attention_block(int64_t layer, std::span<const SequenceChunk> chunks
     t0 += n;
   }
 
-  // Output projection (gemma3: normalised again) added to the residual
-  // stream; with tensor parallelism each rank's heads give a partial sum.
+  // Output projection (gemma3, olmo2: normalised again; granite: scaled)
+  // added to the residual stream; with tensor parallelism each rank's heads
+  // give a partial sum.
   matmul(w.wo, s.att.data(), T, s.xb.data(), pool);
   if (shard_.tp_size > 1) comm_->tp_all_reduce_sum(s.xb.data(), T * c.n_embd);
   if (w.post_attn_norm.present()) norm_rows(s.xb.data(), w.post_attn_norm, s.xb.data(), T, c.n_embd, c.rms_eps);
-  kernels::add_inplace(s.x.data(), s.xb.data(), T * c.n_embd);
+  add_residual(s.x.data(), s.xb.data(), c.residual_scale, T * c.n_embd);
 }
 
 void Model::ffn_block(int64_t layer, ThreadPool& pool) {
@@ -447,10 +455,11 @@ void Model::ffn_block(int64_t layer, ThreadPool& pool) {
   Scratch& s = *scratch_;
   const int64_t T = s.num_tokens;
 
-  // down( act(gate(x)) * up(x) ), with gemma3's extra norm after it.
-  norm_rows(s.x.data(), w.ffn_norm, s.xb.data(), T, c.n_embd, c.rms_eps);
-  matmul(w.w_gate, s.xb.data(), T, s.gate.data(), pool);
-  matmul(w.w_up, s.xb.data(), T, s.up.data(), pool);
+  // down( act(gate(x)) * up(x) ), with the extra norm after it (gemma3,
+  // olmo2) and granite's residual multiplier.
+  const float* in = block_input(s.x.data(), w.ffn_norm, s.xb.data(), T, c.n_embd, c.rms_eps);
+  matmul(w.w_gate, in, T, s.gate.data(), pool);
+  matmul(w.w_up, in, T, s.up.data(), pool);
   if (c.ffn_gelu) {
     kernels::geglu_tanh(s.gate.data(), s.up.data(), T * c.n_ff);
   } else {
@@ -459,7 +468,7 @@ void Model::ffn_block(int64_t layer, ThreadPool& pool) {
   matmul(w.w_down, s.gate.data(), T, s.xb.data(), pool);
   if (shard_.tp_size > 1) comm_->tp_all_reduce_sum(s.xb.data(), T * c.n_embd);
   if (w.post_ffn_norm.present()) norm_rows(s.xb.data(), w.post_ffn_norm, s.xb.data(), T, c.n_embd, c.rms_eps);
-  kernels::add_inplace(s.x.data(), s.xb.data(), T * c.n_embd);
+  add_residual(s.x.data(), s.xb.data(), c.residual_scale, T * c.n_embd);
 }
 
 }  // namespace tokenmill::model

@@ -23,6 +23,7 @@
 #include "model/config.h"
 #include "model/matmul_hook.h"
 #include "model/parallel.h"
+#include "model/rope_config.h"
 #include "model/weights.h"
 #include "util/thread_pool.h"
 
@@ -93,11 +94,16 @@ class Model {
   // With `comm` (which must outlive the model), binds only this rank's
   // shard (comm->shard(); model/parallel.h) and runs forward() together with
   // the other ranks; throws Error when the model cannot be split that way.
-  static std::unique_ptr<Model> load(const std::string& path, ParallelComm* comm = nullptr);
+  // `rope` overrides the file's RoPE scaling and context (rope_config.h);
+  // what it warns about is in notices().
+  static std::unique_ptr<Model> load(const std::string& path, ParallelComm* comm = nullptr,
+                                     const RopeOverrides& rope = {});
   ~Model();
 
   // The hyperparameters of the file (also on a sharded rank).
   const ModelConfig& config() const { return config_; }
+  // Warnings from loading (e.g. a context past the trained one, unscaled).
+  const std::vector<std::string>& notices() const { return notices_; }
   // This rank's part: every layer, head and column without a ParallelComm.
   const ModelShard& shard() const { return shard_; }
   ParallelComm* comm() const { return comm_; }
@@ -160,7 +166,7 @@ class Model {
   void set_matmul_hook(MatmulHook* hook) { matmul_hook_ = hook; }
 
  private:
-  Model(gguf::GgufFile file, ParallelComm* comm);
+  Model(gguf::GgufFile file, ParallelComm* comm, const RopeOverrides& rope);
 
   struct Scratch;
   // One micro-batch (the whole step without a pipeline) through this
@@ -191,6 +197,7 @@ class Model {
 
   gguf::GgufFile file_;
   ModelConfig config_;
+  std::vector<std::string> notices_;
   ModelWeights weights_;
   std::vector<std::unique_ptr<uint8_t[], FreeDeleter>> interleaved_;
   std::vector<std::unique_ptr<uint8_t[]>> column_copies_;  // tensor parallel: copied column shares

@@ -1,7 +1,8 @@
-// Model::forward over the paged KV cache, on tiny synthetic llama, qwen2 and
-// gemma3 models (gemma3 with an 8-position sliding window, so the 30-token
-// prompts cross it): chunking and batching must not change the logits, nor
-// where the blocks sit in the pool; F16 storage stays close to F32; and bad
+// Model::forward over the paged KV cache, on tiny synthetic llama, qwen2,
+// gemma3, phi3 (fused q/k/v and gate/up), gemma2, qwen3, olmo2 and granite
+// models (gemma3 and gemma2 with an 8-position sliding window, so the
+// 30-token prompts cross it): chunking and batching must not change the
+// logits, nor where the blocks sit in the pool; F16 storage stays close to F32; and bad
 // steps are rejected with Error.
 #include <gtest/gtest.h>
 #include <unistd.h>
@@ -275,7 +276,9 @@ TEST_P(PagedForward, BadStepsThrow) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Archs, PagedForward,
-                         ::testing::Values(SynthArch::kLlama, SynthArch::kQwen2, SynthArch::kGemma3),
+                         ::testing::Values(SynthArch::kLlama, SynthArch::kQwen2, SynthArch::kGemma3, SynthArch::kPhi3,
+                                           SynthArch::kGemma2, SynthArch::kQwen3, SynthArch::kOlmo2,
+                                           SynthArch::kGranite),
                          [](const ::testing::TestParamInfo<SynthArch>& info) {
                            return std::string(synth_arch_name(info.param));
                          });

@@ -75,6 +75,13 @@ ModelShard resolve_shard(const ModelShard& shard, const ModelConfig& c, const Mo
   s.layer_end = layers.end;
   if (s.microbatches < 1) s.microbatches = 1;
   if (s.tp_size == 1) return s;
+  // olmo2 normalises q and k over all heads at once: a rank holding some
+  // heads cannot compute that mean without another all-reduce per layer.
+  if (c.qk_norm == ModelConfig::QkNorm::kFullWidth)
+    fail(
+        "tensor parallel over {} ranks: architecture '{}' normalises q and k across all heads, which tokenmill "
+        "cannot split over ranks; run it with --tp 1 (pipeline parallelism --pp works)",
+        s.tp_size, c.arch_name);
   // Fewer KV heads than ranks: each KV head is replicated on the ranks
   // whose query heads use it (as vLLM does), which needs whole groups.
   if (c.n_kv_head % s.tp_size != 0 && s.tp_size % c.n_kv_head != 0)

@@ -94,5 +94,27 @@ TEST(Shard, ResolveSplitsLayersAndRefusesWhatDoesNotDivide) {
   }
 }
 
+// olmo2's q/k norms take one mean over all heads, which no rank has alone;
+// per-head norms (qwen3, gemma3) split with the heads.
+TEST(Shard, FullWidthQkNormsRefuseTensorParallelOnly) {
+  ModelConfig c = config(8, 4);
+  c.arch_name = "olmo2";
+  c.qk_norm = ModelConfig::QkNorm::kFullWidth;
+  ModelShard t;
+  t.tp_size = 2;
+  try {
+    resolve_shard(t, c, weights(c, gguf::TensorType::Q8_0));
+    FAIL() << "expected an error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("olmo2"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("--tp 1"), std::string::npos) << e.what();
+  }
+  ModelShard p;
+  p.pp_size = 2;
+  EXPECT_NO_THROW(resolve_shard(p, c, weights(c, gguf::TensorType::Q8_0)));
+  c.qk_norm = ModelConfig::QkNorm::kPerHead;
+  EXPECT_NO_THROW(resolve_shard(t, c, weights(c, gguf::TensorType::Q8_0)));
+}
+
 }  // namespace
 }  // namespace tokenmill::model

@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
@@ -23,13 +24,23 @@ struct Preset {
   SynthShape shape;
 };
 
-// n_embd, n_layer, n_head, n_kv_head, n_ff, vocab, head_dim, ctx, sliding_window.
+// n_embd, n_layer, n_head, n_kv_head, n_ff, vocab, head_dim, ctx,
+// sliding_window, tied_output, attn_softcap, final_softcap.
 // "tiny" keeps every file under a few hundred KB and gives gemma3 a sliding
-// window shorter than typical test prompts, so that path runs in tests.
+// window shorter than typical test prompts, so that path runs in tests; its
+// gemma2 soft-caps are low enough to bend its O(1) attention scores and
+// logits (the released 50 and 30 would leave them almost unchanged).
+// "phi3-mini" and "gemma2-2b" are the shapes of Phi-3-mini-4k and Gemma 2 2B.
 const Preset kPresets[] = {
-    {"tiny", {64, 2, 4, 2, 128, 512, 0, 256, 8, false}},
+    {"tiny", {64, 2, 4, 2, 128, 512, 0, 256, 8, false, 4.0f, 8.0f}},
     {"tinyllama-1.1b", {2048, 22, 32, 4, 5632, 32000, 0, 2048, 512, false}},
     {"llama-7b", {4096, 32, 32, 32, 11008, 32000, 0, 4096, 512, false}},
+    {"phi3-mini", {3072, 32, 32, 32, 8192, 32064, 0, 4096, 2047, false}},
+    {"gemma2-2b", {2304, 26, 8, 4, 9216, 256000, 256, 8192, 4096, false}},
+    // Qwen3-0.6B (16 heads of 128 on n_embd 1024), OLMo-2-0425-1B, Granite 3.0 2B.
+    {"qwen3-0.6b", {1024, 28, 16, 8, 3072, 151936, 128, 40960, 0, false}},
+    {"olmo2-1b", {2048, 16, 16, 16, 8192, 100352, 0, 4096, 0, false}},
+    {"granite3-2b", {2048, 40, 32, 8, 8192, 49155, 0, 4096, 0, false}},
 };
 
 // Largest accepted size of any one dimension: keeps every product of two or
@@ -83,9 +94,10 @@ bool use_more_bits(int64_t layer, int64_t n_layer) {
 // Q4_K_M: Q4_K everywhere except the tensors that quantization error hurts
 // most, which get Q6_K: the classifier (output.weight, or token_embd.weight
 // when it is tied to the output), and attn_v and ffn_down in the layers
-// use_more_bits picks.
+// use_more_bits picks; a fused attn_qkv (phi3) gets Q5_K in every layer.
 TensorType q4_k_m_type(std::string_view role, int64_t layer, const SynthShape& shape) {
   if (role == "output" || (role == "token_embd" && shape.tied_output)) return TensorType::Q6_K;
+  if (role == "attn_qkv") return TensorType::Q5_K;
   if ((role == "attn_v" || role == "ffn_down") && use_more_bits(layer, shape.n_layer)) {
     return TensorType::Q6_K;
   }
@@ -147,6 +159,24 @@ int64_t vocab_size_of(const gguf::GgufFile& file) {
   return static_cast<int64_t>(tokens->as_array().items.size());
 }
 
+// The byte-level BPE tokenizer an architecture's released models ship, as
+// its pre-tokenizer name and control tokens (the first is bos and eos):
+// Qwen 3 keeps Qwen 2's, OLMo 2 a cl100k-style one (llama.cpp: "dbrx"),
+// Granite 3 a StarCoder-style one ("refact"). nullopt: SentencePiece.
+struct ShippedBpe {
+  std::string pre;
+  std::vector<std::string> specials;
+};
+
+std::optional<ShippedBpe> shipped_bpe(SynthArch arch) {
+  switch (arch) {
+    case SynthArch::kQwen3: return ShippedBpe{"qwen2", {"<|endoftext|>", "<|im_start|>", "<|im_end|>"}};
+    case SynthArch::kOlmo2: return ShippedBpe{"dbrx", {"<|endoftext|>", "<|pad|>"}};
+    case SynthArch::kGranite: return ShippedBpe{"refact", {"<|end_of_text|>", "<|start_of_role|>", "<|end_of_role|>"}};
+    default: return std::nullopt;
+  }
+}
+
 // The GGUF whose vocabulary the model takes, if any: --vocab-from, else for
 // the 32000-token presets the shared llama SPM vocabulary when it exists and
 // its size matches. Sets overrides.vocab to its size.
@@ -160,7 +190,7 @@ std::optional<gguf::GgufFile> open_vocab(const SynthOptions& opt, ShapeOverrides
     overrides.vocab = n;
     return file;
   }
-  if (opt.shared_dir.empty() || (opt.preset != "tinyllama-1.1b" && opt.preset != "llama-7b")) {
+  if (opt.shared_dir.empty() || (opt.preset != "tinyllama-1.1b" && opt.preset != "llama-7b") || shipped_bpe(opt.arch)) {
     return std::nullopt;
   }
   const std::filesystem::path path = std::filesystem::path(opt.shared_dir) / kDefaultVocab;
@@ -170,6 +200,30 @@ std::optional<gguf::GgufFile> open_vocab(const SynthOptions& opt, ShapeOverrides
   if (overrides.vocab.value_or(n) != n) return std::nullopt;
   overrides.vocab = n;
   return file;
+}
+
+// Phi-3's tokenizer: the SentencePiece table, then the 64 added tokens of
+// Phi-3-mini (its ids 32000..32063): the chat tokens, then unused
+// placeholders (a table too small for 64 takes the 11 chat tokens only).
+// They replace the table's last entries, which no kept piece has as a
+// prefix. <|endoftext|> ends the text, <|end|> a turn (llama.cpp looks it up
+// in files named like Phi-3). Returns the id of the first.
+int64_t add_phi3_chat_tokens(VocabTables& v) {
+  static constexpr std::string_view kChat[] = {
+      "<|endoftext|>", "<|assistant|>", "<|placeholder1|>", "<|placeholder2|>", "<|placeholder3|>", "<|placeholder4|>",
+      "<|system|>",    "<|end|>",       "<|placeholder5|>", "<|placeholder6|>", "<|user|>"};
+  constexpr int64_t kChatTokens = 11;
+  constexpr int64_t kAdded = 64;
+  const int64_t size = static_cast<int64_t>(v.tokens.size());
+  const int64_t first = size - kAdded >= kMinBuiltinVocab ? size - kAdded : size - kChatTokens;
+  if (first < kMinBuiltinVocab) fail("--vocab {} is too small for phi3's chat tokens", size);
+  for (int64_t i = 0; first + i < size; ++i) {
+    const auto at = static_cast<size_t>(first + i);
+    v.tokens[at] = i < kChatTokens ? std::string(kChat[i]) : fmt::format("<|placeholder{}|>", i - 4);
+    v.scores[at] = 0.0f;
+    v.types[at] = i < kChatTokens ? kTokenControl : kTokenUnused;
+  }
+  return first;
 }
 
 void add_weights(gguf::GgufWriter& w, const std::vector<SynthTensor>& plan, uint64_t seed, int num_threads) {
@@ -200,6 +254,11 @@ std::optional<SynthArch> parse_synth_arch(std::string_view name) {
   if (name == "llama") return SynthArch::kLlama;
   if (name == "qwen2") return SynthArch::kQwen2;
   if (name == "gemma3") return SynthArch::kGemma3;
+  if (name == "qwen3") return SynthArch::kQwen3;
+  if (name == "olmo2") return SynthArch::kOlmo2;
+  if (name == "granite") return SynthArch::kGranite;
+  if (name == "phi3") return SynthArch::kPhi3;
+  if (name == "gemma2") return SynthArch::kGemma2;
   return std::nullopt;
 }
 
@@ -208,6 +267,11 @@ std::string_view synth_arch_name(SynthArch arch) {
     case SynthArch::kLlama: return "llama";
     case SynthArch::kQwen2: return "qwen2";
     case SynthArch::kGemma3: return "gemma3";
+    case SynthArch::kQwen3: return "qwen3";
+    case SynthArch::kOlmo2: return "olmo2";
+    case SynthArch::kGranite: return "granite";
+    case SynthArch::kPhi3: return "phi3";
+    case SynthArch::kGemma2: return "gemma2";
   }
   check_failed("known SynthArch", "value outside the enum");
 }
@@ -237,6 +301,8 @@ SynthShape resolve_synth_shape(SynthArch arch, std::string_view preset, const Sh
   if (o.head_dim) {
     check_positive("--head-dim", *o.head_dim);
     s.head_dim = *o.head_dim;
+  } else if (s.head_dim > 0) {
+    // The preset's own head size (gemma2-2b: 256, not n_embd / n_head).
   } else if (s.n_embd % s.n_head != 0) {
     fail("n_embd {} is not divisible by n_head {} (give --head-dim to decouple them)", s.n_embd, s.n_head);
   } else {
@@ -245,7 +311,7 @@ SynthShape resolve_synth_shape(SynthArch arch, std::string_view preset, const Sh
   if (s.n_head % s.n_kv_head != 0) {
     fail("n_head {} is not a multiple of n_kv_head {}", s.n_head, s.n_kv_head);
   }
-  s.tied_output = arch == SynthArch::kGemma3;
+  s.tied_output = arch == SynthArch::kGemma3 || arch == SynthArch::kGemma2;
   return s;
 }
 
@@ -255,31 +321,44 @@ std::vector<SynthTensor> plan_synth_tensors(SynthArch arch, const SynthShape& s,
   const int64_t q_dim = s.n_head * s.head_dim;
   const int64_t kv_dim = s.n_kv_head * s.head_dim;
   const bool gemma = arch == SynthArch::kGemma3;
+  const bool olmo2 = arch == SynthArch::kOlmo2;  // no pre-norms; post-norms; full-width q/k norms
+  const bool pre_norm = !olmo2;
+  const bool post_norms = gemma || olmo2 || arch == SynthArch::kGemma2;
+  const bool phi3 = arch == SynthArch::kPhi3;  // fused q/k/v and gate/up, as Phi-3's qkv_proj and gate_up_proj
+  const bool head_qk_norm = gemma || arch == SynthArch::kQwen3;
   p.matrix("token_embd", -1, s.n_embd, s.vocab);
   p.vector("output_norm.weight", s.n_embd, SynthInit::kNorm);
   if (!s.tied_output) p.matrix("output", -1, s.n_embd, s.vocab);
   for (int64_t i = 0; i < s.n_layer; ++i) {
     const std::string blk = fmt::format("blk.{}.", i);
-    p.vector(blk + "attn_norm.weight", s.n_embd, SynthInit::kNorm);
-    p.matrix("attn_q", i, s.n_embd, q_dim);
-    p.matrix("attn_k", i, s.n_embd, kv_dim);
-    p.matrix("attn_v", i, s.n_embd, kv_dim);
+    if (pre_norm) p.vector(blk + "attn_norm.weight", s.n_embd, SynthInit::kNorm);
+    if (phi3) {
+      p.matrix("attn_qkv", i, s.n_embd, q_dim + 2 * kv_dim);
+    } else {
+      p.matrix("attn_q", i, s.n_embd, q_dim);
+      p.matrix("attn_k", i, s.n_embd, kv_dim);
+      p.matrix("attn_v", i, s.n_embd, kv_dim);
+    }
     if (arch == SynthArch::kQwen2) {
       p.vector(blk + "attn_q.bias", q_dim, SynthInit::kBias);
       p.vector(blk + "attn_k.bias", kv_dim, SynthInit::kBias);
       p.vector(blk + "attn_v.bias", kv_dim, SynthInit::kBias);
     }
-    if (gemma) {
-      p.vector(blk + "attn_q_norm.weight", s.head_dim, SynthInit::kNorm);
-      p.vector(blk + "attn_k_norm.weight", s.head_dim, SynthInit::kNorm);
+    if (head_qk_norm || olmo2) {
+      p.vector(blk + "attn_q_norm.weight", olmo2 ? q_dim : s.head_dim, SynthInit::kNorm);
+      p.vector(blk + "attn_k_norm.weight", olmo2 ? kv_dim : s.head_dim, SynthInit::kNorm);
     }
     p.matrix("attn_output", i, q_dim, s.n_embd);
-    if (gemma) p.vector(blk + "post_attention_norm.weight", s.n_embd, SynthInit::kNorm);
-    p.vector(blk + "ffn_norm.weight", s.n_embd, SynthInit::kNorm);
-    p.matrix("ffn_gate", i, s.n_embd, s.n_ff);
-    p.matrix("ffn_up", i, s.n_embd, s.n_ff);
+    if (post_norms) p.vector(blk + "post_attention_norm.weight", s.n_embd, SynthInit::kNorm);
+    if (pre_norm) p.vector(blk + "ffn_norm.weight", s.n_embd, SynthInit::kNorm);
+    if (phi3) {
+      p.matrix("ffn_up", i, s.n_embd, 2 * s.n_ff);  // the gate rows, then the up rows
+    } else {
+      p.matrix("ffn_gate", i, s.n_embd, s.n_ff);
+      p.matrix("ffn_up", i, s.n_embd, s.n_ff);
+    }
     p.matrix("ffn_down", i, s.n_ff, s.n_embd);
-    if (gemma) p.vector(blk + "post_ffw_norm.weight", s.n_embd, SynthInit::kNorm);
+    if (post_norms) p.vector(blk + "post_ffw_norm.weight", s.n_embd, SynthInit::kNorm);
   }
   return p.take();
 }
@@ -297,7 +376,8 @@ void set_arch_keys(gguf::GgufWriter& w, SynthArch arch, const SynthShape& s) {
   u32("feed_forward_length", s.n_ff);
   u32("attention.head_count", s.n_head);
   u32("attention.head_count_kv", s.n_kv_head);
-  if (arch == SynthArch::kGemma3 || s.head_dim * s.n_head != s.n_embd) {
+  const bool gemma = arch == SynthArch::kGemma3 || arch == SynthArch::kGemma2;
+  if (gemma || s.head_dim * s.n_head != s.n_embd) {
     u32("attention.key_length", s.head_dim);
     u32("attention.value_length", s.head_dim);
   }
@@ -307,11 +387,32 @@ void set_arch_keys(gguf::GgufWriter& w, SynthArch arch, const SynthShape& s) {
     u32("attention.sliding_window", s.sliding_window);
     return;
   }
-  const bool llama = arch == SynthArch::kLlama;
+  if (arch == SynthArch::kGemma2) {  // as Gemma 2 files: no RoPE keys (base 10000, every dimension)
+    f32("attention.layer_norm_rms_epsilon", 1e-6f);
+    u32("attention.sliding_window", s.sliding_window);
+    f32("attn_logit_softcapping", s.attn_softcap > 0.0f ? s.attn_softcap : 50.0f);
+    f32("final_logit_softcapping", s.final_softcap > 0.0f ? s.final_softcap : 30.0f);
+    return;
+  }
+  const bool llama = arch == SynthArch::kLlama || arch == SynthArch::kGranite || arch == SynthArch::kPhi3;
+  // Phi-3 files state a window that llama.cpp (and so tokenmill) ignores.
+  if (arch == SynthArch::kPhi3) u32("attention.sliding_window", s.sliding_window);
+  if (arch == SynthArch::kQwen3 && s.head_dim * s.n_head == s.n_embd) {
+    u32("attention.key_length", s.head_dim);  // Qwen 3 files always state it
+    u32("attention.value_length", s.head_dim);
+  }
   u32("rope.dimension_count", s.head_dim);
-  f32("rope.freq_base", llama ? 10000.0f : 1e6f);
+  f32("rope.freq_base", arch == SynthArch::kOlmo2 ? 5e5f : llama ? 10000.0f : 1e6f);
   f32("attention.layer_norm_rms_epsilon", llama ? 1e-5f : 1e-6f);
   u32("vocab_size", s.vocab);
+  if (arch == SynthArch::kGranite) {
+    // The multipliers of Granite 3.1 2B (embedding, residual, attention
+    // and logits multipliers in its config.json).
+    f32("embedding_scale", 12.0f);
+    f32("residual_scale", 0.22f);
+    f32("attention.scale", 0.015625f);
+    f32("logit_scale", 8.0f);
+  }
 }
 
 gguf::GgufWriter build_synth_model(const SynthOptions& opt, std::vector<std::string>* notes) {
@@ -326,8 +427,17 @@ gguf::GgufWriter build_synth_model(const SynthOptions& opt, std::vector<std::str
   w.set("general.file_type", Value::u32(llama_file_type(opt.format)));
   w.set("tokenmill.synth.seed", Value::u64(opt.seed));
   set_arch_keys(w, opt.arch, shape);
+  add_synth_rope_scaling(w, opt.rope);
   if (vocab_file) {
     copy_tokenizer_keys(*vocab_file, w);
+  } else if (const std::optional<ShippedBpe> bpe = shipped_bpe(opt.arch)) {
+    set_bpe_tokenizer_keys(w, builtin_bpe_vocab(shape.vocab, bpe->specials), bpe->pre);
+  } else if (opt.arch == SynthArch::kPhi3) {
+    VocabTables vocab = builtin_vocab(shape.vocab);
+    const int64_t endoftext = add_phi3_chat_tokens(vocab);
+    set_spm_tokenizer_keys(w, vocab);
+    w.set("tokenizer.ggml.eos_token_id", Value::u32(static_cast<uint32_t>(endoftext)));
+    w.set("tokenizer.ggml.eot_token_id", Value::u32(static_cast<uint32_t>(endoftext + 7)));  // <|end|>
   } else {
     set_spm_tokenizer_keys(w, builtin_vocab(shape.vocab));
   }

@@ -1,5 +1,6 @@
-// Synthetic models: GGUF files with the exact layout of real llama, qwen2 and
-// gemma3 models, filled with deterministic random weights. They let tests,
+// Synthetic models: GGUF files with the exact layout (tensors, keys and
+// tokenizer type) of real models of each SynthArch, filled with
+// deterministic random weights. They let tests,
 // benchmarks and the quantization tools run on any model size without
 // downloading one. Same options and seed => byte-identical file, whatever
 // the thread count (the normals come from tokenmill's own splitmix64 and
@@ -16,12 +17,13 @@
 #include "gguf/tensor_type.h"
 #include "gguf/writer.h"
 #include "model/model_shapes.h"
+#include "model/synth_rope.h"
 
 namespace tokenmill::model {
 
-enum class SynthArch { kLlama, kQwen2, kGemma3 };
+enum class SynthArch { kLlama, kQwen2, kGemma3, kQwen3, kOlmo2, kGranite, kPhi3, kGemma2 };
 
-std::optional<SynthArch> parse_synth_arch(std::string_view name);  // "llama", "qwen2", "gemma3"
+std::optional<SynthArch> parse_synth_arch(std::string_view name);  // general.architecture names: "llama", "qwen3" ...
 std::string_view synth_arch_name(SynthArch arch);
 
 struct SynthShape {
@@ -33,8 +35,11 @@ struct SynthShape {
   int64_t vocab = 0;
   int64_t head_dim = 0;  // 0 in presets: n_embd / n_head
   int64_t ctx = 0;
-  int64_t sliding_window = 0;  // gemma3 only
+  int64_t sliding_window = 0;  // gemma3, gemma2 (and stated but unused: phi3)
   bool tied_output = false;    // no output.weight; token_embd doubles as the classifier
+  // gemma2's soft-capping; 0: the released models' 50 (attention) and 30 (logits).
+  float attn_softcap = 0.0f;
+  float final_softcap = 0.0f;
 };
 
 // Command-line overrides of a preset's shape; unset fields keep the preset.
@@ -42,7 +47,7 @@ struct ShapeOverrides {
   std::optional<int64_t> n_embd, n_layer, n_head, n_kv_head, n_ff, vocab, head_dim, ctx;
 };
 
-// "tiny", "tinyllama-1.1b", "llama-7b".
+// "tiny", "tinyllama-1.1b", "llama-7b", "phi3-mini", "gemma2-2b".
 std::vector<std::string> synth_preset_names();
 
 // The preset's shape with the overrides applied, head_dim resolved and the
@@ -92,6 +97,7 @@ struct SynthOptions {
   // of the 32000-token presets; empty: always the built-in vocabulary.
   std::string shared_dir;
   int num_threads = 0;  // 0: one per CPU
+  SynthRope rope;       // RoPE scaling keys (and llama3 tensor) to write; none by default
 };
 
 // Builds the whole model in memory (the size of the output file: a few GB

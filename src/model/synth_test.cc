@@ -243,6 +243,80 @@ TEST(SynthTest, Gemma3LayoutAndKeys) {
   EXPECT_EQ(f.tensors().size(), 2u + 2 * 13);
 }
 
+// Phi-3 fuses q/k/v into attn_qkv and gate/up into ffn_up, states a window
+// and keeps its own output matrix; Q4_K_M stores attn_qkv as Q5_K.
+TEST(SynthTest, Phi3FusedLayoutAndKeys) {
+  auto b = build(tiny(SynthArch::kPhi3));
+  const gguf::GgufFile& f = *b->file;
+  EXPECT_EQ(f.tensor("blk.1.attn_qkv.weight").dims[1], 4 * 16 + 2 * 2 * 16);
+  EXPECT_EQ(f.tensor("blk.1.ffn_up.weight").dims[1], 2 * 128);
+  for (const char* n : {"attn_q", "attn_k", "attn_v", "ffn_gate"}) {
+    EXPECT_EQ(f.find_tensor(std::string("blk.0.") + n + ".weight"), nullptr) << n;
+  }
+  EXPECT_NE(f.find_tensor("output.weight"), nullptr);
+  EXPECT_EQ(f.get_int("phi3.attention.sliding_window"), 8);
+  EXPECT_FLOAT_EQ(f.get_float("phi3.rope.freq_base"), 10000.0f);
+  EXPECT_EQ(f.tensors().size(), 3u + 2 * 6);
+  // Phi-3's 64 added tokens end the table: chat tokens, then placeholders.
+  const auto& tokens = f.find("tokenizer.ggml.tokens")->as_array().items;
+  ASSERT_EQ(tokens.size(), 512u);
+  EXPECT_EQ(tokens[448].as_string(), "<|endoftext|>");
+  EXPECT_EQ(tokens[455].as_string(), "<|end|>");
+  EXPECT_EQ(tokens[458].as_string(), "<|user|>");
+  EXPECT_EQ(tokens[511].as_string(), "<|placeholder59|>");
+  EXPECT_EQ(f.get_int("tokenizer.ggml.eos_token_id"), 448);
+  EXPECT_EQ(f.get_int("tokenizer.ggml.eot_token_id"), 455);
+  ShapeOverrides o;
+  o.n_embd = 256;
+  o.n_ff = 512;
+  const SynthShape wide = resolve_synth_shape(SynthArch::kPhi3, "tiny", o);
+  const auto plan =
+      plan_synth_tensors(SynthArch::kPhi3, wide, *parse_weight_format("Q4_K_M"), TensorType::F16, nullptr);
+  EXPECT_EQ(find(plan, "blk.0.attn_qkv.weight").type, TensorType::Q5_K);
+  EXPECT_EQ(find(plan, "blk.0.ffn_up.weight").type, TensorType::Q4_K);
+}
+
+// Gemma 2: gemma3's norms without q/k norms, a tied output, soft-capping
+// keys (the tiny preset's low caps; the released 50 and 30 otherwise) and
+// no RoPE keys.
+TEST(SynthTest, Gemma2LayoutAndKeys) {
+  auto b = build(tiny(SynthArch::kGemma2));
+  const gguf::GgufFile& f = *b->file;
+  EXPECT_EQ(f.get_int("gemma2.attention.sliding_window"), 8);
+  EXPECT_FLOAT_EQ(f.get_float("gemma2.attn_logit_softcapping"), 4.0f);
+  EXPECT_FLOAT_EQ(f.get_float("gemma2.final_logit_softcapping"), 8.0f);
+  EXPECT_EQ(f.get_int("gemma2.attention.key_length"), 16);
+  EXPECT_FALSE(f.has("gemma2.rope.freq_base"));
+  EXPECT_EQ(f.find_tensor("output.weight"), nullptr);
+  EXPECT_EQ(f.find_tensor("blk.0.attn_q_norm.weight"), nullptr);
+  EXPECT_NE(f.find_tensor("blk.1.post_attention_norm.weight"), nullptr);
+  EXPECT_NE(f.find_tensor("blk.1.post_ffw_norm.weight"), nullptr);
+  EXPECT_EQ(f.tensors().size(), 2u + 2 * 11);
+  SynthOptions big = tiny(SynthArch::kGemma2);  // a preset without the tiny caps, shrunk
+  big.preset = "llama-7b";
+  big.overrides.n_embd = 64;
+  big.overrides.n_ff = 128;
+  big.overrides.n_head = 4;
+  big.overrides.n_kv_head = 2;
+  big.overrides.n_layer = 1;
+  big.overrides.vocab = 300;
+  const std::vector<uint8_t> bytes = build_synth_model(big, nullptr).to_bytes();
+  const gguf::GgufFile g = gguf::GgufFile::parse(bytes, "big");
+  EXPECT_FLOAT_EQ(g.get_float("gemma2.attn_logit_softcapping"), 50.0f);
+  EXPECT_FLOAT_EQ(g.get_float("gemma2.final_logit_softcapping"), 30.0f);
+}
+
+// Parameter counts of the published models: Phi-3-mini 3,821,079,552 and
+// Gemma 2 2B 2,614,341,888 (its head size, 256, is not n_embd / n_head).
+TEST(SynthTest, Phi3AndGemma2PresetsMatchThePublishedModels) {
+  const SynthShape phi = resolve_synth_shape(SynthArch::kPhi3, "phi3-mini", {});
+  EXPECT_EQ(count_params(plan_synth_tensors(SynthArch::kPhi3, phi, {}, TensorType::F16, nullptr)), 3821079552);
+  const SynthShape gemma = resolve_synth_shape(SynthArch::kGemma2, "gemma2-2b", {});
+  EXPECT_EQ(gemma.head_dim, 256);
+  EXPECT_TRUE(gemma.tied_output);
+  EXPECT_EQ(count_params(plan_synth_tensors(SynthArch::kGemma2, gemma, {}, TensorType::F16, nullptr)), 2614341888);
+}
+
 // The values follow their distributions: matrices N(0, 1/sqrt(row length)),
 // norms 1 + N(0, 0.02). With 32768 samples the sample mean and standard
 // deviation are within 1% of the truth with overwhelming probability; the

@@ -45,6 +45,27 @@ VocabTables builtin_vocab(int64_t size);
 // SPM defaults (bos 1, eos 2, unknown 0, add_bos_token, add_space_prefix).
 void set_spm_tokenizer_keys(gguf::GgufWriter& writer, const VocabTables& vocab);
 
+// A GPT-2-style byte-level BPE vocabulary (tokenizer.ggml.model "gpt2", as
+// Qwen, OLMo 2 and Granite ship): tokens are strings over GPT-2's byte-to-
+// unicode alphabet, each merge "a b" makes the token a+b.
+struct BpeVocab {
+  std::vector<std::string> tokens;
+  std::vector<int32_t> types;
+  std::vector<std::string> merges;  // in rank order
+  int32_t eos_id = 0;               // the first special token; also bos
+};
+
+// A deterministic BPE vocabulary of exactly `size` tokens: the 256 byte
+// symbols (byte b is GPT-2's printable stand-in for b), then the merges that
+// build " word" pieces for common English words, common subwords and letter
+// n-grams, each through its one-symbol-shorter prefix, and last the control
+// tokens `specials`. Throws Error when size < 256 + specials.size().
+BpeVocab builtin_bpe_vocab(int64_t size, const std::vector<std::string>& specials);
+
+// Writes tokenizer.ggml.{model="gpt2", pre, tokens, token_type, merges} with
+// bos = eos = the first special token and add_bos_token false.
+void set_bpe_tokenizer_keys(gguf::GgufWriter& writer, const BpeVocab& vocab, const std::string& pre);
+
 // Copies every tokenizer.* key of `from` into `to` and returns the number of
 // tokens. Throws Error naming the file when it has no tokenizer.ggml.tokens
 // string array.

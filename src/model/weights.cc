@@ -30,6 +30,7 @@ class Binder {
   }
 
   const gguf::TensorInfo* find(const std::string& name) const { return file_.find_tensor(name); }
+  const std::string& file_name() const { return file_.name(); }
 
  private:
   const gguf::TensorInfo& require(const std::string& name) const {
@@ -49,6 +50,66 @@ class Binder {
   const gguf::GgufFile& file_;
 };
 
+// Some llama-layout files (granite, llama) may carry optional biases that the
+// forward pass has no place for; reading the file without them would give
+// silently wrong logits, so they are refused. `qkv_bias`: the q/k/v biases
+// are bound (qwen2).
+void refuse_unused_biases(const gguf::GgufFile& file, const std::string& prefix, bool qkv_bias) {
+  for (const char* role : {"attn_q", "attn_k", "attn_v", "attn_qkv", "attn_output", "ffn_gate", "ffn_up", "ffn_down"}) {
+    const std::string name = prefix + role + ".bias";
+    const bool bound = qkv_bias && (std::string_view(role) == "attn_q" || std::string_view(role) == "attn_k" ||
+                                    std::string_view(role) == "attn_v");
+    if (!bound && file.find_tensor(name) != nullptr)
+      fail("{}: tensor '{}' is not supported for architecture '{}' (tokenmill has no bias there)", file.name(), name,
+           file.get_string("general.architecture"));
+  }
+}
+
+// Rows [begin, begin + rows) of w, viewing the same bytes. A row is whole
+// quantization blocks, so any row range of a quantized matrix is a valid
+// matrix of that type.
+kernels::WeightView row_range(const kernels::WeightView& w, int64_t begin, int64_t rows) {
+  kernels::WeightView v = w;
+  v.data = static_cast<const uint8_t*>(w.data) + begin * gguf::row_bytes(w.type, w.cols);
+  v.rows = rows;
+  return v;
+}
+
+// The q, k and v projections: attn_q/attn_k/attn_v, or the three row ranges
+// of one fused attn_qkv [n_q_dim + 2 n_kv_dim, n_embd], q rows first, then
+// k, then v (phi3).
+void bind_qkv(const Binder& b, const std::string& p, const ModelConfig& c, LayerWeights& l) {
+  if (b.find(p + "attn_qkv.weight") == nullptr) {
+    if (b.find(p + "attn_q.weight") == nullptr)
+      fail("{}: required tensor '{}attn_q.weight' (or a fused '{}attn_qkv.weight') is missing", b.file_name(), p, p);
+    l.wq = b.matrix(p + "attn_q.weight", c.n_q_dim(), c.n_embd);
+    l.wk = b.matrix(p + "attn_k.weight", c.n_kv_dim(), c.n_embd);
+    l.wv = b.matrix(p + "attn_v.weight", c.n_kv_dim(), c.n_embd);
+    return;
+  }
+  const kernels::WeightView qkv = b.matrix(p + "attn_qkv.weight", c.n_q_dim() + 2 * c.n_kv_dim(), c.n_embd);
+  l.wq = row_range(qkv, 0, c.n_q_dim());
+  l.wk = row_range(qkv, c.n_q_dim(), c.n_kv_dim());
+  l.wv = row_range(qkv, c.n_q_dim() + c.n_kv_dim(), c.n_kv_dim());
+}
+
+// The gate and up projections: ffn_gate and ffn_up, or, in a file without
+// ffn_gate, the two halves of ffn_up [2 n_ff, n_embd], gate rows first
+// (phi3, as its gate_up_proj).
+void bind_gate_up(const Binder& b, const std::string& p, const ModelConfig& c, LayerWeights& l) {
+  if (b.find(p + "ffn_gate.weight") != nullptr) {
+    l.w_gate = b.matrix(p + "ffn_gate.weight", c.n_ff, c.n_embd);
+    l.w_up = b.matrix(p + "ffn_up.weight", c.n_ff, c.n_embd);
+    return;
+  }
+  const gguf::TensorInfo* up = b.find(p + "ffn_up.weight");
+  if (up != nullptr && up->num_dims == 2 && up->dims[1] == c.n_ff)  // an ordinary up matrix: the gate is missing
+    b.matrix(p + "ffn_gate.weight", c.n_ff, c.n_embd);
+  const kernels::WeightView fused = b.matrix(p + "ffn_up.weight", 2 * c.n_ff, c.n_embd);
+  l.w_gate = row_range(fused, 0, c.n_ff);
+  l.w_up = row_range(fused, c.n_ff, c.n_ff);
+}
+
 }  // namespace
 
 ModelWeights ModelWeights::bind(const gguf::GgufFile& file, const ModelConfig& c) {
@@ -57,33 +118,39 @@ ModelWeights ModelWeights::bind(const gguf::GgufFile& file, const ModelConfig& c
   w.tok_embd = b.matrix("token_embd.weight", c.n_vocab, c.n_embd);
   w.output_norm = b.vector("output_norm.weight", c.n_embd);
   w.output = b.find("output.weight") ? b.matrix("output.weight", c.n_vocab, c.n_embd) : w.tok_embd;
+  if (b.find("output.bias") != nullptr)  // llama.cpp's phi3 reader accepts one; no released phi3 has it
+    fail("{}: tensor 'output.bias' is not supported for architecture '{}'", file.name(), c.arch_name);
   w.rope_freqs = b.optional_vector("rope_freqs.weight", c.rope_dims / 2);
+  w.rope_factors_long = b.optional_vector("rope_factors_long.weight", c.rope_dims / 2);
+  w.rope_factors_short = b.optional_vector("rope_factors_short.weight", c.rope_dims / 2);
 
   const bool qwen2 = c.arch == Arch::Qwen2;
-  const bool gemma3 = c.arch == Arch::Gemma3;
+  const bool full_width = c.qk_norm == ModelConfig::QkNorm::kFullWidth;
+  const int64_t q_norm_size = full_width ? c.n_q_dim() : c.head_dim;
+  const int64_t k_norm_size = full_width ? c.n_kv_dim() : c.head_dim;
   w.layers.resize(static_cast<size_t>(c.n_layer));
   for (int64_t i = 0; i < c.n_layer; ++i) {
     LayerWeights& l = w.layers[static_cast<size_t>(i)];
     const std::string p = fmt::format("blk.{}.", i);
-    l.attn_norm = b.vector(p + "attn_norm.weight", c.n_embd);
-    l.wq = b.matrix(p + "attn_q.weight", c.n_q_dim(), c.n_embd);
-    l.wk = b.matrix(p + "attn_k.weight", c.n_kv_dim(), c.n_embd);
-    l.wv = b.matrix(p + "attn_v.weight", c.n_kv_dim(), c.n_embd);
+    refuse_unused_biases(file, p, qwen2);
+    if (c.pre_norm) l.attn_norm = b.vector(p + "attn_norm.weight", c.n_embd);
+    bind_qkv(b, p, c, l);
     l.wo = b.matrix(p + "attn_output.weight", c.n_embd, c.n_q_dim());
     if (qwen2) {
       l.bq = b.vector(p + "attn_q.bias", c.n_q_dim());
       l.bk = b.vector(p + "attn_k.bias", c.n_kv_dim());
       l.bv = b.vector(p + "attn_v.bias", c.n_kv_dim());
     }
-    if (gemma3) {
-      l.q_norm = b.vector(p + "attn_q_norm.weight", c.head_dim);
-      l.k_norm = b.vector(p + "attn_k_norm.weight", c.head_dim);
+    if (c.qk_norm != ModelConfig::QkNorm::kNone) {
+      l.q_norm = b.vector(p + "attn_q_norm.weight", q_norm_size);
+      l.k_norm = b.vector(p + "attn_k_norm.weight", k_norm_size);
+    }
+    if (c.post_norms) {
       l.post_attn_norm = b.vector(p + "post_attention_norm.weight", c.n_embd);
       l.post_ffn_norm = b.vector(p + "post_ffw_norm.weight", c.n_embd);
     }
-    l.ffn_norm = b.vector(p + "ffn_norm.weight", c.n_embd);
-    l.w_gate = b.matrix(p + "ffn_gate.weight", c.n_ff, c.n_embd);
-    l.w_up = b.matrix(p + "ffn_up.weight", c.n_ff, c.n_embd);
+    if (c.pre_norm) l.ffn_norm = b.vector(p + "ffn_norm.weight", c.n_embd);
+    bind_gate_up(b, p, c, l);
     l.w_down = b.matrix(p + "ffn_down.weight", c.n_embd, c.n_ff);
   }
   return w;

@@ -19,20 +19,23 @@ struct VectorView {
   bool present() const { return data != nullptr; }
 };
 
+// A file may fuse q/k/v into attn_qkv and gate/up into ffn_up (phi3): wq, wk,
+// wv and w_gate, w_up are then row ranges of the fused tensor, still views
+// into the map, so nothing downstream knows the difference.
 struct LayerWeights {
-  VectorView attn_norm;        // [n_embd]
+  VectorView attn_norm;        // [n_embd]; absent without pre-norm (olmo2)
   kernels::WeightView wq;      // [n_head*head_dim, n_embd]  (rows = out)
   kernels::WeightView wk;      // [n_kv_head*head_dim, n_embd]
   kernels::WeightView wv;      // [n_kv_head*head_dim, n_embd]
   kernels::WeightView wo;      // [n_embd, n_head*head_dim]
   VectorView bq, bk, bv;       // qwen2 only: [n_q_dim], [n_kv_dim], [n_kv_dim]
-  VectorView q_norm, k_norm;   // gemma3 only: [head_dim]
-  VectorView post_attn_norm;   // gemma3 only: [n_embd]
-  VectorView ffn_norm;         // [n_embd]
+  VectorView q_norm, k_norm;   // per head [head_dim] (gemma3, qwen3) or full [n_q_dim], [n_kv_dim] (olmo2)
+  VectorView post_attn_norm;   // gemma3, olmo2: [n_embd]
+  VectorView ffn_norm;         // [n_embd]; absent without pre-norm (olmo2)
   kernels::WeightView w_gate;  // [n_ff, n_embd]
   kernels::WeightView w_up;    // [n_ff, n_embd]
   kernels::WeightView w_down;  // [n_embd, n_ff]
-  VectorView post_ffn_norm;    // gemma3 only: [n_embd]
+  VectorView post_ffn_norm;    // gemma3, olmo2: [n_embd]
 };
 
 struct ModelWeights {
@@ -40,6 +43,8 @@ struct ModelWeights {
   VectorView output_norm;        // [n_embd]
   kernels::WeightView output;    // [n_vocab, n_embd]; the embedding when tied
   VectorView rope_freqs;         // llama3 scaling factors [rope_dims/2], optional
+  VectorView rope_factors_long;  // phi3 LongRoPE factors [rope_dims/2], optional (both or neither)
+  VectorView rope_factors_short;
   std::vector<LayerWeights> layers;
 
   // Binds every tensor the architecture needs, checking names, types and

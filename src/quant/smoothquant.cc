@@ -39,6 +39,9 @@ void smooth_group(const gguf::GgufFile& file, const Imatrix& im, float alpha, co
                   const std::string& vector_name, const std::string& row_matrix, SmoothingPlan& plan) {
   const gguf::TensorInfo* first = file.find_tensor(names[0]);
   if (first == nullptr) return;
+  // No norm to fold 1/s into (olmo2 has none in front of its blocks): the
+  // group's input is the raw residual stream and stays unsmoothed.
+  if (!vector_name.empty() && file.find_tensor(vector_name) == nullptr) return;
   const int64_t cols = first->row_length();
   const std::vector<float> x_max = activation_max(im, names, cols);
   if (x_max.empty()) return;
@@ -72,10 +75,20 @@ SmoothingPlan plan_smoothing(const gguf::GgufFile& file, const model::ModelConfi
   SmoothingPlan plan;
   for (int64_t l = 0; l < config.n_layer; ++l) {
     const std::string p = fmt::format("blk.{}.", l);
-    smooth_group(file, im, alpha, {p + "attn_q.weight", p + "attn_k.weight", p + "attn_v.weight"},
-                 p + "attn_norm.weight", "", plan);
-    smooth_group(file, im, alpha, {p + "ffn_gate.weight", p + "ffn_up.weight"}, p + "ffn_norm.weight", "", plan);
-    smooth_group(file, im, alpha, {p + "ffn_down.weight"}, "", p + "ffn_up.weight", plan);
+    // Fused files (phi3) hold q/k/v in attn_qkv and gate/up in ffn_up (gate
+    // rows first). Their ffn_down is left alone: its factors would have to
+    // divide only the up half of ffn_up's rows.
+    const bool fused_qkv = file.find_tensor(p + "attn_qkv.weight") != nullptr;
+    const bool fused_gate_up = file.find_tensor(p + "ffn_gate.weight") == nullptr;
+    const std::vector<std::string> qkv =
+        fused_qkv ? std::vector<std::string>{p + "attn_qkv.weight"}
+                  : std::vector<std::string>{p + "attn_q.weight", p + "attn_k.weight", p + "attn_v.weight"};
+    const std::vector<std::string> gate_up = fused_gate_up
+                                                 ? std::vector<std::string>{p + "ffn_up.weight"}
+                                                 : std::vector<std::string>{p + "ffn_gate.weight", p + "ffn_up.weight"};
+    smooth_group(file, im, alpha, qkv, p + "attn_norm.weight", "", plan);
+    smooth_group(file, im, alpha, gate_up, p + "ffn_norm.weight", "", plan);
+    if (!fused_gate_up) smooth_group(file, im, alpha, {p + "ffn_down.weight"}, "", p + "ffn_up.weight", plan);
   }
   return plan;
 }

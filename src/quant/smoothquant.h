@@ -10,6 +10,8 @@
 //   * attn_q/attn_k/attn_v: X = rms_norm(x) * attn_norm -> attn_norm / s;
 //   * ffn_gate/ffn_up:      X = rms_norm(x) * ffn_norm  -> ffn_norm / s;
 //   * ffn_down:             X = act(gate) * up          -> ffn_up rows / s.
+// A fused attn_qkv or gate/up ffn_up (phi3) is smoothed as its group; the
+// ffn_down of a fused ffn_up is not.
 // attn_output is left unsmoothed (its input comes out of the attention
 // average; folding into V would need per-KV-head-consistent factors).
 #pragma once

@@ -113,3 +113,85 @@ def test_runtime_and_kv_dtype_flags(tokenmill_bin, tiny, tmp_path):
     fails_with(tokenmill_bin, ["bench", "engine", "-m", f32, "--kv-dtype", "f8"], "--kv-dtype 'f8' is not one of")
     help_text = run_tokenmill(tokenmill_bin, "serve", "--help").stdout
     assert "f32|f16|q8_0|fp8_e4m3" in help_text and "--runtime" in help_text
+
+
+def test_inspect_shows_how_tokenmill_runs_the_model(tokenmill_bin, tmp_path):
+    """inspect: architecture, RoPE scaling, context, sliding window (and its
+    layers), soft-capping and the chat template; a file tokenmill cannot run
+    says why instead of failing."""
+    yarn = str(tmp_path / "yarn.gguf")
+    run_tokenmill(tokenmill_bin, "synth", "--arch", "qwen2", "--ctx", "512", "--rope-scaling", "yarn",
+                  "--rope-factor", "8", "--rope-orig-ctx", "64", "-o", yarn)
+    out = run_tokenmill(tokenmill_bin, "inspect", yarn).stdout
+    assert "model (as tokenmill runs it):" in out
+    assert "context         512 (original, before RoPE scaling: 64)" in out
+    assert "rope            yarn x8 (original context 64, ext factor 1, beta 32/1), base 1000000" in out
+    assert "sliding window  none" in out and "soft-capping    attention none, final logits none" in out
+    assert "chat template   no" in out
+
+    gemma3 = str(tmp_path / "gemma3.gguf")
+    run_tokenmill(tokenmill_bin, "synth", "--arch", "gemma3", "--n-layer", "6", "-o", gemma3)
+    out = run_tokenmill(tokenmill_bin, "inspect", gemma3).stdout
+    assert "on layers 0-4 (5 of 6)" in out and "(local layers 10000)" in out
+
+    llama3 = str(tmp_path / "llama3.gguf")
+    run_tokenmill(tokenmill_bin, "synth", "--arch", "llama", "--rope-scaling", "llama3", "--rope-factor", "8",
+                  "--rope-orig-ctx", "64", "-o", llama3)
+    assert "rope            llama3 (rope_freqs tensor)" in run_tokenmill(tokenmill_bin, "inspect", llama3).stdout
+
+    gemma2 = str(tmp_path / "gemma2.gguf")
+    run_tokenmill(tokenmill_bin, "synth", "--arch", "gemma2", "-o", gemma2)
+    out = run_tokenmill(tokenmill_bin, "inspect", gemma2).stdout
+    assert "soft-capping    attention none" not in out and "final logits none" not in out, out
+
+
+def test_unsupported_architecture_and_rope_are_named(tokenmill_bin, tmp_path):
+    """A file tokenmill cannot run: inspect says why, run fails naming the
+    architecture or key and what is supported."""
+    gguf = pytest.importorskip("gguf")
+    src = str(tmp_path / "src.gguf")
+    run_tokenmill(tokenmill_bin, "synth", "--arch", "llama", "-o", src)
+    reader = gguf.GGUFReader(src)
+
+    def rewrite(path, arch=None, extra=()):
+        writer = gguf.GGUFWriter(path, arch or "llama")
+        for field in reader.fields.values():
+            if field.name.startswith("GGUF.") or field.name == "general.architecture":
+                continue
+            name = field.name.replace("llama.", f"{arch}.") if arch else field.name
+            value = field.contents()
+            vtype = field.types[0]
+            if vtype == gguf.GGUFValueType.ARRAY:
+                writer.add_key_value(name, value, vtype, sub_type=field.types[-1])
+            else:
+                writer.add_key_value(name, value, vtype)
+        for key, value, vtype in extra:
+            writer.add_key_value(key, value, vtype)
+        for t in reader.tensors:
+            writer.add_tensor(t.name, t.data, raw_shape=list(reversed([int(d) for d in t.shape])),
+                              raw_dtype=t.tensor_type)
+        writer.write_header_to_file()
+        writer.write_kv_data_to_file()
+        writer.write_tensors_to_file()
+        writer.close()
+        return path
+
+    mamba = rewrite(str(tmp_path / "mamba.gguf"), arch="mamba")
+    out = run_tokenmill(tokenmill_bin, "inspect", mamba).stdout
+    assert "not runnable by tokenmill" in out and "'mamba'" in out
+    fails_with(tokenmill_bin, ["run", "-m", mamba, "--prompt-ids", "1,2", "-n", "1"], "unsupported architecture 'mamba'",
+               "supported: llama, qwen2, gemma3, qwen3, olmo2, granite, phi3, gemma2")
+    dynamic = rewrite(str(tmp_path / "dynamic.gguf"),
+                      extra=[("llama.rope.scaling.type", "dynamic", gguf.GGUFValueType.STRING)])
+    fails_with(tokenmill_bin, ["run", "-m", dynamic, "--prompt-ids", "1,2", "-n", "1"],
+               "'llama.rope.scaling.type' is 'dynamic'", "supported: none, linear, yarn, llama3")
+    longrope = rewrite(str(tmp_path / "longrope.gguf"),
+                       extra=[("llama.rope.scaling.type", "longrope", gguf.GGUFValueType.STRING)])
+    fails_with(tokenmill_bin, ["run", "-m", longrope, "--prompt-ids", "1,2", "-n", "1"],
+               "phi3 LongRoPE needs both tensors")
+    nofactor = rewrite(str(tmp_path / "nofactor.gguf"),
+                       extra=[("llama.rope.scaling.type", "yarn", gguf.GGUFValueType.STRING)])
+    fails_with(tokenmill_bin, ["logits", "-m", nofactor, "--prompt-ids", "1,2", "-o", str(tmp_path / "x.npy")],
+               "needs the key 'llama.rope.scaling.factor'")
+    fails_with(tokenmill_bin, ["run", "-m", src, "--prompt-ids", "1,2", "-n", "1", "--rope-scaling", "ntk"],
+               "--rope-scaling 'ntk': expected none, linear or yarn")

@@ -52,11 +52,21 @@ def models(tokenmill_bin, tmp_path_factory):
     out = {}
     # Shapes that split: 8 heads / 4 KV heads / FFN 512 in blocks of 32 (Q8_0),
     # 4 layers; gemma3 with 12 layers so both pipeline stages hold a
-    # full-attention layer (every 6th); qwen2 for its Q/K/V biases.
+    # full-attention layer (every 6th); qwen2 for its Q/K/V biases; phi3 for
+    # its fused q/k/v and gate/up (the ranks' row shares are views of views);
+    # gemma2 alternates window and global layers, so each of 2 stages has both.
     for name, args in {
         "llama": ["--arch", "llama", "--n-layer", "4", "--n-head", "8", "--n-kv-head", "4"],
         "gemma3": ["--arch", "gemma3", "--n-layer", "12", "--n-head", "4", "--n-kv-head", "2"],
         "qwen2": ["--arch", "qwen2", "--n-layer", "4", "--n-head", "8", "--n-kv-head", "2"],
+        "phi3": ["--arch", "phi3", "--n-layer", "4", "--n-head", "8", "--n-kv-head", "4"],
+        "gemma2": ["--arch", "gemma2", "--n-layer", "4", "--n-head", "4", "--n-kv-head", "2"],
+        # qwen3's per-head q/k norms split with the heads; granite's
+        # multipliers apply after the all-reduce and to split vocabularies;
+        # olmo2's full-width q/k norms do not split (pipeline only).
+        "qwen3": ["--arch", "qwen3", "--n-layer", "4", "--n-head", "8", "--n-kv-head", "2"],
+        "granite": ["--arch", "granite", "--n-layer", "4", "--n-head", "8", "--n-kv-head", "4"],
+        "olmo2": ["--arch", "olmo2", "--n-layer", "4", "--n-head", "8", "--n-kv-head", "4"],
     }.items():
         path = str(d / f"{name}.gguf")
         run_tokenmill(tokenmill_bin, "synth", *args, "--type", "Q8_0", "--n-embd", "256", "--n-ff", "512", "--vocab",
@@ -113,7 +123,7 @@ def assert_same(base, other, what, tol=TOL):
 LAYOUTS = {"tp2": {"--tp": 2}, "pp2": {"--pp": 2}, "tp2_pp2": {"--tp": 2, "--pp": 2}}
 
 
-@pytest.mark.parametrize("arch", ["llama", "gemma3", "qwen2"])
+@pytest.mark.parametrize("arch", ["llama", "gemma3", "qwen2", "phi3", "gemma2", "qwen3", "granite"])
 def test_layouts_match_one_process(tokenmill_bin, models, arch):
     base, _ = run_layout(tokenmill_bin, models[arch], {})
     for name, layout in LAYOUTS.items():
@@ -193,6 +203,16 @@ def test_kv_heads_that_do_not_split_are_a_clear_error(tokenmill_bin, tmp_path):
     run_tokenmill(tokenmill_bin, "synth", "--arch", "llama", "--n-layer", "2", "--n-head", "6", "--n-kv-head", "3",
                   "--n-embd", "192", "--n-ff", "256", "--vocab", "320", "--type", "Q8_0", "-o", model)
     assert "3 KV heads neither divide by 2 nor divide it" in run_failing(tokenmill_bin, model, 2, "--tp", "2")
+
+
+def test_olmo2_runs_pipelined_and_refuses_tensor_parallel(tokenmill_bin, models):
+    """olmo2 normalises q and k across all heads: two pipeline stages give
+    the single process's tokens, two tensor ranks are a clear error."""
+    base, _ = run_layout(tokenmill_bin, models["olmo2"], {})
+    other, _ = run_layout(tokenmill_bin, models["olmo2"], {"--pp": 2})
+    assert_same(base, other, "olmo2 pp2", tol=0)
+    err = run_failing(tokenmill_bin, models["olmo2"], 2, "--tp", "2")
+    assert "'olmo2' normalises q and k across all heads" in err and "--tp 1" in err, err[-2000:]
 
 
 def test_communication_gate_from_real_reports(tokenmill_bin, models, tmp_path):
