@@ -13,6 +13,7 @@
 #include <algorithm>
 #include <cstdlib>
 #include <filesystem>
+#include <map>
 #include <set>
 
 #include "engine/engine_core.h"
@@ -27,51 +28,46 @@ using testing::with_n;
 
 constexpr int64_t kWindow = 8;  // the tiny preset's sliding window
 
-const std::string& gemma_model_path() {
-  static const std::string* path = [] {
-    const std::filesystem::path p =
-        std::filesystem::temp_directory_path() / ("tokenmill_window_test_" + std::to_string(::getpid()) + ".gguf");
-    model::SynthOptions o;
-    o.arch = model::SynthArch::kGemma3;
-    o.preset = "tiny";
-    o.overrides.n_layer = 6;
-    o.format = *model::parse_weight_format("F32");
-    o.seed = 11;
-    o.num_threads = 1;
-    model::write_synth_model(o, p.string());
-    auto* leaked = new std::string(p.string());
+// Paths of the models written by synth_model_path, removed at exit.
+std::map<std::string, std::string>& written_models() {
+  static auto* paths = [] {
+    auto* m = new std::map<std::string, std::string>();
     std::atexit([] {
       std::error_code ec;
-      std::filesystem::remove(gemma_model_path(), ec);
+      for (const auto& [_, path] : written_models()) std::filesystem::remove(path, ec);
     });
-    return leaked;
+    return m;
   }();
-  return *path;
+  return *paths;
 }
+
+// A synthetic F32 model of `arch` with `n_layer` layers, written once per
+// process under `tag`.
+const std::string& synth_model_path(model::SynthArch arch, int64_t n_layer, uint64_t seed, const char* tag) {
+  std::map<std::string, std::string>& paths = written_models();
+  auto it = paths.find(tag);
+  if (it == paths.end()) {
+    const std::filesystem::path p = std::filesystem::temp_directory_path() /
+                                    (std::string("tokenmill_") + tag + "_test_" + std::to_string(::getpid()) + ".gguf");
+    model::SynthOptions o;
+    o.arch = arch;
+    o.preset = "tiny";
+    o.overrides.n_layer = n_layer;
+    o.format = *model::parse_weight_format("F32");
+    o.seed = seed;
+    o.num_threads = 1;
+    model::write_synth_model(o, p.string());
+    it = paths.emplace(tag, p.string()).first;
+  }
+  return it->second;
+}
+
+// A synthetic gemma3 of 6 layers: five local layers with the window of 8, one global.
+const std::string& gemma_model_path() { return synth_model_path(model::SynthArch::kGemma3, 6, 11, "window"); }
 
 // A synthetic gemma2 of 4 layers: the even ones (0, 2) use the window of 8,
 // the odd ones are global.
-const std::string& gemma2_model_path() {
-  static const std::string* path = [] {
-    const std::filesystem::path p =
-        std::filesystem::temp_directory_path() / ("tokenmill_window2_test_" + std::to_string(::getpid()) + ".gguf");
-    model::SynthOptions o;
-    o.arch = model::SynthArch::kGemma2;
-    o.preset = "tiny";
-    o.overrides.n_layer = 4;
-    o.format = *model::parse_weight_format("F32");
-    o.seed = 12;
-    o.num_threads = 1;
-    model::write_synth_model(o, p.string());
-    auto* leaked = new std::string(p.string());
-    std::atexit([] {
-      std::error_code ec;
-      std::filesystem::remove(gemma2_model_path(), ec);
-    });
-    return leaked;
-  }();
-  return *path;
-}
+const std::string& gemma2_model_path() { return synth_model_path(model::SynthArch::kGemma2, 4, 12, "window2"); }
 
 EngineConfig gemma_config(bool window_pool, int64_t prefill_chunk, int64_t kv_blocks) {
   EngineConfig c = testing::tiny_config();

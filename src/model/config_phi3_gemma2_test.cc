@@ -20,6 +20,7 @@
 #include "model/model.h"
 #include "model/single_sequence.h"
 #include "model/synth.h"
+#include "model/test_gguf_variants.h"
 #include "model/weights.h"
 #include "util/error.h"
 
@@ -28,77 +29,18 @@ namespace {
 
 using gguf::Value;
 
-struct Variant {
-  std::vector<uint8_t> bytes;
-  std::optional<gguf::GgufFile> file;
-};
-
-struct Edit {
-  std::string drop;                                // a key or tensor left out
-  std::vector<std::pair<std::string, Value>> set;  // keys added or replaced
-  std::string extra;                               // an F32 tensor of 64 zeros added
-};
-
-// The tiny synthetic model of `arch` (format `type`, shape overrides `o`)
-// with `edit` applied.
-std::unique_ptr<Variant> variant(SynthArch arch, const Edit& edit = {}, const std::string& type = "F32",
-                                 const ShapeOverrides& o = {}) {
-  SynthOptions opts;
-  opts.arch = arch;
-  opts.overrides = o;
-  opts.format = *parse_weight_format(type);
-  opts.num_threads = 1;
-  const std::vector<uint8_t> original = build_synth_model(opts, nullptr).to_bytes();
-  const gguf::GgufFile f = gguf::GgufFile::parse(original, "original");
-  gguf::GgufWriter w;
-  for (const gguf::MetadataEntry& e : f.metadata())
-    if (e.key != edit.drop) w.set(e.key, e.value);
-  for (const auto& [key, value] : edit.set) w.set(key, value);
-  for (const gguf::TensorInfo& t : f.tensors()) {
-    if (t.name == edit.drop) continue;
-    w.add_tensor(t.name, t.type, std::vector<int64_t>(t.dims, t.dims + t.num_dims),
-                 std::vector<uint8_t>(t.data, t.data + t.num_bytes));
-  }
-  if (!edit.extra.empty())
-    w.add_tensor(edit.extra, gguf::TensorType::F32, {64}, std::vector<uint8_t>(64 * sizeof(float)));
-  auto v = std::make_unique<Variant>();
-  v->bytes = w.to_bytes();
-  v->file.emplace(gguf::GgufFile::parse(v->bytes, std::string(synth_arch_name(arch)) + ".gguf"));
-  return v;
-}
-
-Edit dropping(const std::string& name) {
-  Edit e;
-  e.drop = name;
-  return e;
-}
-
-Edit adding(const std::string& tensor) {
-  Edit e;
-  e.extra = tensor;
-  return e;
-}
-
-Edit setting(const std::string& key, Value value) {
-  Edit e;
-  e.set.emplace_back(key, std::move(value));
-  return e;
-}
+using test_files::adding;
+using test_files::dropping;
+using test_files::Edit;
+using test_files::load_error;
+using test_files::setting;
+using test_files::variant;
 
 ShapeOverrides layers(int64_t n_layer, std::optional<int64_t> head_dim = {}) {
   ShapeOverrides o;
   o.n_layer = n_layer;
   o.head_dim = head_dim;
   return o;
-}
-
-std::string load_error(const gguf::GgufFile& f) {
-  try {
-    ModelWeights::bind(f, ModelConfig::from_gguf(f));
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "";
 }
 
 TEST(Phi3Config, NeoxRopeAndTheStatedWindowIsNotApplied) {

@@ -13,12 +13,14 @@
 
 #include "gguf/reader.h"
 #include "gguf/writer.h"
+#include "model/test_gguf_variants.h"
 #include "util/error.h"
 
 namespace tokenmill::model {
 namespace {
 
 using gguf::Value;
+using test_files::config_error;
 
 gguf::GgufWriter metadata(const std::string& arch = "llama") {
   gguf::GgufWriter w;
@@ -37,15 +39,6 @@ ModelConfig config_of(const gguf::GgufWriter& w) {
   return ModelConfig::from_gguf(gguf::GgufFile::parse(bytes, "m.gguf"));
 }
 
-std::string error_of(const gguf::GgufWriter& w) {
-  try {
-    config_of(w);
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "(no error)";
-}
-
 std::string override_error(ModelConfig c, const RopeOverrides& o) {
   try {
     apply_rope_overrides(c, o);
@@ -58,7 +51,7 @@ std::string override_error(ModelConfig c, const RopeOverrides& o) {
 #define EXPECT_HAS(text, needle) EXPECT_NE((text).find(needle), std::string::npos) << (text)
 
 TEST(RopeConfig, UnknownArchitectureListsTheSupportedOnes) {
-  const std::string e = error_of(metadata("mamba"));
+  const std::string e = config_error(metadata("mamba"));
   EXPECT_HAS(e, "m.gguf");
   EXPECT_HAS(e, "'mamba'");
   EXPECT_HAS(e, "llama, qwen2, gemma3, qwen3, olmo2, granite, phi3, gemma2");
@@ -67,12 +60,12 @@ TEST(RopeConfig, UnknownArchitectureListsTheSupportedOnes) {
 TEST(RopeConfig, UnknownScalingTypeNamesTheKeyAndTheChoices) {
   gguf::GgufWriter w = metadata();
   w.set("llama.rope.scaling.type", Value::str("dynamic"));
-  const std::string e = error_of(w);
+  const std::string e = config_error(w);
   EXPECT_HAS(e, "'llama.rope.scaling.type' is 'dynamic'");
   EXPECT_HAS(e, "none, linear, yarn, llama3 (the rope_freqs tensor), longrope");
   // longrope is a type only with its tensors.
   w.set("llama.rope.scaling.type", Value::str("longrope"));
-  EXPECT_HAS(error_of(w), "phi3 LongRoPE needs both tensors");
+  EXPECT_HAS(config_error(w), "phi3 LongRoPE needs both tensors");
 }
 
 TEST(RopeConfig, BadFactorsAreErrorsNamingTheKey) {
@@ -81,16 +74,16 @@ TEST(RopeConfig, BadFactorsAreErrorsNamingTheKey) {
     gguf::GgufWriter w = metadata();
     w.set("llama.rope.scaling.type", Value::str("yarn"));
     w.set("llama.rope.scaling.factor", bad);
-    EXPECT_HAS(error_of(w), "llama.rope.scaling.factor");
+    EXPECT_HAS(config_error(w), "llama.rope.scaling.factor");
   }
   gguf::GgufWriter missing = metadata();
   missing.set("llama.rope.scaling.type", Value::str("linear"));
-  EXPECT_HAS(error_of(missing), "rope scaling 'linear' needs the key 'llama.rope.scaling.factor'");
+  EXPECT_HAS(config_error(missing), "rope scaling 'linear' needs the key 'llama.rope.scaling.factor'");
   gguf::GgufWriter orig = metadata();
   orig.set("llama.rope.scaling.type", Value::str("yarn"));
   orig.set("llama.rope.scaling.factor", Value::f32(4));
   orig.set("llama.rope.scaling.original_context_length", Value::i32(-1));
-  EXPECT_HAS(error_of(orig), "original_context_length' must be positive");
+  EXPECT_HAS(config_error(orig), "original_context_length' must be positive");
 }
 
 TEST(RopeConfig, UnimplementedYarnKeysAreRefusedByName) {
@@ -99,12 +92,12 @@ TEST(RopeConfig, UnimplementedYarnKeysAreRefusedByName) {
   w.set("llama.rope.scaling.factor", Value::f32(4));
   gguf::GgufWriter log_mul = w;
   log_mul.set("llama.rope.scaling.yarn_log_multiplier", Value::f32(0.1f));
-  EXPECT_HAS(error_of(log_mul), "'llama.rope.scaling.yarn_log_multiplier'");
+  EXPECT_HAS(config_error(log_mul), "'llama.rope.scaling.yarn_log_multiplier'");
   gguf::GgufWriter attn = w;
   attn.set("llama.rope.scaling.yarn_attn_factor", Value::f32(0.7f));
-  EXPECT_HAS(error_of(attn), "'llama.rope.scaling.yarn_attn_factor' is not supported");
+  EXPECT_HAS(config_error(attn), "'llama.rope.scaling.yarn_attn_factor' is not supported");
   attn.set("llama.rope.scaling.yarn_attn_factor", Value::f32(1.0f));  // the neutral value is harmless
-  EXPECT_EQ(error_of(attn), "(no error)");
+  EXPECT_EQ(config_error(attn), "(no error)");
 }
 
 TEST(RopeConfig, YarnReadsItsKeysAndDefaults) {
@@ -166,7 +159,7 @@ TEST(RopeConfig, LongRopeFollowsTheContext) {
   gguf::GgufWriter w = metadata("phi3");
   w.set("phi3.rope.scaling.original_context_length", Value::u32(256));
   w.add_tensor("rope_factors_long.weight", gguf::TensorType::F32, {8}, f32_bytes(std::vector<float>(8, 4.0f)));
-  EXPECT_HAS(error_of(w), "'rope_factors_short.weight' is missing");
+  EXPECT_HAS(config_error(w), "'rope_factors_short.weight' is missing");
   w.add_tensor("rope_factors_short.weight", gguf::TensorType::F32, {8}, f32_bytes(std::vector<float>(8, 1.0f)));
   ModelConfig c = config_of(w);
   EXPECT_EQ(c.rope_scaling, RopeScalingType::kLongRope);
@@ -178,7 +171,7 @@ TEST(RopeConfig, LongRopeFollowsTheContext) {
   EXPECT_HAS(override_error(c, {.scale = 2.0}), "'longrope', which takes no factor");
   w.set("phi3.rope.scaling.type", Value::str("linear"));
   w.set("phi3.rope.scaling.factor", Value::f32(2));
-  EXPECT_HAS(error_of(w), "'phi3.rope.scaling.type' is 'linear' but the file carries LongRoPE factor tensors");
+  EXPECT_HAS(config_error(w), "'phi3.rope.scaling.type' is 'linear' but the file carries LongRoPE factor tensors");
 }
 
 TEST(RopeConfig, OverridesAsLlamaCppSpellsThem) {

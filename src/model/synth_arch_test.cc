@@ -14,6 +14,7 @@
 #include "gguf/reader.h"
 #include "model/synth.h"
 #include "model/synth_vocab.h"
+#include "model/test_gguf_variants.h"
 #include "tokenizer/tokenizer.h"
 #include "util/error.h"
 
@@ -22,20 +23,14 @@ namespace {
 
 using gguf::TensorType;
 
-struct Built {
-  std::vector<uint8_t> bytes;
-  std::optional<gguf::GgufFile> file;
-};
+using Built = test_files::ParsedGguf;
 
 std::unique_ptr<Built> build_tiny(SynthArch arch, std::optional<int64_t> head_dim = {}) {
   SynthOptions o;
   o.arch = arch;
   o.overrides.head_dim = head_dim;
   o.num_threads = 1;
-  auto b = std::make_unique<Built>();
-  b->bytes = build_synth_model(o, nullptr).to_bytes();
-  b->file.emplace(gguf::GgufFile::parse(b->bytes, "synth"));
-  return b;
+  return test_files::parse_gguf(build_synth_model(o, nullptr).to_bytes(), "synth");
 }
 
 TEST(SynthArchTest, Qwen3HasPerHeadQkNormsAndNoBiases) {

@@ -1,4 +1,5 @@
 #include "model/synth.h"
+#include "model/test_gguf_variants.h"
 
 #include <gtest/gtest.h>
 #include <unistd.h>
@@ -34,17 +35,10 @@ SynthOptions tiny(SynthArch arch = SynthArch::kLlama, const std::string& type = 
   return o;
 }
 
-// The file bytes and the parsed file; the file views into the bytes.
-struct Built {
-  std::vector<uint8_t> bytes;
-  std::optional<gguf::GgufFile> file;
-};
+using Built = test_files::ParsedGguf;
 
 std::unique_ptr<Built> build(const SynthOptions& o, std::vector<std::string>* notes = nullptr) {
-  auto b = std::make_unique<Built>();
-  b->bytes = build_synth_model(o, notes).to_bytes();
-  b->file.emplace(gguf::GgufFile::parse(b->bytes, "synth"));
-  return b;
+  return test_files::parse_gguf(build_synth_model(o, notes).to_bytes(), "synth");
 }
 
 int64_t count_params(const std::vector<SynthTensor>& plan) {

@@ -1,0 +1,91 @@
+// Test helpers shared by the model tests: synthetic GGUF files built in
+// memory, read back, and rewritten with one key or tensor changed, and the
+// message that loading a bad one throws. Header-only; tests only.
+#pragma once
+
+#include <memory>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "gguf/reader.h"
+#include "gguf/writer.h"
+#include "model/config.h"
+#include "model/synth.h"
+#include "model/weights.h"
+#include "util/error.h"
+
+namespace tokenmill::model::test_files {
+
+// File bytes and the parsed file, which views into the bytes.
+struct ParsedGguf {
+  std::vector<uint8_t> bytes;
+  std::optional<gguf::GgufFile> file;
+};
+
+inline std::unique_ptr<ParsedGguf> parse_gguf(std::vector<uint8_t> bytes, const std::string& name) {
+  auto p = std::make_unique<ParsedGguf>();
+  p->bytes = std::move(bytes);
+  p->file.emplace(gguf::GgufFile::parse(p->bytes, name));
+  return p;
+}
+
+// What to change in a synthetic file.
+struct Edit {
+  std::string drop;                                      // a key or tensor left out
+  std::vector<std::pair<std::string, gguf::Value>> set;  // keys added or replaced
+  std::string extra;                                     // an F32 tensor of 64 zeros added
+};
+
+inline Edit dropping(const std::string& name) { return Edit{name, {}, ""}; }
+inline Edit adding(const std::string& tensor) { return Edit{"", {}, tensor}; }
+inline Edit setting(const std::string& key, gguf::Value value) { return Edit{"", {{key, std::move(value)}}, ""}; }
+
+// The tiny synthetic model of `arch` (format `type`, shape overrides `o`)
+// with `edit` applied.
+inline std::unique_ptr<ParsedGguf> variant(SynthArch arch, const Edit& edit = {}, const std::string& type = "F32",
+                                           const ShapeOverrides& o = {}) {
+  SynthOptions opts;
+  opts.arch = arch;
+  opts.overrides = o;
+  opts.format = *parse_weight_format(type);
+  opts.num_threads = 1;
+  const std::vector<uint8_t> original = build_synth_model(opts, nullptr).to_bytes();
+  const gguf::GgufFile f = gguf::GgufFile::parse(original, "original");
+  gguf::GgufWriter w;
+  for (const gguf::MetadataEntry& e : f.metadata())
+    if (e.key != edit.drop) w.set(e.key, e.value);
+  for (const auto& [key, value] : edit.set) w.set(key, value);
+  for (const gguf::TensorInfo& t : f.tensors()) {
+    if (t.name == edit.drop) continue;
+    w.add_tensor(t.name, t.type, std::vector<int64_t>(t.dims, t.dims + t.num_dims),
+                 std::vector<uint8_t>(t.data, t.data + t.num_bytes));
+  }
+  if (!edit.extra.empty())
+    w.add_tensor(edit.extra, gguf::TensorType::F32, {64}, std::vector<uint8_t>(64 * sizeof(float)));
+  return parse_gguf(w.to_bytes(), std::string(synth_arch_name(arch)) + ".gguf");
+}
+
+// The message of the Error that reading the config of `w` throws, or "(no error)".
+inline std::string config_error(const gguf::GgufWriter& w) {
+  const std::vector<uint8_t> bytes = w.to_bytes();
+  try {
+    ModelConfig::from_gguf(gguf::GgufFile::parse(bytes, "m.gguf"));
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "(no error)";
+}
+
+// The message of the Error that loading config and weights throws, or "(no error)".
+inline std::string load_error(const gguf::GgufFile& f) {
+  try {
+    ModelWeights::bind(f, ModelConfig::from_gguf(f));
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "(no error)";
+}
+
+}  // namespace tokenmill::model::test_files
