@@ -109,3 +109,16 @@ def test_strict_mode_fails_a_stage_with_a_missing_dependency_skip(tmp_path):
     strict = summarize(tmp_path, strict=True)
     assert strict.returncode == 1, strict.stdout
     assert "FAILED   [e2e] skipped for a missing dependency in strict mode" in strict.stdout
+
+
+def test_every_python_test_file_runs_in_make_test():
+    """A test_*.py that defines tests but is not registered in
+    tests/CMakeLists.txt would never run in `make test`, and nothing would say so."""
+    import glob
+    import re
+    cmake = open(os.path.join(REPO, "tests", "CMakeLists.txt")).read()
+    registered = set(re.findall(r"tm_add_pytest\(\S+\s+(test_\w+\.py)", cmake))
+    with_tests = {os.path.basename(p) for p in glob.glob(os.path.join(REPO, "tests", "python", "test_*.py"))
+                  if re.search(r"^(async )?def test_", open(p).read(), re.M)}
+    assert with_tests, "no test files found"
+    assert with_tests - registered == set(), f"not registered in tests/CMakeLists.txt: {sorted(with_tests - registered)}"
