@@ -53,7 +53,7 @@ void run_synth(const SynthFlags& f) {
   o.shared_dir = shared_dir();
   o.num_threads = f.threads;
   o.rope = f.rope;
-  o.rope.type = *model::parse_synth_rope(f.rope_scaling);  // CLI11 checked the name
+  o.rope.type = *model::parse_rope_scaling_type(f.rope_scaling);  // CLI11 checked the name
   o.overrides = {given(f.n_embd_opt, f.n_embd),       given(f.n_layer_opt, f.n_layer), given(f.n_head_opt, f.n_head),
                  given(f.n_kv_head_opt, f.n_kv_head), given(f.n_ff_opt, f.n_ff),       given(f.vocab_opt, f.vocab),
                  given(f.head_dim_opt, f.head_dim),   given(f.ctx_opt, f.ctx)};

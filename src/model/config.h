@@ -3,7 +3,9 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "gguf/reader.h"
@@ -15,6 +17,17 @@ namespace tokenmill::model {
 // kLongRope (phi3 128k): rope_factors_long or _short does, the long ones
 // when the context exceeds the original one (as llama.cpp chooses).
 enum class RopeScalingType { kNone, kLinear, kYarn, kLlama3, kLongRope };
+
+// The type named as GGUF's rope.scaling.type and the command line spell it
+// ("none", "linear", "yarn", "llama3", "longrope"); nullopt for any other.
+inline std::optional<RopeScalingType> parse_rope_scaling_type(std::string_view name) {
+  if (name == "none") return RopeScalingType::kNone;
+  if (name == "linear") return RopeScalingType::kLinear;
+  if (name == "yarn") return RopeScalingType::kYarn;
+  if (name == "llama3") return RopeScalingType::kLlama3;
+  if (name == "longrope") return RopeScalingType::kLongRope;
+  return std::nullopt;
+}
 
 enum class Arch { Llama, Qwen2, Gemma3, Qwen3, Olmo2, Granite, Phi3, Gemma2 };
 

@@ -15,15 +15,6 @@ namespace {
 constexpr double kYarnBetaFast = 32.0;
 constexpr double kYarnBetaSlow = 1.0;
 
-std::optional<RopeScalingType> parse_scaling(const std::string& name) {
-  if (name == "none") return RopeScalingType::kNone;
-  if (name == "linear") return RopeScalingType::kLinear;
-  if (name == "yarn") return RopeScalingType::kYarn;
-  if (name == "llama3") return RopeScalingType::kLlama3;
-  if (name == "longrope") return RopeScalingType::kLongRope;
-  return std::nullopt;
-}
-
 // A positive, finite number from the file, or `fallback` when absent.
 double positive_key(const gguf::GgufFile& f, const std::string& key, double fallback) {
   const double v = f.get_float_or(key, fallback);
@@ -92,7 +83,7 @@ void read_rope_scaling(const gguf::GgufFile& f, ModelConfig& c) {
   const std::string a = c.arch_name;
   const std::string type_key = a + ".rope.scaling.type";
   const std::string name = f.get_string_or(type_key, "none");
-  const std::optional<RopeScalingType> type = parse_scaling(name);
+  const std::optional<RopeScalingType> type = parse_rope_scaling_type(name);
   if (!type)
     fail("{}: '{}' is '{}', which tokenmill does not implement (supported: {})", f.name(), type_key, name,
          rope_scaling_choices());
@@ -129,7 +120,7 @@ void read_rope_scaling(const gguf::GgufFile& f, ModelConfig& c) {
 std::vector<std::string> apply_rope_overrides(ModelConfig& c, const RopeOverrides& o) {
   std::vector<std::string> warnings;
   if (o.scaling) {
-    const std::optional<RopeScalingType> type = parse_scaling(*o.scaling);
+    const std::optional<RopeScalingType> type = parse_rope_scaling_type(*o.scaling);
     if (!type || tensor_scaling(*type)) fail("--rope-scaling '{}': expected none, linear or yarn", *o.scaling);
     // The tensors' factors are the model's RoPE (llama.cpp applies them
     // whatever the type says): no type can replace or remove them.

@@ -74,15 +74,6 @@ int64_t rope_dims_of(const gguf::GgufWriter& w, const std::string& a) {
 
 }  // namespace
 
-std::optional<RopeScalingType> parse_synth_rope(std::string_view name) {
-  if (name == "none") return RopeScalingType::kNone;
-  if (name == "linear") return RopeScalingType::kLinear;
-  if (name == "yarn") return RopeScalingType::kYarn;
-  if (name == "llama3") return RopeScalingType::kLlama3;
-  if (name == "longrope") return RopeScalingType::kLongRope;
-  return std::nullopt;
-}
-
 void add_synth_rope_scaling(gguf::GgufWriter& w, const SynthRope& r) {
   if (r.type == RopeScalingType::kNone) return;
   const Value* arch_value = w.find("general.architecture");

@@ -20,9 +20,6 @@ struct SynthRope {
   double attn_factor = 1.0;  // rope.scaling.attn_factor, written when not 1
 };
 
-// "none", "linear", "yarn", "llama3", "longrope" (phi3 only).
-std::optional<RopeScalingType> parse_synth_rope(std::string_view name);
-
 // Writes ARCH.rope.scaling.* for `rope` into a writer that already holds
 // the architecture's keys (context_length, rope.freq_base,
 // rope.dimension_count or the head size). llama3 writes no type key (as
