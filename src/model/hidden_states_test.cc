@@ -16,45 +16,18 @@
 #include "kv/paged_kv_storage.h"
 #include "model/model.h"
 #include "model/synth.h"
+#include "model/test_gguf_variants.h"
 
 namespace tokenmill::model {
 namespace {
 
 constexpr int64_t kHiddenTestBlock = 4;
 
-// A tiny synthetic F32 model in a temporary file, loaded.
-class HiddenStatesModel {
+// A tiny synthetic model written to a temporary file and loaded.
+class HiddenStatesModel : public test_files::TinyModelFile {
  public:
-  explicit HiddenStatesModel(SynthArch arch) {
-    SynthOptions o;
-    o.arch = arch;
-    o.preset = "tiny";
-    o.format = *parse_weight_format("F32");
-    o.seed = 11;
-    o.num_threads = 2;
-    path_ = std::filesystem::temp_directory_path() /
-            ("tm_hidden_states_" + std::string(synth_arch_name(arch)) + "_" + std::to_string(getpid()) + ".gguf");
-    write_synth_model(o, path_.string());
-    model_ = Model::load(path_.string());
-  }
-  ~HiddenStatesModel() {
-    model_.reset();
-    std::filesystem::remove(path_);
-  }
-  Model& model() { return *model_; }
-
- private:
-  std::filesystem::path path_;
-  std::unique_ptr<Model> model_;
+  explicit HiddenStatesModel(SynthArch arch) : TinyModelFile(arch, 11, "tm_hidden_states") {}
 };
-
-std::vector<int32_t> hidden_test_tokens(int64_t n, int64_t vocab, uint32_t seed) {
-  std::mt19937 rng(seed);
-  std::uniform_int_distribution<int32_t> dist(0, static_cast<int32_t>(vocab - 1));
-  std::vector<int32_t> t(static_cast<size_t>(n));
-  for (int32_t& x : t) x = dist(rng);
-  return t;
-}
 
 class HiddenStates : public ::testing::TestWithParam<SynthArch> {};
 
@@ -63,8 +36,8 @@ TEST_P(HiddenStates, AreWhatTheOutputProjectionReads) {
   Model& m = tiny.model();
   ThreadPool pool(2);
   const int64_t vocab = m.config().n_vocab, embd = m.config().n_embd;
-  const std::vector<int32_t> a = hidden_test_tokens(9, vocab, 1), b = hidden_test_tokens(5, vocab, 2),
-                             c = hidden_test_tokens(4, vocab, 3);
+  const std::vector<int32_t> a = test_files::random_tokens(9, vocab, 1), b = test_files::random_tokens(5, vocab, 2),
+                             c = test_files::random_tokens(4, vocab, 3);
   kv::PagedKvStorage kv(m.kv_geometry(kHiddenTestBlock, kv::KvDtype::F32), 12);
   const std::vector<int32_t> ta = {0, 1, 2}, tb = {3, 4}, tc = {5};
   const ChunkTable table_a[] = {{ta, 0}}, table_b[] = {{tb, 0}}, table_c[] = {{tc, 0}};
@@ -104,7 +77,7 @@ TEST_P(HiddenStates, ChunkingDoesNotChangeThem) {
   HiddenStatesModel tiny(GetParam());
   Model& m = tiny.model();
   ThreadPool pool(2);
-  const std::vector<int32_t> tokens = hidden_test_tokens(30, m.config().n_vocab, 4);
+  const std::vector<int32_t> tokens = test_files::random_tokens(30, m.config().n_vocab, 4);
   kv::PagedKvStorage kv(m.kv_geometry(kHiddenTestBlock, kv::KvDtype::F32), 8);
   std::vector<int32_t> blocks(8);
   std::iota(blocks.begin(), blocks.end(), 0);

@@ -20,6 +20,7 @@
 #include "model/model.h"
 #include "model/single_sequence.h"
 #include "model/synth.h"
+#include "model/test_gguf_variants.h"
 #include "util/error.h"
 
 namespace tokenmill::model {
@@ -28,38 +29,12 @@ namespace {
 constexpr int64_t kBlock = 4;  // small, so 30 positions span 8 blocks and chunks start mid-block
 
 // A tiny synthetic model written to a temporary file and loaded.
-class Tiny {
+class Tiny : public test_files::TinyModelFile {
  public:
-  explicit Tiny(SynthArch arch) {
-    SynthOptions o;
-    o.arch = arch;
-    o.preset = "tiny";
-    o.format = *parse_weight_format("F32");
-    o.seed = 7;
-    o.num_threads = 2;
-    path_ = std::filesystem::temp_directory_path() /
-            ("tm_paged_forward_" + std::string(synth_arch_name(arch)) + "_" + std::to_string(getpid()) + ".gguf");
-    write_synth_model(o, path_.string());
-    model_ = Model::load(path_.string());
-  }
-  ~Tiny() {
-    model_.reset();
-    std::filesystem::remove(path_);
-  }
-  Model& model() { return *model_; }
-
- private:
-  std::filesystem::path path_;
-  std::unique_ptr<Model> model_;
+  explicit Tiny(SynthArch arch) : TinyModelFile(arch, 7, "tm_paged_forward") {}
 };
 
-std::vector<int32_t> random_tokens(int64_t n, int64_t vocab, uint32_t seed) {
-  std::mt19937 rng(seed);
-  std::uniform_int_distribution<int32_t> dist(0, static_cast<int32_t>(vocab - 1));
-  std::vector<int32_t> t(static_cast<size_t>(n));
-  for (auto& x : t) x = dist(rng);
-  return t;
-}
+using test_files::random_tokens;
 
 // Runs `tokens` as one sequence in chunks of `chunk` tokens through `table`
 // and returns every position's logits [n, n_vocab].

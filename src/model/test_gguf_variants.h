@@ -3,8 +3,12 @@
 // message that loading a bad one throws. Header-only; tests only.
 #pragma once
 
+#include <unistd.h>
+
+#include <filesystem>
 #include <memory>
 #include <optional>
+#include <random>
 #include <string>
 #include <utility>
 #include <vector>
@@ -12,6 +16,7 @@
 #include "gguf/reader.h"
 #include "gguf/writer.h"
 #include "model/config.h"
+#include "model/model.h"
 #include "model/synth.h"
 #include "model/weights.h"
 #include "util/error.h"
@@ -86,6 +91,45 @@ inline std::string load_error(const gguf::GgufFile& f) {
     return e.what();
   }
   return "(no error)";
+}
+
+// A tiny synthetic F32 model of `arch` written to a temporary file (named
+// after `tag`, the architecture and the process) and loaded; the file is
+// removed with the object.
+class TinyModelFile {
+ public:
+  TinyModelFile(SynthArch arch, uint64_t seed, const std::string& tag) {
+    SynthOptions o;
+    o.arch = arch;
+    o.preset = "tiny";
+    o.format = *parse_weight_format("F32");
+    o.seed = seed;
+    o.num_threads = 2;
+    path_ = std::filesystem::temp_directory_path() /
+            (tag + "_" + std::string(synth_arch_name(arch)) + "_" + std::to_string(getpid()) + ".gguf");
+    write_synth_model(o, path_.string());
+    model_ = Model::load(path_.string());
+  }
+  ~TinyModelFile() {
+    model_.reset();
+    std::filesystem::remove(path_);
+  }
+  TinyModelFile(const TinyModelFile&) = delete;
+  TinyModelFile& operator=(const TinyModelFile&) = delete;
+  Model& model() { return *model_; }
+
+ private:
+  std::filesystem::path path_;
+  std::unique_ptr<Model> model_;
+};
+
+// n token ids drawn uniformly from [0, vocab) by a generator seeded with `seed`.
+inline std::vector<int32_t> random_tokens(int64_t n, int64_t vocab, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::uniform_int_distribution<int32_t> dist(0, static_cast<int32_t>(vocab - 1));
+  std::vector<int32_t> t(static_cast<size_t>(n));
+  for (int32_t& x : t) x = dist(rng);
+  return t;
 }
 
 }  // namespace tokenmill::model::test_files
