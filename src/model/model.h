@@ -1,5 +1,5 @@
 // A loaded model: the mapped GGUF file, its hyperparameters, tensor views and
-// the decoder forward pass shared by llama, qwen2 and gemma3 (the variants
+// the decoder forward pass shared by every architecture (the variants
 // differ only in flags and optional tensors; see docs/architecture.md).
 //
 // Thread-safety: forward() uses per-model scratch buffers, so one caller at a
