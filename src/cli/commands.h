@@ -13,6 +13,7 @@ void add_grammar_command(CLI::App& app);
 void add_run_command(CLI::App& app);
 void add_convert_command(CLI::App& app);
 void add_synth_command(CLI::App& app);
+void add_synth_lora_command(CLI::App& app);
 void add_logits_command(CLI::App& app);
 void add_quantize_command(CLI::App& app);
 void add_calibrate_command(CLI::App& app);

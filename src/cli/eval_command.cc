@@ -32,6 +32,9 @@ void add_load_options(CLI::App* cmd, eval::LoadOptions& o) {
   cmd->add_option("--runtime", o.runtime, "Weights runtime: auto (the file's) | dense | w8a8 | fp8_e4m3")
       ->capture_default_str();
   cmd->add_option("-t,--threads", o.threads, "Threads (default: all cores)");
+  cmd->add_option("--lora", o.lora_path, "LoRA adapter GGUF applied to the model (not to --base)")
+      ->check(CLI::ExistingFile);
+  cmd->add_option("--lora-scale", o.lora_scale, "Multiplier of the adapter's deltas")->capture_default_str();
 }
 
 struct EvalFlags {

@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "cli/lora_flags.h"
 #include "cli/cli_util.h"
 #include "cli/commands.h"
 #include "cli/engine_flags.h"
@@ -30,6 +31,7 @@ struct LogitsOptions {
   int threads = 0;
   int64_t ctx_size = 0;  // 0: the model's context
   RopeFlags rope;
+  LoraFlags lora;
 };
 
 // NumPy format version 1.0: magic, header length, a Python dict literal
@@ -62,6 +64,8 @@ void run(const LogitsOptions& o) {
   if (tokens.empty()) fail("no tokens to evaluate");
   if (o.batch < 1) fail("--batch must be >= 1");
   model::SingleSequence seq(*m, static_cast<int64_t>(tokens.size()), kv_dtype);
+  const std::shared_ptr<const model::LoraAdapter> adapter = load_lora(o.lora, *m);
+  seq.set_adapter(adapter.get());
 
   std::FILE* f = std::fopen((o.out_path + ".tmp").c_str(), "wb");
   if (!f) fail("cannot write '{}'", o.out_path);
@@ -97,6 +101,7 @@ void add_logits_command(CLI::App& app) {
   cmd->add_option("-c,--ctx-size", opts->ctx_size,
                   "Context (default: the model's; beyond it warns unless RoPE is scaled)");
   add_rope_flags(*cmd, opts->rope);
+  add_lora_options(*cmd, opts->lora);
   add_kv_dtype_option(*cmd, opts->kv_dtype);
   add_runtime_option(*cmd, opts->runtime);
   cmd->callback([opts] { run(*opts); });

@@ -15,6 +15,7 @@ int main(int argc, char** argv) {
   tokenmill::cli::add_grammar_command(app);
   tokenmill::cli::add_inspect_command(app);
   tokenmill::cli::add_synth_command(app);
+  tokenmill::cli::add_synth_lora_command(app);
   tokenmill::cli::add_convert_command(app);
   tokenmill::cli::add_run_command(app);
   tokenmill::cli::add_logits_command(app);

@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "cli/lora_flags.h"
 #include "cli/cli_util.h"
 #include "cli/commands.h"
 #include "cli/engine_flags.h"
@@ -44,6 +45,7 @@ struct RunOptions {
   sample::SamplingParams sampling;
   SpecFlags spec;
   RopeFlags rope;
+  LoraFlags lora;
 };
 
 std::vector<std::pair<int32_t, float>> parse_logit_bias(const std::vector<std::string>& items) {
@@ -139,6 +141,7 @@ void run(RunOptions o) {
   request.sampling = o.sampling;
   request.sampling.seed = o.seed ? *o.seed : std::random_device{}();
   request.sampling.logit_bias = parse_logit_bias(o.logit_bias);
+  request.adapter = load_lora(o.lora, engine.model());
   engine::RequestHandle handle = engine.submit(request);
 
   const bool show_text = o.n_predict > 0 && !o.print_ids && engine.tokenizer() != nullptr;
@@ -206,6 +209,7 @@ void add_run_command(CLI::App& app) {
   cmd->add_option("-c,--ctx-size", opts->ctx_size,
                   "Context size (default: prompt + n, capped by the model's; beyond it warns unless RoPE is scaled)");
   add_rope_flags(*cmd, opts->rope);
+  add_lora_options(*cmd, opts->lora);
   cmd->add_option("-b,--batch", opts->batch, "Prefill chunk size in tokens")->capture_default_str();
   cmd->add_option("-t,--threads", opts->threads, "Threads (default: all cores)");
   add_kv_dtype_option(*cmd, opts->kv_dtype);

@@ -151,6 +151,8 @@ void EngineCore::add(std::vector<std::shared_ptr<RequestStream>> streams, const 
   std::optional<Refusal> refusal = check_request(request, limits_);
   if (!refusal && streams.size() != static_cast<size_t>(request.n))
     refusal = Refusal{RejectReason::kInvalid, "one stream per sample is required"};
+  if (!refusal && request.adapter != nullptr && request.adapter->base() != model_.get())
+    refusal = Refusal{RejectReason::kInvalid, "the LoRA adapter was loaded for another model"};
   if (refusal) {
     for (const std::shared_ptr<RequestStream>& stream : streams) {
       FinalEvent f;
@@ -171,8 +173,13 @@ void EngineCore::add(std::vector<std::shared_ptr<RequestStream>> streams, const 
   seq->skip_prefix_lookup = request.prompt_logprobs >= 0 || request.embedding == Pooling::kMean;
   seq->priority = static_cast<int>(request.priority);
   seq->tenant = request.tenant;
-  seq->cache_namespace =
-      request_namespace(namespace_, config_.prefix_isolation == PrefixIsolation::kTenant, request.tenant);
+  seq->adapter = request.adapter;
+  kv::CacheNamespace ns = namespace_;
+  if (request.adapter != nullptr) {
+    seq->adapter_name = request.adapter->name();
+    ns.adapter = request.adapter->identity();
+  }
+  seq->cache_namespace = request_namespace(ns, config_.prefix_isolation == PrefixIsolation::kTenant, request.tenant);
   seq->arrival = submitted;
   if (request.timeout) seq->deadline = submitted + *request.timeout;
   for (size_t k = 0; k < streams.size(); ++k) {
@@ -255,7 +262,7 @@ bool EngineCore::step() {
   sched::ScheduledBatch batch = scheduler_->schedule(start);
   for (const std::unique_ptr<sched::Sequence>& seq : batch.finished) finish_sequence(*seq, start);
   for (const sched::PrefixLookup& p : batch.prefix_lookups)
-    metrics_.on_prefix_lookup(p.tenant, p.hit_tokens, p.miss_tokens);
+    metrics_.on_prefix_lookup(p.tenant, p.adapter, p.hit_tokens, p.miss_tokens);
   const bool progressed = !batch.empty() || !batch.finished.empty();
   if (!batch.empty()) {
     execute(batch, stats);

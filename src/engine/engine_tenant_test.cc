@@ -121,11 +121,11 @@ TEST(EngineTenants, RunningAndWaitingLimitsPerTenant) {
   for (RequestHandle& h : b) EXPECT_EQ(h.wait().final.first_scheduled_step, 0);
 }
 
-uint64_t misses(const TenantPrefixStats& t, kv::PrefixMissReason r) { return t.miss_tokens[static_cast<size_t>(r)]; }
+uint64_t misses(const PrefixStats& t, kv::PrefixMissReason r) { return t.miss_tokens[static_cast<size_t>(r)]; }
 
-const TenantPrefixStats* find_tenant(const MetricsSnapshot& m, const std::string& tenant) {
-  for (const TenantPrefixStats& t : m.prefix_by_tenant) {
-    if (t.tenant == tenant) return &t;
+const PrefixStats* find_tenant(const MetricsSnapshot& m, const std::string& tenant) {
+  for (const PrefixStats& t : m.prefix_by_tenant) {
+    if (t.label == tenant) return &t;
   }
   return nullptr;
 }
@@ -150,8 +150,8 @@ TEST(EnginePrefixMetrics, HitsAndMissReasonsByTenant) {
   d.add(scored);
   d.run_to_end();
   const MetricsSnapshot m = d.metrics();
-  const TenantPrefixStats* x = find_tenant(m, "x");
-  const TenantPrefixStats* y = find_tenant(m, "y");
+  const PrefixStats* x = find_tenant(m, "x");
+  const PrefixStats* y = find_tenant(m, "y");
   ASSERT_NE(x, nullptr);
   ASSERT_NE(y, nullptr);
   EXPECT_EQ(x->hit_tokens, 32u);
@@ -161,7 +161,7 @@ TEST(EnginePrefixMetrics, HitsAndMissReasonsByTenant) {
   EXPECT_EQ(y->hit_tokens, 0u);
   EXPECT_EQ(misses(*y, kv::PrefixMissReason::kIsolated), 32u);
   EXPECT_EQ(misses(*y, kv::PrefixMissReason::kPartialBlock), 8u);
-  const auto sum = [](const TenantPrefixStats& t) {
+  const auto sum = [](const PrefixStats& t) {
     return t.hit_tokens + std::accumulate(t.miss_tokens.begin(), t.miss_tokens.end(), uint64_t{0});
   };
   EXPECT_EQ(sum(*x), 3 * 40u);

@@ -183,27 +183,29 @@ void Metrics::on_cow_copies(uint64_t n) {
   s_.cow_copies += n;
 }
 
-TenantPrefixStats& Metrics::tenant_prefix_stats(std::string_view tenant) {
-  std::vector<TenantPrefixStats>& all = s_.prefix_by_tenant;
+PrefixStats& Metrics::labelled_prefix_stats(std::vector<PrefixStats>& all, std::string_view label) {
   const auto find = [&](std::string_view name) {
-    return std::find_if(all.begin(), all.end(), [&](const TenantPrefixStats& t) { return t.tenant == name; });
+    return std::find_if(all.begin(), all.end(), [&](const PrefixStats& t) { return t.label == name; });
   };
-  auto it = find(tenant);
+  auto it = find(label);
   if (it != all.end()) return *it;
   // Count the tenants with their own label (not "_other").
   const size_t own = all.size() - (find(kOtherTenants) != all.end() ? 1 : 0);
-  const std::string_view label = own < kMaxTenantLabels ? tenant : kOtherTenants;
-  it = find(label);
+  const std::string_view kept = own < kMaxTenantLabels ? label : kOtherTenants;
+  it = find(kept);
   if (it != all.end()) return *it;
-  all.push_back(TenantPrefixStats{std::string(label)});
+  all.push_back(PrefixStats{std::string(kept)});
   return all.back();
 }
 
-void Metrics::on_prefix_lookup(std::string_view tenant, int64_t hit_tokens, const kv::PrefixMissCounts& miss_tokens) {
+void Metrics::on_prefix_lookup(std::string_view tenant, std::string_view adapter, int64_t hit_tokens,
+                               const kv::PrefixMissCounts& miss_tokens) {
   std::lock_guard<std::mutex> lock(mutex_);
-  TenantPrefixStats& t = tenant_prefix_stats(tenant);
-  t.hit_tokens += static_cast<uint64_t>(hit_tokens);
-  for (size_t r = 0; r < miss_tokens.size(); ++r) t.miss_tokens[r] += static_cast<uint64_t>(miss_tokens[r]);
+  for (PrefixStats* t :
+       {&labelled_prefix_stats(s_.prefix_by_tenant, tenant), &labelled_prefix_stats(s_.prefix_by_adapter, adapter)}) {
+    t->hit_tokens += static_cast<uint64_t>(hit_tokens);
+    for (size_t r = 0; r < miss_tokens.size(); ++r) t->miss_tokens[r] += static_cast<uint64_t>(miss_tokens[r]);
+  }
   s_.prefix_cache_saved_prefill_seconds += static_cast<double>(hit_tokens) * s_.prefill_seconds_per_token;
 }
 

@@ -81,16 +81,16 @@ const char* step_kind_name(StepKind kind);
 // The step's phase times in milliseconds, indexed by StepPhase.
 std::array<double, kNumStepPhases> step_phase_ms(const StepStats& step);
 
-// Prefix-cache outcome of one tenant's prompts: every prompt token of an
-// admitted request is a hit or a miss with its reason (kv/prefix_miss.h),
-// counted once, at its first admission.
-struct TenantPrefixStats {
-  std::string tenant;  // kOtherTenants for every tenant beyond kMaxTenantLabels
+// Prefix-cache outcome of one tenant's (or one adapter's) prompts: every
+// prompt token of an admitted request is a hit or a miss with its reason
+// (kv/prefix_miss.h), counted once, at its first admission.
+struct PrefixStats {
+  std::string label;  // the tenant or adapter; kOtherTenants beyond kMaxTenantLabels
   uint64_t hit_tokens = 0;
   std::array<uint64_t, kv::kNumPrefixMissReasons> miss_tokens{};  // by kv::PrefixMissReason
 };
-// Bounded label cardinality: the first 64 distinct tenants seen get their
-// own entry, the rest share "_other".
+// Bounded label cardinality: the first 64 distinct tenants (adapters) seen
+// get their own entry, the rest share "_other".
 inline constexpr size_t kMaxTenantLabels = 64;
 inline constexpr std::string_view kOtherTenants = "_other";
 
@@ -126,7 +126,9 @@ struct MetricsSnapshot {
   uint64_t prefix_cache_miss_tokens = 0;  // prompt tokens of those lookups computed
   uint64_t prefix_cache_evictions = 0;
   // By tenant (first-seen order, at most kMaxTenantLabels + 1 entries).
-  std::vector<TenantPrefixStats> prefix_by_tenant;
+  std::vector<PrefixStats> prefix_by_tenant;
+  // By LoRA adapter name ("" = the base model), the same way.
+  std::vector<PrefixStats> prefix_by_adapter;
   // Prefill time the hits saved: each admission's hit tokens times the
   // prefill cost per token at that moment (prefill_seconds_per_token).
   double prefix_cache_saved_prefill_seconds = 0;
@@ -208,8 +210,10 @@ class Metrics {
   void set_spec_cost(double fixed_ms, double per_token_ms, double draft_ms_per_token);
   void on_cow_copies(uint64_t n);
   // A request's first admission: its prompt tokens served by the prefix
-  // cache and those missed, by reason.
-  void on_prefix_lookup(std::string_view tenant, int64_t hit_tokens, const kv::PrefixMissCounts& miss_tokens);
+  // cache and those missed, by reason; counted for its tenant and its
+  // adapter ("" = none).
+  void on_prefix_lookup(std::string_view tenant, std::string_view adapter, int64_t hit_tokens,
+                        const kv::PrefixMissCounts& miss_tokens);
   void set_scheduler_gauges(const SchedulerGauges& g);
   // Called once by a sharded engine (model/parallel.h).
   void set_parallel_layout(int tp, int pp);
@@ -220,7 +224,7 @@ class Metrics {
 
  private:
   // The tenant's entry in s_.prefix_by_tenant (or "_other"'s), made on first use.
-  TenantPrefixStats& tenant_prefix_stats(std::string_view tenant);
+  static PrefixStats& labelled_prefix_stats(std::vector<PrefixStats>& all, std::string_view label);
 
   mutable std::mutex mutex_;
   MetricsSnapshot s_;

@@ -89,33 +89,53 @@ kv::PrefixMissCounts misses(kv::PrefixMissReason reason, int64_t n) {
 // prefill step); tenants beyond the first 64 share "_other".
 TEST(MetricsTest, PrefixLookupsByTenantWithBoundedLabels) {
   Metrics m;
-  m.on_prefix_lookup("a", 16, misses(kv::PrefixMissReason::kNoOverlap, 4));
+  m.on_prefix_lookup("a", "", 16, misses(kv::PrefixMissReason::kNoOverlap, 4));
   StepStats prefill;
   prefill.prefill_tokens = 90;
   prefill.decode_tokens = 10;
   prefill.forward_ms = 50;  // 0.5 ms per token
   m.on_step(prefill);
-  m.on_prefix_lookup("a", 32, misses(kv::PrefixMissReason::kPartialBlock, 3));
-  m.on_prefix_lookup("", 0, misses(kv::PrefixMissReason::kIsolated, 7));
+  m.on_prefix_lookup("a", "", 32, misses(kv::PrefixMissReason::kPartialBlock, 3));
+  m.on_prefix_lookup("", "", 0, misses(kv::PrefixMissReason::kIsolated, 7));
   for (int i = 0; i < 70; ++i) {
     std::string tenant = "t";
     tenant += std::to_string(i);
-    m.on_prefix_lookup(tenant, 1, {});
+    m.on_prefix_lookup(tenant, "", 1, {});
   }
   const MetricsSnapshot s = m.snapshot();
   EXPECT_DOUBLE_EQ(s.prefill_seconds_per_token, 0.0005);
   EXPECT_NEAR(s.prefix_cache_saved_prefill_seconds, (32 + 70) * 0.0005, 1e-12);
   ASSERT_EQ(s.prefix_by_tenant.size(), kMaxTenantLabels + 1);
-  const TenantPrefixStats& a = s.prefix_by_tenant[0];
-  EXPECT_EQ(a.tenant, "a");
+  const PrefixStats& a = s.prefix_by_tenant[0];
+  EXPECT_EQ(a.label, "a");
   EXPECT_EQ(a.hit_tokens, 48u);
   EXPECT_EQ(a.miss_tokens[static_cast<size_t>(kv::PrefixMissReason::kNoOverlap)], 4u);
   EXPECT_EQ(a.miss_tokens[static_cast<size_t>(kv::PrefixMissReason::kPartialBlock)], 3u);
-  EXPECT_EQ(s.prefix_by_tenant[1].tenant, "");
+  EXPECT_EQ(s.prefix_by_tenant[1].label, "");
   EXPECT_EQ(s.prefix_by_tenant[1].miss_tokens[static_cast<size_t>(kv::PrefixMissReason::kIsolated)], 7u);
-  const TenantPrefixStats& other = s.prefix_by_tenant.back();
-  EXPECT_EQ(other.tenant, kOtherTenants);
+  const PrefixStats& other = s.prefix_by_tenant.back();
+  EXPECT_EQ(other.label, kOtherTenants);
   EXPECT_EQ(other.hit_tokens, 70u - 62u);  // 2 + 62 tenants have their own label
+  // Every lookup above was on the base model: one adapter label, "".
+  ASSERT_EQ(s.prefix_by_adapter.size(), 1u);
+  EXPECT_EQ(s.prefix_by_adapter[0].label, "");
+  EXPECT_EQ(s.prefix_by_adapter[0].hit_tokens, 16u + 32u + 70u);
+}
+
+TEST(MetricsTest, PrefixLookupsByAdapter) {
+  Metrics m;
+  m.on_prefix_lookup("t", "fr", 8, misses(kv::PrefixMissReason::kIsolated, 5));
+  m.on_prefix_lookup("t", "", 3, {});
+  m.on_prefix_lookup("u", "fr", 2, {});
+  const MetricsSnapshot s = m.snapshot();
+  ASSERT_EQ(s.prefix_by_adapter.size(), 2u);
+  EXPECT_EQ(s.prefix_by_adapter[0].label, "fr");
+  EXPECT_EQ(s.prefix_by_adapter[0].hit_tokens, 10u);
+  EXPECT_EQ(s.prefix_by_adapter[0].miss_tokens[static_cast<size_t>(kv::PrefixMissReason::kIsolated)], 5u);
+  EXPECT_EQ(s.prefix_by_adapter[1].label, "");
+  EXPECT_EQ(s.prefix_by_adapter[1].hit_tokens, 3u);
+  ASSERT_EQ(s.prefix_by_tenant.size(), 2u);
+  EXPECT_EQ(s.prefix_by_tenant[0].hit_tokens, 11u);
 }
 
 }  // namespace

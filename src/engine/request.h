@@ -12,6 +12,7 @@
 
 #include "engine/embedding_pool.h"
 #include "grammar/compiled_grammar.h"
+#include "model/lora_adapter.h"
 #include "sample/sampling_params.h"
 
 namespace tokenmill::engine {
@@ -34,6 +35,13 @@ struct GenerateRequest {
   int64_t max_tokens = 128;
   Priority priority = Priority::kNormal;
   std::string tenant;  // isolation domain of the prefix cache (EngineConfig::prefix_isolation)
+  // A LoRA adapter loaded for the engine's model (model/lora_adapter.h),
+  // applied to every forward pass of this request; null: the base model.
+  // Requests with different adapters share a batch; their prefix-cache
+  // blocks never mix (the adapter's identity is part of the namespace).
+  // Held until the request finishes, so an adapter unloaded meanwhile
+  // stays alive for it.
+  std::shared_ptr<const model::LoraAdapter> adapter;
   // The request ends with FinishReason::kTimeout when it has not finished
   // this long after submit (queueing included).
   std::optional<std::chrono::milliseconds> timeout;

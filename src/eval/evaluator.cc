@@ -17,7 +17,9 @@ namespace {
 // One model stepping through a window in batches.
 class Runner {
  public:
-  Runner(const ModelUnderTest& m, int64_t length) : m_(m), seq_(*m.model, length, m.kv_dtype) {}
+  Runner(const ModelUnderTest& m, int64_t length) : m_(m), seq_(*m.model, length, m.kv_dtype) {
+    seq_.set_adapter(m.adapter);
+  }
   // Feeds input[pos, pos + n); logits rows of all n tokens when `rows`.
   const std::vector<float>& step(std::span<const int32_t> input, bool rows, ThreadPool& pool) {
     m_.model->set_matmul_hook(m_.hook);

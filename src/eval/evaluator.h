@@ -35,6 +35,7 @@ struct ModelUnderTest {
   model::Model* model = nullptr;
   model::MatmulHook* hook = nullptr;
   kv::KvDtype kv_dtype = kv::KvDtype::F32;
+  const model::LoraAdapter* adapter = nullptr;  // loaded for `model`; null: the base weights
 };
 
 // Sequences to evaluate, each starting with its BOS (S[0]); windows never

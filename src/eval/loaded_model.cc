@@ -45,7 +45,11 @@ nlohmann::json LoadedModel::info() const {
           {"weight_bytes", weight_bytes()},
           {"runtime", runtime_name()},
           {"kv_dtype", std::string(kv::kv_dtype_name(kv_dtype))},
-          {"kv_bytes_per_token", kv_bytes_per_token()}};
+          {"kv_bytes_per_token", kv_bytes_per_token()},
+          {"lora", adapter ? nlohmann::json{{"path", adapter->path()},
+                                            {"scale", adapter->user_scale()},
+                                            {"identity", adapter->identity()}}
+                           : nlohmann::json(nullptr)}};
 }
 
 LoadedModel load_model(const LoadOptions& o, const char* role) {
@@ -56,6 +60,7 @@ LoadedModel load_model(const LoadOptions& o, const char* role) {
   m.kv_dtype = *dtype;
   m.model = model::Model::load(o.model_path);
   m.hook = quant::make_weight_runtime(*m.model, o.runtime);
+  if (!o.lora_path.empty()) m.adapter = model::LoraAdapter::load(o.lora_path, *m.model, o.lora_path, o.lora_scale);
   std::fprintf(stderr, "%s: %s, weights %.2f MB (runtime %s), KV %s %lld bytes/token\n", role, o.model_path.c_str(),
                m.weight_bytes() / 1e6, m.runtime_name().c_str(), std::string(kv::kv_dtype_name(m.kv_dtype)).c_str(),
                static_cast<long long>(m.kv_bytes_per_token()));

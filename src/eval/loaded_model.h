@@ -22,6 +22,8 @@ struct LoadOptions {
   std::string kv_dtype = "f32";  // exact by default: these commands measure
   std::string runtime = "auto";  // auto|dense|w8a8|fp8_e4m3
   int threads = 0;
+  std::string lora_path;  // a LoRA adapter to apply; empty: none
+  float lora_scale = 1.0f;
 };
 
 struct LoadedModel {
@@ -29,8 +31,9 @@ struct LoadedModel {
   std::unique_ptr<model::Model> model;
   std::unique_ptr<quant::WeightRuntimeHook> hook;  // null: dense
   kv::KvDtype kv_dtype = kv::KvDtype::F32;
+  std::shared_ptr<const model::LoraAdapter> adapter;  // null: none
 
-  ModelUnderTest under_test() const { return {model.get(), hook.get(), kv_dtype}; }
+  ModelUnderTest under_test() const { return {model.get(), hook.get(), kv_dtype, adapter.get()}; }
   std::string runtime_name() const;
   // Bytes of weights as the kernels read them: the file's tensors, with the
   // matrices a runtime repacked counted in their packed size.

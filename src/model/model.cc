@@ -10,6 +10,7 @@
 #include "kernels/ops.h"
 #include "kernels/paged_attention.h"
 #include "model/layer_ops.h"
+#include "model/lora_apply.h"
 #include "model/microbatch.h"
 #include "model/rope_config.h"
 #include "model/shard.h"
@@ -33,6 +34,10 @@ struct Model::Scratch {
   std::vector<float> logits_part;  // [R, vocab share]  tensor parallel: this rank's columns
   std::vector<float> logits;       // [R, n_vocab]  pipeline: the rows sent back to the root
   int64_t num_tokens = 0;
+  // LoRA: the step's token rows and logits rows by adapter (empty: none).
+  std::vector<LoraRows> lora_tokens;
+  std::vector<LoraRows> lora_logits;
+  LoraScratch lora;
 };
 
 std::unique_ptr<Model> Model::load(const std::string& path, ParallelComm* comm, const RopeOverrides& rope) {
@@ -218,6 +223,9 @@ void Model::check_step(std::span<const SequenceChunk> chunks, std::span<kv::Page
   std::vector<kv::KvGeometry> geometries;
   for (const KvLayerGroup& g : groups) geometries.push_back(kv_geometry(bs, kv::KvDtype::F16, g.layers));
   validate_step(local_, chunks, pools, groups, geometries);
+  for (const SequenceChunk& ch : chunks)
+    if (ch.adapter != nullptr && ch.adapter->base() != this)
+      fail("forward: a chunk's LoRA adapter is for another model");
 }
 
 void Model::forward(std::span<const SequenceChunk> chunks, std::span<kv::PagedKvStorage* const> pools,
@@ -272,6 +280,8 @@ void Model::forward_part(std::span<const SequenceChunk> chunks, std::span<kv::Pa
     R += num_logit_rows(ch);
   }
   s.num_tokens = T;
+  s.lora_tokens = lora_token_rows(chunks);
+  s.lora_logits = lora_logit_rows(chunks);
   resize(s.x, T * c.n_embd);
   resize(s.xb, T * c.n_embd);
   resize(s.q, T * c.n_q_dim());
@@ -354,6 +364,10 @@ void Model::project_logits(int64_t R, float* logits, int tag, ThreadPool& pool) 
   const float cap = config_.final_softcap;
   if (shard_.tp_size == 1) {
     matmul(weights_.output, s.rows.data(), R, full, pool);
+    if (!s.lora_logits.empty())
+      add_lora_deltas(
+          s.lora_logits, [](const LoraAdapter& a) -> const LoraPair& { return a.output(); }, s.rows.data(), full, pool,
+          s.lora);
     if (cap > 0.0f) softcap_inplace(full, R * V, cap, pool);
   } else {
     // Each tensor rank projects onto its share of the vocabulary.
@@ -376,6 +390,15 @@ void Model::matmul(const kernels::WeightView& w, const float* x, int64_t num_tok
   kernels::matmul(w, x, num_tokens, y, pool);
 }
 
+void Model::layer_matmul(int64_t layer, LoraSlot slot, const kernels::WeightView& w, const float* x, float* y,
+                         ThreadPool& pool) {
+  Scratch& s = *scratch_;
+  matmul(w, x, s.num_tokens, y, pool);
+  if (s.lora_tokens.empty()) return;
+  add_lora_deltas(
+      s.lora_tokens, [&](const LoraAdapter& a) -> const LoraPair& { return a.pair(layer, slot); }, x, y, pool, s.lora);
+}
+
 void Model::attention_block(int64_t layer, std::span<const SequenceChunk> chunks, std::span<const int64_t> positions,
                             std::span<kv::PagedKvStorage* const> pools, ThreadPool& pool) {
   const ModelConfig& c = local_;  // this rank's heads
@@ -386,9 +409,9 @@ void Model::attention_block(int64_t layer, std::span<const SequenceChunk> chunks
 
   // q, k, v = projections of the (normalised) residual stream.
   const float* in = block_input(s.x.data(), w.attn_norm, s.xb.data(), T, c.n_embd, c.rms_eps);
-  matmul(w.wq, in, T, s.q.data(), pool);
-  matmul(w.wk, in, T, s.k.data(), pool);
-  matmul(w.wv, in, T, s.v.data(), pool);
+  layer_matmul(layer, LoraSlot::kQ, w.wq, in, s.q.data(), pool);
+  layer_matmul(layer, LoraSlot::kK, w.wk, in, s.k.data(), pool);
+  layer_matmul(layer, LoraSlot::kV, w.wv, in, s.v.data(), pool);
   add_bias(s.q.data(), w.bq, T);
   add_bias(s.k.data(), w.bk, T);
   add_bias(s.v.data(), w.bv, T);
@@ -443,7 +466,7 @@ void Model::attention_block(int64_t layer, std::span<const SequenceChunk> chunks
   // Output projection (gemma3, olmo2: normalised again; granite: scaled)
   // added to the residual stream; with tensor parallelism each rank's heads
   // give a partial sum.
-  matmul(w.wo, s.att.data(), T, s.xb.data(), pool);
+  layer_matmul(layer, LoraSlot::kO, w.wo, s.att.data(), s.xb.data(), pool);
   if (shard_.tp_size > 1) comm_->tp_all_reduce_sum(s.xb.data(), T * c.n_embd);
   if (w.post_attn_norm.present()) norm_rows(s.xb.data(), w.post_attn_norm, s.xb.data(), T, c.n_embd, c.rms_eps);
   add_residual(s.x.data(), s.xb.data(), c.residual_scale, T * c.n_embd);
@@ -458,14 +481,14 @@ void Model::ffn_block(int64_t layer, ThreadPool& pool) {
   // down( act(gate(x)) * up(x) ), with the extra norm after it (gemma3,
   // olmo2) and granite's residual multiplier.
   const float* in = block_input(s.x.data(), w.ffn_norm, s.xb.data(), T, c.n_embd, c.rms_eps);
-  matmul(w.w_gate, in, T, s.gate.data(), pool);
-  matmul(w.w_up, in, T, s.up.data(), pool);
+  layer_matmul(layer, LoraSlot::kGate, w.w_gate, in, s.gate.data(), pool);
+  layer_matmul(layer, LoraSlot::kUp, w.w_up, in, s.up.data(), pool);
   if (c.ffn_gelu) {
     kernels::geglu_tanh(s.gate.data(), s.up.data(), T * c.n_ff);
   } else {
     kernels::swiglu(s.gate.data(), s.up.data(), T * c.n_ff);
   }
-  matmul(w.w_down, s.gate.data(), T, s.xb.data(), pool);
+  layer_matmul(layer, LoraSlot::kDown, w.w_down, s.gate.data(), s.xb.data(), pool);
   if (shard_.tp_size > 1) comm_->tp_all_reduce_sum(s.xb.data(), T * c.n_embd);
   if (w.post_ffn_norm.present()) norm_rows(s.xb.data(), w.post_ffn_norm, s.xb.data(), T, c.n_embd, c.rms_eps);
   add_residual(s.x.data(), s.xb.data(), c.residual_scale, T * c.n_embd);

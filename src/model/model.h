@@ -21,6 +21,7 @@
 #include "gguf/reader.h"
 #include "kv/paged_kv_storage.h"
 #include "model/config.h"
+#include "model/lora_adapter.h"
 #include "model/matmul_hook.h"
 #include "model/parallel.h"
 #include "model/rope_config.h"
@@ -56,6 +57,10 @@ struct SequenceChunk {
   // Also output every token's final hidden state (forward()'s `hidden`):
   // embedding requests pool them.
   bool hidden = false;
+  // The LoRA adapter this chunk's tokens run with (loaded for this model;
+  // null: the base weights). Chunks with different adapters share the base
+  // products; each adapter's deltas go to its own rows (lora_apply.h).
+  const LoraAdapter* adapter = nullptr;
 };
 
 // How many hidden-state rows forward() returns for a chunk.
@@ -185,6 +190,10 @@ class Model {
   void ffn_block(int64_t layer, ThreadPool& pool);
   // y = W x through the hook, if any, else kernels::matmul.
   void matmul(const kernels::WeightView& w, const float* x, int64_t num_tokens, float* y, ThreadPool& pool);
+  // A layer's product over the step's tokens, plus the LoRA deltas of the
+  // chunks' adapters for that layer and slot.
+  void layer_matmul(int64_t layer, LoraSlot slot, const kernels::WeightView& w, const float* x, float* y,
+                    ThreadPool& pool);
 
   // Gives the layer matrices (and the output matrix) an interleaved copy
   // (kernels/interleave.h) when the active kernel table multiplies that

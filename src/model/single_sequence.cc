@@ -31,7 +31,8 @@ void SingleSequence::forward(std::span<const int32_t> tokens, LogitRows rows, st
   const int64_t n = static_cast<int64_t>(tokens.size());
   if (size_ + n > capacity_) fail("context is full: {} positions needed, the context holds {}", size_ + n, capacity_);
   const ChunkTable table{block_table_, 0};
-  const SequenceChunk chunk{tokens, size_, {&table, 1}, rows};
+  SequenceChunk chunk{tokens, size_, {&table, 1}, rows};
+  chunk.adapter = adapter_;
   model_.forward({&chunk, 1}, storage_, logits, pool);
   size_ += n;
 }

@@ -37,6 +37,10 @@ class SingleSequence {
     forward(tokens, all_logits ? LogitRows::kAll : LogitRows::kLast, logits, pool);
   }
 
+  // Runs the later forward calls with this LoRA adapter (null: the base
+  // weights). It must be loaded for this model and outlive its use.
+  void set_adapter(const LoraAdapter* adapter) { adapter_ = adapter; }
+
   int64_t size() const { return size_; }
   int64_t capacity() const { return capacity_; }
   kv::KvDtype dtype() const { return storage_.geometry().dtype; }
@@ -47,6 +51,7 @@ class SingleSequence {
   int64_t size_ = 0;
   kv::PagedKvStorage storage_;
   std::vector<int32_t> block_table_;  // identity: [0, num_blocks)
+  const LoraAdapter* adapter_ = nullptr;
 };
 
 // The greedy continuation of `prompt`: n tokens, each the argmax of the

@@ -65,16 +65,6 @@ void refuse_unused_biases(const gguf::GgufFile& file, const std::string& prefix,
   }
 }
 
-// Rows [begin, begin + rows) of w, viewing the same bytes. A row is whole
-// quantization blocks, so any row range of a quantized matrix is a valid
-// matrix of that type.
-kernels::WeightView row_range(const kernels::WeightView& w, int64_t begin, int64_t rows) {
-  kernels::WeightView v = w;
-  v.data = static_cast<const uint8_t*>(w.data) + begin * gguf::row_bytes(w.type, w.cols);
-  v.rows = rows;
-  return v;
-}
-
 // The q, k and v projections: attn_q/attn_k/attn_v, or the three row ranges
 // of one fused attn_qkv [n_q_dim + 2 n_kv_dim, n_embd], q rows first, then
 // k, then v (phi3).
@@ -111,6 +101,14 @@ void bind_gate_up(const Binder& b, const std::string& p, const ModelConfig& c, L
 }
 
 }  // namespace
+
+kernels::WeightView row_range(const kernels::WeightView& w, int64_t begin, int64_t rows) {
+  kernels::WeightView v = w;
+  v.data = static_cast<const uint8_t*>(w.data) + begin * gguf::row_bytes(w.type, w.cols);
+  v.rows = rows;
+  v.interleaved = nullptr;
+  return v;
+}
 
 ModelWeights ModelWeights::bind(const gguf::GgufFile& file, const ModelConfig& c) {
   const Binder b(file);

@@ -38,6 +38,11 @@ struct LayerWeights {
   VectorView post_ffn_norm;    // gemma3, olmo2: [n_embd]
 };
 
+// Rows [begin, begin + rows) of w, viewing the same bytes. A row is whole
+// quantization blocks, so any row range of a quantized matrix is a valid
+// matrix of that type (no interleaved copy: that is the whole matrix's).
+kernels::WeightView row_range(const kernels::WeightView& w, int64_t begin, int64_t rows);
+
 struct ModelWeights {
   kernels::WeightView tok_embd;  // [n_vocab, n_embd]
   VectorView output_norm;        // [n_embd]

@@ -69,6 +69,7 @@ StepLogits ModelRunner::run_draft(std::span<const DraftInput> inputs, std::span<
     chunk_tokens_[i].assign(1, inputs[i].token);
     chunks[i] =
         model::SequenceChunk{chunk_tokens_[i], inputs[i].pos, tables_for(i, *inputs[i].seq), model::LogitRows::kLast};
+    chunks[i].adapter = inputs[i].seq->adapter.get();
     first_row[i + 1] = i + 1;
   }
   forward(chunks, skip_layers);
@@ -96,6 +97,7 @@ StepLogits ModelRunner::run(const sched::ScheduledBatch& batch, std::span<const 
     c.tables = tables_for(i, *s.seq);
     c.logits = rows[i];
     c.hidden = !hidden.empty() && hidden[i] != 0;
+    c.adapter = s.seq->adapter.get();
     first_row[i + 1] = first_row[i] + static_cast<size_t>(model::num_logit_rows(c));
     first_hidden[i + 1] = first_hidden[i] + static_cast<size_t>(model::num_hidden_rows(c));
   }

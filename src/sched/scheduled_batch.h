@@ -44,6 +44,7 @@ struct ScheduledSeq {
 // every prompt token is a hit or a miss with its reason (kv/prefix_miss.h).
 struct PrefixLookup {
   std::string tenant;
+  std::string adapter;  // SequenceData::adapter_name
   int64_t hit_tokens = 0;
   kv::PrefixMissCounts miss_tokens{};
 };

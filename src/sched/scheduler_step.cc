@@ -279,6 +279,7 @@ PrefixLookup Scheduler::prefix_lookup(const Sequence& seq, std::span<const int32
                                       const kv::PrefixMatch& match) const {
   PrefixLookup out;
   out.tenant = seq.tenant;
+  out.adapter = seq.adapter_name;
   out.hit_tokens = match.num_tokens;
   if (seq.skip_prefix_lookup && prefix_cache_.enabled()) {
     out.miss_tokens[static_cast<size_t>(kv::PrefixMissReason::kLogprobsBypass)] = static_cast<int64_t>(tokens.size());

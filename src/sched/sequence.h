@@ -11,6 +11,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -20,6 +21,10 @@
 #include "kv/prefix_cache.h"
 #include "sched/request_outcome.h"
 #include "util/clock.h"
+
+namespace tokenmill::model {
+class LoraAdapter;
+}
 
 namespace tokenmill::sched {
 
@@ -42,6 +47,11 @@ struct SequenceData {
   // Whose limits apply (SchedulerConfig::tenants) and whose prefix-cache
   // blocks and metrics these are; "" is a tenant of its own.
   std::string tenant;
+  // The LoRA adapter every forward pass of this sequence applies (null:
+  // the base model). Its identity must be part of cache_namespace; the
+  // name labels its prefix-cache metrics.
+  std::shared_ptr<const model::LoraAdapter> adapter;
+  std::string adapter_name;
   TimePoint arrival{};                // when the request reached the server
   std::optional<TimePoint> deadline;  // finishes with kTimeout once passed
   // Never take prefix-cache hits at admission: every position must be
