@@ -27,6 +27,7 @@
 #include "cli/engine_flags.h"
 #include "engine/engine.h"
 #include "engine/memory_budget.h"
+#include "model/lora_adapter.h"
 #include "spec/cost_model.h"
 #include "util/clock.h"
 #include "util/error.h"
@@ -54,7 +55,10 @@ struct BenchOptions {
   int64_t decay_requests = 8;
   uint64_t seed = 1;
   std::string prompt_file;  // throughput: every request's prompt is this text
-  EngineFlags engine;       // shared with `serve` (engine_flags.h)
+  // throughput: LoRA adapters the requests are spread over, round-robin
+  // (request i uses adapter i mod N); none: the base model.
+  std::vector<std::string> lora_paths;
+  EngineFlags engine;  // shared with `serve` (engine_flags.h)
 };
 
 engine::EngineConfig engine_config(const BenchOptions& o) { return cli::engine_config(o.model_path, o.engine); }
@@ -169,9 +173,28 @@ std::vector<int32_t> file_prompt(const Engine& e, const std::string& path) {
   return ids;
 }
 
+// --lora's adapters loaded for the engine's model, with a line each.
+std::vector<std::shared_ptr<const model::LoraAdapter>> load_adapters(const Engine& e, const BenchOptions& o) {
+  std::vector<std::shared_ptr<const model::LoraAdapter>> adapters;
+  for (const std::string& path : o.lora_paths) {
+    adapters.push_back(model::LoraAdapter::load(path, e.model(), path));
+    const model::LoraAdapter& a = *adapters.back();
+    std::printf("lora %s: %lld matrices, rank %lld, %.2f MB\n", path.c_str(), static_cast<long long>(a.num_adapted()),
+                static_cast<long long>(a.max_rank()), static_cast<double>(a.tensor_bytes()) / 1e6);
+  }
+  return adapters;
+}
+
 void run_throughput(const BenchOptions& o) {
   Engine e(engine_config(o));
   print_engine(e, o);
+  const std::vector<std::shared_ptr<const model::LoraAdapter>> adapters = load_adapters(e, o);
+  // Request i of a level runs with adapter i mod N (none without --lora).
+  const auto request = [&](std::vector<int32_t> prompt, int32_t i) {
+    GenerateRequest r = bench_request(std::move(prompt), o.gen_len);
+    if (!adapters.empty()) r.adapter = adapters[static_cast<size_t>(i) % adapters.size()];
+    return r;
+  };
   PromptSource prompts(o.seed, e.model_config().n_vocab);
   warm_up(e, prompts);
   const std::vector<int32_t> fixed = o.prompt_file.empty() ? std::vector<int32_t>() : file_prompt(e, o.prompt_file);
@@ -185,8 +208,8 @@ void run_throughput(const BenchOptions& o) {
     const SteadyClock::time_point t0 = SteadyClock::now();
     std::vector<std::unique_ptr<TokenClock>> clocks;
     for (int32_t i = 0; i < c; ++i)
-      clocks.push_back(std::make_unique<TokenClock>(
-          e.submit(bench_request(fixed.empty() ? prompts.next(o.prompt_len) : fixed, o.gen_len))));
+      clocks.push_back(
+          std::make_unique<TokenClock>(e.submit(request(fixed.empty() ? prompts.next(o.prompt_len) : fixed, i))));
     std::vector<double> ttft, tpot;
     int64_t drafted = 0, accepted = 0;
     for (auto& clock : clocks) {
@@ -437,8 +460,14 @@ void add_bench_engine_command(CLI::App& app) {
   cmd->add_option("--seed", o->seed, "Seed of the random prompts")->capture_default_str();
   cmd->add_option("--prompt-file", o->prompt_file, "throughput: every request's prompt is this file's text")
       ->check(CLI::ExistingFile);
+  cmd->add_option("--lora", o->lora_paths,
+                  "throughput: LoRA adapter files; request i of each level uses adapter i mod N")
+      ->check(CLI::ExistingFile);
   add_engine_flags(*cmd, o->engine, EngineFlagSet::kBench);
-  cmd->callback([o] { run(*o); });
+  cmd->callback([o] {
+    if (!o->lora_paths.empty() && o->scenario != "throughput") fail("--lora is for --scenario throughput");
+    run(*o);
+  });
 }
 
 }  // namespace tokenmill::cli

@@ -53,6 +53,9 @@ struct ServeOptions {
   std::string pooling = "mean";
   double shutdown_grace_s = 10.0;
   bool quiet = false;
+  std::vector<std::string> loras;  // NAME=FILE
+  int max_loras = 8;
+  bool allow_runtime_lora = false;
   EngineFlags engine;  // shared with `bench engine` (engine_flags.h)
 };
 
@@ -100,6 +103,17 @@ server::ServerOptions server_options(const ServeOptions& o) {
   s.generation.embedding_pooling = *pooling;
   s.log_requests = !o.quiet;
   s.max_waiting = o.engine.max_waiting;
+  for (const std::string& spec : o.loras) {
+    const size_t eq = spec.find('=');
+    if (eq == std::string::npos || eq == 0 || eq + 1 == spec.size())
+      fail("--lora takes NAME=FILE (the name requests use as 'model'), got '{}'", spec);
+    s.loras.emplace_back(spec.substr(0, eq), spec.substr(eq + 1));
+  }
+  if (o.max_loras < 1) fail("--max-loras must be at least 1, got {}", o.max_loras);
+  if (static_cast<int>(s.loras.size()) > o.max_loras)
+    fail("{} --lora adapters are more than --max-loras ({})", s.loras.size(), o.max_loras);
+  s.max_loras = o.max_loras;
+  s.allow_runtime_lora = o.allow_runtime_lora;
   return s;
 }
 
@@ -150,6 +164,14 @@ void serve(const ServeOptions& o) {
   http.attach_engine(engine, o.model_path);
   const server::ServingContext& ctx = http.context();
   log_model_notices(ctx.model_profile);
+  for (const server::LoraEntry& a : ctx.loras->list())
+    log_event(nlohmann::json{{"event", "lora_loaded"},
+                             {"name", a.name},
+                             {"path", a.path},
+                             {"rank", a.adapter->max_rank()},
+                             {"adapted_matrices", a.adapter->num_adapted()},
+                             {"bytes", a.adapter->tensor_bytes()}}
+                  .dump());
   log_event(
       fmt::format(R"({{"event":"ready","model":"{}","threads":{},"weights_runtime":"{}","kv_dtype":"{}",)"
                   R"("kv_bytes_per_token":{},"kv_blocks":{},"kv_window_blocks":{},"kv_block_size":{},"kv_bytes":{},)"
@@ -226,6 +248,13 @@ void add_serve_command(CLI::App& app) {
   cmd->add_option("--shutdown-grace", o->shutdown_grace_s, "Seconds in-flight requests get on SIGTERM")
       ->capture_default_str();
   cmd->add_flag("--quiet", o->quiet, "No per-request log lines");
+  cmd->add_option("--lora", o->loras, "A LoRA adapter (GGUF) requests pick with 'model': NAME; NAME=FILE (repeatable)");
+  cmd->add_option("--max-loras", o->max_loras,
+                  "LoRA adapters resident at once, unloaded ones still finishing requests included")
+      ->capture_default_str();
+  cmd->add_flag("--allow-runtime-lora", o->allow_runtime_lora,
+                "Let clients load adapters by path and unload them (POST /v1/load_lora_adapter, "
+                "/v1/unload_lora_adapter)");
   add_engine_flags(*cmd, o->engine, EngineFlagSet::kServe);
   cmd->callback([opts] { serve(*opts); });
 }

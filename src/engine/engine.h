@@ -88,6 +88,8 @@ class Engine {
 
   // Immutable after construction; safe from any thread.
   const model::ModelConfig& model_config() const { return core_->model_config(); }
+  // What LoRA adapters are loaded against (model::LoraAdapter::load).
+  const model::Model& model() const { return core_->model(); }
   const tokenizer::Tokenizer* tokenizer() const { return core_->tokenizer(); }
   const RequestLimits& limits() const { return core_->limits(); }
   const EngineConfig& config() const { return core_->config(); }

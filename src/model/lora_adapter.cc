@@ -105,7 +105,12 @@ void check_header(const gguf::GgufFile& f, const ModelConfig& base) {
 
 std::shared_ptr<const LoraAdapter> LoraAdapter::load(const std::string& path, const Model& base, std::string name,
                                                      float user_scale) {
-  auto adapter = std::shared_ptr<LoraAdapter>(new LoraAdapter(gguf::GgufFile::open(path)));
+  return bind(gguf::GgufFile::open(path), base, std::move(name), user_scale);
+}
+
+std::shared_ptr<const LoraAdapter> LoraAdapter::bind(gguf::GgufFile file, const Model& base, std::string name,
+                                                     float user_scale) {
+  auto adapter = std::shared_ptr<LoraAdapter>(new LoraAdapter(std::move(file)));
   LoraAdapter& a = *adapter;
   const gguf::GgufFile& f = a.file_;
   const ModelConfig& c = base.config();
@@ -114,7 +119,7 @@ std::shared_ptr<const LoraAdapter> LoraAdapter::load(const std::string& path, co
     fail("{}: LoRA adapters cannot be used with a model split over ranks (--tp/--pp)", f.name());
   if (!std::isfinite(user_scale)) fail("{}: the LoRA scale must be a finite number", f.name());
   a.name_ = std::move(name);
-  a.path_ = path;
+  a.path_ = f.name();
   a.base_ = &base;
   a.user_scale_ = user_scale;
   a.alpha_ = static_cast<float>(f.get_float_or("adapter.lora.alpha", 0.0));

@@ -51,6 +51,10 @@ class LoraAdapter {
   // type, a model split over ranks.
   static std::shared_ptr<const LoraAdapter> load(const std::string& path, const Model& base, std::string name = {},
                                                  float user_scale = 1.0f);
+  // The same for a file already parsed (gguf::GgufFile::parse: its bytes
+  // must outlive the adapter); path() is the file's name. For fuzzing.
+  static std::shared_ptr<const LoraAdapter> bind(gguf::GgufFile file, const Model& base, std::string name = {},
+                                                 float user_scale = 1.0f);
 
   const std::string& name() const { return name_; }
   const std::string& path() const { return path_; }

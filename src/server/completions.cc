@@ -96,9 +96,12 @@ struct Job {
   int echo_top = 0;                     // alternatives the echo reports (prompt_logprobs may ask more)
   std::shared_ptr<const grammar::CompiledGrammar> grammar;  // constrained decoding, or null
   bool tool_calls = false;                                  // chat with active tools: parse the output into tool_calls
+  std::shared_ptr<const model::LoraAdapter> adapter;        // picked by `model`, or null (the base)
 
   engine::GenerateRequest request() const {
-    return engine_request(common, tenant, max_tokens, prompt_logprobs, grammar);
+    engine::GenerateRequest r = engine_request(common, tenant, max_tokens, prompt_logprobs, grammar);
+    r.adapter = adapter;
+    return r;
   }
 
   // Whether the engine runs at all: echo without logprobs and max_tokens 0
@@ -253,7 +256,9 @@ void handle_completions(ServingContext& ctx, const HttpRequest& req, HttpRespons
   CompletionRequest r = parse_completion_request(req.body, ctx.parse_limits());
   Job job;
   job.kind = ApiKind::kCompletion;
-  job.meta = {new_response_id("cmpl-"), std::time(nullptr), ctx.check_model(r.common.model)};
+  ServingContext::ModelChoice model = ctx.select_model(r.common.model);
+  job.meta = {new_response_id("cmpl-"), std::time(nullptr), model.name};
+  job.adapter = std::move(model.adapter);
   job.tenant = req.tenant;
   job.common = std::move(r.common);
   SamplingRequest& c = job.common;
@@ -292,7 +297,9 @@ void handle_chat_completions(ServingContext& ctx, const HttpRequest& req, HttpRe
   ChatRequest r = parse_chat_request(req.body, ctx.parse_limits());
   Job job;
   job.kind = ApiKind::kChat;
-  job.meta = {new_response_id("chatcmpl-"), std::time(nullptr), ctx.check_model(r.common.model)};
+  ServingContext::ModelChoice model = ctx.select_model(r.common.model);
+  job.meta = {new_response_id("chatcmpl-"), std::time(nullptr), model.name};
+  job.adapter = std::move(model.adapter);
   job.tenant = req.tenant;
   const tokenizer::Tokenizer& tok = ctx.require_tokenizer("messages");
   if (!ctx.chat)

@@ -131,9 +131,10 @@ void throw_embedding_failure(const engine::FinalEvent& f, const std::string& par
 // Submits every prompt at once (they share engine steps) and waits for all.
 EmbeddingOutcome run_embeddings(ServingContext& ctx, engine::Engine& engine,
                                 const std::vector<std::vector<int32_t>>& prompts, const HttpRequest& req,
-                                const std::string& param) {
+                                const std::string& param, std::shared_ptr<const model::LoraAdapter> adapter) {
   engine::GenerateRequest base;
   base.max_tokens = 0;
+  base.adapter = std::move(adapter);  // the hidden states are the adapted model's
   base.embedding = ctx.policy.embedding_pooling;
   base.tenant = req.tenant;
   if (ctx.policy.request_timeout_s > 0)
@@ -170,7 +171,8 @@ bool answer_embedding_request(ServingContext& ctx, const HttpRequest& req, Embed
                               std::string& model) {
   const std::string& param = r.input_param;
   engine::Engine& engine = ctx.require_engine();
-  model = ctx.check_model(r.model);
+  ServingContext::ModelChoice choice = ctx.select_model(r.model);
+  model = choice.name;
   const int64_t width = engine.model_config().n_embd;
   if (r.dimensions && *r.dimensions != width)
     bad_request("dimensions",
@@ -184,7 +186,7 @@ bool answer_embedding_request(ServingContext& ctx, const HttpRequest& req, Embed
   record.tenant = req.tenant;
   record.num_choices = static_cast<int>(r.inputs.size());
   const std::vector<std::vector<int32_t>> prompts = embedding_prompts(ctx, engine, r.inputs, param);
-  out = run_embeddings(ctx, engine, prompts, req, param);
+  out = run_embeddings(ctx, engine, prompts, req, param, std::move(choice.adapter));
   record.prompt_tokens = out.prompt_tokens;
   record.cached_tokens = out.cached_tokens;
   record.e2e_ms = out.e2e_ms;

@@ -8,9 +8,11 @@
 #include "server/api_error.h"
 #include "server/embeddings.h"
 #include "server/llamacpp_response.h"
+#include "server/lora_endpoints.h"
 #include "server/openai_response.h"
 #include "server/prometheus.h"
 #include "server/request_log.h"
+#include "util/check.h"
 #include "util/error.h"
 
 namespace tokenmill::server {
@@ -77,6 +79,13 @@ HttpServer::HttpServer(ServerOptions options)
                  },
              }) {
   ctx_.model_names = options_.model_names;
+  ctx_.loras = std::make_unique<LoraRegistry>(
+      [this](const std::string& path, const std::string& name) {
+        TM_CHECK(base_model_ != nullptr);
+        return model::LoraAdapter::load(path, *base_model_, name);
+      },
+      ctx_.model_names, std::max(options_.max_loras, 1));
+  ctx_.allow_runtime_lora = options_.allow_runtime_lora;
   ctx_.created = static_cast<int64_t>(std::time(nullptr));
   ctx_.policy = options_.generation;
   register_routes();
@@ -103,6 +112,14 @@ void HttpServer::attach_engine(engine::Engine& engine, const std::string& model_
   ctx_.chat = select_chat_format(options_.chat_template, file, ctx_.tokenizer);
   ctx_.model_profile = profile_model(read_model_metadata(file), ctx_.chat);
   llama_.attach(file, model_path, engine);  // before the engine is published to the handlers
+  base_model_ = &engine.model();
+  for (const auto& [name, path] : options_.loras) {
+    try {
+      ctx_.loras->load(name, path);
+    } catch (const ApiError& e) {
+      fail("--lora {}={}: {}", name, path, e.what());
+    }
+  }
   ctx_.engine.store(&engine);
   ctx_.state.store(ServerState::kReady);
 }
@@ -232,6 +249,8 @@ void HttpServer::register_routes() {
   route("POST", "/v1/embeddings", true, with_ctx(&handle_embeddings));
   route("POST", "/embeddings", true, with_ctx(&handle_embeddings));
   route("POST", "/embedding", true, with_ctx(&handle_llama_embedding));
+  route("POST", "/v1/load_lora_adapter", true, with_ctx(&handle_load_lora_adapter));
+  route("POST", "/v1/unload_lora_adapter", true, with_ctx(&handle_unload_lora_adapter));
   route("POST", "/tokenize", true, own(&HttpServer::handle_tokenize));
   route("POST", "/detokenize", true, own(&HttpServer::handle_detokenize));
   register_llamacpp_routes();
@@ -247,6 +266,8 @@ void HttpServer::register_llamacpp_routes() {
   route("POST", "/infill", true, llama(&LlamaCppApi::handle_infill));
   route("GET", "/props", true, llama(&LlamaCppApi::handle_props));
   route("GET", "/slots", true, llama(&LlamaCppApi::handle_slots));
+  route("GET", "/lora-adapters", true,
+        [this](HttpRequest& req, HttpResponse& res) { handle_llama_lora_adapters(ctx_, req, res); });
   route("POST", "/slots/([0-9]+)", true, llama(&LlamaCppApi::handle_slot_action));
   route("GET", "/v1/health", false, [this](HttpRequest& req, HttpResponse& res) { handle_health(req, res); });
   route("POST", "/completions", true,
@@ -282,7 +303,7 @@ void HttpServer::handle_metrics(const HttpRequest&, HttpResponse& res) {
   const engine::MetricsSnapshot m = e ? e->metrics() : engine::MetricsSnapshot{};
   HttpStatsSnapshot http = ctx_.stats.snapshot();
   http.front = front_.stats();
-  res.set_content(render_metrics(m, http, state_name(), read_process_memory()),
+  res.set_content(render_metrics(m, http, state_name(), read_process_memory(), ctx_.loras->stats()),
                   "text/plain; version=0.0.4; charset=utf-8");
 }
 
@@ -301,14 +322,23 @@ void HttpServer::handle_models(const HttpRequest& req, HttpResponse& res) {
     }
     return m;
   };
+  // An adapter's card is its base's, with vLLM's parent and root.
+  auto adapter_card = [&](const LoraEntry& a) { return lora_model_card(card(a.name), a, ctx_.model_names[0]); };
+  const std::vector<LoraEntry> adapters = ctx_.loras->list();
   if (req.matches.size() > 1) {
     const std::string wanted = req.matches[1];
+    for (const LoraEntry& a : adapters)
+      if (a.name == wanted) {
+        res.set_content(dump_json(adapter_card(a)), "application/json");
+        return;
+      }
     ctx_.check_model(wanted);
     res.set_content(dump_json(card(wanted)), "application/json");
     return;
   }
   json data = json::array();
   for (const std::string& name : ctx_.model_names) data.push_back(card(name));
+  for (const LoraEntry& a : adapters) data.push_back(adapter_card(a));
   res.set_content(dump_json({{"object", "list"}, {"data", data}}), "application/json");
 }
 

@@ -54,6 +54,12 @@ struct ServerOptions {
   double write_timeout_s = 30;  // queued output the client does not take
   bool log_requests = true;
   int64_t max_waiting = 0;  // the engine's queue bound: /health says "overloaded" at it
+  // LoRA adapters (docs/api.md, "LoRA adapters"): (name, file) pairs loaded
+  // by attach_engine; the bound on adapters resident at once; whether
+  // clients may load and unload adapters at run time.
+  std::vector<std::pair<std::string, std::string>> loras;
+  int max_loras = 8;
+  bool allow_runtime_lora = false;
   GenerationPolicy generation;
 };
 
@@ -72,7 +78,8 @@ class HttpServer {
   // Precondition: bind() succeeded.
   void start();
   // Serves `engine` from now on. Reads the chat template of the model file
-  // (throws Error for a bad --chat-template). The engine must outlive join().
+  // and loads ServerOptions::loras (throws Error for a bad --chat-template
+  // or adapter file). The engine must outlive join().
   void attach_engine(engine::Engine& engine, const std::string& model_path);
   // New requests get 503 from now on; closes the listener and waits up to
   // `grace` for requests in flight. True when none is left.
@@ -108,6 +115,9 @@ class HttpServer {
 
   ServerOptions options_;
   ServingContext ctx_;
+  // The model adapters are loaded against: set by attach_engine, before
+  // any load (runtime loads require the engine, published after it).
+  const model::Model* base_model_ = nullptr;
   LlamaCppApi llama_{ctx_};  // llama.cpp's native routes (/completion, /infill, /props, /slots)
   ApiKeyTable keys_;
   std::vector<Route> routes_;

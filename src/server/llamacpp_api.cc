@@ -58,6 +58,24 @@ int64_t llama_context_room(const ServingContext& ctx, const engine::Engine& engi
   return fallback;
 }
 
+// The adapter of a llama.cpp request: `model` names one as on the OpenAI
+// routes, or "lora" picks one by its GET /lora-adapters index (the two
+// must agree when both do).
+ServingContext::ModelChoice llama_model_choice(const ServingContext& ctx, const std::string& model,
+                                               std::optional<int64_t> lora_id) {
+  ServingContext::ModelChoice choice = ctx.select_model(model);
+  if (!lora_id) return choice;
+  const std::vector<LoraEntry> adapters = ctx.loras->list();
+  if (*lora_id >= static_cast<int64_t>(adapters.size()))
+    bad_request("lora", "'lora' names adapter {}, but {} adapters are loaded (see GET /lora-adapters)", *lora_id,
+                adapters.size());
+  const LoraEntry& picked = adapters[static_cast<size_t>(*lora_id)];
+  if (choice.adapter && choice.adapter != picked.adapter)
+    bad_request("lora", "'lora' picks adapter '{}' but 'model' names '{}'", picked.name, choice.name);
+  if (!choice.adapter) ctx.loras->count_request(picked.name);
+  return ServingContext::ModelChoice{picked.name, picked.adapter};
+}
+
 LlamaResponseSpec llama_response_spec(const LlamaBody& body, const SamplingRequest& c, const std::string& model,
                                       int64_t max_tokens, int64_t n_ctx) {
   LlamaResponseSpec spec;
@@ -176,7 +194,8 @@ void LlamaCppApi::respond(engine::Engine& engine, const LlamaBody& body, Complet
   SamplingRequest& c = r.common;
   if (c.prompt_logprobs >= 0)
     bad_request("prompt_logprobs", "'prompt_logprobs' is not part of this endpoint; use /v1/completions");
-  const std::string model = ctx_.check_model(c.model);
+  ServingContext::ModelChoice choice = llama_model_choice(ctx_, c.model, body.lora_id);
+  const std::string& model = choice.name;
   const int64_t n_ctx = engine.limits().max_model_len();
   std::optional<int64_t> asked = c.max_tokens;
   if (c.max_tokens_to_context) asked.reset();
@@ -196,6 +215,7 @@ void LlamaCppApi::respond(engine::Engine& engine, const LlamaBody& body, Complet
   LlamaJob job;
   job.request =
       engine_request(c, req.tenant, max_tokens, /*prompt_logprobs=*/-1, request_grammar(ctx_, c.constraint, nullptr));
+  job.request.adapter = std::move(choice.adapter);
   job.n = c.n;
   for (const auto& p : prompts)
     job.prompt_texts.push_back(ctx_.tokenizer ? ctx_.tokenizer->decode(p, /*skip_special=*/false) : std::string());

@@ -1,5 +1,7 @@
 #include "server/llamacpp_request.h"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <cmath>
 #include <limits>
@@ -65,11 +67,41 @@ void drop_off_samplers(RequestJson& j) {
                   "log-probabilities before sampling");
     j.erase(it);
   }
-  if (auto it = j.find("lora"); it != j.end()) {
-    if (!it->is_null() && !(it->is_array() && it->empty()))
-      bad_request("lora", "'lora' adapters are not supported; send [] or leave it out");
-    j.erase(it);
+}
+
+// llama.cpp's per-request adapter list [{"id": i, "scale": s}] -> the one
+// adapter it selects (an index into GET /lora-adapters). An entry with
+// scale 0 is off, as llama.cpp reads it; adapters run at the scale they
+// were loaded with, so any other scale but 1 is refused, as is more than
+// one adapter (a request runs on one adapter here).
+std::optional<int64_t> take_lora_field(RequestJson& j) {
+  auto it = j.find("lora");
+  if (it == j.end()) return std::nullopt;
+  std::optional<int64_t> selected;
+  if (!it->is_null() && !it->is_array())
+    bad_request("lora", "'lora' must be a list of {{\"id\": N, \"scale\": X}}, got {}", describe_json(*it));
+  for (size_t i = 0; it->is_array() && i < it->size(); ++i) {
+    const RequestJson& e = (*it)[i];
+    const std::string param = fmt::format("lora[{}]", i);
+    if (!e.is_object() || !e.contains("id") || !e["id"].is_number_integer() || e["id"].get<int64_t>() < 0)
+      bad_request(param, "'{}' must be an object with a non-negative integer 'id' (see GET /lora-adapters), got {}",
+                  param, describe_json(e));
+    for (const auto& [key, value] : e.items())
+      if (key != "id" && key != "scale") bad_request(param, "'{}' has an unknown field '{}'", param, key);
+    const double scale = e.contains("scale") && e["scale"].is_number() ? e["scale"].get<double>() : 1.0;
+    if (e.contains("scale") && !e["scale"].is_number())
+      bad_request(param, "'{}.scale' must be a number, got {}", param, describe_json(e["scale"]));
+    if (scale == 0.0) continue;
+    if (scale != 1.0)
+      bad_request(param,
+                  "'{}.scale' is {}: adapters run at the scale they were loaded with; send 1 to use one, 0 to leave "
+                  "it off",
+                  param, scale);
+    if (selected) bad_request("lora", "'lora' selects more than one adapter; a request runs on one adapter at most");
+    selected = e["id"].get<int64_t>();
   }
+  j.erase(it);
+  return selected;
 }
 
 // llama.cpp's [[token, bias], ...] (bias false: never) -> OpenAI's
@@ -187,6 +219,7 @@ LlamaBody translate_llama_body(std::string_view body, bool infill, const tokeniz
     out.id_slot = static_cast<int>(it->get<int64_t>());
   if (auto it = j.find("stream"); it != j.end() && it->is_boolean()) out.stream = it->get<bool>();
   drop_off_samplers(j);
+  out.lora_id = take_lora_field(j);
   translate_sampling(j, tok, limits.n_vocab);
   return out;
 }

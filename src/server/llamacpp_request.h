@@ -50,6 +50,8 @@ struct LlamaBody {
   // "id_slot" when it names a slot (>= 0): the slot the request would like.
   int id_slot = -1;
   bool stream = false;
+  // "lora": the index (GET /lora-adapters) of the adapter it turns on, if any.
+  std::optional<int64_t> lora_id;
 };
 
 // Splits a llama.cpp body. `infill`: the body of /infill (no prompt list

@@ -102,8 +102,27 @@ TEST(LlamaRequest, SamplersTokenmillLacksOnlyWhenOff) {
   expect_llama_400([] { translate(R"({"prompt": "x", "xtc_probability": 0.5})"); }, "xtc_probability");
   expect_llama_400([] { translate(R"({"prompt": "x", "top_n_sigma": 2})"); }, "top_n_sigma");
   expect_llama_400([] { translate(R"({"prompt": "x", "post_sampling_probs": true})"); }, "post_sampling_probs");
-  expect_llama_400([] { translate(R"({"prompt": "x", "lora": [{"id": 0, "scale": 1}]})"); }, "lora");
   expect_llama_400([] { translate(R"({"prompt": "x", "echo": true})"); }, "echo");
+}
+
+// "lora" selects one adapter by its GET /lora-adapters index; scale 0 is
+// off; other scales and two adapters at once are refused.
+TEST(LlamaRequest, LoraSelectsOneAdapter) {
+  EXPECT_FALSE(translate(R"({"prompt": "x", "lora": []})").lora_id);
+  EXPECT_FALSE(translate(R"({"prompt": "x"})").lora_id);
+  EXPECT_FALSE(translate(R"({"prompt": "x", "lora": [{"id": 0, "scale": 0}]})").lora_id);
+  const LlamaBody b = translate(R"({"prompt": "x", "lora": [{"id": 0, "scale": 0}, {"id": 2, "scale": 1.0}]})");
+  EXPECT_EQ(b.lora_id, 2);
+  EXPECT_FALSE(b.sampling.contains("lora"));
+  EXPECT_EQ(translate(R"({"prompt": "x", "lora": [{"id": 3}]})").lora_id, 3);
+  expect_llama_400([] { translate(R"({"prompt": "x", "lora": [{"id": 0, "scale": 0.5}]})"); }, "lora[0]");
+  expect_llama_400([] { translate(R"({"prompt": "x", "lora": [{"id": 0, "scale": 1}, {"id": 1, "scale": 1}]})"); },
+                   "lora");
+  expect_llama_400([] { translate(R"({"prompt": "x", "lora": [{"id": -1, "scale": 1}]})"); }, "lora[0]");
+  expect_llama_400([] { translate(R"({"prompt": "x", "lora": [{"scale": 1}]})"); }, "lora[0]");
+  expect_llama_400([] { translate(R"({"prompt": "x", "lora": [{"id": 0, "scale": "1"}]})"); }, "lora[0]");
+  expect_llama_400([] { translate(R"({"prompt": "x", "lora": [{"id": 0, "alpha": 1}]})"); }, "lora[0]");
+  expect_llama_400([] { translate(R"({"prompt": "x", "lora": {"id": 0}})"); }, "lora");
 }
 
 TEST(LlamaRequest, ResponseOptionsAreTakenOut) {

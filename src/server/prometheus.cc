@@ -157,8 +157,8 @@ void write_prefix_cache(PrometheusWriter& w, const engine::MetricsSnapshot& m) {
   uint64_t hits = 0, misses = 0;
   w.family("tokenmill_prefix_cache_hit_tokens_total", "counter",
            "Prompt tokens served from the prefix cache, by tenant (the first 64 tenants; the rest as _other).");
-  for (const engine::TenantPrefixStats& t : m.prefix_by_tenant) {
-    w.sample("tokenmill_prefix_cache_hit_tokens_total", prometheus_label("tenant", t.tenant),
+  for (const engine::PrefixStats& t : m.prefix_by_tenant) {
+    w.sample("tokenmill_prefix_cache_hit_tokens_total", prometheus_label("tenant", t.label),
              static_cast<double>(t.hit_tokens));
     hits += t.hit_tokens;
   }
@@ -166,10 +166,10 @@ void write_prefix_cache(PrometheusWriter& w, const engine::MetricsSnapshot& m) {
            "Prompt tokens not served from the prefix cache, by tenant and reason: no_overlap, evicted (approximate: "
            "recent evictions only), partial_block (beyond the lookup's reach), isolated (cached under another "
            "tenant or adapter), logprobs_bypass, disabled.");
-  for (const engine::TenantPrefixStats& t : m.prefix_by_tenant) {
+  for (const engine::PrefixStats& t : m.prefix_by_tenant) {
     for (int r = 0; r < kv::kNumPrefixMissReasons; ++r) {
       const std::string labels =
-          prometheus_label("tenant", t.tenant) + "," +
+          prometheus_label("tenant", t.label) + "," +
           prometheus_label("reason", kv::prefix_miss_reason_name(static_cast<kv::PrefixMissReason>(r)));
       w.sample("tokenmill_prefix_cache_miss_tokens_total", labels, static_cast<double>(t.miss_tokens[r]));
       misses += t.miss_tokens[r];
@@ -183,6 +183,35 @@ void write_prefix_cache(PrometheusWriter& w, const engine::MetricsSnapshot& m) {
   const double looked = static_cast<double>(hits + misses);
   w.gauge("tokenmill_prefix_cache_hit_ratio", "Prompt tokens hit / looked up in the prefix cache (0 before any).",
           looked > 0 ? static_cast<double>(hits) / looked : 0.0);
+}
+
+// The same hit/miss split by LoRA adapter ("" = the base model), and
+// what the server's adapter table holds (docs/api.md, "LoRA adapters").
+void write_lora(PrometheusWriter& w, const engine::MetricsSnapshot& m, const LoraServingStats& lora) {
+  w.family("tokenmill_adapter_prefix_cache_hit_tokens_total", "counter",
+           "Prompt tokens served from the prefix cache, by LoRA adapter (\"\" = the base model; the first 64 "
+           "adapters; the rest as _other).");
+  for (const engine::PrefixStats& a : m.prefix_by_adapter)
+    w.sample("tokenmill_adapter_prefix_cache_hit_tokens_total", prometheus_label("adapter", a.label),
+             static_cast<double>(a.hit_tokens));
+  w.family("tokenmill_adapter_prefix_cache_miss_tokens_total", "counter",
+           "Prompt tokens not served from the prefix cache, by LoRA adapter and reason (the reasons of "
+           "tokenmill_prefix_cache_miss_tokens_total).");
+  for (const engine::PrefixStats& a : m.prefix_by_adapter) {
+    for (int r = 0; r < kv::kNumPrefixMissReasons; ++r) {
+      const std::string labels =
+          prometheus_label("adapter", a.label) + "," +
+          prometheus_label("reason", kv::prefix_miss_reason_name(static_cast<kv::PrefixMissReason>(r)));
+      w.sample("tokenmill_adapter_prefix_cache_miss_tokens_total", labels, static_cast<double>(a.miss_tokens[r]));
+    }
+  }
+  w.gauge("tokenmill_lora_adapters_loaded", "LoRA adapters requests can pick now.", static_cast<double>(lora.loaded));
+  w.gauge("tokenmill_lora_adapters_draining", "LoRA adapters unloaded but still used by requests in flight.",
+          static_cast<double>(lora.draining));
+  w.family("tokenmill_adapter_requests_total", "counter",
+           "Requests that picked a LoRA adapter, by adapter (the first 64 names; the rest as _other).");
+  for (const auto& [name, n] : lora.requests)
+    w.sample("tokenmill_adapter_requests_total", prometheus_label("adapter", name), static_cast<double>(n));
 }
 
 // Fixed at engine start; 0 and no info sample while the model loads.
@@ -279,7 +308,7 @@ ProcessMemory read_process_memory() {
 }
 
 std::string render_metrics(const engine::MetricsSnapshot& m, const HttpStatsSnapshot& http, std::string_view state,
-                           const ProcessMemory& memory) {
+                           const ProcessMemory& memory, const LoraServingStats& lora) {
   PrometheusWriter w;
   w.histogram_ms("tokenmill_time_to_first_token_seconds", "Submit to first token.", m.ttft_ms);
   w.histogram_ms("tokenmill_time_per_output_token_seconds", "Mean decode time per token after the first, per request.",
@@ -293,6 +322,7 @@ std::string render_metrics(const engine::MetricsSnapshot& m, const HttpStatsSnap
   write_tokens(w, m);
   write_gauges(w, m);
   write_http(w, http, state);
+  write_lora(w, m, lora);
   w.gauge("process_resident_memory_bytes", "Resident memory of the server process.",
           static_cast<double>(memory.resident));
   w.gauge("tokenmill_process_resident_memory_high_water_bytes", "Peak resident memory of the server process.",

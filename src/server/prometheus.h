@@ -10,6 +10,7 @@
 
 #include "engine/metrics.h"
 #include "server/http_stats.h"
+#include "server/lora_registry.h"
 
 namespace tokenmill::server {
 
@@ -54,6 +55,6 @@ ProcessMemory read_process_memory();
 ProcessMemory parse_process_status(std::string_view status);
 
 std::string render_metrics(const engine::MetricsSnapshot& m, const HttpStatsSnapshot& http, std::string_view state,
-                           const ProcessMemory& memory);
+                           const ProcessMemory& memory, const LoraServingStats& lora = {});
 
 }  // namespace tokenmill::server

@@ -46,7 +46,7 @@ TEST(Prometheus, FullRender) {
   m.paused = 3;
   m.prefix_cache_blocks = 12;
   m.prefix_cache_saved_prefill_seconds = 0.5;
-  engine::TenantPrefixStats acme{"acme"};
+  engine::PrefixStats acme{"acme"};
   acme.hit_tokens = 30;
   acme.miss_tokens[static_cast<size_t>(kv::PrefixMissReason::kNoOverlap)] = 6;
   acme.miss_tokens[static_cast<size_t>(kv::PrefixMissReason::kPartialBlock)] = 4;
@@ -89,9 +89,9 @@ TEST(Prometheus, FullRender) {
 // reason of every tenant has its sample.
 TEST(Prometheus, PrefixCacheByTenantAndReason) {
   engine::MetricsSnapshot m;
-  m.prefix_by_tenant.push_back(engine::TenantPrefixStats{"", 5});
-  m.prefix_by_tenant.push_back(engine::TenantPrefixStats{"we\"ird\\\n", 7});
-  m.prefix_by_tenant.push_back(engine::TenantPrefixStats{std::string(engine::kOtherTenants), 1});
+  m.prefix_by_tenant.push_back(engine::PrefixStats{"", 5});
+  m.prefix_by_tenant.push_back(engine::PrefixStats{"we\"ird\\\n", 7});
+  m.prefix_by_tenant.push_back(engine::PrefixStats{std::string(engine::kOtherTenants), 1});
   m.prefix_by_tenant[1].miss_tokens[static_cast<size_t>(kv::PrefixMissReason::kIsolated)] = 9;
   const std::string t = render_metrics(m, HttpStatsSnapshot{}, "ready", ProcessMemory{});
   EXPECT_TRUE(has_line(t, "tokenmill_prefix_cache_hit_tokens_total{tenant=\"\"} 5")) << t;
@@ -105,6 +105,33 @@ TEST(Prometheus, PrefixCacheByTenantAndReason) {
     ++samples;
   EXPECT_EQ(samples, 3u * kv::kNumPrefixMissReasons);
   EXPECT_TRUE(has_line(t, "tokenmill_prefix_cache_hit_ratio " + prometheus_number(13.0 / 22.0))) << t;
+}
+
+// The same split by LoRA adapter ("" = the base model), the adapter
+// table's gauges and the requests per adapter.
+TEST(Prometheus, LoraAdapters) {
+  engine::MetricsSnapshot m;
+  m.prefix_by_adapter.push_back(engine::PrefixStats{"", 11});
+  m.prefix_by_adapter.push_back(engine::PrefixStats{"sql", 4});
+  m.prefix_by_adapter[1].miss_tokens[static_cast<size_t>(kv::PrefixMissReason::kIsolated)] = 32;
+  LoraServingStats lora;
+  lora.loaded = 3;
+  lora.draining = 1;
+  lora.requests = {{"sql", 7}, {"chat", 2}};
+  const std::string t = render_metrics(m, HttpStatsSnapshot{}, "ready", ProcessMemory{}, lora);
+  EXPECT_TRUE(has_line(t, "tokenmill_adapter_prefix_cache_hit_tokens_total{adapter=\"\"} 11")) << t;
+  EXPECT_TRUE(has_line(t, "tokenmill_adapter_prefix_cache_hit_tokens_total{adapter=\"sql\"} 4")) << t;
+  EXPECT_TRUE(has_line(t, "tokenmill_adapter_prefix_cache_miss_tokens_total{adapter=\"sql\",reason=\"isolated\"} 32"))
+      << t;
+  EXPECT_TRUE(has_line(t, "tokenmill_adapter_prefix_cache_miss_tokens_total{adapter=\"\",reason=\"no_overlap\"} 0"))
+      << t;
+  EXPECT_TRUE(has_line(t, "# TYPE tokenmill_adapter_prefix_cache_miss_tokens_total counter")) << t;
+  EXPECT_TRUE(has_line(t, "tokenmill_lora_adapters_loaded 3")) << t;
+  EXPECT_TRUE(has_line(t, "tokenmill_lora_adapters_draining 1")) << t;
+  EXPECT_TRUE(has_line(t, "tokenmill_adapter_requests_total{adapter=\"sql\"} 7")) << t;
+  EXPECT_TRUE(has_line(t, "tokenmill_adapter_requests_total{adapter=\"chat\"} 2")) << t;
+  // The per-tenant series stay as they were.
+  EXPECT_EQ(t.find("tokenmill_prefix_cache_hit_tokens_total{adapter"), std::string::npos) << t;
 }
 
 TEST(Prometheus, KvLayoutBeforeTheEngineStarts) {
@@ -125,6 +152,8 @@ TEST(HttpStats, EndpointLabels) {
   EXPECT_EQ(endpoint_label("/v1/completions"), "/v1/completions");
   EXPECT_EQ(endpoint_label("/v1/models/tiny"), "/v1/models/{id}");
   EXPECT_EQ(endpoint_label("/wp-admin.php"), "other");
+  EXPECT_EQ(endpoint_label("/v1/load_lora_adapter"), "/v1/load_lora_adapter");
+  EXPECT_EQ(endpoint_label("/lora-adapters"), "/lora-adapters");
 }
 
 }  // namespace

@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <random>
 
 #include "server/api_error.h"
@@ -29,10 +30,27 @@ std::string ServingContext::check_model(const std::string& requested) const {
   if (requested.empty()) return model_names.empty() ? std::string("default") : model_names[0];
   for (const std::string& name : model_names)
     if (requested == name) return requested;
+  if (loras && loras->find(requested)) return requested;
+  std::vector<std::string> served = model_names;
+  if (loras)
+    for (const LoraEntry& e : loras->list()) served.push_back(e.name);
   throw ApiError(404,
                  fmt::format("The model '{}' does not exist; this server serves '{}' (see GET /v1/models)", requested,
-                             fmt::join(model_names, "', '")),
+                             fmt::join(served, "', '")),
                  "invalid_request_error", "model", "model_not_found");
+}
+
+ServingContext::ModelChoice ServingContext::select_model(const std::string& requested) const {
+  const bool base_name =
+      requested.empty() || std::find(model_names.begin(), model_names.end(), requested) != model_names.end();
+  if (!base_name && loras) {
+    // Held by the request from here on: an unload after this point drains.
+    if (std::shared_ptr<const model::LoraAdapter> adapter = loras->find(requested)) {
+      loras->count_request(requested);
+      return ModelChoice{requested, std::move(adapter)};
+    }
+  }
+  return ModelChoice{check_model(requested), nullptr};
 }
 
 const tokenizer::Tokenizer& ServingContext::require_tokenizer(const char* param) const {

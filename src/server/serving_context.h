@@ -16,6 +16,7 @@
 #include "server/chat_prompt.h"
 #include "server/http_message.h"
 #include "server/http_stats.h"
+#include "server/lora_registry.h"
 #include "server/model_profile.h"
 #include "server/openai_request.h"
 
@@ -50,6 +51,13 @@ struct ServingContext {
   std::unique_ptr<grammar::GrammarCompiler> grammar_compiler;
   std::vector<std::string> model_names;  // [0] is the id /v1/models reports
   int64_t created = 0;                   // Unix seconds, reported as the model's "created"
+  // The LoRA adapters requests may pick by `model` (lora_registry.h); made
+  // with the server, filled from attach_engine on.
+  std::unique_ptr<LoraRegistry> loras;
+  // POST /v1/load_lora_adapter and /v1/unload_lora_adapter answer 403
+  // unless the operator opted in (serve --allow-runtime-lora): loading by
+  // path lets a client read any adapter file the server can.
+  bool allow_runtime_lora = false;
   HttpStats stats;
   // How long a streaming request waits for its first event before the 200
   // headers go out (a refusal after that arrives as an error event).
@@ -66,9 +74,18 @@ struct ServingContext {
   // The engine, or ApiError 503 (loading / shutting down).
   engine::Engine& require_engine() const;
   ParseLimits parse_limits() const;
-  // The model name to echo back: the requested one when it is served, the
-  // default when none was given; ApiError 404 for an unknown name.
+  // The model name to echo back: the requested one when it is served (the
+  // base model or a LoRA adapter), the default when none was given;
+  // ApiError 404 for an unknown name.
   std::string check_model(const std::string& requested) const;
+  // check_model for the endpoints that run the model: a LoRA adapter's name
+  // selects that adapter (counted for /metrics); the base model's names and
+  // "" select none. ApiError 404 for a name that is neither.
+  struct ModelChoice {
+    std::string name;  // echoed as the response's `model`
+    std::shared_ptr<const model::LoraAdapter> adapter;
+  };
+  ModelChoice select_model(const std::string& requested) const;
   // The tokenizer, or ApiError 400 (a model without one takes token ids only).
   const tokenizer::Tokenizer& require_tokenizer(const char* param) const;
 };
