@@ -153,28 +153,39 @@ void write_tokens(PrometheusWriter& w, const engine::MetricsSnapshot& m) {
 // Every prompt token of an admitted request is a hit or a miss with one
 // reason, counted once (at its first admission), by tenant: sums over the
 // labels give the totals the unlabelled series used to.
-void write_prefix_cache(PrometheusWriter& w, const engine::MetricsSnapshot& m) {
-  uint64_t hits = 0, misses = 0;
-  w.family("tokenmill_prefix_cache_hit_tokens_total", "counter",
-           "Prompt tokens served from the prefix cache, by tenant (the first 64 tenants; the rest as _other).");
-  for (const engine::PrefixStats& t : m.prefix_by_tenant) {
-    w.sample("tokenmill_prefix_cache_hit_tokens_total", prometheus_label("tenant", t.label),
-             static_cast<double>(t.hit_tokens));
-    hits += t.hit_tokens;
+// One labelled hit series and one labelled miss-by-reason series over
+// `stats` (by tenant or by adapter, label `key`); adds the sums to
+// hits/misses when given.
+void write_prefix_split(PrometheusWriter& w, const std::vector<engine::PrefixStats>& stats, const char* key,
+                        const std::string& hit_name, const std::string& hit_help, const std::string& miss_name,
+                        const std::string& miss_help, uint64_t* hits = nullptr, uint64_t* misses = nullptr) {
+  w.family(hit_name, "counter", hit_help);
+  for (const engine::PrefixStats& t : stats) {
+    w.sample(hit_name, prometheus_label(key, t.label), static_cast<double>(t.hit_tokens));
+    if (hits != nullptr) *hits += t.hit_tokens;
   }
-  w.family("tokenmill_prefix_cache_miss_tokens_total", "counter",
-           "Prompt tokens not served from the prefix cache, by tenant and reason: no_overlap, evicted (approximate: "
-           "recent evictions only), partial_block (beyond the lookup's reach), isolated (cached under another "
-           "tenant or adapter), logprobs_bypass, disabled.");
-  for (const engine::PrefixStats& t : m.prefix_by_tenant) {
+  w.family(miss_name, "counter", miss_help);
+  for (const engine::PrefixStats& t : stats) {
     for (int r = 0; r < kv::kNumPrefixMissReasons; ++r) {
       const std::string labels =
-          prometheus_label("tenant", t.label) + "," +
+          prometheus_label(key, t.label) + "," +
           prometheus_label("reason", kv::prefix_miss_reason_name(static_cast<kv::PrefixMissReason>(r)));
-      w.sample("tokenmill_prefix_cache_miss_tokens_total", labels, static_cast<double>(t.miss_tokens[r]));
-      misses += t.miss_tokens[r];
+      w.sample(miss_name, labels, static_cast<double>(t.miss_tokens[r]));
+      if (misses != nullptr) *misses += t.miss_tokens[r];
     }
   }
+}
+
+void write_prefix_cache(PrometheusWriter& w, const engine::MetricsSnapshot& m) {
+  uint64_t hits = 0, misses = 0;
+  write_prefix_split(
+      w, m.prefix_by_tenant, "tenant", "tokenmill_prefix_cache_hit_tokens_total",
+      "Prompt tokens served from the prefix cache, by tenant (the first 64 tenants; the rest as _other).",
+      "tokenmill_prefix_cache_miss_tokens_total",
+      "Prompt tokens not served from the prefix cache, by tenant and reason: no_overlap, evicted (approximate: "
+      "recent evictions only), partial_block (beyond the lookup's reach), isolated (cached under another "
+      "tenant or adapter), logprobs_bypass, disabled.",
+      &hits, &misses);
   w.counter("tokenmill_prefix_cache_saved_prefill_seconds_total",
             "Prefill time saved by prefix-cache hits: hit tokens x the measured prefill seconds per token.",
             m.prefix_cache_saved_prefill_seconds);
@@ -188,23 +199,12 @@ void write_prefix_cache(PrometheusWriter& w, const engine::MetricsSnapshot& m) {
 // The same hit/miss split by LoRA adapter ("" = the base model), and
 // what the server's adapter table holds (docs/api.md, "LoRA adapters").
 void write_lora(PrometheusWriter& w, const engine::MetricsSnapshot& m, const LoraServingStats& lora) {
-  w.family("tokenmill_adapter_prefix_cache_hit_tokens_total", "counter",
-           "Prompt tokens served from the prefix cache, by LoRA adapter (\"\" = the base model; the first 64 "
-           "adapters; the rest as _other).");
-  for (const engine::PrefixStats& a : m.prefix_by_adapter)
-    w.sample("tokenmill_adapter_prefix_cache_hit_tokens_total", prometheus_label("adapter", a.label),
-             static_cast<double>(a.hit_tokens));
-  w.family("tokenmill_adapter_prefix_cache_miss_tokens_total", "counter",
-           "Prompt tokens not served from the prefix cache, by LoRA adapter and reason (the reasons of "
-           "tokenmill_prefix_cache_miss_tokens_total).");
-  for (const engine::PrefixStats& a : m.prefix_by_adapter) {
-    for (int r = 0; r < kv::kNumPrefixMissReasons; ++r) {
-      const std::string labels =
-          prometheus_label("adapter", a.label) + "," +
-          prometheus_label("reason", kv::prefix_miss_reason_name(static_cast<kv::PrefixMissReason>(r)));
-      w.sample("tokenmill_adapter_prefix_cache_miss_tokens_total", labels, static_cast<double>(a.miss_tokens[r]));
-    }
-  }
+  write_prefix_split(w, m.prefix_by_adapter, "adapter", "tokenmill_adapter_prefix_cache_hit_tokens_total",
+                     "Prompt tokens served from the prefix cache, by LoRA adapter (\"\" = the base model; the first 64 "
+                     "adapters; the rest as _other).",
+                     "tokenmill_adapter_prefix_cache_miss_tokens_total",
+                     "Prompt tokens not served from the prefix cache, by LoRA adapter and reason (the reasons of "
+                     "tokenmill_prefix_cache_miss_tokens_total).");
   w.gauge("tokenmill_lora_adapters_loaded", "LoRA adapters requests can pick now.", static_cast<double>(lora.loaded));
   w.gauge("tokenmill_lora_adapters_draining", "LoRA adapters unloaded but still used by requests in flight.",
           static_cast<double>(lora.draining));
