@@ -64,6 +64,10 @@ LoadedModel load_model(const LoadOptions& o, const char* role) {
   std::fprintf(stderr, "%s: %s, weights %.2f MB (runtime %s), KV %s %lld bytes/token\n", role, o.model_path.c_str(),
                m.weight_bytes() / 1e6, m.runtime_name().c_str(), std::string(kv::kv_dtype_name(m.kv_dtype)).c_str(),
                static_cast<long long>(m.kv_bytes_per_token()));
+  if (m.adapter)
+    std::fprintf(stderr, "%s: LoRA %s (scale %g, %lld matrices, rank <= %lld)\n", role, o.lora_path.c_str(),
+                 static_cast<double>(o.lora_scale), static_cast<long long>(m.adapter->num_adapted()),
+                 static_cast<long long>(m.adapter->max_rank()));
   return m;
 }
 

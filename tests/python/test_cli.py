@@ -1,6 +1,7 @@
 """The command line as a user meets it: the tools work on a small synthetic
 model, sampling is reproducible from its seed, and bad input ends with a
 clear message and a non-zero exit code, never a crash."""
+import json
 import os
 import subprocess
 
@@ -195,3 +196,41 @@ def test_unsupported_architecture_and_rope_are_named(tokenmill_bin, tmp_path):
                "needs the key 'llama.rope.scaling.factor'")
     fails_with(tokenmill_bin, ["run", "-m", src, "--prompt-ids", "1,2", "-n", "1", "--rope-scaling", "ntk"],
                "--rope-scaling 'ntk': expected none, linear or yarn")
+
+
+def test_lora_flags_of_run_logits_and_eval(tokenmill_bin, tiny, tmp_path):
+    """--lora on the one-model commands: an adapter changes greedy output and
+    the logits, scale 0 is the base, eval kld against the base measures its
+    effect, and files that are not adapters for the model are refused."""
+    lora = str(tmp_path / "lora.gguf")
+    run_tokenmill(tokenmill_bin, "synth-lora", "-m", tiny, "-o", lora, "--rank", "4", "--seed", "5")
+    gen = ["run", "-m", tiny, "--prompt-ids", "1,20,30,40", "-n", "16", "--temp", "0", "--ignore-eos", "--print-ids"]
+    base = run_tokenmill(tokenmill_bin, *gen).stdout
+    adapted = run_tokenmill(tokenmill_bin, *gen, "--lora", lora)
+    assert adapted.stdout != base
+    assert "lora: " in adapted.stderr and "rank <= 4" in adapted.stderr
+    assert run_tokenmill(tokenmill_bin, *gen, "--lora", lora, "--lora-scale", "0").stdout == base
+
+    tokens = tmp_path / "tokens.txt"
+    tokens.write_text(",".join(str(3 + (i * 37) % 500) for i in range(40)) + "\n")
+    out = tmp_path / "kld.json"
+    proc = run_tokenmill(tokenmill_bin, "eval", "kld", "-m", tiny, "--base", tiny, "--lora", lora, "--tokens",
+                         str(tokens), "--ctx", "32", "--json", str(out))
+    assert "model: LoRA" in proc.stderr
+    result = json.loads(out.read_text())
+    assert result["model"]["lora"]["path"] == lora
+    assert result["base"]["lora"] is None
+    kld = run_tokenmill(tokenmill_bin, "eval", "kld", "-m", tiny, "--base", tiny, "--tokens", str(tokens), "--ctx",
+                        "32").stdout
+    assert "KL divergence mean 0.000000" in kld
+    assert "KL divergence mean 0.000000" not in proc.stdout
+
+    fails_with(tokenmill_bin, ["logits", "-m", tiny, "--prompt-ids", "1,2", "-o", str(tmp_path / "x.npy"),
+                               "--lora", tiny], "not a LoRA adapter")
+    fails_with(tokenmill_bin, ["synth-lora", "-m", tiny, "-o", str(tmp_path / "q8.gguf"), "--rank", "4", "--type",
+                               "q8_0"], "not a multiple of")
+    other = str(tmp_path / "qwen2.gguf")
+    run_tokenmill(tokenmill_bin, "synth", "--arch", "qwen2", "--preset", "tiny", "-o", other)
+    other_lora = str(tmp_path / "qwen2_lora.gguf")
+    run_tokenmill(tokenmill_bin, "synth-lora", "-m", other, "-o", other_lora)
+    fails_with(tokenmill_bin, gen + ["--lora", other_lora], "for architecture 'qwen2', the base model is 'llama'")
