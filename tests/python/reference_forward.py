@@ -15,12 +15,16 @@ masks over a [T, T] score matrix.
 Usage:
     model = ReferenceModel("model.gguf")
     logits = model.forward([1, 2, 3])   # float64 [num_tokens, n_vocab]
+    # With a LoRA adapter file merged into the weights (reference_lora.py):
+    tuned = ReferenceModel("model.gguf", lora="adapter.gguf", lora_scale=1.0)
 """
 import math
 
 import numpy as np
 from gguf import GGMLQuantizationType, GGUFReader
 from gguf.quants import dequantize
+
+from reference_lora import LoraDeltas, merge
 
 # Gemma 3 interleaves five sliding-window ("local") layers with one global
 # layer, and its local layers use a fixed RoPE base of 10 000 (the global
@@ -38,6 +42,16 @@ GEMMA2_27B_LAYERS = 46
 SUPPORTED_ARCHS = ("llama", "qwen2", "gemma3", "phi3", "gemma2", "qwen3", "olmo2", "granite")
 
 
+def tensor_values(t):
+    """A GGUFReader tensor as float64, shaped as NumPy order (reversed GGUF dims)."""
+    shape = tuple(int(d) for d in reversed(t.shape))
+    if t.tensor_type in (GGMLQuantizationType.F32, GGMLQuantizationType.F16):
+        values = np.asarray(t.data, dtype=np.float64)
+    else:
+        values = dequantize(t.data, t.tensor_type).astype(np.float64)
+    return values.reshape(shape)
+
+
 def _field_value(reader, key):
     """Scalar or string value of a metadata key, or None when absent."""
     field = reader.get_field(key)
@@ -47,7 +61,10 @@ def _field_value(reader, key):
 
 
 class ReferenceModel:
-    def __init__(self, path):
+    def __init__(self, path, lora=None, lora_scale=1.0):
+        """`lora`: an adapter file (or its LoraDeltas) whose deltas are
+        merged into the weights they adapt (W + scale * B @ A) as they are
+        read; `lora_scale` is the user scale of a file."""
         self.path = path
         reader = GGUFReader(path)
         self._tensors = {t.name: t for t in reader.tensors}
@@ -55,6 +72,15 @@ class ReferenceModel:
         if arch not in SUPPORTED_ARCHS:
             raise ValueError(f"{path}: unsupported architecture {arch!r}")
         self.arch = arch
+        self.lora = lora
+        if lora is not None and not isinstance(lora, LoraDeltas):
+            self.lora = LoraDeltas(str(lora), tensor_values, lora_scale)
+        if self.lora is not None:
+            if self.lora.arch != arch:
+                raise ValueError(f"{self.lora.path}: adapter for {self.lora.arch!r}, model is {arch!r}")
+            unknown = [n for n in self.lora.names() if n not in self._tensors]
+            if unknown:
+                raise ValueError(f"{self.lora.path}: adapts tensors the model lacks: {unknown}")
 
         def get(key, default=None):
             v = _field_value(reader, f"{arch}.{key}")
@@ -158,14 +184,8 @@ class ReferenceModel:
         return {t.tensor_type.name for t in self._tensors.values() if len(t.shape) == 2}
 
     def _array(self, name):
-        """The tensor as float64, shaped as NumPy order (reversed GGUF dims)."""
-        t = self._tensors[name]
-        shape = tuple(int(d) for d in reversed(t.shape))
-        if t.tensor_type in (GGMLQuantizationType.F32, GGMLQuantizationType.F16):
-            values = np.asarray(t.data, dtype=np.float64)
-        else:
-            values = dequantize(t.data, t.tensor_type).astype(np.float64)
-        return values.reshape(shape)
+        """The tensor as float64 in NumPy order, the adapter's delta merged."""
+        return merge(tensor_values(self._tensors[name]), self.lora, name)
 
     def _matrix(self, name, n_out, n_in):
         """A weight W for y = W @ x: GGUF dims {n_in, n_out} -> array (n_out, n_in)."""
