@@ -3,7 +3,7 @@
 sequences spread over 1, 4 and 16 adapters of each rank, against the base
 model alone, with `tokenmill bench engine --lora` (in-process engine, no
 HTTP). Adapters come from `tokenmill synth-lora` (every layer's linears,
-F32). Each configuration runs right after a base run, `--rounds` times, so
+in --type, F32 by default). Each configuration runs right after a base run, `--rounds` times, so
 every ratio compares runs minutes apart at most; the table reports medians.
 
     benchmarks/multi_lora.py -m gemma-3-270m-q4_k_m.gguf --ranks 8 16 64 \\
@@ -46,6 +46,7 @@ def main():
     p.add_argument("--gen-len", type=int, default=96)
     p.add_argument("--threads", type=int, default=2)
     p.add_argument("--rounds", type=int, default=3)
+    p.add_argument("--type", default="F32", help="tensor type of the adapters (F32, F16, Q8_0 ...)")
     args = p.parse_args()
 
     with tempfile.TemporaryDirectory() as tmp:
@@ -54,7 +55,7 @@ def main():
             for i in range(max(args.adapters)):
                 path = os.path.join(tmp, f"r{rank}_{i}.gguf")
                 subprocess.run([args.bin, "synth-lora", "-m", args.model, "-o", path, "--rank", str(rank),
-                                "--seed", str(i + 1)], check=True, capture_output=True)
+                                "--seed", str(i + 1), "--type", args.type], check=True, capture_output=True)
                 files.setdefault(rank, []).append(path)
         results = {}
         for _ in range(args.rounds):
@@ -65,7 +66,7 @@ def main():
                     results.setdefault((rank, n), []).append((base, with_lora))
 
     print(f"model {args.model}, {args.concurrency} sequences, prompt {args.prompt_len}, "
-          f"{args.gen_len} generated, {args.threads} threads, {args.rounds} rounds (medians)\n")
+          f"{args.gen_len} generated, {args.threads} threads, {args.type} adapters, {args.rounds} rounds (medians)\n")
     print("| rank | adapters | base decode tok/s | with adapters tok/s | change | base TPOT ms | TPOT ms |")
     print("|---|---|---|---|---|---|---|")
     for (rank, n), runs in sorted(results.items()):

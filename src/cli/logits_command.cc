@@ -7,10 +7,10 @@
 #include <string>
 #include <vector>
 
-#include "cli/lora_flags.h"
 #include "cli/cli_util.h"
 #include "cli/commands.h"
 #include "cli/engine_flags.h"
+#include "cli/lora_flags.h"
 #include "kv/kv_dtype.h"
 #include "model/model.h"
 #include "model/single_sequence.h"

@@ -8,10 +8,10 @@
 #include <string>
 #include <vector>
 
-#include "cli/lora_flags.h"
 #include "cli/cli_util.h"
 #include "cli/commands.h"
 #include "cli/engine_flags.h"
+#include "cli/lora_flags.h"
 #include "engine/engine.h"
 #include "gguf/reader.h"
 #include "kv/kv_dtype.h"
