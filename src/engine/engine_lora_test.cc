@@ -23,21 +23,36 @@ using testing::random_prompt;
 using testing::tiny_config;
 using Driver = testing::CoreDriver;
 
-// A synthetic adapter for the tiny test model, written once per seed.
-const std::string& adapter_path(uint64_t seed) {
-  static std::map<uint64_t, std::string*> paths;
-  std::string*& p = paths[seed];
-  if (p == nullptr) {
-    model::SynthLoraOptions o;
-    o.rank = 8;
-    o.seed = seed;
-    o.strength = 0.5f;
-    p = new std::string((std::filesystem::temp_directory_path() /
-                         ("tokenmill_engine_lora_" + std::to_string(seed) + "_" + std::to_string(::getpid()) + ".gguf"))
-                            .string());
-    model::build_synth_lora(gguf::GgufFile::open(testing::tiny_model_path()), o).write(*p);
+// Synthetic adapters for the tiny test model, written once per seed and
+// removed at exit.
+class AdapterFiles {
+ public:
+  ~AdapterFiles() {
+    std::error_code ec;
+    for (const auto& [seed, path] : paths_) std::filesystem::remove(path, ec);
   }
-  return *p;
+  const std::string& path(uint64_t seed) {
+    std::string& p = paths_[seed];
+    if (p.empty()) {
+      model::SynthLoraOptions o;
+      o.rank = 8;
+      o.seed = seed;
+      o.strength = 0.5f;
+      p = (std::filesystem::temp_directory_path() /
+           ("tokenmill_engine_lora_" + std::to_string(seed) + "_" + std::to_string(::getpid()) + ".gguf"))
+              .string();
+      model::build_synth_lora(gguf::GgufFile::open(testing::tiny_model_path()), o).write(p);
+    }
+    return p;
+  }
+
+ private:
+  std::map<uint64_t, std::string> paths_;
+};
+
+const std::string& adapter_path(uint64_t seed) {
+  static AdapterFiles files;
+  return files.path(seed);
 }
 
 std::shared_ptr<const model::LoraAdapter> load(Driver& d, uint64_t seed, const std::string& name) {

@@ -357,7 +357,14 @@ def test_unload_and_reload_under_load_lose_no_request(tokenmill_bin, slow, tmp_p
         assert s.http.post("/v1/load_lora_adapter", json={"lora_name": "A", "lora_path": a}).status_code == 200
         t_reloaded = time.monotonic()
         assert s.http.post("/v1/load_lora_adapter", json={"lora_name": "B", "lora_path": b}).status_code == 200
-        time.sleep(1.0)
+        # Keep the load on until a request sent after the reload has finished
+        # (seconds under a sanitizer, where each request is slow).
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline:
+            with lock:
+                if any(sent > t_reloaded and o[0] == "ok" for sent, _, o in results):
+                    break
+            time.sleep(0.1)
         stop.set()
         for t in threads:
             t.join(timeout=60)
