@@ -4,11 +4,11 @@
 // them with other settings.
 #include <algorithm>
 #include <cmath>
-#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <map>
 
+#include "bench/gnuplot.h"
 #include "bench/report.h"
 #include "util/error.h"
 
@@ -119,15 +119,7 @@ std::vector<std::string> write_plots(const RunPlan& plan, const RunResult& run, 
     warning = "no ok requests: nothing to plot";
     return {};
   }
-  if (std::system("command -v gnuplot >/dev/null 2>&1") != 0) {
-    warning = "gnuplot is not installed (scripts/setup.sh installs it): wrote the plot data and plots.gp only";
-    return {};
-  }
-  const std::string cmd = fmt::format("cd '{}' && gnuplot plots.gp 2> gnuplot.log", dir.string());
-  if (std::system(cmd.c_str()) != 0) {
-    warning = "gnuplot failed; see " + (dir / "gnuplot.log").string();
-    return {};
-  }
+  if (!render_gnuplot(dir.string(), "plots.gp", warning)) return {};
   std::vector<std::string> rel;
   for (const std::string& i : images) rel.push_back((dir.filename() / i).string());
   return rel;

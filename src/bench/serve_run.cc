@@ -92,8 +92,10 @@ std::string run_cells(const TrafficSpec& spec, const RunPlan& plan, const Driver
 
 }  // namespace
 
-void run_serve_benchmark(const ServeOptions& o) {
-  TrafficSpec spec = load_traffic_spec(o.spec_path, o.overrides);
+ServeOutcome run_serve_benchmark(const ServeOptions& o) {
+  ServeOutcome outcome;
+  TrafficSpec& spec = outcome.spec;
+  spec = load_traffic_spec(o.spec_path, o.overrides);
   if (!o.tokenizer_gguf.empty()) {
     spec.token_counter = TokenCounterKind::kGguf;
     spec.tokenizer_path = o.tokenizer_gguf;
@@ -107,7 +109,8 @@ void run_serve_benchmark(const ServeOptions& o) {
     if (spec.model.empty()) spec.model = served;
   }
   const auto plan_start = std::chrono::steady_clock::now();
-  const RunPlan plan = make_run_plan(spec, make_token_counter(spec, url));
+  outcome.plan = make_run_plan(spec, make_token_counter(spec, url));
+  const RunPlan& plan = outcome.plan;
   write_text(out / "plan.jsonl", plan_to_jsonl(plan));
   size_t total = plan.warmup.size();
   for (const CellPlan& c : plan.cells) total += c.requests.size();
@@ -115,9 +118,9 @@ void run_serve_benchmark(const ServeOptions& o) {
                plan.cells.size(), plan.warmup.size(),
                std::chrono::duration<double>(std::chrono::steady_clock::now() - plan_start).count(),
                traffic_shape_hash(spec).c_str());
-  if (o.dry_run) return;
+  if (o.dry_run) return outcome;
 
-  RunResult run;
+  RunResult& run = outcome.run;
   run.url = url;
   run.started_at = utc_now_iso();
   const Driver driver(spec, url, SteadyClock::now());
@@ -128,7 +131,8 @@ void run_serve_benchmark(const ServeOptions& o) {
   }
   const std::string records = run_cells(spec, plan, driver, monitor, run);
   run.server_peak_rss_bytes = monitor.lifetime_peak_rss();
-  nlohmann::json report = build_report(spec, plan, run);
+  outcome.report = build_report(spec, plan, run);
+  nlohmann::json& report = outcome.report;
   if (o.plots) {
     std::string warning;
     report["plots"] = write_plots(plan, run, report, (out / "plots").string(), warning);
@@ -142,6 +146,7 @@ void run_serve_benchmark(const ServeOptions& o) {
   }
   std::fprintf(stderr, "bench: wrote %s/report.json, report.md, records.jsonl, plan.jsonl%s\n", o.out_dir.c_str(),
                report.contains("plots") && !report["plots"].empty() ? ", plots/" : "");
+  return outcome;
 }
 
 }  // namespace tokenmill::bench

@@ -7,6 +7,10 @@
 #include <string>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
+#include "bench/report.h"
+
 namespace tokenmill::bench {
 
 struct ServeOptions {
@@ -20,7 +24,15 @@ struct ServeOptions {
   bool plots = true;
 };
 
+// What one run produced, for callers that look further (the capacity search).
+struct ServeOutcome {
+  TrafficSpec spec;  // after overrides
+  RunPlan plan;
+  RunResult run;  // empty after a dry run
+  nlohmann::json report;
+};
+
 // Throws Error for bad specs, an unreachable server or unwritable output.
-void run_serve_benchmark(const ServeOptions& options);
+ServeOutcome run_serve_benchmark(const ServeOptions& options);
 
 }  // namespace tokenmill::bench

@@ -113,6 +113,23 @@ TEST(TrafficSpec, DefaultsAndOverrides) {
   EXPECT_THROW(parse_traffic_spec("inference_benchmark: x", "a.yaml", {"traffic.concurency=3"}), Error);
 }
 
+// The seeds' online targets (benchmarks/specs/seed_online_targets.yaml):
+// every SLO the capacity search judges at p99, and an absolute P99 gate.
+TEST(TrafficSpec, ParsesSlosAndAnAbsoluteP99Budget) {
+  const TrafficSpec s = parse_traffic_spec(
+      "inference_benchmark: x\nslo: {ttft_ms: 500, tpot_ms: 33, e2e_ms: 5000}\n"
+      "gates: {p99_budget_breach: false, p99_budget_ms: 5000}",
+      "a.yaml");
+  EXPECT_DOUBLE_EQ(s.slo.ttft_ms, 500);
+  EXPECT_DOUBLE_EQ(s.slo.tpot_ms, 33);
+  EXPECT_DOUBLE_EQ(s.slo.e2e_ms, 5000);
+  EXPECT_DOUBLE_EQ(s.gates.p99_budget_ms, 5000);
+  EXPECT_FALSE(s.gates.p99_budget_breach);
+  EXPECT_DOUBLE_EQ(parse_traffic_spec("inference_benchmark: x", "b.yaml").slo.e2e_ms, 0);  // off by default
+  EXPECT_THROW(parse_traffic_spec("inference_benchmark: x\nslo: {e2e_ms: -1}", "c.yaml"), Error);
+  EXPECT_THROW(parse_traffic_spec("inference_benchmark: x\nslo: {e2e_p99_ms: 5000}", "d.yaml"), Error);
+}
+
 TEST(TrafficSpec, ShapeHashFollowsTheShapeOnly) {
   const TrafficSpec a = parse_traffic_spec(kSeedSpec, "a.yaml");
   const TrafficSpec same_shape = parse_traffic_spec(

@@ -5,7 +5,10 @@ test knows the true TTFT and inter-token latency and can check what the
 driver measured. Also: /tokenize (a toy tokenizer: whitespace words, words
 of 7+ letters count as two tokens), /v1/models, /metrics (Prometheus text
 with prefix-cache counters), a simulated prefix cache (16-token blocks), a
-limited number of slots (queueing shows in timings.queue_ms), and failure
+limited number of slots (queueing shows in timings.queue_ms), a fixed
+service time per request (--service-ms: with --slots S the server carries
+exactly S / service time requests per second, and above that its queue and
+TTFT grow without bound: a server of known capacity), and failure
 injection (429 rejections, 500 errors, mid-stream OOM errors, stalls,
 responses cut off mid-way) and keep-alive connections closed the way some
 servers close them: after N requests or after an idle time, without a
@@ -223,7 +226,7 @@ class Handler(BaseHTTPRequestHandler):
                 timing = self.state.start_timing(k, prompt, self.received)
                 self.stream(body, chat, k, n, len(tokens), cached, queue_ms, prefill_ms, timing)
             else:
-                time.sleep((prefill_ms + a.itl_ms * (n - 1)) / 1000)
+                time.sleep((a.service_ms or prefill_ms + a.itl_ms * (n - 1)) / 1000)
                 self.send_json(200, self.final_object(chat, n, len(tokens), cached, queue_ms, prefill_ms, " tok" * n))
         finally:
             self.state.in_flight -= 1
@@ -258,11 +261,14 @@ class Handler(BaseHTTPRequestHandler):
         self.send_header("Content-Type", "text/event-stream")
         self.send_header("Transfer-Encoding", "chunked")
         self.end_headers()
+        itl_ms = a.itl_ms
+        if a.service_ms > 0:  # the whole request holds its slot for service_ms, whatever its length
+            itl_ms = max(0.0, a.service_ms - prefill_ms) / max(1, n - 1)
         try:
             time.sleep(prefill_ms / 1000)
             for i in range(n):
                 if i:
-                    time.sleep(a.itl_ms / 1000)
+                    time.sleep(itl_ms / 1000)
                 if every(a.stall_every, k) and i == n // 2:
                     time.sleep(3600)
                 if every(a.drop_every, k) and i == n // 2:
@@ -300,6 +306,9 @@ def main():
     p.add_argument("--prefill-ms-per-token", type=float, default=0.0, help="extra delay per uncached prompt token")
     p.add_argument("--itl-ms", type=float, default=10.0)
     p.add_argument("--slots", type=int, default=0, help="requests served at once; 0 = unlimited")
+    p.add_argument("--service-ms", type=float, default=0.0,
+                   help="time each request holds its slot (first token after --ttft-ms, the rest spread evenly); "
+                        "0 = --ttft-ms + --itl-ms per further token")
     p.add_argument("--reject-every", type=int, default=0)
     p.add_argument("--error-every", type=int, default=0)
     p.add_argument("--oom-every", type=int, default=0)
