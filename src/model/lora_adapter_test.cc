@@ -49,15 +49,6 @@ class TempGguf {
   std::string path_;
 };
 
-gguf::GgufWriter copy_of(const gguf::GgufFile& f) {
-  gguf::GgufWriter w;
-  for (const gguf::MetadataEntry& e : f.metadata()) w.set(e.key, e.value);
-  for (const gguf::TensorInfo& t : f.tensors())
-    w.add_tensor(t.name, t.type, std::vector<int64_t>(t.dims, t.dims + t.num_dims),
-                 std::vector<uint8_t>(t.data, t.data + t.num_bytes));
-  return w;
-}
-
 // A tensor's values as floats (any type).
 std::vector<float> values(const gguf::TensorInfo& t) {
   const kernels::WeightView w{t.type, t.data, t.num_rows(), t.row_length(), nullptr};
@@ -299,6 +290,13 @@ void add_all_tensors(gguf::GgufWriter& w, const gguf::GgufFile& f, const std::st
     if (t.name != skip)
       w.add_tensor(t.name, t.type, std::vector<int64_t>(t.dims, t.dims + t.num_dims),
                    std::vector<uint8_t>(t.data, t.data + t.num_bytes));
+}
+
+gguf::GgufWriter copy_of(const gguf::GgufFile& f) {
+  gguf::GgufWriter w;
+  for (const gguf::MetadataEntry& e : f.metadata()) w.set(e.key, e.value);
+  add_all_tensors(w, f);
+  return w;
 }
 
 TEST(LoraAdapter, BadFilesAreRefusedByName) {
