@@ -66,6 +66,16 @@ void add_engine_flags(CLI::App& cmd, EngineFlags& f, EngineFlagSet set) {
                    "unless RoPE is scaled)")
         ->capture_default_str();
     cmd.add_option("--max-waiting", f.max_waiting, "Waiting-queue bound (429 beyond); 0 = none")->capture_default_str();
+    cmd.add_option("--slo-ttft-ms", f.slo_ttft_ms,
+                   "SLO-aware admission: refuse (503 slo_unattainable) requests forecast to wait longer than this "
+                   "for their first token; 0 = no target")
+        ->capture_default_str();
+    cmd.add_option("--slo-tpot-ms", f.slo_tpot_ms,
+                   "SLO-aware admission: target time per output token, for the new request and the running ones")
+        ->capture_default_str();
+    cmd.add_option("--slo-e2e-p99-ms,--slo-e2e-ms", f.slo_e2e_ms,
+                   "SLO-aware admission: target end-to-end latency of each admitted request")
+        ->capture_default_str();
   }
   cmd.add_option("--kv-policy", f.kv_policy, "When KV runs out: preempt|queue|reject")->capture_default_str();
   cmd.add_flag("--no-prefix-cache", f.no_prefix_cache, "Disable the prefix cache");
@@ -179,6 +189,7 @@ engine::EngineConfig engine_config(const std::string& model_path, const EngineFl
   c.max_model_len = f.max_model_len;
   c.rope = rope_overrides(f.rope, f.max_model_len);
   c.max_waiting = f.max_waiting;
+  c.slo = {f.slo_ttft_ms, f.slo_tpot_ms, f.slo_e2e_ms};
   c.kv_exhausted = engine::parse_kv_policy(f.kv_policy);
   c.prefix_cache = !f.no_prefix_cache;
   c.kv_window_pool = !f.no_window_pool;

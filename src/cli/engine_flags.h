@@ -96,6 +96,9 @@ struct EngineFlags {
   int64_t prefill_chunk = 256;
   int64_t max_model_len = 0;  // serve only
   int64_t max_waiting = 0;    // serve only
+  double slo_ttft_ms = 0;     // serve only: SLO-aware admission targets (0 = none)
+  double slo_tpot_ms = 0;
+  double slo_e2e_ms = 0;
   std::string kv_policy = "preempt";
   bool no_prefix_cache = false;
   bool no_window_pool = false;  // gemma3: one KV pool for every layer

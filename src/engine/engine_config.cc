@@ -23,6 +23,7 @@ void EngineConfig::validate() const {
   if (max_model_len < 0) fail("max model len must be >= 0, got {}", max_model_len);
   if (max_waiting < 0) fail("max waiting must be >= 0, got {}", max_waiting);
   if (!(priority_aging_s >= 0.0)) fail("priority aging must be >= 0 seconds, got {}", priority_aging_s);
+  slo.validate();
   sched::TenantPolicy{tenant_limits, default_tenant_limits}.validate("tenant_limits", "default_tenant_limits");
 }
 

@@ -8,6 +8,7 @@
 #include <memory>
 #include <string>
 
+#include "engine/slo_targets.h"
 #include "kv/kv_dtype.h"
 #include "model/config.h"
 #include "model/matmul_hook.h"
@@ -79,6 +80,9 @@ struct EngineConfig {
   int64_t max_waiting = 0;
   sched::KvExhaustedPolicy kv_exhausted = sched::KvExhaustedPolicy::kPreempt;
   double priority_aging_s = 10.0;  // seconds per priority class of aging; 0 = off
+  // SLO-aware admission (slo_admission.h): requests forecast to miss a
+  // target are refused (kSloUnattainable). None set: admission as before.
+  SloTargets slo;
 
   bool prefix_cache = true;
   PrefixIsolation prefix_isolation = PrefixIsolation::kShared;

@@ -120,6 +120,9 @@ EngineCore::EngineCore(const EngineConfig& config, Metrics& metrics)
   sc.enable_prefix_cache = config_.prefix_cache;
   sc.tenants = {config_.tenant_limits, config_.default_tenant_limits};
   scheduler_ = std::make_unique<sched::Scheduler>(sc);
+  if (config_.slo.enabled())
+    slo_ = std::make_unique<SloAdmission>(
+        config_.slo, sched::ForecastLimits{sc.max_batch_tokens, sc.max_seqs, sc.prefill_chunk}, metrics_);
 
   limits_.n_vocab = static_cast<int32_t>(mc.n_vocab);
   limits_.capacity = sc.capacity();
@@ -193,10 +196,24 @@ void EngineCore::add(std::vector<std::shared_ptr<RequestStream>> streams, const 
     seq->fork_ids.push_back(sample_id);
     fork_parent_[sample_id] = id;
   }
+  if (refuse_unattainable(*seq, SteadyClock::now())) return;
   if (std::unique_ptr<sched::Sequence> rejected = scheduler_->add(std::move(seq), SteadyClock::now())) {
     finish_sequence(*rejected, SteadyClock::now());  // counts the rejection
   }
   update_gauges();
+}
+
+bool EngineCore::refuse_unattainable(sched::Sequence& seq, SteadyClock::time_point now) {
+  if (!slo_) return false;
+  const std::optional<SloRefusal> refusal = slo_->check(seq, scheduler_->ranked(now), now);
+  if (!refusal) return false;
+  seq.status = sched::SequenceStatus::kFinished;
+  seq.finish_reason = FinishReason::kRejected;
+  seq.reject_reason = RejectReason::kSloUnattainable;
+  seq.error = refusal->message;
+  seq.finished = now;
+  finish_sequence(seq, now);  // counts the rejection
+  return true;
 }
 
 void EngineCore::cancel(RequestId id) {
@@ -247,6 +264,7 @@ void EngineCore::finish_request(RequestId id, const sched::Sequence& seq, Steady
   const auto it = states_.find(id);
   TM_CHECK(it != states_.end());
   FinalEvent final = it->second.make_final(seq, now);
+  if (slo_) slo_->on_final(id, seq.max_tokens, final);
   if (final.reason == FinishReason::kRejected) metrics_.on_reject(final.reject);  // at add() or while queued
   metrics_.on_finish(final);
   update_gauges();  // the blocks are already freed: a reader woken by the final event sees them
@@ -259,6 +277,10 @@ bool EngineCore::step() {
   const model::CommStats comm_start = comm_stats();
   StepStats stats;
   propose(stats);
+  if (slo_ && scheduler_->num_waiting() > 0) {
+    for (auto& [id, refusal] : slo_->unattainable(scheduler_->ranked(start), start))
+      scheduler_->reject_queued(id, RejectReason::kSloUnattainable, std::move(refusal.message));
+  }
   sched::ScheduledBatch batch = scheduler_->schedule(start);
   for (const std::unique_ptr<sched::Sequence>& seq : batch.finished) finish_sequence(*seq, start);
   for (const sched::PrefixLookup& p : batch.prefix_lookups)
@@ -272,6 +294,7 @@ bool EngineCore::step() {
     stats.comm_bytes = static_cast<int64_t>(comm_end.bytes - comm_start.bytes);
     stats.comm_syncs = static_cast<int64_t>(comm_end.syncs - comm_start.syncs);
     metrics_.on_step(stats);
+    if (slo_) slo_->observe_step(stats);
     ++num_steps_;
   }
   update_gauges();

@@ -30,6 +30,7 @@
 #include "engine/output_stream.h"
 #include "engine/request.h"
 #include "engine/request_state.h"
+#include "engine/slo_admission.h"
 #include "kv/paged_kv_storage.h"
 #include "kv/prefix_cache.h"
 #include "model/model.h"
@@ -139,6 +140,9 @@ class EngineCore {
   void emit(const sched::SampledStep& sampled, std::span<const std::unique_ptr<sched::Sequence>> finished,
             SteadyClock::time_point now);
   void update_gauges();
+  // SLO-aware admission: refuses `seq` (already in states_) when it cannot
+  // meet its targets; true when it did.
+  bool refuse_unattainable(sched::Sequence& seq, SteadyClock::time_point now);
   // The parallel runtime's cumulative collectives (zero with one process).
   model::CommStats comm_stats() const;
   void charge_forward(const sched::ScheduledBatch& batch, const StepStats& stats);
@@ -160,6 +164,7 @@ class EngineCore {
   spec::AcceptanceEstimate acceptance_{0.99};      // over every request: each one's prior
   std::vector<uint8_t> skip_layers_;               // self-speculation: the layers its drafts leave out
   std::unique_ptr<spec::DraftModel> draft_model_;  // --spec draft
+  std::unique_ptr<SloAdmission> slo_;              // EngineConfig::slo, when a target is set
   // Draft pass j's logits for `feeds` (tokens per drafting entry), from
   // the draft model or the target with skip_layers_.
   runner::StepLogits draft_pass(std::span<const sched::ScheduledSeq* const> entries,

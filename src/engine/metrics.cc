@@ -1,6 +1,7 @@
 #include "engine/metrics.h"
 
 #include <algorithm>
+#include <cmath>
 #include <numeric>
 
 #include "spec/ngram_proposer.h"
@@ -69,6 +70,27 @@ Metrics::Metrics() {
   s_.itl_ms = Histogram::with_bounds(token_latency_bounds_ms());
   s_.step_ms = Histogram::with_bounds(token_latency_bounds_ms());
   s_.spec_accepted_length = Histogram::with_bounds(accepted_length_bounds());
+  for (SloPredictionStats& p : s_.slo_prediction) p.ratio = Histogram::with_bounds(prediction_ratio_bounds());
+}
+
+std::vector<double> prediction_ratio_bounds() { return {0.25, 0.5, 0.67, 0.8, 0.9, 1.0, 1.1, 1.25, 1.5, 2.0, 4.0}; }
+
+const char* slo_metric_name(SloMetric metric) { return metric == SloMetric::kTtft ? "ttft" : "tpot"; }
+
+void Metrics::set_slo_step_cost(double fixed_ms, double per_decode_ms, double per_prefill_token_ms) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  s_.slo_step_fixed_ms = fixed_ms;
+  s_.slo_step_per_decode_ms = per_decode_ms;
+  s_.slo_step_per_prefill_token_ms = per_prefill_token_ms;
+}
+
+void Metrics::on_slo_prediction(SloMetric metric, double forecast_ms, double actual_ms) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  SloPredictionStats& p = s_.slo_prediction[static_cast<size_t>(metric)];
+  ++p.count;
+  p.error_seconds_sum += (actual_ms - forecast_ms) / 1e3;
+  p.abs_error_seconds_sum += std::abs(actual_ms - forecast_ms) / 1e3;
+  if (forecast_ms > 0) p.ratio.observe(actual_ms / forecast_ms);
 }
 
 void Metrics::on_submit() {

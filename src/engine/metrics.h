@@ -94,6 +94,21 @@ struct PrefixStats {
 inline constexpr size_t kMaxTenantLabels = 64;
 inline constexpr std::string_view kOtherTenants = "_other";
 
+// What SLO-aware admission forecasts per request (slo_admission.h).
+enum class SloMetric { kTtft, kTpot };
+inline constexpr int kNumSloMetrics = 2;
+const char* slo_metric_name(SloMetric metric);  // "ttft", "tpot"
+
+// The forecast's error on the admitted requests that completed.
+struct SloPredictionStats {
+  uint64_t count = 0;
+  double error_seconds_sum = 0;      // actual - forecast (> 0: the forecast was optimistic)
+  double abs_error_seconds_sum = 0;  // |actual - forecast|
+  Histogram ratio;                   // actual / forecast
+};
+// Bounds of SloPredictionStats::ratio: 0.25 .. 4.
+std::vector<double> prediction_ratio_bounds();
+
 struct MetricsSnapshot {
   // Counters (since start).
   uint64_t requests_submitted = 0;
@@ -117,7 +132,14 @@ struct MetricsSnapshot {
   double spec_step_fixed_ms = 0;
   double spec_step_per_token_ms = 0;
   double spec_draft_ms_per_token = 0;
-  uint64_t prefill_tokens = 0;  // summed over steps (recomputation included)
+  // SLO-aware admission's step-cost model (sched/step_cost_model.h), 0
+  // without targets: a step of D decodes and P prefill tokens costs
+  // fixed + per_decode D + per_prefill_token P ms.
+  double slo_step_fixed_ms = 0;
+  double slo_step_per_decode_ms = 0;
+  double slo_step_per_prefill_token_ms = 0;
+  std::array<SloPredictionStats, kNumSloMetrics> slo_prediction;  // by SloMetric
+  uint64_t prefill_tokens = 0;                                    // summed over steps (recomputation included)
   uint64_t decode_tokens = 0;
   double step_seconds = 0;
   uint64_t preemptions = 0;
@@ -208,6 +230,10 @@ class Metrics {
   // One verified draft and how many of its tokens the target accepted.
   void on_spec_verified(int64_t accepted);
   void set_spec_cost(double fixed_ms, double per_token_ms, double draft_ms_per_token);
+  void set_slo_step_cost(double fixed_ms, double per_decode_ms, double per_prefill_token_ms);
+  // An admitted request that completed: what the SLO forecast said and what
+  // it got (ms).
+  void on_slo_prediction(SloMetric metric, double forecast_ms, double actual_ms);
   void on_cow_copies(uint64_t n);
   // A request's first admission: its prompt tokens served by the prefix
   // cache and those missed, by reason; counted for its tenant and its

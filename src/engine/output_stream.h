@@ -85,6 +85,9 @@ struct FinalEvent {
   FinishReason reason = FinishReason::kStop;
   RejectReason reject = RejectReason::kNone;
   std::string error;  // human-readable; empty for stop/length
+  // A transient refusal's estimate of when a retry may succeed (seconds;
+  // 0 = none given). Set for kSloUnattainable.
+  double retry_after_s = 0;
   // Text released only at the end (held back for a stop string that did not
   // complete, or the tail of an incomplete UTF-8 character as U+FFFD). The
   // full output is the concatenation of every TokenEvent::text and this.

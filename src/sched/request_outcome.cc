@@ -26,13 +26,15 @@ std::string_view reject_reason_name(RejectReason reason) {
     case RejectReason::kKvExhausted: return "kv_exhausted";
     case RejectReason::kDeadlineExpired: return "deadline_expired";
     case RejectReason::kShuttingDown: return "shutting_down";
+    case RejectReason::kSloUnattainable: return "slo_unattainable";
   }
   return "unknown";
 }
 
 bool is_transient(RejectReason reason) {
   return reason == RejectReason::kQueueFull || reason == RejectReason::kKvExhausted ||
-         reason == RejectReason::kDeadlineExpired || reason == RejectReason::kShuttingDown;
+         reason == RejectReason::kDeadlineExpired || reason == RejectReason::kShuttingDown ||
+         reason == RejectReason::kSloUnattainable;
 }
 
 }  // namespace tokenmill::sched

@@ -31,10 +31,12 @@ enum class RejectReason {
   kKvExhausted,      // no KV blocks free now under the reject policy
   kDeadlineExpired,  // the request's deadline passed while it was still queued
   kShuttingDown,     // the engine is stopping or stopped
+  kSloUnattainable,  // SLO-aware admission: it could not get its TTFT/TPOT/E2E target
 };
-inline constexpr int kNumRejectReasons = 9;
+inline constexpr int kNumRejectReasons = 10;
 // "none", "invalid", "prompt_too_long", "context_exceeded", "kv_never_fits",
-// "queue_full", "kv_exhausted", "deadline_expired", "shutting_down": the
+// "queue_full", "kv_exhausted", "deadline_expired", "shutting_down",
+// "slo_unattainable": the
 // `reason` label of tokenmill_requests_rejected_total.
 std::string_view reject_reason_name(RejectReason reason);
 // True for the reasons that may succeed when retried later.

@@ -221,6 +221,13 @@ bool Scheduler::request_finish(uint64_t id, FinishReason reason, std::string mes
   return true;
 }
 
+bool Scheduler::reject_queued(uint64_t id, RejectReason reason, std::string message) {
+  TM_CHECK(reason != RejectReason::kNone);
+  if (find(id) == nullptr) return false;
+  pending_finishes_.push_back({id, FinishReason::kRejected, std::move(message), reason});
+  return true;
+}
+
 const Sequence* Scheduler::find(uint64_t id) const {
   for (const auto& seq : running_) {
     if (seq->id == id) return seq.get();

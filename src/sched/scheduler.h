@@ -206,6 +206,13 @@ struct SchedulerStats {
   kv::PrefixCacheStats prefix_cache;
 };
 
+// A sequence in serving order (Scheduler::ranked).
+struct RankedSequence {
+  const Sequence* seq = nullptr;
+  bool running = false;  // holds its slots; else waiting
+  int rank_class = 0;    // its class: the effective (aged) one while waiting
+};
+
 class Scheduler {
  public:
   // Throws Error when config.validate() does.
@@ -223,6 +230,10 @@ class Scheduler {
   // `message` in Sequence::error). Returns false when the id is unknown.
   bool cancel(uint64_t id);
   bool request_finish(uint64_t id, FinishReason reason, std::string message = {});
+  // Refuses a waiting sequence that has never run (kRejected with `reason`
+  // and `message`) at the next schedule(); one that started by then is left
+  // alone. Returns false when the id is unknown.
+  bool reject_queued(uint64_t id, RejectReason reason, std::string message);
   // Pauses or resumes a sequence, or a pending fork (see POLICY); takes
   // effect at the next schedule(). Returns false when the id is unknown.
   bool set_paused(uint64_t id, bool paused);
@@ -261,6 +272,11 @@ class Scheduler {
     for (std::unique_ptr<Sequence>& seq : running_) fn(*seq);
   }
 
+  // The running sequences, then the waiting ones, in the order schedule()
+  // serves them: running by rank, waiting by effective (aged) class at
+  // `now`, then FCFS. What the SLO forecast replays (slo_forecast.h).
+  std::vector<RankedSequence> ranked(TimePoint now) const;
+
   bool has_work() const { return !running_.empty() || !waiting_.empty(); }
   int64_t num_running() const { return static_cast<int64_t>(running_.size()); }
   int64_t num_waiting() const { return static_cast<int64_t>(waiting_.size()); }
@@ -281,6 +297,7 @@ class Scheduler {
     uint64_t id;
     FinishReason reason;
     std::string message;
+    RejectReason reject = RejectReason::kNone;  // reject_queued
   };
   struct StepState;  // per-schedule() working set (scheduler_step.cc)
 
@@ -299,6 +316,8 @@ class Scheduler {
   int64_t draft_length(const Sequence& seq, int64_t budget) const;
   void schedule_running_prefills(StepState& step, ScheduledBatch& batch);
   void admit_waiting(StepState& step, ScheduledBatch& batch, TimePoint now);
+  // The waiting sequences with their effective class, in admission order.
+  std::vector<std::pair<int, Sequence*>> waiting_order(TimePoint now) const;
   // Whether a tenant's max_running lets seq start, given the slots its
   // tenant holds (running_by_tenant, kept up to date over the step).
   bool tenant_may_start(const Sequence& seq, const std::map<std::string, int64_t>& running_by_tenant) const;

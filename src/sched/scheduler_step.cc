@@ -18,10 +18,12 @@ struct Scheduler::StepState {
 namespace {
 
 // Running rank: class first, then FCFS. The last element is the preemption victim.
-bool rank_less(const std::unique_ptr<Sequence>& a, const std::unique_ptr<Sequence>& b) {
-  if (a->priority != b->priority) return a->priority < b->priority;
-  return a->admission_order < b->admission_order;
+bool rank_before(const Sequence& a, const Sequence& b) {
+  if (a.priority != b.priority) return a.priority < b.priority;
+  return a.admission_order < b.admission_order;
 }
+
+bool rank_less(const std::unique_ptr<Sequence>& a, const std::unique_ptr<Sequence>& b) { return rank_before(*a, *b); }
 
 int64_t remaining(const Sequence& seq) { return seq.num_tokens() - seq.num_computed_tokens; }
 
@@ -52,6 +54,10 @@ void Scheduler::apply_pending_finishes(ScheduledBatch& batch, TimePoint now) {
     for (auto* list : {&running_, &waiting_}) {
       const auto it = std::find_if(list->begin(), list->end(), [&](const auto& s) { return s->id == p.id; });
       if (it == list->end()) continue;
+      if (p.reject != RejectReason::kNone) {  // reject_queued: only what never ran
+        if (list != &waiting_ || (*it)->first_scheduled) break;
+        (*it)->reject_reason = p.reject;
+      }
       std::unique_ptr<Sequence> seq = std::move(*it);
       list->erase(it);
       if (!p.message.empty()) seq->error = std::move(p.message);
@@ -179,16 +185,30 @@ void Scheduler::schedule_running_prefills(StepState& step, ScheduledBatch& batch
   }
 }
 
-void Scheduler::admit_waiting(StepState& step, ScheduledBatch& batch, TimePoint now) {
-  // Rank by effective (aged) class, then FCFS. Computed once: aging is a
-  // function of `now`, fixed for the step.
+std::vector<std::pair<int, Sequence*>> Scheduler::waiting_order(TimePoint now) const {
   std::vector<std::pair<int, Sequence*>> order;
   order.reserve(waiting_.size());
-  for (auto& seq : waiting_) order.emplace_back(effective_priority(*seq, now), seq.get());
+  for (const auto& seq : waiting_) order.emplace_back(effective_priority(*seq, now), seq.get());
   std::sort(order.begin(), order.end(), [](const auto& a, const auto& b) {
     if (a.first != b.first) return a.first < b.first;
     return a.second->admission_order < b.second->admission_order;
   });
+  return order;
+}
+
+std::vector<RankedSequence> Scheduler::ranked(TimePoint now) const {
+  std::vector<RankedSequence> out;
+  out.reserve(running_.size() + waiting_.size());
+  for (const auto& seq : running_) out.push_back({seq.get(), true, seq->priority});
+  std::sort(out.begin(), out.end(), [](const auto& a, const auto& b) { return rank_before(*a.seq, *b.seq); });
+  for (const auto& [prio, seq] : waiting_order(now)) out.push_back({seq, false, prio});
+  return out;
+}
+
+void Scheduler::admit_waiting(StepState& step, ScheduledBatch& batch, TimePoint now) {
+  // Rank by effective (aged) class, then FCFS. Computed once: aging is a
+  // function of `now`, fixed for the step.
+  const std::vector<std::pair<int, Sequence*>> order = waiting_order(now);
   // Slots each tenant holds, only when some tenant's running is limited.
   std::map<std::string, int64_t> running_by_tenant;
   const bool count_tenants = config_.tenants.limits_running();

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <memory>
 
 #include "server/serving_context.h"
@@ -123,6 +124,10 @@ ApiError rejection_error(const engine::FinalEvent& f, const std::string& prompt_
       return ApiError(503, "the server is overloaded: " + f.error + "; retry later", "service_unavailable",
                       std::nullopt, "deadline_expired")
           .with_retry_after(1);
+    case RejectReason::kSloUnattainable:
+      return ApiError(503, "the server is overloaded: " + f.error + "; retry later", "service_unavailable",
+                      std::nullopt, "slo_unattainable")
+          .with_retry_after(static_cast<int>(std::max(1.0, std::ceil(f.retry_after_s))));
     case RejectReason::kShuttingDown:
       return ApiError(503, "the server is shutting down", "service_unavailable", std::nullopt, "shutting_down")
           .with_retry_after(5);

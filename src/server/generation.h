@@ -70,7 +70,9 @@ class Generation {
 // long / context exceeded -> 400 context_length_exceeded (param
 // `prompt_param` / "max_tokens"); KV pool too small -> 400
 // kv_cache_too_small; queue full / KV exhausted -> 429 with Retry-After;
-// deadline expired in the queue / shutting down -> 503 with Retry-After.
+// deadline expired in the queue / shutting down -> 503 with Retry-After;
+// SLO unattainable -> 503 slo_unattainable with the engine's Retry-After
+// estimate.
 ApiError rejection_error(const engine::FinalEvent& final, const std::string& prompt_param = "prompt");
 
 // For a final event that is not a normal end: rejected (see above), error

@@ -36,6 +36,7 @@ TEST(RejectionError, EachReasonHasItsStatusAndCode) {
       {R::kKvExhausted, 429, "rate_limit_error", "kv_cache_exhausted", std::nullopt, 1},
       {R::kDeadlineExpired, 503, "service_unavailable", "deadline_expired", std::nullopt, 1},
       {R::kShuttingDown, 503, "service_unavailable", "shutting_down", std::nullopt, 5},
+      {R::kSloUnattainable, 503, "service_unavailable", "slo_unattainable", std::nullopt, 1},
   };
   std::set<std::string> codes;
   for (const Case& c : cases) {
@@ -53,9 +54,13 @@ TEST(RejectionError, EachReasonHasItsStatusAndCode) {
     }
     if (c.code) codes.insert(*c.code);
   }
-  EXPECT_EQ(codes.size(), 6u);  // only the two context-length reasons share a code
+  EXPECT_EQ(codes.size(), 7u);  // only the two context-length reasons share a code
   EXPECT_EQ(rejection_error(rejected(R::kPromptTooLong), "messages").param(), "messages");
   EXPECT_EQ(failure_error(rejected(R::kQueueFull))->status(), 429);
+  // The engine's estimate becomes Retry-After, rounded up to whole seconds.
+  engine::FinalEvent slo = rejected(R::kSloUnattainable, "forecast 900 ms, target 500 ms");
+  slo.retry_after_s = 2.2;
+  EXPECT_EQ(rejection_error(slo).retry_after_s(), 3);
 }
 
 }  // namespace

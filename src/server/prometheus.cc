@@ -4,6 +4,7 @@
 
 #include <cmath>
 #include <fstream>
+#include <iterator>
 #include <sstream>
 
 #include "kv/prefix_miss.h"
@@ -215,6 +216,42 @@ void write_lora(PrometheusWriter& w, const engine::MetricsSnapshot& m, const Lor
 }
 
 // Fixed at engine start; 0 and no info sample while the model loads.
+// SLO-aware admission: the step costs it forecasts with and how far its
+// forecasts were off for the admitted requests that completed.
+void write_slo(PrometheusWriter& w, const engine::MetricsSnapshot& m) {
+  w.gauge("tokenmill_slo_step_fixed_seconds", "SLO admission's step-cost model: what every step pays once.",
+          m.slo_step_fixed_ms / 1e3);
+  w.gauge("tokenmill_slo_step_per_decode_seconds", "SLO admission's step-cost model: each decoding row of a step.",
+          m.slo_step_per_decode_ms / 1e3);
+  w.gauge("tokenmill_slo_step_per_prefill_token_seconds", "SLO admission's step-cost model: each prefill token.",
+          m.slo_step_per_prefill_token_ms / 1e3);
+  const struct {
+    const char* name;
+    const char* type;
+    const char* help;
+  } families[] = {
+      {"tokenmill_slo_forecasts_total", "counter", "Admitted requests whose forecast was checked against the actual."},
+      {"tokenmill_slo_forecast_error_seconds_sum", "counter",
+       "Sum of actual - forecast (positive: the forecast was optimistic)."},
+      {"tokenmill_slo_forecast_abs_error_seconds_sum", "counter", "Sum of |actual - forecast|."},
+  };
+  for (size_t f = 0; f < std::size(families); ++f) {
+    w.family(families[f].name, families[f].type, families[f].help);
+    for (int k = 0; k < engine::kNumSloMetrics; ++k) {
+      const engine::SloPredictionStats& p = m.slo_prediction[static_cast<size_t>(k)];
+      const double value = f == 0   ? static_cast<double>(p.count)
+                           : f == 1 ? p.error_seconds_sum
+                                    : p.abs_error_seconds_sum;
+      w.sample(families[f].name, prometheus_label("metric", engine::slo_metric_name(static_cast<engine::SloMetric>(k))),
+               value);
+    }
+  }
+  w.histogram("tokenmill_slo_ttft_forecast_ratio", "Actual / forecast time to first token of admitted requests.",
+              m.slo_prediction[static_cast<size_t>(engine::SloMetric::kTtft)].ratio);
+  w.histogram("tokenmill_slo_tpot_forecast_ratio", "Actual / forecast time per output token of admitted requests.",
+              m.slo_prediction[static_cast<size_t>(engine::SloMetric::kTpot)].ratio);
+}
+
 void write_kv_layout(PrometheusWriter& w, const engine::MetricsSnapshot& m) {
   w.gauge("tokenmill_kv_bytes_per_token", "KV cache bytes per token: K and V of all layers, scales included.",
           static_cast<double>(m.kv_bytes_per_token));
@@ -323,6 +360,7 @@ std::string render_metrics(const engine::MetricsSnapshot& m, const HttpStatsSnap
   write_gauges(w, m);
   write_http(w, http, state);
   write_lora(w, m, lora);
+  write_slo(w, m);
   w.gauge("process_resident_memory_bytes", "Resident memory of the server process.",
           static_cast<double>(memory.resident));
   w.gauge("tokenmill_process_resident_memory_high_water_bytes", "Peak resident memory of the server process.",

@@ -24,12 +24,7 @@ double AcceptanceEstimate::alpha(double prior) const {
 
 void SpecCostModel::observe_step(int64_t tokens, double ms) {
   if (tokens <= 0 || !(ms > 0.0)) return;
-  const double x = static_cast<double>(tokens);
-  weight_ = weight_ * kForget + 1.0;
-  sx_ = sx_ * kForget + x;
-  sy_ = sy_ * kForget + ms;
-  sxx_ = sxx_ * kForget + x * x;
-  sxy_ = sxy_ * kForget + x * ms;
+  fit_.observe(static_cast<double>(tokens), ms);
 }
 
 void SpecCostModel::observe_draft(int64_t tokens, double ms) {
@@ -38,32 +33,9 @@ void SpecCostModel::observe_draft(int64_t tokens, double ms) {
   draft_ms_ = draft_ms_ * kForget + std::max(0.0, ms);
 }
 
-// Least squares with the prior as kPriorWeight pseudo-steps on the line
-// b = kPriorSlope a through the observed mean: y = a (1 + kPriorSlope x).
-// The prior points sit at x = 1 and x = 1 + mean x, so they pin the slope
-// only where the observations leave it free.
-double SpecCostModel::per_token_ms() const {
-  if (weight_ <= 0.0) return 0.0;
-  const double mx = sx_ / weight_, my = sy_ / weight_;
-  const double a0 = my / (1.0 + kPriorSlope * mx);
-  double w = weight_, sx = sx_, sy = sy_, sxx = sxx_, sxy = sxy_;
-  for (double x : {1.0, 1.0 + mx}) {
-    const double y = a0 * (1.0 + kPriorSlope * x);
-    w += kPriorWeight;
-    sx += kPriorWeight * x;
-    sy += kPriorWeight * y;
-    sxx += kPriorWeight * x * x;
-    sxy += kPriorWeight * x * y;
-  }
-  const double det = w * sxx - sx * sx;
-  const double b = det > 0.0 ? (w * sxy - sx * sy) / det : kPriorSlope * a0;
-  return std::max(0.0, b);
-}
+double SpecCostModel::per_token_ms() const { return fit_.slope(); }
 
-double SpecCostModel::fixed_ms() const {
-  if (weight_ <= 0.0) return 0.0;
-  return std::max(0.0, sy_ / weight_ - per_token_ms() * sx_ / weight_);
-}
+double SpecCostModel::fixed_ms() const { return fit_.intercept(); }
 
 double SpecCostModel::draft_ms_per_token() const { return draft_tokens_ > 0.0 ? draft_ms_ / draft_tokens_ : 0.0; }
 

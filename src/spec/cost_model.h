@@ -26,6 +26,8 @@
 
 #include <cstdint>
 
+#include "util/line_fit.h"
+
 namespace tokenmill::spec {
 
 // A running per-token acceptance probability: drafts are Bernoulli trials
@@ -82,7 +84,7 @@ class SpecCostModel {
   double draft_ms_per_token() const;
   // N*: the batch size from which no draft pays at acceptance alpha.
   double switch_off_batch(double alpha) const;
-  bool measured() const { return weight_ > 0.0; }
+  bool measured() const { return fit_.weight() > 0.0; }
 
   static constexpr double kForget = 0.98;  // per observed step
   // Before the fit is determined (all steps the same size) a prior slope
@@ -91,8 +93,7 @@ class SpecCostModel {
   static constexpr double kPriorWeight = 0.5;
 
  private:
-  // Weighted sums for the fit y = a + b x.
-  double weight_ = 0.0, sx_ = 0.0, sy_ = 0.0, sxx_ = 0.0, sxy_ = 0.0;
+  ForgettingLineFit fit_{kForget, kPriorSlope, kPriorWeight};  // y = a + b x
   double draft_tokens_ = 0.0, draft_ms_ = 0.0;
 };
 
