@@ -18,6 +18,12 @@
 // refused once their TTFT or end-to-end target is out of reach: a request
 // is queued only as long as it can still make it.
 //
+// The forecast knows the queue of now, not the requests still to come; it
+// need not guess them: each later arrival is admitted only if it pushes no
+// admitted request of its class past a target. So an admitted request's
+// TPOT may well end above its forecast (arrivals joined its batch), but
+// not above the target, as far as the forecasts hold.
+//
 // Until the cost model has seen both kinds of step everything is admitted
 // (there is nothing to forecast with). The forecast's error (forecast vs
 // actual TTFT and TPOT of the admitted requests that completed) goes to

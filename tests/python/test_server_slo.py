@@ -1,0 +1,140 @@
+"""SLO-aware admission through the real server and the official openai
+client (`serve --slo-ttft-ms --slo-tpot-ms`), on a small synthetic model.
+
+The load is offered open-loop at twice the rate the server sustained in a
+closed-loop calibration run of the same requests, first to a server
+without targets, then to one with targets derived from the calibration.
+With targets, the requests it admits meet them at p99 within a stated
+margin, by the server's own per-request timings (what the promise is
+about: client overheads are not the server's); the rest are refused at
+once with 503 `slo_unattainable` and a Retry-After. Without targets every
+request is accepted, as before. /metrics counts the refusals and reports
+the forecast's error."""
+import concurrent.futures
+import random
+import time
+
+import openai
+import pytest
+
+from test_server_common import Server
+
+PROMPT_TOKENS = 128
+MAX_TOKENS = 32
+MAX_SEQS = 4
+ENGINE = ["-t", "1", "--max-seqs", str(MAX_SEQS), "--kv-memory", "64M", "--model-alias", "m"]
+# Slack on the server-side p99 against the target: the forecast is a model
+# of the step costs, re-measured as it goes, and a shared CI machine is noisy.
+MARGIN = 1.5
+
+
+def prompt(rng):
+    return [rng.randrange(3, 500) for _ in range(PROMPT_TOKENS)]  # distinct prompts: no prefix hits
+
+
+def send(client, tokens):
+    """One request: ("ok", timings) or ("refused", status, code, retry_after, seconds to the answer)."""
+    start = time.monotonic()
+    try:
+        r = client.completions.create(model="m", prompt=tokens, max_tokens=MAX_TOKENS, temperature=0,
+                                      extra_body={"min_tokens": MAX_TOKENS})
+        return ("ok", r.model_extra["timings"])
+    except openai.APIStatusError as e:
+        body = e.body if isinstance(e.body, dict) else {}
+        return ("refused", e.status_code, body.get("code"), e.response.headers.get("retry-after"),
+                time.monotonic() - start)
+
+
+def closed_loop(client, rng, n, all_ok=True):
+    """MAX_SEQS clients back to back: the sustained rate and the timings."""
+    prompts = [prompt(rng) for _ in range(n)]
+    start = time.monotonic()
+    with concurrent.futures.ThreadPoolExecutor(MAX_SEQS) as pool:
+        results = list(pool.map(lambda p: send(client, p), prompts))
+    elapsed = time.monotonic() - start
+    if all_ok:
+        assert all(r[0] == "ok" for r in results), results
+    return n / elapsed, [r[1] for r in results if r[0] == "ok"]
+
+
+def open_loop(client, rng, rate, n):
+    """n requests at Poisson arrivals of `rate` per second, not waiting for answers."""
+    gaps = [rng.expovariate(rate) for _ in range(n)]
+    prompts = [prompt(rng) for _ in range(n)]
+    start = time.monotonic()
+
+    def at(i):
+        delay = start + sum(gaps[:i + 1]) - time.monotonic()
+        if delay > 0:
+            time.sleep(delay)
+        return send(client, prompts[i])
+
+    with concurrent.futures.ThreadPoolExecutor(n) as pool:
+        return list(pool.map(at, range(n)))
+
+
+def p99(values):
+    values = sorted(values)
+    return values[min(len(values) - 1, int(0.99 * len(values)))]
+
+
+@pytest.fixture(scope="module")
+def calibration(tokenmill_bin, slow):
+    """The unprotected server: its sustained rate, the targets derived from
+    it, and what 2x that rate does to it."""
+    rng = random.Random(7)
+    with Server(tokenmill_bin, slow, *ENGINE) as s:
+        client = s.client()
+        closed_loop(client, rng, 2 * MAX_SEQS)  # warm-up
+        rate, timings = closed_loop(client, rng, 6 * MAX_SEQS)
+        ttft = sorted(t["ttft_ms"] for t in timings)[len(timings) // 2]
+        tpot = sorted(t["tpot_ms"] for t in timings)[len(timings) // 2]
+        # What a full batch achieves, with room for one step of queueing.
+        targets = {"ttft_ms": 2.0 * ttft, "tpot_ms": 1.5 * tpot}
+        unprotected = open_loop(client, rng, 2 * rate, 12 * MAX_SEQS)
+    return {"rate": rate, "targets": targets, "unprotected": unprotected}
+
+
+def test_without_targets_every_request_is_accepted(calibration):
+    results = calibration["unprotected"]
+    assert all(r[0] == "ok" for r in results), [r for r in results if r[0] != "ok"]
+
+
+def test_admitted_requests_meet_the_targets_and_the_rest_are_refused_at_once(tokenmill_bin, slow, calibration):
+    targets = calibration["targets"]
+    rng = random.Random(11)
+    with Server(tokenmill_bin, slow, *ENGINE, "--slo-ttft-ms", f"{targets['ttft_ms']:.1f}", "--slo-tpot-ms",
+                f"{targets['tpot_ms']:.2f}") as s:
+        client = s.client()
+        closed_loop(client, rng, 2 * MAX_SEQS, all_ok=False)  # warm-up: the step costs are measured
+        key = 'tokenmill_requests_rejected_total{reason="slo_unattainable"}'
+        refused_before = s.metrics()[key]
+        results = open_loop(client, rng, 2 * calibration["rate"], 12 * MAX_SEQS)
+        ok = [r[1] for r in results if r[0] == "ok"]
+        refused = [r for r in results if r[0] == "refused"]
+        m = s.metrics()
+        summary = (f"targets {targets}, rate {calibration['rate']:.1f}/s, {len(ok)} admitted, "
+                   f"{len(refused)} refused; admitted TTFT {sorted(round(t['ttft_ms']) for t in ok)}, "
+                   f"TPOT {sorted(round(t['tpot_ms'], 2) for t in ok)}; "
+                   f"{ {k: v for k, v in m.items() if 'slo' in k and 'bucket' not in k} }")
+        print(summary)
+        assert refused, "nothing was refused at twice the sustained rate: " + summary
+        assert len(ok) >= len(results) // 4, "too few admitted for the check to mean anything: " + summary
+        for r in refused:
+            assert r[1:3] == (503, "slo_unattainable"), r
+            assert r[3] is not None and int(r[3]) >= 1, r
+        # Refused before any work was spent: far sooner than a first token was promised.
+        refusal_p50 = sorted(r[4] for r in refused)[len(refused) // 2]
+        assert refusal_p50 * 1e3 < targets["ttft_ms"] * 4, summary
+        ttft_p99 = p99([t["ttft_ms"] for t in ok])
+        tpot_p99 = p99([t["tpot_ms"] for t in ok])
+        assert ttft_p99 <= MARGIN * targets["ttft_ms"], f"TTFT p99 {ttft_p99:.1f} ms; {summary}"
+        assert tpot_p99 <= MARGIN * targets["tpot_ms"], f"TPOT p99 {tpot_p99:.2f} ms; {summary}"
+        # The unprotected server queued everyone: its p99 is worse.
+        unprotected_p99 = p99([r[1]["ttft_ms"] for r in calibration["unprotected"] if r[0] == "ok"])
+        assert unprotected_p99 > ttft_p99, f"unprotected TTFT p99 {unprotected_p99:.1f} ms; {summary}"
+
+        assert m[key] - refused_before == len(refused)
+        assert m['tokenmill_slo_forecasts_total{metric="ttft"}'] >= 1
+        assert m["tokenmill_slo_step_fixed_seconds"] > 0
+        assert m["tokenmill_slo_step_per_prefill_token_seconds"] > 0
