@@ -54,10 +54,14 @@ struct Sweep {
   int64_t clients = 1;   // open loop: client connections of every step
   int64_t requests = 0;  // per step (closed loop: at least two per client)
   double cache_hit_rate = 0;
+  uint64_t seed = 1;  // the spec's; step i runs with seed + i
 };
 
-std::vector<std::string> step_overrides(const Sweep& w, double load, bool first) {
+std::vector<std::string> step_overrides(const Sweep& w, double load, size_t index) {
   std::vector<std::string> o = {fmt::format("traffic.cache_hit_rate=[{}]", w.cache_hit_rate)};
+  // Fresh prompts every step: a step that re-sent an earlier one's would be
+  // served from the server's prefix cache, whatever cache_hit_rate says.
+  o.push_back(fmt::format("controls.random_seed={}", w.seed + index));
   if (w.closed_loop) {
     const auto c = static_cast<int64_t>(load);
     o.push_back(fmt::format("traffic.concurrency=[{}]", c));
@@ -68,7 +72,7 @@ std::vector<std::string> step_overrides(const Sweep& w, double load, bool first)
     o.push_back(fmt::format("traffic.requests_per_cell={}", w.requests));
   }
   // The spec's warmup warms the server once, before the first step.
-  if (!first) o.push_back("controls.warmup_requests=0");
+  if (index > 0) o.push_back("controls.warmup_requests=0");
   return o;
 }
 
@@ -85,7 +89,7 @@ json run_step(const ServeOptions& serve, const Sweep& sweep, const StepCriteria&
   ServeOptions o = serve;
   o.out_dir = (fs::path(serve.out_dir) / dir).string();
   o.plots = false;
-  for (std::string& s : step_overrides(sweep, load, index == 0)) o.overrides.push_back(std::move(s));
+  for (std::string& s : step_overrides(sweep, load, index)) o.overrides.push_back(std::move(s));
   std::fprintf(stderr, "capacity: step %zu: %s %g\n", index + 1, sweep.closed_loop ? "concurrency" : "rate (req/s)",
                load);
   const ServeOutcome outcome = run_serve_benchmark(o);
@@ -149,6 +153,7 @@ void run_capacity_search(const ServeOptions& serve, const CapacityOptions& c) {
   sweep.clients = c.clients > 0 ? c.clients : *std::max_element(spec.concurrency.begin(), spec.concurrency.end());
   sweep.requests = c.requests > 0 ? c.requests : spec.requests_per_cell;
   sweep.cache_hit_rate = spec.cache_hit_rates.front();
+  sweep.seed = spec.seed;
 
   CapacitySearchOptions so;
   so.precision = c.precision;

@@ -3,7 +3,7 @@
 // variable is swept — traffic.rate for open-loop arrivals (poisson,
 // poisson_with_burst, constant), the number of clients for closed loop —
 // each step a short `bench serve` run of the same shape (buckets, cache-hit
-// rate, seed) in one cell, judged by capacity_step.h and steered by
+// rate) in one cell with fresh prompts (the spec's seed + the step index), judged by capacity_step.h and steered by
 // capacity_search.h. Writes capacity.json, capacity.md, plots/ and one
 // folder per step (steps/NN_*/report.json ...) under the output directory,
 // and prints the answer on stdout.

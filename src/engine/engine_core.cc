@@ -205,7 +205,9 @@ void EngineCore::add(std::vector<std::shared_ptr<RequestStream>> streams, const 
 
 bool EngineCore::refuse_unattainable(sched::Sequence& seq, SteadyClock::time_point now) {
   if (!slo_) return false;
-  const std::optional<SloRefusal> refusal = slo_->check(seq, scheduler_->ranked(now), now);
+  const int64_t cached =
+      seq.skip_prefix_lookup ? 0 : scheduler_->prefix_cache().lookup(seq.cache_namespace, seq.prompt).num_tokens;
+  const std::optional<SloRefusal> refusal = slo_->check(seq, scheduler_->ranked(now), now, cached);
   if (!refusal) return false;
   seq.status = sched::SequenceStatus::kFinished;
   seq.finish_reason = FinishReason::kRejected;

@@ -43,6 +43,12 @@ sched::ForecastSeq SloAdmission::forecast_seq(const sched::Sequence& seq, bool r
   const int64_t uncomputed = seq.num_tokens() - seq.num_computed_tokens;
   const bool decoding = running && uncomputed == 1 && !seq.output.empty();
   f.prefill_left = decoding ? 0 : uncomputed;
+  // Not admitted yet: the prompt tokens the prefix cache held at arrival
+  // will not be computed (the cache may lose them meanwhile: an estimate).
+  if (!running && seq.num_computed_tokens == 0) {
+    const auto it = cached_tokens_.find(seq.id);
+    if (it != cached_tokens_.end()) f.prefill_left = std::max<int64_t>(1, f.prefill_left - it->second);
+  }
   f.output_left = std::max<int64_t>(1, expected_output(seq) - seq.num_output_tokens());
   return f;
 }
@@ -70,8 +76,9 @@ std::optional<std::string> SloAdmission::missed(const Outlook& o, bool check_tpo
 
 std::optional<SloRefusal> SloAdmission::check(const sched::Sequence& candidate,
                                               std::span<const sched::RankedSequence> ranked,
-                                              SteadyClock::time_point now) {
+                                              SteadyClock::time_point now, int64_t cached_tokens) {
   if (!cost_.measured()) return std::nullopt;  // warming up: nothing to forecast with
+  if (cached_tokens > 0) cached_tokens_[candidate.id] = cached_tokens;
   // A new arrival ranks after every running sequence and after the waiting
   // ones of its class or a better one (FCFS within a class).
   size_t at = ranked.size();
@@ -99,6 +106,7 @@ std::optional<SloRefusal> SloAdmission::check(const sched::Sequence& candidate,
     if (targets_.ttft_ms > 0 && own.ttft_ms > targets_.ttft_ms) wait_ms = own.ttft_ms - targets_.ttft_ms;
     SloRefusal r{fmt::format("the latency target cannot be met now: {}", *miss), retry_seconds(wait_ms)};
     retry_after_s_[candidate.id] = r.retry_after_s;
+    cached_tokens_.erase(candidate.id);
     return r;
   }
   for (size_t i = 0; i < ranked.size(); ++i) {
@@ -112,6 +120,7 @@ std::optional<SloRefusal> SloAdmission::check(const sched::Sequence& candidate,
                                      *miss),
                          retry_seconds(first_finish_ms)};
       retry_after_s_[candidate.id] = refusal.retry_after_s;
+      cached_tokens_.erase(candidate.id);
       return refusal;
     }
   }
@@ -159,6 +168,7 @@ void SloAdmission::on_final(uint64_t id, int64_t max_tokens, FinalEvent& final) 
       metrics_.on_slo_prediction(SloMetric::kTpot, it->second.tpot_ms, final.timings.tpot_ms);
     predictions_.erase(it);
   }
+  cached_tokens_.erase(id);
   if (const auto it = retry_after_s_.find(id); it != retry_after_s_.end()) {
     if (final.reject == RejectReason::kSloUnattainable) final.retry_after_s = it->second;
     retry_after_s_.erase(it);

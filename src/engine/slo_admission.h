@@ -62,10 +62,12 @@ class SloAdmission {
   void observe_step(const StepStats& step);
 
   // Whether `candidate` (a new sequence, not yet queued) may be admitted
-  // into the scheduler's current queue (Scheduler::ranked). On admission
-  // its forecast is kept for the error metrics.
+  // into the scheduler's current queue (Scheduler::ranked). cached_tokens:
+  // how much of its prompt the prefix cache holds now (PrefixCache::lookup),
+  // which it will not prefill; kept as its estimate while it waits. On
+  // admission its forecast is kept for the error metrics.
   std::optional<SloRefusal> check(const sched::Sequence& candidate, std::span<const sched::RankedSequence> ranked,
-                                  SteadyClock::time_point now);
+                                  SteadyClock::time_point now, int64_t cached_tokens = 0);
 
   // The waiting sequences that never ran and can no longer meet their TTFT
   // or end-to-end target, each with why.
@@ -107,7 +109,8 @@ class SloAdmission {
   sched::StepCostModel cost_;
   double output_share_ = 1.0;  // of max_tokens, expected to be generated
   std::unordered_map<uint64_t, Prediction> predictions_;
-  std::unordered_map<uint64_t, double> retry_after_s_;  // refused ones, until their final event
+  std::unordered_map<uint64_t, double> retry_after_s_;   // refused ones, until their final event
+  std::unordered_map<uint64_t, int64_t> cached_tokens_;  // admitted ones' prefix-cache estimate, until they end
 };
 
 }  // namespace tokenmill::engine

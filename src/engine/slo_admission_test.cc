@@ -176,6 +176,20 @@ TEST(SloAdmission, AHigherClassOvertakesAndPushesALowerOneOut) {
   EXPECT_EQ(late[0].first, fx.ranked.back().seq->id);
 }
 
+TEST(SloAdmission, CountsThePromptTheCacheHoldsAsDone) {
+  Fixture fx;
+  // A 400-token prompt alone takes one ~210 ms prefill step: over a 100 ms
+  // target, unless the prefix cache holds 384 of its tokens.
+  SloAdmission slo({100.0, 0, 0}, {512, 4, 0}, fx.metrics);
+  teach_cost(slo);
+  EXPECT_TRUE(slo.check(fx.make(400, 1), fx.ranked, fx.now));
+  sched::Sequence hit = fx.make(400, 1);
+  EXPECT_FALSE(slo.check(hit, fx.ranked, fx.now, 384));
+  fx.queue(std::move(hit));
+  // While it waits its estimate stands: a second such request fits behind it.
+  EXPECT_FALSE(slo.check(fx.make(400, 1), fx.ranked, fx.now, 384));
+}
+
 TEST(SloAdmission, ReportsTheForecastErrorAndTheRetryEstimate) {
   Fixture fx;
   SloAdmission slo({250.0, 0, 0}, {512, 4, 0}, fx.metrics);

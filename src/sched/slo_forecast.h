@@ -16,9 +16,7 @@
 // slots.
 //
 // Left out: KV blocks (the pool may hold a sequence back longer than
-// forecast), preemption, prefix-cache hits of sequences not admitted yet
-// (they are forecast as misses: the forecast errs on the slow side),
-// speculative decoding (a draft step counts as one decode row per sample)
+// forecast), preemption, speculative decoding (a draft step counts as one decode row per sample)
 // and pauses (a paused sequence is forecast as if it ran).
 //
 // Cost: O(steps x sequences), with runs of identical decode-only steps

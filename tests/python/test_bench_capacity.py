@@ -95,6 +95,15 @@ def test_open_loop_rate_converges_on_the_known_capacity(tokenmill_bin, fake, tmp
     assert abs(cap["capacity"] - capacity) <= 0.1 * capacity, cap["capacity"]
     assert cap["first_failing"] <= cap["capacity"] * 1.1 + 1e-9
     check_steps_consistent(cap, out)
+    # Every step sends prompts of its own (seed + step index): none re-sends
+    # an earlier step's, which a server's prefix cache would serve.
+    prompts = []
+    for step in sorted((out / "steps").iterdir()):
+        with open(step / "plan.jsonl") as f:
+            prompts.append({json.loads(line)["prompt"] for line in f if line.strip()})
+    assert len(prompts) == len(cap["steps"]) > 2
+    for i in range(1, len(prompts)):
+        assert not prompts[i] & prompts[i - 1], f"step {i + 1} re-sends prompts of step {i}"
     # Well above the knee the queue shows: TTFT p99 far over the SLO.
     worst = max(cap["steps"], key=lambda s: s["offered_load"])
     assert worst["offered_load"] > 1.1 * capacity and not worst["meets"]
