@@ -7,13 +7,6 @@
 #include "util/error.h"
 
 namespace tokenmill::engine {
-namespace {
-
-double ms_between(SteadyClock::time_point a, SteadyClock::time_point b) {
-  return std::chrono::duration<double, std::milli>(b - a).count();
-}
-
-}  // namespace
 
 RequestState::RequestState(std::shared_ptr<RequestStream> stream, const GenerateRequest& request, int32_t n_vocab,
                            const tokenizer::Tokenizer* tokenizer, SteadyClock::time_point submitted, int sample_index)

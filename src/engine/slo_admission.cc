@@ -5,12 +5,10 @@
 #include <algorithm>
 #include <cmath>
 
+#include "util/clock.h"
+
 namespace tokenmill::engine {
 namespace {
-
-double ms_between(SteadyClock::time_point from, SteadyClock::time_point to) {
-  return std::chrono::duration<double, std::milli>(to - from).count();
-}
 
 // Retry-After seconds for a wait of `ms`: whole seconds, 1 .. 60.
 double retry_seconds(double ms) {
