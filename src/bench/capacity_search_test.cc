@@ -26,10 +26,7 @@ CapacitySearchResult search(const CapacitySearchOptions& o, KneeAt& knee) {
 TEST(CapacitySearch, BracketsUpwardThenBisectsToThePrecision) {
   for (double capacity : {0.37, 1.0, 3.3, 17.0, 123.4}) {
     KneeAt knee{capacity};
-    CapacitySearchOptions o;
-    o.start = 1;
-    o.precision = 0.1;
-    o.max_steps = 40;
+    const CapacitySearchOptions o{.start = 1, .precision = 0.1, .max_steps = 40};
     const CapacitySearchResult r = search(o, knee);
     ASSERT_TRUE(r.converged) << capacity << ": " << r.stop_reason;
     ASSERT_TRUE(r.highest_meeting && r.lowest_failing);
@@ -43,9 +40,7 @@ TEST(CapacitySearch, BracketsUpwardThenBisectsToThePrecision) {
 
 TEST(CapacitySearch, StepsAreTheExpectedSequence) {
   KneeAt knee{5.0};
-  CapacitySearchOptions o;
-  o.start = 2;
-  o.precision = 0.1;
+  const CapacitySearchOptions o{.start = 2, .precision = 0.1};
   const CapacitySearchResult r = search(o, knee);
   // 2 ok, 4 ok, 8 fail; then 6 fail, 5 ok, 5.5 fail -> gap 0.5 = 10 % of 5.
   EXPECT_EQ(r.loads, (std::vector<double>{2, 4, 8, 6, 5, 5.5}));
@@ -56,9 +51,7 @@ TEST(CapacitySearch, StepsAreTheExpectedSequence) {
 
 TEST(CapacitySearch, HalvesWhenTheStartFails) {
   KneeAt knee{3.0};
-  CapacitySearchOptions o;
-  o.start = 40;
-  o.precision = 0.05;
+  const CapacitySearchOptions o{.start = 40, .precision = 0.05};
   const CapacitySearchResult r = search(o, knee);
   ASSERT_TRUE(r.converged);
   EXPECT_EQ(r.loads[0], 40);
@@ -73,13 +66,9 @@ TEST(CapacitySearch, HalvesWhenTheStartFails) {
 TEST(CapacitySearch, IntegerLoadsStopAtAGapOfOne) {
   for (int capacity = 1; capacity <= 70; ++capacity) {
     KneeAt knee{static_cast<double>(capacity)};
-    CapacitySearchOptions o;
-    o.integer = true;
-    o.start = 1;
-    o.precision = 0.01;  // only the gap of 1 can stop it
-    o.min_load = 1;
-    o.max_load = 4096;
-    o.max_steps = 40;
+    // precision 0.01: only the gap of 1 can stop it.
+    const CapacitySearchOptions o{
+        .start = 1, .integer = true, .precision = 0.01, .max_steps = 40, .min_load = 1, .max_load = 4096};
     const CapacitySearchResult r = search(o, knee);
     ASSERT_TRUE(r.converged) << capacity;
     EXPECT_EQ(*r.highest_meeting, capacity);
@@ -90,10 +79,7 @@ TEST(CapacitySearch, IntegerLoadsStopAtAGapOfOne) {
 
 TEST(CapacitySearch, IntegerStartIsRoundedUp) {
   KneeAt knee{4};
-  CapacitySearchOptions o;
-  o.integer = true;
-  o.start = 2.2;
-  o.min_load = 1;
+  const CapacitySearchOptions o{.start = 2.2, .integer = true, .min_load = 1};
   const CapacitySearchResult r = search(o, knee);
   EXPECT_EQ(r.loads.front(), 3);
   EXPECT_EQ(*r.highest_meeting, 4);
@@ -101,10 +87,7 @@ TEST(CapacitySearch, IntegerStartIsRoundedUp) {
 
 TEST(CapacitySearch, NothingMeets) {
   KneeAt knee{0.5};
-  CapacitySearchOptions o;
-  o.integer = true;
-  o.start = 8;
-  o.min_load = 1;
+  const CapacitySearchOptions o{.start = 8, .integer = true, .min_load = 1};
   const CapacitySearchResult r = search(o, knee);
   EXPECT_FALSE(r.converged);
   EXPECT_FALSE(r.highest_meeting);
@@ -115,9 +98,7 @@ TEST(CapacitySearch, NothingMeets) {
 
 TEST(CapacitySearch, EverythingMeetsUpToTheMaximum) {
   KneeAt knee{1e9};
-  CapacitySearchOptions o;
-  o.start = 10;
-  o.max_load = 50;
+  const CapacitySearchOptions o{.start = 10, .max_load = 50};
   const CapacitySearchResult r = search(o, knee);
   EXPECT_FALSE(r.converged);
   EXPECT_FALSE(r.lowest_failing);

@@ -10,11 +10,8 @@
 namespace tokenmill::engine {
 namespace {
 
-// The sequence's newest token is sampled and not yet computed: it decodes
-// this step, unless it is paused (it sits out; no draft, no idle step).
-bool is_decoding(const sched::Sequence& seq) {
-  return seq.num_computed_tokens + 1 == seq.num_tokens() && !seq.output.empty() && !seq.paused;
-}
+// It decodes this step, unless it is paused (it sits out; no draft, no idle step).
+bool decodes_now(const sched::Sequence& seq) { return seq.is_decoding() && !seq.paused; }
 
 }  // namespace
 
@@ -27,11 +24,11 @@ void EngineCore::propose(StepStats& stats) {
   if (!config_.spec.enabled()) return;
   const SteadyClock::time_point start = SteadyClock::now();
   int64_t decoding = 0;
-  scheduler_->for_each_running([&](sched::Sequence& seq) { decoding += is_decoding(seq) ? 1 : 0; });
+  scheduler_->for_each_running([&](sched::Sequence& seq) { decoding += decodes_now(seq) ? 1 : 0; });
   int64_t drafted = 0;
   scheduler_->for_each_running([&](sched::Sequence& seq) {
     seq.draft.clear();
-    if (!is_decoding(seq)) return;
+    if (!decodes_now(seq)) return;
     DraftState& draft = states_.at(seq.id).draft();
     draft.begin_draft();
     const int max_k = draft.max_draft(config_.spec.ngram.max_draft);

@@ -37,10 +37,7 @@ sched::ForecastSeq SloAdmission::forecast_seq(const sched::Sequence& seq, bool r
   sched::ForecastSeq f;
   f.running = running;
   f.slots = seq.num_samples();
-  // A decoding sequence's only uncomputed token is its newest sampled one.
-  const int64_t uncomputed = seq.num_tokens() - seq.num_computed_tokens;
-  const bool decoding = running && uncomputed == 1 && !seq.output.empty();
-  f.prefill_left = decoding ? 0 : uncomputed;
+  f.prefill_left = running && seq.is_decoding() ? 0 : seq.num_uncomputed_tokens();
   // Not admitted yet: the prompt tokens the prefix cache held at arrival
   // will not be computed (the cache may lose them meanwhile: an estimate).
   if (!running && seq.num_computed_tokens == 0) {
@@ -98,29 +95,25 @@ std::optional<SloRefusal> SloAdmission::check(const sched::Sequence& candidate,
   for (size_t i = 0; i < ranked.size(); ++i) {
     if (ranked[i].running) first_finish_ms = std::min(first_finish_ms, base[i].last_token_ms);
   }
-  const Outlook own = outlook(candidate, after[at], now);
-  if (std::optional<std::string> miss = missed(own, true)) {
-    double wait_ms = first_finish_ms;
-    if (targets_.ttft_ms > 0 && own.ttft_ms > targets_.ttft_ms) wait_ms = own.ttft_ms - targets_.ttft_ms;
-    SloRefusal r{fmt::format("the latency target cannot be met now: {}", *miss), retry_seconds(wait_ms)};
+  const auto refuse = [&](const std::string& why, double wait_ms) {
+    SloRefusal r{"the latency target cannot be met now: " + why, retry_seconds(wait_ms)};
     retry_after_s_[candidate.id] = r.retry_after_s;
     cached_tokens_.erase(candidate.id);
     return r;
+  };
+  const Outlook own = outlook(candidate, after[at], now);
+  if (std::optional<std::string> miss = missed(own, true)) {
+    const bool late_first = targets_.ttft_ms > 0 && own.ttft_ms > targets_.ttft_ms;
+    return refuse(*miss, late_first ? own.ttft_ms - targets_.ttft_ms : first_finish_ms);
   }
   for (size_t i = 0; i < ranked.size(); ++i) {
     const sched::RankedSequence& r = ranked[i];
     if (r.rank_class > candidate.priority) continue;            // a lower class may be pushed out
     if (missed(outlook(*r.seq, base[i], now), true)) continue;  // misses anyway
     const Outlook pushed = outlook(*r.seq, after[i < at ? i : i + 1], now);
-    if (std::optional<std::string> miss = missed(pushed, true)) {
-      SloRefusal refusal{fmt::format("the latency target cannot be met now: admitting it would push a request "
-                                     "already admitted past its target ({})",
-                                     *miss),
-                         retry_seconds(first_finish_ms)};
-      retry_after_s_[candidate.id] = refusal.retry_after_s;
-      cached_tokens_.erase(candidate.id);
-      return refusal;
-    }
+    if (std::optional<std::string> miss = missed(pushed, true))
+      return refuse(fmt::format("admitting it would push a request already admitted past its target ({})", *miss),
+                    first_finish_ms);
   }
   predictions_[candidate.id] = {own.ttft_ms, own.tpot_ms};
   return std::nullopt;

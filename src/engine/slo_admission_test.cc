@@ -30,6 +30,13 @@ void teach_cost(SloAdmission& slo) {
   }
 }
 
+// An admission with these targets and limits that has been taught the cost above.
+SloAdmission taught(const SloTargets& targets, const sched::ForecastLimits& limits, Metrics& metrics) {
+  SloAdmission slo(targets, limits, metrics);
+  teach_cost(slo);
+  return slo;
+}
+
 struct Fixture {
   Metrics metrics;
   SteadyClock::time_point now = SteadyClock::time_point{} + std::chrono::hours(1);
@@ -76,8 +83,7 @@ TEST(SloAdmission, AdmitsExactlyTheRequestsThatMeetTheTtftTarget) {
   // token prefill four per step. With a 600 ms target, request i (0-based)
   // gets its token at the end of step i / 4 + 1; steps cost what the model
   // fitted. Count by hand how many fit, then see admission take exactly those.
-  SloAdmission slo({600.0, 0, 0}, {512, 4, 0}, fx.metrics);
-  teach_cost(slo);
+  SloAdmission slo = taught({600.0, 0, 0}, {512, 4, 0}, fx.metrics);
   const sched::StepCostModel& c = slo.cost();
   int expected = 0;
   for (int i = 0;; ++i) {
@@ -112,8 +118,7 @@ TEST(SloAdmission, AdmitsDecodersWhileTheStepStaysWithinTheTpotTarget) {
   Fixture fx;
   // A decode step of D rows costs about 10 + 2 D ms: a 20.5 ms TPOT target
   // holds up to 5 rows. Two are running; three more fit.
-  SloAdmission slo({0, 20.5, 0}, {512, 16, 0}, fx.metrics);
-  teach_cost(slo);
+  SloAdmission slo = taught({0, 20.5, 0}, {512, 16, 0}, fx.metrics);
   int rows = 0;
   while (slo.cost().step_ms(rows + 1, 0) <= 20.5) ++rows;
   ASSERT_EQ(rows, 5);
@@ -139,24 +144,21 @@ TEST(SloAdmission, RefusesARequestThatWouldPushAnAdmittedOnePastItsTarget) {
   // prompt (one output token: no TPOT of its own) meets a generous TTFT
   // target, but its prefill steps would stretch the running request's TPOT
   // past 40 ms.
-  SloAdmission slo({5000.0, 40.0, 0}, {512, 8, 512}, fx.metrics);
-  teach_cost(slo);
+  SloAdmission slo = taught({5000.0, 40.0, 0}, {512, 8, 512}, fx.metrics);
   fx.run(8, 6, 2);
   const std::optional<SloRefusal> r = slo.check(fx.make(2000, 1), fx.ranked, fx.now);
   ASSERT_TRUE(r);
   EXPECT_NE(r->message.find("already admitted"), std::string::npos) << r->message;
   // Of a lower class than the newcomer, the running request may be pushed.
   Fixture low;
-  SloAdmission slo2({5000.0, 40.0, 0}, {512, 8, 512}, low.metrics);
-  teach_cost(slo2);
+  SloAdmission slo2 = taught({5000.0, 40.0, 0}, {512, 8, 512}, low.metrics);
   low.run(8, 6, 2, /*priority=*/2);
   EXPECT_FALSE(slo2.check(low.make(2000, 1, /*priority=*/1), low.ranked, low.now));
 }
 
 TEST(SloAdmission, AHigherClassOvertakesAndPushesALowerOneOut) {
   Fixture fx;
-  SloAdmission slo({250.0, 0, 0}, {512, 4, 0}, fx.metrics);
-  teach_cost(slo);
+  SloAdmission slo = taught({250.0, 0, 0}, {512, 4, 0}, fx.metrics);
   // Fill the queue with low-priority requests until the next is refused.
   while (true) {
     sched::Sequence s = fx.make(100, 1, 2);
@@ -180,8 +182,7 @@ TEST(SloAdmission, CountsThePromptTheCacheHoldsAsDone) {
   Fixture fx;
   // A 400-token prompt alone takes one ~210 ms prefill step: over a 100 ms
   // target, unless the prefix cache holds 384 of its tokens.
-  SloAdmission slo({100.0, 0, 0}, {512, 4, 0}, fx.metrics);
-  teach_cost(slo);
+  SloAdmission slo = taught({100.0, 0, 0}, {512, 4, 0}, fx.metrics);
   EXPECT_TRUE(slo.check(fx.make(400, 1), fx.ranked, fx.now));
   sched::Sequence hit = fx.make(400, 1);
   EXPECT_FALSE(slo.check(hit, fx.ranked, fx.now, 384));
@@ -192,8 +193,7 @@ TEST(SloAdmission, CountsThePromptTheCacheHoldsAsDone) {
 
 TEST(SloAdmission, ReportsTheForecastErrorAndTheRetryEstimate) {
   Fixture fx;
-  SloAdmission slo({250.0, 0, 0}, {512, 4, 0}, fx.metrics);
-  teach_cost(slo);
+  SloAdmission slo = taught({250.0, 0, 0}, {512, 4, 0}, fx.metrics);
   sched::Sequence s = fx.make(100, 4);
   ASSERT_FALSE(slo.check(s, fx.ranked, fx.now));
   FinalEvent done;
@@ -212,8 +212,7 @@ TEST(SloAdmission, ReportsTheForecastErrorAndTheRetryEstimate) {
 
   // A refused request's final event carries the retry estimate.
   Fixture busy;
-  SloAdmission slo2({50.0, 0, 0}, {512, 4, 0}, busy.metrics);
-  teach_cost(slo2);
+  SloAdmission slo2 = taught({50.0, 0, 0}, {512, 4, 0}, busy.metrics);
   sched::Sequence big = busy.make(400, 1);
   ASSERT_TRUE(slo2.check(big, busy.ranked, busy.now));
   FinalEvent refused;
@@ -225,8 +224,7 @@ TEST(SloAdmission, ReportsTheForecastErrorAndTheRetryEstimate) {
 
 TEST(SloAdmission, LearnsHowMuchOfMaxTokensRequestsUse) {
   Fixture fx;
-  SloAdmission slo({0, 0, 1000.0}, {512, 4, 0}, fx.metrics);
-  teach_cost(slo);
+  SloAdmission slo = taught({0, 0, 1000.0}, {512, 4, 0}, fx.metrics);
   // 200 tokens at ~12 ms each miss a 1 s end-to-end target...
   EXPECT_TRUE(slo.check(fx.make(10, 200), fx.ranked, fx.now));
   // ...until requests are seen to stop after a tenth of max_tokens.

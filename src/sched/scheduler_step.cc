@@ -25,13 +25,8 @@ bool rank_before(const Sequence& a, const Sequence& b) {
 
 bool rank_less(const std::unique_ptr<Sequence>& a, const std::unique_ptr<Sequence>& b) { return rank_before(*a, *b); }
 
-int64_t remaining(const Sequence& seq) { return seq.num_tokens() - seq.num_computed_tokens; }
-
-// A decode: the only uncomputed token is the newest sampled one.
-bool is_decoding(const Sequence& seq) { return remaining(seq) == 1 && !seq.output.empty(); }
-
 // A decode this step may run: paused sequences sit out.
-bool decodes_now(const Sequence& seq) { return is_decoding(seq) && !seq.paused; }
+bool decodes_now(const Sequence& seq) { return seq.is_decoding() && !seq.paused; }
 
 }  // namespace
 
@@ -168,9 +163,9 @@ int64_t Scheduler::draft_length(const Sequence& seq, int64_t budget) const {
 void Scheduler::schedule_running_prefills(StepState& step, ScheduledBatch& batch) {
   for (auto& owned : running_) {
     Sequence& seq = *owned;
-    if (is_decoding(seq) || seq.paused) continue;
+    if (seq.is_decoding() || seq.paused) continue;
     if (step.budget == 0 || step.seq_slots == 0) return;
-    const int64_t left = remaining(seq);
+    const int64_t left = seq.num_uncomputed_tokens();
     int64_t chunk = config_.prefill_chunk > 0 ? std::min(left, config_.prefill_chunk) : left;
     chunk = std::min(chunk, step.budget);
     chunk = std::min(chunk, max_appendable(seq));

@@ -101,6 +101,10 @@ struct SequenceData {
   int64_t num_output_tokens() const { return static_cast<int64_t>(output.size()); }
   int64_t num_tokens() const { return num_prompt_tokens() + num_output_tokens(); }
   int64_t num_samples() const { return 1 + static_cast<int64_t>(fork_ids.size()); }
+  // Tokens whose K/V are not computed yet.
+  int64_t num_uncomputed_tokens() const { return num_tokens() - num_computed_tokens; }
+  // Its prefill is done: the only uncomputed token is the newest sampled one.
+  bool is_decoding() const { return num_uncomputed_tokens() == 1 && !output.empty(); }
   // Token at position i of prompt + output. Precondition: 0 <= i < num_tokens().
   int32_t token_at(int64_t i) const;
   // Tokens [start, start + n) of prompt + output (a copy). [n]

@@ -4,7 +4,6 @@
 
 #include <cmath>
 #include <fstream>
-#include <iterator>
 #include <sstream>
 
 #include "kv/prefix_miss.h"
@@ -225,27 +224,20 @@ void write_slo(PrometheusWriter& w, const engine::MetricsSnapshot& m) {
           m.slo_step_per_decode_ms / 1e3);
   w.gauge("tokenmill_slo_step_per_prefill_token_seconds", "SLO admission's step-cost model: each prefill token.",
           m.slo_step_per_prefill_token_ms / 1e3);
-  const struct {
-    const char* name;
-    const char* type;
-    const char* help;
-  } families[] = {
-      {"tokenmill_slo_forecasts_total", "counter", "Admitted requests whose forecast was checked against the actual."},
-      {"tokenmill_slo_forecast_error_seconds_sum", "counter",
-       "Sum of actual - forecast (positive: the forecast was optimistic)."},
-      {"tokenmill_slo_forecast_abs_error_seconds_sum", "counter", "Sum of |actual - forecast|."},
+  // One sample per forecast metric (ttft, tpot) of a family.
+  const auto by_metric = [&](const char* name, const char* help, auto value) {
+    w.family(name, "counter", help);
+    for (int k = 0; k < engine::kNumSloMetrics; ++k)
+      w.sample(name, prometheus_label("metric", engine::slo_metric_name(static_cast<engine::SloMetric>(k))),
+               value(m.slo_prediction[static_cast<size_t>(k)]));
   };
-  for (size_t f = 0; f < std::size(families); ++f) {
-    w.family(families[f].name, families[f].type, families[f].help);
-    for (int k = 0; k < engine::kNumSloMetrics; ++k) {
-      const engine::SloPredictionStats& p = m.slo_prediction[static_cast<size_t>(k)];
-      const double value = f == 0   ? static_cast<double>(p.count)
-                           : f == 1 ? p.error_seconds_sum
-                                    : p.abs_error_seconds_sum;
-      w.sample(families[f].name, prometheus_label("metric", engine::slo_metric_name(static_cast<engine::SloMetric>(k))),
-               value);
-    }
-  }
+  by_metric("tokenmill_slo_forecasts_total", "Admitted requests whose forecast was checked against the actual.",
+            [](const engine::SloPredictionStats& p) { return static_cast<double>(p.count); });
+  by_metric("tokenmill_slo_forecast_error_seconds_sum",
+            "Sum of actual - forecast (positive: the forecast was optimistic).",
+            [](const engine::SloPredictionStats& p) { return p.error_seconds_sum; });
+  by_metric("tokenmill_slo_forecast_abs_error_seconds_sum", "Sum of |actual - forecast|.",
+            [](const engine::SloPredictionStats& p) { return p.abs_error_seconds_sum; });
   w.histogram("tokenmill_slo_ttft_forecast_ratio", "Actual / forecast time to first token of admitted requests.",
               m.slo_prediction[static_cast<size_t>(engine::SloMetric::kTtft)].ratio);
   w.histogram("tokenmill_slo_tpot_forecast_ratio", "Actual / forecast time per output token of admitted requests.",
