@@ -58,6 +58,17 @@ struct Fixture {
     seqs.push_back(std::move(s));
     ranked.push_back({&seqs.back(), false, seqs.back().priority});
   }
+  // Offers identical requests until one is refused, queueing the admitted
+  // ones: how many were admitted, and the refusal (at most `limit` tried).
+  std::pair<int, std::optional<SloRefusal>> fill(SloAdmission& slo, int64_t prompt, int64_t max_tokens,
+                                                 int priority = 1, int limit = 100) {
+    for (int admitted = 0; admitted < limit; ++admitted) {
+      sched::Sequence s = make(prompt, max_tokens, priority);
+      if (std::optional<SloRefusal> r = slo.check(s, ranked, now)) return {admitted, r};
+      queue(std::move(s));
+    }
+    return {limit, std::nullopt};
+  }
   // Running and decoding: prompt computed, `generated` tokens out.
   void run(int64_t prompt, int64_t max_tokens, int64_t generated, int priority = 1) {
     sched::Sequence s = make(prompt, max_tokens, priority);
@@ -93,19 +104,11 @@ TEST(SloAdmission, AdmitsExactlyTheRequestsThatMeetTheTtftTarget) {
     ++expected;
   }
   ASSERT_GT(expected, 4);  // the case must span more than one step to mean anything
-  int admitted = 0;
-  for (int i = 0; i < 100; ++i) {
-    sched::Sequence s = fx.make(100, 1);
-    const std::optional<SloRefusal> r = slo.check(s, fx.ranked, fx.now);
-    if (r) {
-      EXPECT_NE(r->message.find("time to first token"), std::string::npos) << r->message;
-      EXPECT_GE(r->retry_after_s, 1.0);
-      break;
-    }
-    ++admitted;
-    fx.queue(std::move(s));
-  }
+  const auto [admitted, r] = fx.fill(slo, 100, 1);
   EXPECT_EQ(admitted, expected);
+  ASSERT_TRUE(r);
+  EXPECT_NE(r->message.find("time to first token"), std::string::npos) << r->message;
+  EXPECT_GE(r->retry_after_s, 1.0);
   // Time passes without progress (the engine was stalled): the last ones
   // queued can no longer make it and are named.
   const auto late = slo.unattainable(fx.ranked, fx.now + milliseconds(100));
@@ -124,18 +127,10 @@ TEST(SloAdmission, AdmitsDecodersWhileTheStepStaysWithinTheTpotTarget) {
   ASSERT_EQ(rows, 5);
   fx.run(8, 1000, 10);
   fx.run(8, 1000, 10);
-  int admitted = 0;
-  for (int i = 0; i < 10; ++i) {
-    sched::Sequence s = fx.make(1, 1000);
-    const std::optional<SloRefusal> r = slo.check(s, fx.ranked, fx.now);
-    if (r) {
-      EXPECT_NE(r->message.find("time per output token"), std::string::npos) << r->message;
-      break;
-    }
-    ++admitted;
-    fx.queue(std::move(s));
-  }
+  const auto [admitted, r] = fx.fill(slo, 1, 1000, 1, 10);
   EXPECT_EQ(admitted, rows - 2);
+  ASSERT_TRUE(r);
+  EXPECT_NE(r->message.find("time per output token"), std::string::npos) << r->message;
 }
 
 TEST(SloAdmission, RefusesARequestThatWouldPushAnAdmittedOnePastItsTarget) {
@@ -160,11 +155,7 @@ TEST(SloAdmission, AHigherClassOvertakesAndPushesALowerOneOut) {
   Fixture fx;
   SloAdmission slo = taught({250.0, 0, 0}, {512, 4, 0}, fx.metrics);
   // Fill the queue with low-priority requests until the next is refused.
-  while (true) {
-    sched::Sequence s = fx.make(100, 1, 2);
-    if (slo.check(s, fx.ranked, fx.now)) break;
-    fx.queue(std::move(s));
-  }
+  ASSERT_TRUE(fx.fill(slo, 100, 1, /*priority=*/2).second);
   // A high-priority request ranks ahead of them all: it is admitted...
   sched::Sequence high = fx.make(100, 1, 0);
   ASSERT_FALSE(slo.check(high, fx.ranked, fx.now));
