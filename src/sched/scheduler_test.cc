@@ -104,6 +104,41 @@ TEST(Scheduler, PriorityClassesThenFcfs) {
   EXPECT_EQ(order, (std::vector<uint64_t>{3, 5, 2, 4, 1}));
 }
 
+TEST(Scheduler, RankedListsRunningThenWaitingInServingOrder) {
+  Driver d(config(64, 4, 64, 1));
+  d.add(make_seq(1, 2, 5, /*priority=*/1));
+  d.step();  // 1 runs and holds the only slot
+  const int priorities[] = {2, 0, 1};
+  for (uint64_t id = 2; id <= 4; ++id) d.add(make_seq(id, 2, 1, priorities[id - 2]));
+  const std::vector<RankedSequence> ranked = d.sched.ranked(d.now);
+  std::vector<uint64_t> ids;
+  std::vector<int> classes;
+  for (const RankedSequence& r : ranked) {
+    ids.push_back(r.seq->id);
+    classes.push_back(r.rank_class);
+    EXPECT_EQ(r.running, r.seq->id == 1) << r.seq->id;
+  }
+  EXPECT_EQ(ids, (std::vector<uint64_t>{1, 3, 4, 2}));
+  EXPECT_EQ(classes, (std::vector<int>{1, 0, 1, 2}));
+}
+
+TEST(Scheduler, RejectQueuedRefusesOnlyWhatNeverRan) {
+  Driver d(config(64, 4, 64, 1));
+  d.add(make_seq(1, 2, 5));
+  d.step();  // 1 runs
+  d.add(make_seq(2, 2, 1));
+  EXPECT_TRUE(d.sched.reject_queued(2, RejectReason::kSloUnattainable, "too late"));
+  EXPECT_TRUE(d.sched.reject_queued(1, RejectReason::kSloUnattainable, "too late"));  // running: left alone
+  EXPECT_FALSE(d.sched.reject_queued(99, RejectReason::kSloUnattainable, "unknown"));
+  d.step();
+  ASSERT_EQ(d.finished.size(), 1u);
+  EXPECT_EQ(d.finished[0]->id, 2u);
+  EXPECT_EQ(d.finished[0]->finish_reason, FinishReason::kRejected);
+  EXPECT_EQ(d.finished[0]->reject_reason, RejectReason::kSloUnattainable);
+  EXPECT_EQ(d.finished[0]->error, "too late");
+  EXPECT_NE(d.sched.find(1), nullptr);
+}
+
 // One low-priority request against a new high-priority arrival every step
 // (each runs one step, max_seqs = 1). Returns the step at which the low one
 // ran, or -1 if it never did within 50 steps.

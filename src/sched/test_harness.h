@@ -176,10 +176,7 @@ class Driver {
   // One engine step; advances the clock by `dt` afterwards. Returns what ran.
   std::vector<Entry> step(std::chrono::milliseconds dt = std::chrono::milliseconds(1)) {
     if (propose) {
-      sched.for_each_running([&](Sequence& s) {
-        const bool decoding = s.num_computed_tokens + 1 == s.num_tokens() && !s.output.empty();
-        s.draft = decoding ? propose(s) : std::vector<int32_t>();
-      });
+      sched.for_each_running([&](Sequence& s) { s.draft = s.is_decoding() ? propose(s) : std::vector<int32_t>(); });
     }
     ScheduledBatch batch = sched.schedule(now);
     EXPECT_LE(batch.num_tokens(), sched.config().max_batch_tokens);
