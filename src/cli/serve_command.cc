@@ -220,6 +220,8 @@ void serve(const ServeOptions& o) {
   info["event"] = "ready";
   info["pid"] = static_cast<int64_t>(getpid());
   log_event(info.dump());
+  if (console)
+    log_event(nlohmann::json{{"event", "console"}, {"url", fmt::format("http://{}:{}/", o.host, port)}}.dump());
   int sig = 0;
   sigwait(&signals, &sig);
   log_event(fmt::format(R"({{"event":"shutdown","signal":"{}","in_flight":{}}})", sig == SIGINT ? "SIGINT" : "SIGTERM",

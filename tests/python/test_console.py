@@ -169,6 +169,47 @@ def test_chat_with_gemma_says_it_is_a_base_model(tokenmill_bin, gemma_path, brow
         set_value(browser, "system", "")
         check_chat(browser, s, "gemma", "The capital of France is", 24)
         shot(browser, artifacts, "console-chat")
+        # The dashboard with a little load, for the README.
+        by_id(browser, "tab-dashboard").click()
+        c = s.client()
+        threads = [threading.Thread(target=lambda: c.completions.create(
+            model="gemma", prompt="Once upon a time", max_tokens=48, temperature=0.8)) for _ in range(6)]
+        for t in threads:
+            t.start()
+        wait(browser, lambda d: (tile(d, "running") or 0) >= 2, what="the load on the dashboard")
+        time.sleep(2)
+        for t in threads:
+            t.join()
+        wait(browser, lambda d: tile(d, "completed") == 8 and tile(d, "output-tok-s") is not None,  # page, API, 6
+             what="the load to finish")
+        shot(browser, artifacts, "console-dashboard-gemma")
+
+
+def test_structured_output_and_adapters_are_offered(tokenmill_bin, tiny, browser, tmp_path):
+    adapter = str(tmp_path / "style.gguf")
+    run_tokenmill(tokenmill_bin, "synth-lora", "-m", tiny, "-o", adapter, "--seed", "4", "--strength", "0.5")
+    with Server(tokenmill_bin, tiny, "--chat-template", "chatml", "--model-alias", "tiny",
+                "--lora", f"style={adapter}") as s:
+        open_console(browser, s)
+        options = {o.get_attribute("value"): o.text for o in browser.find_elements(By.CSS_SELECTOR, "#model option")}
+        assert options == {"tiny": "tiny", "style": "style (on tiny)"}
+        # A schema-constrained reply from the adapter: the page sends
+        # response_format and the model it names.
+        browser.find_element(By.CSS_SELECTOR, "#model option[value=style]").click()
+        browser.find_element(By.CSS_SELECTOR, "#response-format option[value=json_schema]").click()
+        assert by_id(browser, "schema").is_displayed()
+        schema = {"type": "object", "properties": {"answer": {"enum": ["yes", "no"]}}, "required": ["answer"],
+                  "additionalProperties": False}
+        set_value(browser, "schema", json.dumps(schema))
+        reply = chat_once(browser, "Yes or no?", 48)
+        assert json.loads(text_of(reply))["answer"] in ("yes", "no")
+        assert s.metrics()['tokenmill_adapter_requests_total{adapter="style"}'] == 1
+        # A schema that is not JSON is caught in the page, with the reason.
+        set_value(browser, "schema", "{not json")
+        set_value(browser, "prompt", "again")
+        by_id(browser, "send").click()
+        wait(browser, lambda d: last_reply(d).get_attribute("data-state") == "error", what="the schema error")
+        assert "not valid JSON" in text_of(last_reply(browser))
 
 
 def test_stop_cancels_the_request_on_the_server(tokenmill_bin, slow, browser, artifacts):

@@ -175,7 +175,10 @@ function recordPoints(s) {
 
 function renderCharts(now) {
   const rel = (pts) => pts.map(([t, v]) => [t - now, v]);
-  const opts = (label) => ({ xMin: -KEEP_S, xMax: 0, xFormat: (x) => `${Math.round(x)} s`, label });
+  // The span readings cover (at least a minute, at most KEEP_S), so that a
+  // page opened a moment ago does not squeeze its data into one edge.
+  const span = Math.min(KEEP_S, Math.max(60, now - readings[0].time));
+  const opts = (label) => ({ xMin: -span, xMax: 0, xFormat: (x) => `${Math.round(x)} s`, label });
   drawLines($("chart-requests"), [
     { name: "running", points: rel(points.running) },
     { name: "waiting", points: rel(points.waiting) },
