@@ -221,7 +221,8 @@ TEST(EngineCoreTest, CheckRequestNamesTheProblem) {
 
 // The engine reports its KV layout (start-up log, /metrics) and keys the
 // prefix cache on the dtype it really runs. tiny: 2 layers, 2 KV heads of
-// 16 = 32-wide rows: f16 64 bytes, q8_0 one 32-group = 2 + 32 bytes.
+// 16 = 32-wide rows: f16 64 bytes, q8_0 one 32-group = 2 + 32 bytes, q4_0
+// 2 + 16 bytes.
 TEST(EngineCoreTest, KvLayoutAndNamespaceFollowTheDtype) {
   const struct {
     kv::KvDtype dtype;
@@ -230,7 +231,8 @@ TEST(EngineCoreTest, KvLayoutAndNamespaceFollowTheDtype) {
   } cases[] = {{kv::KvDtype::F32, "f32", 128},
                {kv::KvDtype::F16, "f16", 64},
                {kv::KvDtype::Q8_0, "q8_0", 34},
-               {kv::KvDtype::FP8_E4M3, "fp8_e4m3", 34}};
+               {kv::KvDtype::FP8_E4M3, "fp8_e4m3", 34},
+               {kv::KvDtype::Q4_0, "q4_0", 18}};
   for (const auto& c : cases) {
     EngineConfig config = tiny_config();
     config.kv_dtype = c.dtype;

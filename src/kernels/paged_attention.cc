@@ -40,6 +40,14 @@ float decode_code(kv::KvDtype dtype, uint8_t c) {
   return dtype == kv::KvDtype::FP8_E4M3 ? fp8_e4m3_to_fp32(c) : static_cast<float>(static_cast<int8_t>(c));
 }
 
+// Element `in` of a Q4_0 group of g (layout in kv/kv_dtype.h), before the
+// scale: low nibbles hold the first half of the group, high nibbles the rest.
+float q4_code(const uint8_t* codes, int64_t g, int64_t in) {
+  const int64_t half = g / 2;
+  const uint8_t b = codes[in % half];
+  return static_cast<float>((in < half ? b & 0x0F : b >> 4) - 8);
+}
+
 // dst[0..n) = elements [first, first + n) of a stored row, as floats.
 void load_elems(const PagedKv& kv, const uint8_t* row, int64_t first, int64_t n, float* dst) {
   if (kv.dtype == kv::KvDtype::F32) {
@@ -49,11 +57,14 @@ void load_elems(const PagedKv& kv, const uint8_t* row, int64_t first, int64_t n,
     for (int64_t i = 0; i < n; ++i) dst[i] = fp16_to_fp32(h[i]);
   } else {
     const int64_t g = kv::kv_quant_group(kv.n_kv_dim);
+    const int64_t group_bytes = kv::kv_group_bytes(kv.dtype, g);
     for (int64_t i = 0; i < n; ++i) {
-      const uint8_t* gp = row + (first + i) / g * (g + 2);
+      const uint8_t* gp = row + (first + i) / g * group_bytes;
       uint16_t d;
       std::memcpy(&d, gp, 2);
-      dst[i] = fp16_to_fp32(d) * decode_code(kv.dtype, gp[2 + (first + i) % g]);
+      const int64_t in = (first + i) % g;
+      const float code = kv.dtype == kv::KvDtype::Q4_0 ? q4_code(gp + 2, g, in) : decode_code(kv.dtype, gp[2 + in]);
+      dst[i] = fp16_to_fp32(d) * code;
     }
   }
 }
@@ -75,6 +86,22 @@ void store_group(kv::KvDtype dtype, const float* x, int64_t g, uint8_t* dst) {
   }
 }
 
+// Quantizes one Q4_0 group: d = m / -8 for the element m of largest
+// magnitude (it is stored exactly, as -8), codes round(x / d) + 8 clamped
+// to [0, 15] (x = -m: 16 -> 15).
+void store_group_q4(const float* x, int64_t g, uint8_t* dst) {
+  float m = 0.0f;
+  for (int64_t i = 0; i < g; ++i)
+    if (std::fabs(x[i]) > std::fabs(m)) m = x[i];
+  const uint16_t d16 = fp32_to_fp16(m / -8.0f);
+  std::memcpy(dst, &d16, 2);
+  const float d = fp16_to_fp32(d16);
+  const float inv = d != 0.0f ? 1.0f / d : 0.0f;
+  const int64_t half = g / 2;
+  auto code = [&](float v) { return static_cast<uint8_t>(std::clamp(std::nearbyint(v * inv) + 8.0f, 0.0f, 15.0f)); };
+  for (int64_t i = 0; i < half; ++i) dst[2 + i] = static_cast<uint8_t>(code(x[i]) | (code(x[half + i]) << 4));
+}
+
 void store_row(const PagedKv& kv, const float* src, uint8_t* dst) {
   const int64_t n = kv.n_kv_dim;
   if (kv.dtype == kv::KvDtype::F32) {
@@ -84,7 +111,13 @@ void store_row(const PagedKv& kv, const float* src, uint8_t* dst) {
     for (int64_t i = 0; i < n; ++i) h[i] = fp32_to_fp16(src[i]);
   } else {
     const int64_t g = kv::kv_quant_group(n);
-    for (int64_t b = 0; b < n / g; ++b) store_group(kv.dtype, src + b * g, g, dst + b * (g + 2));
+    const int64_t group_bytes = kv::kv_group_bytes(kv.dtype, g);
+    for (int64_t b = 0; b < n / g; ++b) {
+      if (kv.dtype == kv::KvDtype::Q4_0)
+        store_group_q4(src + b * g, g, dst + b * group_bytes);
+      else
+        store_group(kv.dtype, src + b * g, g, dst + b * group_bytes);
+    }
   }
 }
 

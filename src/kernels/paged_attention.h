@@ -1,7 +1,7 @@
 // Attention over a paged KV cache (PagedAttention): the keys and values of a
 // sequence live in fixed-size blocks of a shared pool, found through the
-// sequence's block table, stored as F32, F16, or quantized (Q8_0, FP8 E4M3
-// with an fp16 scale per group of 32 elements; layout in kv/kv_dtype.h). The maths is that of
+// sequence's block table, stored as F32, F16, or quantized (Q8_0, FP8 E4M3,
+// Q4_0 with an fp16 scale per group of 32 elements; layout in kv/kv_dtype.h). The maths is that of
 // kernels::attention (attention.h): causal, grouped-query, optional sliding
 // window and soft-capping, online softmax.
 //
@@ -50,7 +50,8 @@ void paged_attention(const AttentionShape& shape, const float* q, const int64_t*
 // Stores K and V rows of positions [start_pos, start_pos + num_tokens) of a
 // sequence, converted to kv.dtype (F16: round to nearest even; Q8_0 and FP8:
 // per group of 32 an fp16 scale max|x| / 127 (/ 448), codes rounded to
-// nearest, FP8 ties to even).
+// nearest, FP8 ties to even; Q4_0: the scale m / -8 of the element m of
+// largest magnitude, codes round(x / d) + 8 clamped to [0, 15]).
 // k, v: [num_tokens, n_kv_dim]. Precondition (CHECK): block_table holds
 // logical blocks [first_block, ...) covering positions
 // [start_pos, start_pos + num_tokens) with ids in [0, kv.num_blocks).

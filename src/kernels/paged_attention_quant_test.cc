@@ -1,4 +1,4 @@
-// Quantized paged KV (Q8_0, FP8 E4M3): the stored bytes for a known row, the
+// Quantized paged KV (Q8_0, FP8 E4M3, Q4_0): the stored bytes for a known row, the
 // per-element error bound of each dtype (written by paged_kv_write, read back
 // by every ISA's attention kernel), attention on quantized storage
 // (every ISA) against attention_ref on the values the scales and codes
@@ -28,13 +28,35 @@ namespace {
 
 using kv::KvDtype;
 
-const char* name(KvDtype dtype) { return dtype == KvDtype::Q8_0 ? "q8_0" : "fp8_e4m3"; }
+// (kv_dtype_name lives in the kv library, which the kernels do not link.)
+const char* name(KvDtype dtype) {
+  return dtype == KvDtype::Q8_0 ? "q8_0" : dtype == KvDtype::Q4_0 ? "q4_0" : "fp8_e4m3";
+}
+
+constexpr KvDtype kQuantized[] = {KvDtype::Q8_0, KvDtype::FP8_E4M3, KvDtype::Q4_0};
+
+// Q4_0 (kv/kv_dtype.h), decoded independently of the kernels: per group
+// d = fp16(m / -8) for the element m of largest magnitude, values
+// d * (clamp(round(x / d) + 8, 0, 15) - 8).
+void stored_q4(const float* x, int64_t g, float* out) {
+  float m = 0;
+  for (int64_t i = 0; i < g; ++i)
+    if (std::fabs(x[i]) > std::fabs(m)) m = x[i];
+  const float d = fp16_to_fp32(fp32_to_fp16(m / -8.0f));
+  for (int64_t i = 0; i < g; ++i)
+    out[i] = d == 0 ? 0.0f : d * (std::clamp(std::nearbyint(x[i] / d) + 8.0f, 0.0f, 15.0f) - 8.0f);
+}
 
 // What quantized storage keeps of a row of n values: per group an fp16
-// scale amax / qmax, codes rounded to nearest (int8) or to E4M3.
+// scale amax / qmax, codes rounded to nearest (int8) or to E4M3; Q4_0 as
+// stored_q4.
 std::vector<float> stored_values(KvDtype dtype, const std::vector<float>& x, int64_t n) {
   std::vector<float> out(x.size());
   const int64_t g = kv::kv_quant_group(n);
+  if (dtype == KvDtype::Q4_0) {
+    for (size_t base = 0; base < x.size(); base += static_cast<size_t>(g)) stored_q4(&x[base], g, &out[base]);
+    return out;
+  }
   const bool fp8 = dtype == KvDtype::FP8_E4M3;
   for (size_t base = 0; base < x.size(); base += static_cast<size_t>(g)) {
     float amax = 0;
@@ -81,6 +103,21 @@ TEST(PagedKvQuant, RowBytesAndLayout) {
   const float d = fp16_to_fp32(b.d);
   for (int i = 0; i < 32; ++i) EXPECT_EQ(b.qs[i], static_cast<int8_t>(std::nearbyint(i / d))) << i;
   EXPECT_EQ(b.qs[31], 127);
+  // Q4_0 rows of 32 are GGUF Q4_0 blocks: x = 0..31 -> d = fp16(31 / -8),
+  // byte j holds elements j (low nibble) and j + 16 (high nibble); 31 is
+  // stored exactly as code 0 (-8).
+  QuantPool p4(KvDtype::Q4_0, 1, 32, 1);
+  paged_kv_write(p4.kv, p4.table, 0, 1, x.data(), x.data());
+  ASSERT_EQ(kv::kv_row_bytes(KvDtype::Q4_0, 32), static_cast<int64_t>(sizeof(BlockQ4_0)));
+  BlockQ4_0 b4;
+  std::memcpy(&b4, p4.k.data() + p4.table[0] * sizeof(BlockQ4_0), sizeof(BlockQ4_0));
+  EXPECT_EQ(b4.d, fp32_to_fp16(31.0f / -8.0f));
+  const float d4 = fp16_to_fp32(b4.d);
+  for (int j = 0; j < 16; ++j) {
+    EXPECT_EQ(b4.qs[j] & 0x0F, std::clamp(static_cast<int>(std::nearbyint(j / d4)) + 8, 0, 15)) << j;
+    EXPECT_EQ(b4.qs[j] >> 4, std::clamp(static_cast<int>(std::nearbyint((j + 16) / d4)) + 8, 0, 15)) << j + 16;
+  }
+  EXPECT_EQ(b4.qs[15] >> 4, 0);
 }
 
 // The values the attention kernel `kt` reads from the V rows of positions
@@ -111,10 +148,12 @@ void expect_element_errors(KvDtype dtype, const std::vector<float>& x, const std
     for (int i = 0; i < 32; ++i) {
       const float e = std::fabs(x[g + i] - r[g + i]);
       // q8_0: half a step amax/127 (plus the fp16 rounding of the scale);
+      // q4_0: half a step amax/8, or a whole step for the clamped +8 end;
       // fp8: half an ulp of 3 mantissa bits, or the subnormal step.
-      const float bound = dtype == KvDtype::Q8_0 ? amax / 127.0f * 0.5f + amax * 1e-3f
-                                                 : std::max(std::fabs(x[g + i]) / 16.0f, amax / 448.0f / 1024.0f) +
-                                                       std::fabs(x[g + i]) * 1e-3f;
+      const float bound = dtype == KvDtype::Q8_0   ? amax / 127.0f * 0.5f + amax * 1e-3f
+                          : dtype == KvDtype::Q4_0 ? amax / 8.0f + amax * 1e-3f
+                                                   : std::max(std::fabs(x[g + i]) / 16.0f, amax / 448.0f / 1024.0f) +
+                                                         std::fabs(x[g + i]) * 1e-3f;
       EXPECT_LE(e, bound) << what << " element " << g + i << " " << x[g + i] << " read as " << r[g + i];
     }
   }
@@ -128,7 +167,7 @@ TEST(PagedKvQuant, ElementErrorBounds) {
   constexpr int64_t kPositions = 4, kKvDim = 64, kHeadDim = 32;
   const std::vector<float> k = gaussian(kPositions * kKvDim, 21), v = gaussian(kPositions * kKvDim, 22);
   ThreadPool pool(2);
-  for (KvDtype dtype : {KvDtype::Q8_0, KvDtype::FP8_E4M3}) {
+  for (KvDtype dtype : kQuantized) {
     QuantPool p(dtype, 3, kKvDim, kPositions);
     paged_kv_write(p.kv, p.table, 0, kPositions, k.data(), v.data());
     PagedKv keys_as_values = p.kv;
@@ -157,7 +196,7 @@ void check_case(KvDtype dtype, const AttentionShape& s, int64_t bs, int64_t n_ct
   attention_ref(s, q.data(), pos.data(), T, kq.data(), vq.data(), n_ctx, want.data());
   attention_ref(s, q.data(), pos.data(), T, k.data(), v.data(), n_ctx, exact.data());
   // Quantized K/V are fed to the kernel; max |v| ~ 4 for these Gaussians.
-  const double f32_tol = dtype == KvDtype::Q8_0 ? 0.05 : 0.3;
+  const double f32_tol = dtype == KvDtype::Q8_0 ? 0.05 : dtype == KvDtype::Q4_0 ? 0.4 : 0.3;
   for (const KernelTable* kt : available_kernels()) {
     std::vector<float> got(q.size());
     paged_attention_with(*kt, s, q.data(), pos.data(), T, p.kv, p.table, n_ctx, got.data(), pool);
@@ -173,7 +212,7 @@ void check_case(KvDtype dtype, const AttentionShape& s, int64_t bs, int64_t n_ct
 TEST(PagedKvQuant, AttentionMatchesReferenceOnStoredValuesAndF32WithinTolerance) {
   ThreadPool pool(2);
   uint32_t seed = 40;
-  for (KvDtype dtype : {KvDtype::Q8_0, KvDtype::FP8_E4M3}) {
+  for (KvDtype dtype : kQuantized) {
     // head_dim 8 with 4 KV heads (one group spans all heads, as stories260K),
     // 64 (two groups per head), 256 with GQA 4 (Gemma 3), 20 x 2 = 40 (one
     // group per row, not a multiple of 32), 48 x 2 (heads straddle groups).

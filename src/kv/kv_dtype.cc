@@ -4,12 +4,13 @@
 
 namespace tokenmill::kv {
 
-int64_t kv_dtype_bytes(KvDtype dtype) {
+int64_t kv_dtype_bits(KvDtype dtype) {
   switch (dtype) {
-    case KvDtype::F32: return 4;
-    case KvDtype::F16: return 2;
+    case KvDtype::F32: return 32;
+    case KvDtype::F16: return 16;
     case KvDtype::Q8_0:
-    case KvDtype::FP8_E4M3: return 1;
+    case KvDtype::FP8_E4M3: return 8;
+    case KvDtype::Q4_0: return 4;
   }
   TM_CHECK_MSG(false, "unknown KvDtype");
 }
@@ -20,6 +21,7 @@ std::string_view kv_dtype_name(KvDtype dtype) {
     case KvDtype::F16: return "f16";
     case KvDtype::Q8_0: return "q8_0";
     case KvDtype::FP8_E4M3: return "fp8_e4m3";
+    case KvDtype::Q4_0: return "q4_0";
   }
   return "unknown";
 }
@@ -29,9 +31,10 @@ std::optional<KvDtype> kv_dtype_from_name(std::string_view name) {
   if (name == "f16") return KvDtype::F16;
   if (name == "q8_0") return KvDtype::Q8_0;
   if (name == "fp8_e4m3" || name == "fp8") return KvDtype::FP8_E4M3;
+  if (name == "q4_0") return KvDtype::Q4_0;
   return std::nullopt;
 }
 
-std::string kv_dtype_choices() { return "f32|f16|q8_0|fp8_e4m3"; }
+std::string kv_dtype_choices() { return "f32|f16|q8_0|fp8_e4m3|q4_0"; }
 
 }  // namespace tokenmill::kv

@@ -26,14 +26,17 @@ KvGeometry geometry(int64_t n_layer, int64_t n_kv_dim, int64_t block_size, KvDty
 }
 
 TEST(KvDtype, NamesSizesRoundTrip) {
-  EXPECT_EQ(kv_dtype_bytes(KvDtype::F32), 4);
-  EXPECT_EQ(kv_dtype_bytes(KvDtype::F16), 2);
+  EXPECT_EQ(kv_dtype_bits(KvDtype::F32), 32);
+  EXPECT_EQ(kv_dtype_bits(KvDtype::F16), 16);
+  EXPECT_EQ(kv_dtype_bits(KvDtype::Q4_0), 4);
   EXPECT_EQ(kv_dtype_name(KvDtype::F16), "f16");
   EXPECT_EQ(kv_dtype_from_name("f32"), KvDtype::F32);
   EXPECT_EQ(kv_dtype_from_name("f16"), KvDtype::F16);
   EXPECT_EQ(kv_dtype_from_name("q8_0"), KvDtype::Q8_0);
   EXPECT_EQ(kv_dtype_from_name("fp8_e4m3"), KvDtype::FP8_E4M3);
   EXPECT_EQ(kv_dtype_name(KvDtype::FP8_E4M3), "fp8_e4m3");
+  EXPECT_EQ(kv_dtype_from_name("q4_0"), KvDtype::Q4_0);
+  EXPECT_EQ(kv_dtype_name(KvDtype::Q4_0), "q4_0");
   EXPECT_EQ(kv_dtype_from_name("int4"), std::nullopt);
   EXPECT_EQ(kv_dtype_from_name(""), std::nullopt);
 }
@@ -42,7 +45,7 @@ TEST(KvDtype, NamesSizesRoundTrip) {
 // namespace (which carries kv_dtype_name) separates every dtype.
 TEST(KvDtype, EveryDtypeHasItsOwnPrefixNamespace) {
   std::vector<uint64_t> ids;
-  for (KvDtype d : {KvDtype::F32, KvDtype::F16, KvDtype::Q8_0, KvDtype::FP8_E4M3}) {
+  for (KvDtype d : {KvDtype::F32, KvDtype::F16, KvDtype::Q8_0, KvDtype::FP8_E4M3, KvDtype::Q4_0}) {
     CacheNamespace ns;
     ns.model = "m";
     ns.kv_dtype = std::string(kv_dtype_name(d));
@@ -60,6 +63,10 @@ TEST(KvGeometry, QuantizedBytesByHand) {
   EXPECT_EQ(geometry(5, 32, 16, KvDtype::FP8_E4M3).bytes_per_token(), 2 * 5 * 34);
   // A row that is not a multiple of 32 is one group: 40 + 2 bytes.
   EXPECT_EQ(geometry(1, 40, 16, KvDtype::Q8_0).bytes_per_token(), 84);
+  // q4_0: 8 groups of 16 code bytes and a scale = 144 bytes per Gemma row,
+  // 28 % of f16; a 40-element row is one group of 20 + 2 bytes.
+  EXPECT_EQ(geometry(18, 256, 16, KvDtype::Q4_0).bytes_per_token(), 2 * 18 * 144);
+  EXPECT_EQ(geometry(1, 40, 16, KvDtype::Q4_0).bytes_per_token(), 2 * 22);
   PagedKvStorage s(g, 3);
   EXPECT_GE(s.total_bytes(), 3 * g.bytes_per_block());
   // copy_block moves whole quantized rows, scales included: 16 rows of 272.
@@ -151,6 +158,14 @@ TEST(PagedKvStorage, BadGeometryThrows) {
   EXPECT_THROW(PagedKvStorage(geometry(1, 4, 16, KvDtype::F16), int64_t{1} << 40), Error);
   EXPECT_THROW(PagedKvStorage(geometry(1 << 20, 1 << 20, 1 << 20, KvDtype::F32), 1 << 20), Error);
   EXPECT_THROW(PagedKvStorage::blocks_for_budget(geometry(1, -1, 16, KvDtype::F16), 100), Error);
+  // q4_0 packs two elements a byte: an odd row (one group) cannot be stored.
+  try {
+    PagedKvStorage(geometry(1, 33, 16, KvDtype::Q4_0), 1);
+    ADD_FAILURE() << "an odd q4_0 row was accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("q4_0"), std::string::npos) << e.what();
+  }
+  EXPECT_NO_THROW(PagedKvStorage(geometry(1, 34, 16, KvDtype::Q4_0), 1));
 }
 
 }  // namespace

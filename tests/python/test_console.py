@@ -259,7 +259,7 @@ def test_dashboard_follows_load_and_places_the_ttft_median(tokenmill_bin, slow, 
             c = s.client()
             try:
                 for _ in range(n):
-                    r = c.completions.create(model="slow", prompt="a b c d e f g", max_tokens=48, temperature=0)
+                    r = c.completions.create(model="slow", prompt="a b c d e f g", max_tokens=96, temperature=0)
                     ttfts.append(r.model_extra["timings"]["ttft_ms"])
             except Exception as e:  # noqa: BLE001 - reported by the assertion below
                 errors.append(e)

@@ -4,7 +4,7 @@
 // in the block table, each K row is loaded (F16 rows converted with F16C)
 // once and dotted with every head's query, the per-head online-softmax state
 // is rescaled once per chunk, and each V row is loaded once and accumulated
-// into every head's output. Quantized caches (Q8_0, FP8 E4M3; layout in
+// into every head's output. Quantized caches (Q8_0, FP8 E4M3, Q4_0; layout in
 // kv/kv_dtype.h) are dequantized here, one chunk of K and V rows of the head
 // at a time, into stack buffers that the F32 path then reads. Per head, the operations are the same whatever
 // the number of heads in the call, so results do not depend on how a group
@@ -24,12 +24,51 @@ constexpr int64_t kChunk = 64;  // scores kept on the stack, per head
 // the chunk shrinks to fit (head_dim <= kQuantBuffer is checked by the driver).
 constexpr int64_t kQuantBuffer = 8192;
 
-enum class Mode { kF32, kF16, kQ8_0, kFp8 };
+enum class Mode { kF32, kF16, kQ8_0, kFp8, kQ4_0 };
 
 // The layout of kv/kv_dtype.h, restated here because this file may not call
 // inline functions shared with other files (see dispatch.h).
 int64_t quant_group(int64_t n_kv_dim) { return n_kv_dim % 32 == 0 ? 32 : n_kv_dim; }
-int64_t quant_row_bytes(int64_t n_kv_dim) { return n_kv_dim + 2 * (n_kv_dim / quant_group(n_kv_dim)); }
+template <Mode kMode>
+int64_t group_bytes(int64_t group) {
+  return 2 + (kMode == Mode::kQ4_0 ? group / 2 : group);
+}
+template <Mode kMode>
+int64_t quant_row_bytes(int64_t n_kv_dim) {
+  return n_kv_dim / quant_group(n_kv_dim) * group_bytes<kMode>(quant_group(n_kv_dim));
+}
+
+// 8 Q4_0 codes from nibbles of 8 bytes (the low ones, or with kHigh the high
+// ones) -> 8 floats, code - 8.
+template <bool kHigh>
+inline __m256 load8_q4(const uint8_t* p) {
+  __m256i b = _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p)));
+  if constexpr (kHigh) b = _mm256_srli_epi32(b, 4);
+  const __m256i q = _mm256_sub_epi32(_mm256_and_si256(b, _mm256_set1_epi32(0x0F)), _mm256_set1_epi32(8));
+  return _mm256_cvtepi32_ps(q);
+}
+
+// Elements [in, in + len) of one Q4_0 group of `group` (codes at `codes`)
+// times d. Whole halves of a group go 8 at a time; the rest one by one.
+void dequant_q4(const uint8_t* codes, int64_t group, int64_t in, int64_t len, float d, float* dst) {
+  const int64_t half = group / 2;
+  const __m256 s = _mm256_set1_ps(d);
+  int64_t j = 0;
+  while (j < len) {
+    const int64_t e = in + j;
+    const bool high = e >= half;
+    const int64_t byte = high ? e - half : e;
+    if (len - j >= 8 && half - byte >= 8) {
+      const __m256 q = high ? load8_q4<true>(codes + byte) : load8_q4<false>(codes + byte);
+      _mm256_storeu_ps(dst + j, _mm256_mul_ps(q, s));
+      j += 8;
+    } else {
+      const uint8_t b = codes[byte];
+      dst[j] = d * static_cast<float>((high ? b >> 4 : b & 0x0F) - 8);
+      j += 1;
+    }
+  }
+}
 
 // 8 E4M3 bytes -> 8 floats times 2^-8 (S.EEEE.MMM -> FP16 S.0EEEE.MMM0000000).
 inline __m256 load8_fp8(const uint8_t* p) {
@@ -54,12 +93,17 @@ void dequant_slice(const uint8_t* row, int64_t group, int64_t first, int64_t n, 
   int64_t i = 0;
   while (i < n) {
     const int64_t e = first + i;
-    const uint8_t* gp = row + (e / group) * (group + 2);
+    const uint8_t* gp = row + (e / group) * group_bytes<kMode>(group);
     unsigned short dbits;
     __builtin_memcpy(&dbits, gp, 2);
     const float d = _cvtsh_ss(dbits);
     const int64_t in = e % group;
     const int64_t len = group - in < n - i ? group - in : n - i;
+    if constexpr (kMode == Mode::kQ4_0) {
+      dequant_q4(gp + 2, group, in, len, d, dst + i);
+      i += len;
+      continue;
+    }
     const uint8_t* codes = gp + 2 + in;
     int64_t j = 0;
     if constexpr (kMode == Mode::kFp8) {
@@ -195,10 +239,10 @@ void dequant_rows(int64_t n, int64_t group, int64_t first, int64_t head_dim, flo
 template <int G, Mode kMode>
 void attend_group(const PagedKv& kv, const int32_t* table, int64_t kv_head, const float* q, int64_t j_begin,
                   int64_t j_end, int64_t head_dim, float scale, float softcap, float* out) {
-  constexpr bool kQuant = kMode == Mode::kQ8_0 || kMode == Mode::kFp8;
+  constexpr bool kQuant = kMode == Mode::kQ8_0 || kMode == Mode::kFp8 || kMode == Mode::kQ4_0;
   constexpr bool kF16 = kMode == Mode::kF16;  // how the rows the kernels read are stored
   const int64_t elem = kF16 ? 2 : 4;
-  const int64_t row_bytes = kQuant ? quant_row_bytes(kv.n_kv_dim) : kv.n_kv_dim * elem;
+  const int64_t row_bytes = kQuant ? quant_row_bytes<kMode>(kv.n_kv_dim) : kv.n_kv_dim * elem;
   const int64_t head_offset = kQuant ? 0 : kv_head * head_dim * elem;
   const int64_t group = kQuant ? quant_group(kv.n_kv_dim) : 0;
   const int64_t chunk = kQuant ? (kQuantBuffer / head_dim < kChunk ? kQuantBuffer / head_dim : kChunk) : kChunk;
@@ -272,6 +316,7 @@ void paged_attend_group(const PagedKv& kv, const int32_t* block_table, int64_t k
     case kv::KvDtype::F16: kernel = pick<Mode::kF16>(num_heads); break;
     case kv::KvDtype::Q8_0: kernel = pick<Mode::kQ8_0>(num_heads); break;
     case kv::KvDtype::FP8_E4M3: kernel = pick<Mode::kFp8>(num_heads); break;
+    case kv::KvDtype::Q4_0: kernel = pick<Mode::kQ4_0>(num_heads); break;
   }
   if (kernel == nullptr) __builtin_trap();  // the driver never passes more than kMaxPagedGroup heads
   kernel(kv, block_table, kv_head, q, j_begin, j_end, head_dim, scale, softcap, out);
