@@ -58,6 +58,7 @@ VARIANTS=(
   "KV f16|-|--kv-dtype f16"
   "KV q8_0|-|--kv-dtype q8_0"
   "KV fp8 E4M3|-|--kv-dtype fp8_e4m3"
+  "KV q4_0|-|--kv-dtype q4_0"
 )
 
 slug() { echo "$1" | tr 'A-Z ' 'a-z_' | tr -cd 'a-z0-9_'; }
@@ -149,7 +150,7 @@ if [[ $TINYLLAMA == 1 ]] && want tinyllama; then
     [[ -f $D/$s.bench.json ]] || { log "tinyllama: bench $type"; "$TM" eval bench -m "$D/$s.gguf" --kv-dtype f16 \
       -t "$THREADS" --prompt-len 64 --gen 16 --repeats 2 --json "$D/$s.bench.json" >/dev/null; }
   done
-  for kv in q8_0 fp8_e4m3; do
+  for kv in q8_0 fp8_e4m3 q4_0; do
     [[ -f $D/kv_$kv.bench.json ]] || "$TM" eval bench -m "$D/q4_k_m.gguf" --kv-dtype "$kv" -t "$THREADS" \
       --prompt-len 64 --gen 16 --repeats 2 --json "$D/kv_$kv.bench.json" >/dev/null
   done
