@@ -220,7 +220,7 @@ def test_stop_cancels_the_request_on_the_server(tokenmill_bin, slow, browser, ar
         by_id(browser, "prompt").send_keys(Keys.ENTER)  # Enter sends
         wait(browser, lambda d: len(text_of(last_reply(d))) > 20,
              what="text to stream")
-        assert s.metrics()["tokenmill_requests_running"] == 1
+        s.wait_metric(lambda m: m["tokenmill_requests_running"] == 1)
         by_id(browser, "stop").click()
         wait(browser, lambda d: last_reply(d).get_attribute("data-state") == "stopped", what="the reply to stop")
         m = s.wait_metric(lambda m: m["tokenmill_requests_running"] == 0

@@ -141,9 +141,13 @@ def test_full_queue_answers_429(tokenmill_bin, gemma_path):
         t = threading.Thread(target=lambda: waiter.update(
             r=s.http.post("/v1/completions", json={"prompt": "Hello", "max_tokens": 2})))
         t.start()  # B waits
-        s.wait_metric(lambda m: m["tokenmill_requests_waiting"] == 1)
+        # Gauges are sampled after each engine step: on a loaded machine the
+        # sample taken before A's first step (A waiting, nothing running) can
+        # still be the latest when A's first token arrives. So wait for the
+        # sample with A running and B waiting, not just "one waiting".
+        s.wait_metric(lambda m: m["tokenmill_requests_waiting"] == 1 and m["tokenmill_requests_running"] == 1)
         health = s.http.get("/health")
-        assert health.status_code == 503 and health.json()["status"] == "overloaded"
+        assert health.status_code == 503 and health.json()["status"] == "overloaded", health.text
         with pytest.raises(openai.RateLimitError):  # C finds the queue full
             s.client().completions.create(model="gemma-3-270m-q4_k_m", prompt="Hi", max_tokens=2)
         raw = s.http.post("/v1/completions", json={"prompt": "Hi", "max_tokens": 2})
