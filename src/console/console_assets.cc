@@ -1,6 +1,8 @@
 #include "console/console_assets.h"
 
 #include <fmt/format.h>
+
+#include <vector>
 #define XXH_INLINE_ALL  // header-only, as the rest of the project uses it
 #include <xxhash.h>
 
@@ -18,13 +20,29 @@ std::string_view content_type_for(std::string_view name) {
   return "";
 }
 
+namespace {
+
+// Every servable file with its type and ETag, made once: the bytes never
+// change while the binary runs, so neither does their hash.
+const std::vector<Asset>& servable_assets() {
+  static const std::vector<Asset> assets = [] {
+    std::vector<Asset> out;
+    for (const EmbeddedFile& f : embedded_files()) {
+      const std::string_view type = content_type_for(f.name);
+      if (type.empty()) continue;
+      out.push_back(
+          Asset{f.name, type, f.bytes, fmt::format("\"{:016x}\"", XXH3_64bits(f.bytes.data(), f.bytes.size()))});
+    }
+    return out;
+  }();
+  return assets;
+}
+
+}  // namespace
+
 std::optional<Asset> find_asset(std::string_view name) {
-  for (const EmbeddedFile& f : embedded_files()) {
-    if (f.name != name) continue;
-    const std::string_view type = content_type_for(name);
-    if (type.empty()) return std::nullopt;
-    return Asset{f.name, type, f.bytes, fmt::format("\"{:016x}\"", XXH3_64bits(f.bytes.data(), f.bytes.size()))};
-  }
+  for (const Asset& a : servable_assets())
+    if (a.name == name) return a;
   return std::nullopt;
 }
 

@@ -51,8 +51,7 @@ std::shared_ptr<Console> Console::install(server::HttpServer& http) {
     StatusInputs in;
     in.state = http.state_name();
     if (const engine::Engine* e = ctx.engine.load()) in.engine = e->metrics();
-    in.http = ctx.stats.snapshot();
-    in.http.front = http.front_stats();
+    in.http = http.http_stats();
     in.memory = server::read_process_memory();
     in.server = console->server_info();
     in.now_s = unix_now();

@@ -303,12 +303,16 @@ void HttpServer::handle_health(const HttpRequest&, HttpResponse& res) {
   res.set_content(dump_json(body), "application/json");
 }
 
+HttpStatsSnapshot HttpServer::http_stats() const {
+  HttpStatsSnapshot http = ctx_.stats.snapshot();
+  http.front = front_.stats();
+  return http;
+}
+
 void HttpServer::handle_metrics(const HttpRequest&, HttpResponse& res) {
   const engine::Engine* e = ctx_.engine.load();
   const engine::MetricsSnapshot m = e ? e->metrics() : engine::MetricsSnapshot{};
-  HttpStatsSnapshot http = ctx_.stats.snapshot();
-  http.front = front_.stats();
-  res.set_content(render_metrics(m, http, state_name(), read_process_memory(), ctx_.loras->stats()),
+  res.set_content(render_metrics(m, http_stats(), state_name(), read_process_memory(), ctx_.loras->stats()),
                   "text/plain; version=0.0.4; charset=utf-8");
 }
 

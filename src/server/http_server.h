@@ -92,6 +92,9 @@ class HttpServer {
   ServingContext& context() { return ctx_; }
   const ServingContext& context() const { return ctx_; }
   HttpFrontStats front_stats() const { return front_.stats(); }
+  // The handlers' counters with the front's connection counters (what
+  // /metrics and the console report).
+  HttpStatsSnapshot http_stats() const;
 
   using Handler = std::function<void(HttpRequest&, HttpResponse&)>;
   // Adds a route for other modules (the web console, src/console/). The

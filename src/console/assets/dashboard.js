@@ -111,7 +111,7 @@ function renderOutcomes(s) {
   );
 }
 
-export function configRows(c) {
+function configRows(c) {
   if (!c) return [["model", "loading…"]];
   const weights = (c.weights || []).map((w) => `${w.type} ${(w.share * 100).toFixed(0)} %`).join(", ");
   const slo = c.slo || {};
@@ -202,7 +202,10 @@ async function tick() {
   while (readings.length > 2 && status.time - readings[0].time > KEEP_S) readings.shift();
   recordPoints(status);
   onUpdate(status);
-  if ($("panel-dashboard").hidden) return; // drawn when shown; the readings are kept anyway
+  if (!$("panel-dashboard").hidden) render(status); // else drawn when shown; the readings are kept anyway
+}
+
+function render(status) {
   renderTiles(status);
   renderOutcomes(status);
   renderConfig(status);
@@ -235,13 +238,7 @@ export function startDashboard(update) {
       clearTimeout(timer);
     },
     redraw() {
-      if (readings.length) {
-        const s = readings[readings.length - 1].status;
-        renderTiles(s);
-        renderOutcomes(s);
-        renderConfig(s);
-        renderCharts(s.time);
-      }
+      if (readings.length) render(readings[readings.length - 1].status);
     },
   };
 }

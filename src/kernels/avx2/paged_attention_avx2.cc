@@ -87,6 +87,23 @@ inline float decode1(uint8_t b) {
   }
 }
 
+// dst[0..len) = d times the one-byte codes (Q8_0, FP8) at `codes`.
+template <Mode kMode>
+void dequant_bytes(const uint8_t* codes, int64_t len, float d, float* dst) {
+  int64_t j = 0;
+  if constexpr (kMode == Mode::kFp8) {
+    const __m256 s = _mm256_set1_ps(d * 256.0f);
+    for (; j + 8 <= len; j += 8) _mm256_storeu_ps(dst + j, _mm256_mul_ps(load8_fp8(codes + j), s));
+  } else {
+    const __m256 s = _mm256_set1_ps(d);
+    for (; j + 8 <= len; j += 8) {
+      const __m256i q = _mm256_cvtepi8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(codes + j)));
+      _mm256_storeu_ps(dst + j, _mm256_mul_ps(_mm256_cvtepi32_ps(q), s));
+    }
+  }
+  for (; j < len; ++j) dst[j] = d * decode1<kMode>(codes[j]);
+}
+
 // dst[0..n) = elements [first, first + n) of a quantized row.
 template <Mode kMode>
 void dequant_slice(const uint8_t* row, int64_t group, int64_t first, int64_t n, float* dst) {
@@ -101,22 +118,9 @@ void dequant_slice(const uint8_t* row, int64_t group, int64_t first, int64_t n, 
     const int64_t len = group - in < n - i ? group - in : n - i;
     if constexpr (kMode == Mode::kQ4_0) {
       dequant_q4(gp + 2, group, in, len, d, dst + i);
-      i += len;
-      continue;
-    }
-    const uint8_t* codes = gp + 2 + in;
-    int64_t j = 0;
-    if constexpr (kMode == Mode::kFp8) {
-      const __m256 s = _mm256_set1_ps(d * 256.0f);
-      for (; j + 8 <= len; j += 8) _mm256_storeu_ps(dst + i + j, _mm256_mul_ps(load8_fp8(codes + j), s));
     } else {
-      const __m256 s = _mm256_set1_ps(d);
-      for (; j + 8 <= len; j += 8) {
-        const __m256i q = _mm256_cvtepi8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(codes + j)));
-        _mm256_storeu_ps(dst + i + j, _mm256_mul_ps(_mm256_cvtepi32_ps(q), s));
-      }
+      dequant_bytes<kMode>(gp + 2 + in, len, d, dst + i);
     }
-    for (; j < len; ++j) dst[i + j] = d * decode1<kMode>(codes[j]);
     i += len;
   }
 }
