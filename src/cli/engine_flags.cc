@@ -77,7 +77,18 @@ void add_engine_flags(CLI::App& cmd, EngineFlags& f, EngineFlagSet set) {
                    "SLO-aware admission: target end-to-end latency of each admitted request")
         ->capture_default_str();
   }
-  cmd.add_option("--kv-policy", f.kv_policy, "When KV runs out: preempt|queue|reject")->capture_default_str();
+  cmd.add_option("--kv-exhausted", f.kv_exhausted, "When KV runs out: preempt|queue|reject")->capture_default_str();
+  cmd.add_option("--kv-policy", f.kv_policy,
+                 "What a long sequence keeps in its KV cache: full, or streaming (attention sinks + recent window; "
+                 "preempt|queue|reject: the older spelling of --kv-exhausted)")
+      ->capture_default_str();
+  cmd.add_option("--kv-sinks", f.kv_sinks, "Streaming policy: first positions always kept (rounded up to blocks)")
+      ->capture_default_str();
+  cmd.add_option("--kv-window", f.kv_window, "Streaming policy: most recent positions kept")->capture_default_str();
+  cmd.add_option("--kv-positions", f.kv_positions,
+                 "Streaming policy: preserve (keys keep their true RoPE positions) or rerotate (positions are cache "
+                 "slots; moved keys are rotated back, so a request may run past the trained context)")
+      ->capture_default_str();
   cmd.add_flag("--no-prefix-cache", f.no_prefix_cache, "Disable the prefix cache");
   cmd.add_flag("--no-window-pool", f.no_window_pool,
                "Keep sliding-window layers' K/V in the one pool for every position (gemma3)");
@@ -174,6 +185,15 @@ engine::MatmulHookFactory runtime_hook_factory(const std::string& runtime) {
   };
 }
 
+kv::KvPolicy kv_policy(const EngineFlags& f) {
+  // The older spelling --kv-policy preempt|queue|reject keeps the full cache.
+  if (f.kv_policy == "preempt" || f.kv_policy == "queue" || f.kv_policy == "reject") return {};
+  if (!kv::kv_policy_kind_from_name(f.kv_policy))
+    fail("--kv-policy '{}' is not one of: full, streaming (or preempt, queue, reject: see --kv-exhausted)",
+         f.kv_policy);
+  return kv::make_kv_policy(f.kv_policy, f.kv_sinks, f.kv_window, f.kv_positions);
+}
+
 engine::EngineConfig engine_config(const std::string& model_path, const EngineFlags& f) {
   engine::EngineConfig c;
   c.model_path = model_path;
@@ -190,7 +210,14 @@ engine::EngineConfig engine_config(const std::string& model_path, const EngineFl
   c.rope = rope_overrides(f.rope, f.max_model_len);
   c.max_waiting = f.max_waiting;
   c.slo = {f.slo_ttft_ms, f.slo_tpot_ms, f.slo_e2e_ms};
-  c.kv_exhausted = engine::parse_kv_policy(f.kv_policy);
+  c.kv_exhausted = engine::parse_kv_policy(f.kv_exhausted);
+  c.kv_policy = kv_policy(f);
+  if (!kv::kv_policy_kind_from_name(f.kv_policy)) {  // the older spelling of --kv-exhausted
+    const sched::KvExhaustedPolicy old = engine::parse_kv_policy(f.kv_policy);
+    if (f.kv_exhausted != "preempt" && c.kv_exhausted != old)
+      fail("--kv-policy {} and --kv-exhausted {} disagree", f.kv_policy, f.kv_exhausted);
+    c.kv_exhausted = old;
+  }
   c.prefix_cache = !f.no_prefix_cache;
   c.kv_window_pool = !f.no_window_pool;
   c.prefix_isolation = engine::parse_prefix_isolation(f.isolation);

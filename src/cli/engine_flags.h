@@ -16,6 +16,7 @@
 #include "engine/engine.h"
 #include "engine/engine_config.h"
 #include "kv/kv_dtype.h"
+#include "kv/kv_policy.h"
 #include "model/model.h"
 #include "quant/weight_runtime.h"
 #include "sched/tenant_limits.h"
@@ -99,7 +100,13 @@ struct EngineFlags {
   double slo_ttft_ms = 0;     // serve only: SLO-aware admission targets (0 = none)
   double slo_tpot_ms = 0;
   double slo_e2e_ms = 0;
-  std::string kv_policy = "preempt";
+  std::string kv_exhausted = "preempt";
+  // Long-context KV policy (kv/kv_policy.h): full | streaming. The older
+  // spelling --kv-policy preempt|queue|reject still sets kv_exhausted.
+  std::string kv_policy = "full";
+  int64_t kv_sinks = 4;
+  int64_t kv_window = 1024;
+  std::string kv_positions = "preserve";
   bool no_prefix_cache = false;
   bool no_window_pool = false;  // gemma3: one KV pool for every layer
   std::string isolation = "shared";
@@ -114,6 +121,10 @@ struct EngineFlags {
 // (any subset of the keys; 0 = no limit), "*:..." for every tenant not
 // listed. Throws Error naming the bad value.
 sched::TenantPolicy parse_tenant_limits(const std::vector<std::string>& specs);
+
+// The long-context KV policy of --kv-policy/--kv-sinks/--kv-window/
+// --kv-positions. Throws Error naming the bad flag.
+kv::KvPolicy kv_policy(const EngineFlags& flags);
 
 enum class EngineFlagSet {
   kServe,  // every flag

@@ -92,6 +92,48 @@ TEST(EngineFlagsTest, FlagsReachTheEngineConfig) {
   }
 }
 
+// The long-context policy: --kv-policy streaming with its sinks, window and
+// positions; full by default; the older --kv-policy preempt|queue|reject
+// still names what happens when the KV cache runs out (--kv-exhausted).
+TEST(EngineFlagsTest, KvPolicyFlags) {
+  for (EngineFlagSet set : {EngineFlagSet::kServe, EngineFlagSet::kBench}) {
+    const engine::EngineConfig c =
+        engine_config("m.gguf", parse({"--kv-policy", "streaming", "--kv-sinks", "8", "--kv-window", "512",
+                                       "--kv-positions", "rerotate", "--kv-exhausted", "queue"},
+                                      set));
+    EXPECT_EQ(c.kv_policy.kind, kv::KvPolicyKind::kStreaming);
+    EXPECT_EQ(c.kv_policy.sinks, 8);
+    EXPECT_EQ(c.kv_policy.window, 512);
+    EXPECT_EQ(c.kv_policy.positions, kv::KvPositions::kRerotate);
+    EXPECT_EQ(c.kv_exhausted, sched::KvExhaustedPolicy::kQueue);
+  }
+  const engine::EngineConfig d = engine_config("m.gguf", parse({}, EngineFlagSet::kServe));
+  EXPECT_FALSE(d.kv_policy.evicts());
+  EXPECT_EQ(d.kv_exhausted, sched::KvExhaustedPolicy::kPreempt);
+  const engine::EngineConfig old = engine_config("m.gguf", parse({"--kv-policy", "reject"}, EngineFlagSet::kServe));
+  EXPECT_EQ(old.kv_exhausted, sched::KvExhaustedPolicy::kReject);
+  EXPECT_FALSE(old.kv_policy.evicts());
+  const auto error = [](std::vector<std::string> args) {
+    try {
+      engine_config("m.gguf", parse(std::move(args), EngineFlagSet::kServe));
+    } catch (const Error& e) {
+      return std::string(e.what());
+    }
+    return std::string("accepted");
+  };
+  EXPECT_EQ(error({"--kv-policy", "h2o"}),
+            "--kv-policy 'h2o' is not one of: full, streaming (or preempt, queue, reject: see --kv-exhausted)");
+  EXPECT_EQ(error({"--kv-policy", "streaming", "--kv-window", "0"}), "--kv-window must be at least 1 position (got 0)");
+  EXPECT_EQ(error({"--kv-policy", "streaming", "--kv-sinks", "-1"}), "--kv-sinks must not be negative (got -1)");
+  EXPECT_EQ(error({"--kv-policy", "streaming", "--kv-positions", "shift"}),
+            "--kv-positions 'shift' is not one of: preserve, rerotate");
+  EXPECT_EQ(error({"--kv-policy", "reject", "--kv-exhausted", "queue"}),
+            "--kv-policy reject and --kv-exhausted queue disagree");
+  EXPECT_EQ(error({"--kv-policy", "streaming", "--spec", "ngram"}),
+            "--kv-policy streaming(sinks=4,window=1024,positions=preserve) does not combine with speculative "
+            "decoding (--spec)");
+}
+
 TEST(EngineFlagsTest, BadValuesAreErrorsBeforeTheModelLoads) {
   EngineFlags f;
   f.kv_dtype = "f8";

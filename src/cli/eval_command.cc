@@ -35,6 +35,14 @@ void add_load_options(CLI::App* cmd, eval::LoadOptions& o) {
   cmd->add_option("--lora", o.lora_path, "LoRA adapter GGUF applied to the model (not to --base)")
       ->check(CLI::ExistingFile);
   cmd->add_option("--lora-scale", o.lora_scale, "Multiplier of the adapter's deltas")->capture_default_str();
+  cmd->add_option("--kv-policy", o.kv_policy,
+                  "What the cache keeps: full, or streaming (sinks + recent window; each --batch is one step)")
+      ->capture_default_str();
+  cmd->add_option("--kv-sinks", o.kv_sinks, "Streaming: first positions kept (rounded up to blocks)")
+      ->capture_default_str();
+  cmd->add_option("--kv-window", o.kv_window, "Streaming: most recent positions kept")->capture_default_str();
+  cmd->add_option("--kv-positions", o.kv_positions, "Streaming: preserve | rerotate (kv_policy.h)")
+      ->capture_default_str();
 }
 
 struct EvalFlags {

@@ -8,7 +8,7 @@ std::vector<int64_t> encode_forward(std::span<const std::vector<kv::BlockCopy>> 
                                     std::span<const model::SequenceChunk> chunks,
                                     std::span<const uint8_t> skip_layers) {
   // kind, pools, per pool: n, (src, dst) x n; chunks, per chunk: start_pos,
-  // logits, n, tokens x n, per pool: first, n, blocks x n; skip n, flags x n.
+  // rope_offset, logits, n, tokens x n, per pool: first, n, blocks x n; skip n, flags x n.
   std::vector<int64_t> m{static_cast<int64_t>(MessageKind::kForward), static_cast<int64_t>(copies.size())};
   for (const auto& pool : copies) {
     m.push_back(static_cast<int64_t>(pool.size()));
@@ -16,7 +16,8 @@ std::vector<int64_t> encode_forward(std::span<const std::vector<kv::BlockCopy>> 
   }
   m.push_back(static_cast<int64_t>(chunks.size()));
   for (const model::SequenceChunk& ch : chunks) {
-    m.insert(m.end(), {ch.start_pos, static_cast<int64_t>(ch.logits), static_cast<int64_t>(ch.tokens.size())});
+    m.insert(m.end(),
+             {ch.start_pos, ch.rope_offset, static_cast<int64_t>(ch.logits), static_cast<int64_t>(ch.tokens.size())});
     m.insert(m.end(), ch.tokens.begin(), ch.tokens.end());
     m.push_back(static_cast<int64_t>(ch.tables.size()));
     for (const model::ChunkTable& t : ch.tables) {
@@ -89,6 +90,7 @@ DecodedStep decode_forward(std::span<const int64_t> message) {
   for (size_t c = 0; c < num_chunks; ++c) {
     model::SequenceChunk& ch = d.chunks[c];
     ch.start_pos = r.next();
+    ch.rope_offset = r.next();
     const int64_t rows = r.next();
     if (rows < 0 || rows > 2) fail("parallel step message: bad logits rows {}", rows);
     ch.logits = static_cast<model::LogitRows>(rows);

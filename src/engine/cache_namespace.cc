@@ -75,7 +75,7 @@ std::string attention_mask_identity(const model::ModelConfig& c) {
 
 kv::CacheNamespace make_cache_namespace(const std::string& weights_path, const model::ModelConfig& config,
                                         const tokenizer::Tokenizer* tokenizer, std::string_view adapter_id,
-                                        kv::KvDtype kv_dtype) {
+                                        kv::KvDtype kv_dtype, const kv::KvPolicy& kv_policy) {
   kv::CacheNamespace ns;
   ns.model = model_identity(weights_path, config);
   ns.tokenizer = tokenizer ? tokenizer_identity(*tokenizer) : "none";
@@ -83,6 +83,7 @@ kv::CacheNamespace make_cache_namespace(const std::string& weights_path, const m
   ns.rope = rope_identity(config);
   ns.attention = attention_mask_identity(config);
   ns.kv_dtype = std::string(kv::kv_dtype_name(kv_dtype));
+  if (kv_policy.evicts()) ns.kv_policy = kv_policy.describe();
   return ns;
 }
 

@@ -14,6 +14,7 @@
 #include <string_view>
 
 #include "kv/kv_dtype.h"
+#include "kv/kv_policy.h"
 #include "kv/prefix_cache.h"
 #include "model/config.h"
 #include "tokenizer/tokenizer.h"
@@ -36,7 +37,7 @@ std::string attention_mask_identity(const model::ModelConfig& config);
 // tokenizer may be null (a model without one: "none").
 kv::CacheNamespace make_cache_namespace(const std::string& weights_path, const model::ModelConfig& config,
                                         const tokenizer::Tokenizer* tokenizer, std::string_view adapter_id,
-                                        kv::KvDtype kv_dtype);
+                                        kv::KvDtype kv_dtype, const kv::KvPolicy& kv_policy = {});
 
 // The namespace id of a request: the shared domain without isolation, else
 // the tenant's own domain (the empty tenant is a tenant of its own, distinct

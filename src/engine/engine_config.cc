@@ -24,6 +24,11 @@ void EngineConfig::validate() const {
   if (max_waiting < 0) fail("max waiting must be >= 0, got {}", max_waiting);
   if (!(priority_aging_s >= 0.0)) fail("priority aging must be >= 0 seconds, got {}", priority_aging_s);
   slo.validate();
+  kv_policy.validate();
+  if (kv_policy.evicts() && spec.enabled())
+    fail("--kv-policy {} does not combine with speculative decoding (--spec)", kv_policy.describe());
+  if (kv_policy.evicts() && kv_policy.positions == kv::KvPositions::kRerotate && parallel)
+    fail("--kv-positions rerotate does not combine with tensor or pipeline parallelism; use preserve");
   sched::TenantPolicy{tenant_limits, default_tenant_limits}.validate("tenant_limits", "default_tenant_limits");
 }
 
@@ -44,7 +49,12 @@ int64_t blocks_from_budget(const EngineConfig& config, const model::ModelConfig&
   // More blocks than max_seqs sequences of full context could hold would
   // only ever serve as prefix cache; that much is plenty.
   const int64_t max_len = config.max_model_len > 0 ? config.max_model_len : model.n_ctx_train;
-  const int64_t per_seq = (max_len + config.block_size - 1) / config.block_size;
+  int64_t per_seq = (max_len + config.block_size - 1) / config.block_size;
+  // A policy that evicts holds no more than its sinks, window and a step.
+  if (config.kv_policy.evicts())
+    per_seq = std::min(
+        per_seq, config.kv_policy.max_blocks(config.block_size,
+                                             sched::max_step_tokens(config.max_batch_tokens, config.prefill_chunk)));
   const int64_t cap = std::max<int64_t>(1, per_seq) * config.max_seqs;
   return std::min<int64_t>({blocks, cap, int64_t{1} << 30});
 }

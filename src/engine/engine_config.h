@@ -10,6 +10,7 @@
 
 #include "engine/slo_targets.h"
 #include "kv/kv_dtype.h"
+#include "kv/kv_policy.h"
 #include "model/config.h"
 #include "model/matmul_hook.h"
 #include "model/parallel.h"
@@ -64,6 +65,10 @@ struct EngineConfig {
   // sequence holds only its last window of them (see resolve_kv_pools).
   // Off: one pool holds every layer for every position.
   bool kv_window_pool = true;
+  // What a long sequence keeps in the cache (kv/kv_policy.h): full, or
+  // attention sinks + a recent window (--kv-policy streaming). Part of the
+  // prefix-cache namespace when it evicts.
+  kv::KvPolicy kv_policy;
   MatmulHookFactory matmul_hook_factory;  // empty: the plain kernels
   // The model file's tokenizer when the caller has already built it (it
   // must come from model_path: `tokenmill run` tokenizes before it can size

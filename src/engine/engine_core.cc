@@ -73,7 +73,8 @@ EngineCore::EngineCore(const EngineConfig& config, Metrics& metrics)
   tokenizer_ = config_.tokenizer;
   if (!tokenizer_ && tokenizer::Tokenizer::present_in(model_->file()))
     tokenizer_ = std::make_shared<const tokenizer::Tokenizer>(tokenizer::Tokenizer::from_gguf(model_->file()));
-  namespace_ = make_cache_namespace(config_.model_path, mc, tokenizer(), config_.adapter_id, config_.kv_dtype);
+  namespace_ = make_cache_namespace(config_.model_path, mc, tokenizer(), config_.adapter_id, config_.kv_dtype,
+                                    config_.kv_policy);
 
   // Two pools when the model has both kinds of layers (see resolve_kv_pools).
   const std::vector<model::KvLayerGroup> groups = model_->kv_layer_groups(config_.kv_window_pool);
@@ -91,6 +92,7 @@ EngineCore::EngineCore(const EngineConfig& config, Metrics& metrics)
     kv_groups.push_back({static_cast<int32_t>(blocks), groups[g].window});
   }
   runner_ = std::make_unique<runner::ModelRunner>(*model_, std::move(pools), pool_);
+  runner_->set_kv_positions(config_.kv_policy.positions);
   if (config_.parallel) {
     std::vector<int64_t> blocks{sizes.blocks};
     if (groups.size() > 1) blocks.push_back(sizes.window_blocks);
@@ -119,6 +121,7 @@ EngineCore::EngineCore(const EngineConfig& config, Metrics& metrics)
   sc.priority_aging_s = config_.priority_aging_s;
   sc.enable_prefix_cache = config_.prefix_cache;
   sc.tenants = {config_.tenant_limits, config_.default_tenant_limits};
+  sc.kv_policy = config_.kv_policy;
   scheduler_ = std::make_unique<sched::Scheduler>(sc);
   if (config_.slo.enabled())
     slo_ = std::make_unique<SloAdmission>(
@@ -446,6 +449,7 @@ void EngineCore::update_gauges() {
   g.kv_window_blocks_used = s.kv_window_blocks_used;
   g.prefix_cache_blocks = s.prefix_cache.blocks_held;
   g.preemptions = static_cast<uint64_t>(s.num_preemptions);
+  g.kv_evicted_tokens = static_cast<uint64_t>(s.kv_evicted_tokens);
   g.prefix_cache_lookups = static_cast<uint64_t>(s.prefix_cache.lookups);
   g.prefix_cache_hit_tokens = static_cast<uint64_t>(s.prefix_cache.hit_tokens);
   g.prefix_cache_miss_tokens = static_cast<uint64_t>(s.prefix_cache.miss_tokens);

@@ -253,6 +253,7 @@ void Metrics::set_scheduler_gauges(const SchedulerGauges& g) {
   s_.kv_window_blocks_used = g.kv_window_blocks_used;
   s_.prefix_cache_blocks = g.prefix_cache_blocks;
   s_.preemptions = g.preemptions;
+  s_.kv_evicted_tokens = g.kv_evicted_tokens;
   s_.prefix_cache_lookups = g.prefix_cache_lookups;
   s_.prefix_cache_hit_tokens = g.prefix_cache_hit_tokens;
   s_.prefix_cache_miss_tokens = g.prefix_cache_miss_tokens;

@@ -143,6 +143,7 @@ struct MetricsSnapshot {
   uint64_t decode_tokens = 0;
   double step_seconds = 0;
   uint64_t preemptions = 0;
+  uint64_t kv_evicted_tokens = 0;         // positions a KV policy evicted (kv/kv_policy.h)
   uint64_t prefix_cache_lookups = 0;      // admissions that consulted the cache
   uint64_t prefix_cache_hit_tokens = 0;   // prompt tokens served from it
   uint64_t prefix_cache_miss_tokens = 0;  // prompt tokens of those lookups computed
@@ -213,6 +214,7 @@ struct SchedulerGauges {
   int64_t kv_window_blocks_total = 0, kv_window_blocks_used = 0;
   int64_t prefix_cache_blocks = 0;
   uint64_t preemptions = 0;
+  uint64_t kv_evicted_tokens = 0;
   uint64_t prefix_cache_lookups = 0, prefix_cache_hit_tokens = 0, prefix_cache_miss_tokens = 0;
   uint64_t prefix_cache_evictions = 0;
 };

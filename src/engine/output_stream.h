@@ -73,6 +73,9 @@ struct Timings {
   // its batch): compute, and collectives with other ranks (0 with one process).
   double forward_compute_ms = 0;
   double forward_comm_ms = 0;
+  // Positions of this request the KV policy evicted (kv/kv_policy.h): > 0
+  // means later tokens attended a compressed context.
+  int64_t kv_evicted_tokens = 0;
 };
 
 // Speculative decoding's tally for one request.

@@ -213,6 +213,7 @@ FinalEvent RequestState::make_final(const sched::Sequence& seq, SteadyClock::tim
   f.first_scheduled_step = first_step_;
 
   Timings& t = f.timings;
+  t.kv_evicted_tokens = seq.kv_evicted_total;
   t.e2e_ms = ms_between(submitted_, now);
   t.queue_ms = seq.first_scheduled ? ms_between(submitted_, *seq.first_scheduled) : t.e2e_ms;
   if (seq.first_token) {

@@ -17,7 +17,8 @@ namespace {
 // One model stepping through a window in batches.
 class Runner {
  public:
-  Runner(const ModelUnderTest& m, int64_t length) : m_(m), seq_(*m.model, length, m.kv_dtype) {
+  Runner(const ModelUnderTest& m, int64_t length, int64_t batch, ThreadPool& pool)
+      : m_(m), seq_(*m.model, length, m.kv_dtype, m.kv_policy, batch, &pool) {
     seq_.set_adapter(m.adapter);
   }
   // Feeds input[pos, pos + n); logits rows of all n tokens when `rows`.
@@ -77,8 +78,8 @@ void run_window(const ModelUnderTest& m, const ModelUnderTest* base, std::span<c
   const std::vector<int32_t> in = window_input(tokens, w);
   const int64_t len = static_cast<int64_t>(in.size()), first = w.first_scored_row();
   const int64_t n_vocab = m.model->config().n_vocab;
-  Runner run(m, len);
-  std::unique_ptr<Runner> run_base = base ? std::make_unique<Runner>(*base, len) : nullptr;
+  Runner run(m, len, batch, pool);
+  std::unique_ptr<Runner> run_base = base ? std::make_unique<Runner>(*base, len, batch, pool) : nullptr;
   for (int64_t pos = 0; pos < len; pos += batch) {
     const int64_t n = std::min(batch, len - pos);
     const bool rows = pos + n > first;  // logits only for batches that hold scored rows

@@ -17,6 +17,7 @@
 #include "eval/position_buckets.h"
 #include "gguf/reader.h"
 #include "kv/kv_dtype.h"
+#include "kv/kv_policy.h"
 #include "model/matmul_hook.h"
 #include "model/model.h"
 #include "util/thread_pool.h"
@@ -36,6 +37,9 @@ struct ModelUnderTest {
   model::MatmulHook* hook = nullptr;
   kv::KvDtype kv_dtype = kv::KvDtype::F32;
   const model::LoraAdapter* adapter = nullptr;  // loaded for `model`; null: the base weights
+  // What the cache keeps (kv/kv_policy.h): with a policy that evicts, each
+  // batch of a window is one step, evicting before it as the engine does.
+  kv::KvPolicy kv_policy;
 };
 
 // Sequences to evaluate, each starting with its BOS (S[0]); windows never

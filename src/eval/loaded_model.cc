@@ -46,6 +46,7 @@ nlohmann::json LoadedModel::info() const {
           {"runtime", runtime_name()},
           {"kv_dtype", std::string(kv::kv_dtype_name(kv_dtype))},
           {"kv_bytes_per_token", kv_bytes_per_token()},
+          {"kv_policy", kv_policy.describe()},
           {"lora", adapter ? nlohmann::json{{"path", adapter->path()},
                                             {"scale", adapter->user_scale()},
                                             {"identity", adapter->identity()}}
@@ -58,12 +59,15 @@ LoadedModel load_model(const LoadOptions& o, const char* role) {
   const std::optional<kv::KvDtype> dtype = kv::kv_dtype_from_name(o.kv_dtype);
   if (!dtype) fail("--kv-dtype '{}' is not one of: {}", o.kv_dtype, kv::kv_dtype_choices());
   m.kv_dtype = *dtype;
+  m.kv_policy = kv::make_kv_policy(o.kv_policy, o.kv_sinks, o.kv_window, o.kv_positions);
   m.model = model::Model::load(o.model_path);
   m.hook = quant::make_weight_runtime(*m.model, o.runtime);
   if (!o.lora_path.empty()) m.adapter = model::LoraAdapter::load(o.lora_path, *m.model, o.lora_path, o.lora_scale);
   std::fprintf(stderr, "%s: %s, weights %.2f MB (runtime %s), KV %s %lld bytes/token\n", role, o.model_path.c_str(),
                m.weight_bytes() / 1e6, m.runtime_name().c_str(), std::string(kv::kv_dtype_name(m.kv_dtype)).c_str(),
                static_cast<long long>(m.kv_bytes_per_token()));
+  if (m.kv_policy.evicts())
+    std::fprintf(stderr, "%s: KV policy %s (each --batch is one step)\n", role, m.kv_policy.describe().c_str());
   if (m.adapter)
     std::fprintf(stderr, "%s: LoRA %s (scale %g, %lld matrices, rank <= %lld)\n", role, o.lora_path.c_str(),
                  static_cast<double>(o.lora_scale), static_cast<long long>(m.adapter->num_adapted()),

@@ -24,6 +24,11 @@ struct LoadOptions {
   int threads = 0;
   std::string lora_path;  // a LoRA adapter to apply; empty: none
   float lora_scale = 1.0f;
+  // --kv-policy/--kv-sinks/--kv-window/--kv-positions (kv/kv_policy.h)
+  std::string kv_policy = "full";
+  int64_t kv_sinks = 4;
+  int64_t kv_window = 1024;
+  std::string kv_positions = "preserve";
 };
 
 struct LoadedModel {
@@ -32,8 +37,9 @@ struct LoadedModel {
   std::unique_ptr<quant::WeightRuntimeHook> hook;  // null: dense
   kv::KvDtype kv_dtype = kv::KvDtype::F32;
   std::shared_ptr<const model::LoraAdapter> adapter;  // null: none
+  kv::KvPolicy kv_policy;
 
-  ModelUnderTest under_test() const { return {model.get(), hook.get(), kv_dtype, adapter.get()}; }
+  ModelUnderTest under_test() const { return {model.get(), hook.get(), kv_dtype, adapter.get(), kv_policy}; }
   std::string runtime_name() const;
   // Bytes of weights as the kernels read them: the file's tensors, with the
   // matrices a runtime repacked counted in their packed size.

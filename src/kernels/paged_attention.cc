@@ -11,6 +11,7 @@
 
 #include "kernels/dispatch.h"
 #include "kernels/fp8.h"
+#include "kernels/rope.h"
 #include "util/check.h"
 #include "util/fp16.h"
 
@@ -243,6 +244,20 @@ void paged_kv_write(const PagedKv& kv, std::span<const int32_t> block_table, int
     const int64_t row = row_of(kv, block_table.data(), start_pos + t - base);
     store_row(kv, k + t * kv.n_kv_dim, kv.k + row * row_bytes);
     store_row(kv, v + t * kv.n_kv_dim, kv.v + row * row_bytes);
+  }
+}
+
+void paged_key_rotate(const PagedKv& kv, int32_t block, int64_t head_dim, int64_t rope_dims, const double* cos,
+                      const double* sin, bool neox) {
+  TM_CHECK(block >= 0 && block < kv.num_blocks && head_dim > 0 && kv.n_kv_dim % head_dim == 0);
+  const int64_t row_bytes = kv::kv_row_bytes(kv.dtype, kv.n_kv_dim);
+  std::vector<float> row(static_cast<size_t>(kv.n_kv_dim));
+  for (int64_t r = 0; r < kv.block_size; ++r) {
+    uint8_t* stored = kv.k + (static_cast<int64_t>(block) * kv.block_size + r) * row_bytes;
+    load_elems(kv, stored, 0, kv.n_kv_dim, row.data());
+    for (int64_t h = 0; h < kv.n_kv_dim / head_dim; ++h)
+      rope_apply(row.data() + h * head_dim, rope_dims, cos, sin, neox);
+    store_row(kv, row.data(), stored);
   }
 }
 

@@ -58,4 +58,13 @@ void paged_attention(const AttentionShape& shape, const float* q, const int64_t*
 void paged_kv_write(const PagedKv& kv, std::span<const int32_t> block_table, int64_t start_pos, int64_t num_tokens,
                     const float* k, const float* v, int64_t first_block = 0);
 
+// Rotates the keys of every position of `block` (all block_size rows, of
+// every KV head of head_dim) by the RoPE angles cos/sin (rope_angles of the
+// shift, for rope_dims of each head; neox: the pairs' layout): the key
+// shift of a KV policy that re-rotates (kv/kv_policy.h). Rows are read,
+// rotated in float and stored back in kv.dtype (requantized for the
+// quantized types). Precondition (CHECK): block in [0, kv.num_blocks).
+void paged_key_rotate(const PagedKv& kv, int32_t block, int64_t head_dim, int64_t rope_dims, const double* cos,
+                      const double* sin, bool neox);
+
 }  // namespace tokenmill::kernels

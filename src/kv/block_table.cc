@@ -1,6 +1,7 @@
 #include "kv/block_table.h"
 
 #include <algorithm>
+#include <optional>
 
 #include "util/check.h"
 
@@ -109,6 +110,33 @@ int64_t BlockTable::drop_before(int64_t pos) {
   blocks_.erase(blocks_.begin(), blocks_.begin() + n);
   first_block_ += n;
   return n;
+}
+
+void BlockTable::remove_block(int64_t k) {
+  TM_CHECK(k >= 0 && (k + 1) * block_size_ <= num_tokens_);
+  if (k >= first_block_) {
+    const auto it = blocks_.begin() + (k - first_block_);
+    allocator_->release(*it);
+    blocks_.erase(it);
+  } else {
+    --first_block_;
+  }
+  num_tokens_ -= block_size_;
+}
+
+bool BlockTable::is_shared(size_t i) const {
+  const BlockId id = blocks_.at(i);
+  return allocator_->ref_count(id) > 1 || allocator_->is_cached(id);
+}
+
+bool BlockTable::make_private(size_t i, std::vector<BlockCopy>* copies) {
+  if (!is_shared(i)) return true;
+  const std::optional<BlockId> fresh = allocator_->allocate();
+  if (!fresh) return false;
+  copies->push_back({blocks_[i], *fresh});
+  allocator_->release(blocks_[i]);
+  blocks_[i] = *fresh;
+  return true;
 }
 
 BlockTable BlockTable::fork() const {

@@ -84,6 +84,23 @@ class BlockTable {
   // Precondition: pos <= num_tokens(). Cost: O(released).
   int64_t drop_before(int64_t pos);
 
+  // Removes logical block k (a KV policy evicting the middle of a long
+  // sequence): every later position moves down by block_size, so the table
+  // then reserves num_tokens() - block_size slots. A block before
+  // first_block() (already dropped from a window table) only renumbers the
+  // held ones; a held one is released. The caller rotates the moved keys
+  // if their positions must follow (kv_policy.h). Precondition: block k is
+  // full, (k + 1) * block_size <= num_tokens(). Cost: O(blocks).
+  void remove_block(int64_t k);
+  // Gives this table a private copy of held block i (index into blocks())
+  // when it is shared or published (another table or the prefix cache
+  // reads it), so that it may be rewritten in place; the copy is appended
+  // to *copies as in append_slots. False, changing nothing, when the
+  // allocator has no block to give.
+  bool make_private(size_t i, std::vector<BlockCopy>* copies);
+  // Whether make_private(i) would need a block.
+  bool is_shared(size_t i) const;
+
   // Gives back reserved slots from the end: keeps the first n, releasing
   // (last first) the held blocks wholly past them. For speculative decoding:
   // the slots of draft tokens the target rejected. Stale K/V left in a kept

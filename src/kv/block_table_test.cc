@@ -206,6 +206,56 @@ TEST(BlockTable, DropBeforeReleasesBlocksThatLeftTheWindow) {
 
 // The table owns its references: dropping, moving over or assigning over a
 // table releases exactly its blocks; a moved-from table holds nothing.
+// A KV policy removes a block from the middle: later positions move down
+// one block; a block already dropped from a window table only renumbers the
+// held ones.
+TEST(BlockTable, RemoveBlockReleasesItAndShiftsTheRest) {
+  BlockAllocator a(16);
+  BlockTable t(a, 4);
+  ASSERT_TRUE(t.append_slots(18, nullptr));  // blocks 0-4, the last with 2 slots
+  const std::vector<BlockId> before = t.blocks();
+  t.remove_block(1);
+  EXPECT_EQ(t.num_tokens(), 14);
+  EXPECT_EQ(t.blocks(), (std::vector<BlockId>{before[0], before[2], before[3], before[4]}));
+  EXPECT_EQ(a.ref_count(before[1]), 0);
+  EXPECT_EQ(a.num_used(), 4);
+  EXPECT_DEATH(t.remove_block(3), "");  // the partly filled last block
+  t.drop_before(8);                     // a window table: logical blocks 0-1 leave
+  EXPECT_EQ(t.first_block(), 2);
+  t.remove_block(0);  // not held: the held blocks become logical 1..
+  EXPECT_EQ(t.first_block(), 1);
+  EXPECT_EQ(t.num_tokens(), 10);
+  EXPECT_EQ(t.blocks(), (std::vector<BlockId>{before[3], before[4]}));
+}
+
+// make_private gives a table its own copy of a block another table (or the
+// prefix cache) reads, so that it may rewrite it; an unshared one stays.
+TEST(BlockTable, MakePrivateCopiesOnlySharedBlocks) {
+  BlockAllocator a(8);
+  BlockTable t(a, 4);
+  ASSERT_TRUE(t.append_slots(8, nullptr));
+  BlockTable other = t.fork();
+  std::vector<BlockCopy> copies;
+  EXPECT_TRUE(t.is_shared(0));
+  ASSERT_TRUE(t.make_private(0, &copies));
+  ASSERT_EQ(copies.size(), 1u);
+  EXPECT_EQ(copies[0].src, other.blocks()[0]);
+  EXPECT_EQ(copies[0].dst, t.blocks()[0]);
+  EXPECT_FALSE(t.is_shared(0));
+  other.free();
+  EXPECT_FALSE(t.is_shared(1));
+  ASSERT_TRUE(t.make_private(1, &copies));
+  EXPECT_EQ(copies.size(), 1u);
+  a.set_cached(t.blocks()[1], true);  // published: the prefix cache reads it
+  EXPECT_TRUE(t.is_shared(1));
+  BlockAllocator dry(2);
+  BlockTable u(dry, 4);
+  ASSERT_TRUE(u.append_slots(8, nullptr));
+  BlockTable v = u.fork();
+  EXPECT_FALSE(u.make_private(0, &copies));  // no block left for the copy
+  EXPECT_EQ(u.blocks(), v.blocks());
+}
+
 TEST(BlockTable, ReleasesItsBlocksWhenDestroyedOrAssignedOver) {
   BlockAllocator a(8);
   std::vector<BlockCopy> copies;

@@ -41,6 +41,11 @@ uint64_t namespace_id(const CacheNamespace& ns) {
     append_bytes(bytes, &size, sizeof(size));
     append_bytes(bytes, field->data(), field->size());
   }
+  if (!ns.kv_policy.empty()) {
+    const uint64_t size = ns.kv_policy.size();
+    append_bytes(bytes, &size, sizeof(size));
+    append_bytes(bytes, ns.kv_policy.data(), ns.kv_policy.size());
+  }
   return XXH3_64bits(bytes.data(), bytes.size());
 }
 

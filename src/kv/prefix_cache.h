@@ -78,6 +78,9 @@ struct CacheNamespace {
   std::string rope;       // RoPE / position configuration
   std::string attention;  // mask mode: "causal", "sliding:4096", ...
   std::string kv_dtype;   // "f16", "f32", ...
+  // The KV policy when it evicts (KvPolicy::describe); "" = full, which
+  // leaves the id as it was before policies existed.
+  std::string kv_policy;
   std::string isolation;  // "" = shared domain, else the tenant
 };
 

@@ -294,11 +294,14 @@ void Model::forward_part(std::span<const SequenceChunk> chunks, std::span<kv::Pa
   // Positions of the flat batch; the first stage starts the residual
   // stream from the embeddings (x[t] = embd_scale * E[token_t]), the others
   // receive it from the stage before.
-  std::vector<int64_t> positions(static_cast<size_t>(T));
+  // Cache positions (what attention masks by) and RoPE positions (what the
+  // rotations use): the same unless a KV policy evicted before the chunk.
+  std::vector<int64_t> positions(static_cast<size_t>(T)), rope_positions(static_cast<size_t>(T));
   int64_t t = 0;
   for (const SequenceChunk& ch : chunks) {
     for (size_t i = 0; i < ch.tokens.size(); ++i, ++t) {
       positions[static_cast<size_t>(t)] = ch.start_pos + static_cast<int64_t>(i);
+      rope_positions[static_cast<size_t>(t)] = positions[static_cast<size_t>(t)] + ch.rope_offset;
       if (!shard_.first_stage()) continue;
       float* row = s.x.data() + t * c.n_embd;
       kernels::dequantize_weight_row(weights_.tok_embd, ch.tokens[i], row);
@@ -309,7 +312,7 @@ void Model::forward_part(std::span<const SequenceChunk> chunks, std::span<kv::Pa
 
   for (int64_t layer = shard_.layer_begin; layer < shard_.layer_end; ++layer) {
     if (!skip_layers.empty() && skip_layers[static_cast<size_t>(layer)] != 0) continue;
-    attention_block(layer, chunks, positions, pools, pool);
+    attention_block(layer, chunks, positions, rope_positions, pools, pool);
     ffn_block(layer, pool);
   }
   if (!shard_.last_stage()) {
@@ -399,8 +402,48 @@ void Model::layer_matmul(int64_t layer, LoraSlot slot, const kernels::WeightView
       s.lora_tokens, [&](const LoraAdapter& a) -> const LoraPair& { return a.pair(layer, slot); }, x, y, pool, s.lora);
 }
 
+kernels::RopeFrequencies Model::layer_rope(int64_t layer) const {
+  const ModelConfig& c = local_;
+  const bool local = c.layer_is_local[static_cast<size_t>(layer)];
+  // The pairs' frequencies (scaling included: linear, llama3 factors, YaRN).
+  const float* factors = c.rope_scaling != RopeScalingType::kLongRope ? weights_.rope_freqs.data
+                         : rope_long_factors(c)                       ? weights_.rope_factors_long.data
+                                                                      : weights_.rope_factors_short.data;
+  return kernels::rope_frequencies(c.rope_dims, local ? c.rope_base_local : c.rope_base, rope_scaling_params(c, local),
+                                   factors);
+}
+
+void Model::shift_keys(std::span<kv::PagedKvStorage* const> pools, std::span<const std::vector<kv::KeyShift>> shifts,
+                       ThreadPool& pool) {
+  if (comm_ != nullptr) fail("re-rotating cached keys is not supported with tensor or pipeline parallelism");
+  if (shifts.size() > pools.size()) fail("shift_keys: shifts for {} pools, {} given", shifts.size(), pools.size());
+  const ModelConfig& c = local_;
+  for (int64_t layer = shard_.layer_begin; layer < shard_.layer_end; ++layer) {
+    const bool local = c.layer_is_local[static_cast<size_t>(layer)];
+    const size_t group = pools.size() == 2 && local ? 1 : 0;
+    if (group >= shifts.size() || shifts[group].empty()) continue;
+    const int64_t pool_layer =
+        pools.size() == 2 ? group_layer_[static_cast<size_t>(layer)] : layer - shard_.layer_begin;
+    const kernels::PagedKv cache = layer_kv(*pools[group], pool_layer);
+    // The rotation by delta is the position's own: mscale (YaRN) stays
+    // out, the key already carries it once.
+    kernels::RopeFrequencies freqs = layer_rope(layer);
+    freqs.mscale = 1.0;
+    const std::vector<kv::KeyShift>& list = shifts[group];
+    pool.parallel_for(static_cast<int64_t>(list.size()), [&](int, int64_t first, int64_t last) {
+      std::vector<double> cos_d(static_cast<size_t>(c.rope_dims / 2)), sin_d(cos_d.size());
+      for (int64_t i = first; i < last; ++i) {
+        const kv::KeyShift& shift = list[static_cast<size_t>(i)];
+        kernels::rope_angles(freqs, shift.delta, cos_d.data(), sin_d.data());
+        kernels::paged_key_rotate(cache, shift.block, c.head_dim, c.rope_dims, cos_d.data(), sin_d.data(), c.rope_neox);
+      }
+    });
+  }
+}
+
 void Model::attention_block(int64_t layer, std::span<const SequenceChunk> chunks, std::span<const int64_t> positions,
-                            std::span<kv::PagedKvStorage* const> pools, ThreadPool& pool) {
+                            std::span<const int64_t> rope_positions, std::span<kv::PagedKvStorage* const> pools,
+                            ThreadPool& pool) {
   const ModelConfig& c = local_;  // this rank's heads
   const LayerWeights& w = weights_.layers[static_cast<size_t>(layer)];
   Scratch& s = *scratch_;
@@ -424,17 +467,13 @@ void Model::attention_block(int64_t layer, std::span<const SequenceChunk> chunks
 
   // Rotary position embedding, per head, at each token's own position.
   const bool local = c.layer_is_local[static_cast<size_t>(layer)];
-  // The pairs' frequencies (scaling included: linear, llama3 factors, YaRN)
-  // once per layer, the angles once per token, shared by its heads.
-  const float* factors = c.rope_scaling != RopeScalingType::kLongRope ? weights_.rope_freqs.data
-                         : rope_long_factors(c)                       ? weights_.rope_factors_long.data
-                                                                      : weights_.rope_factors_short.data;
-  const kernels::RopeFrequencies freqs = kernels::rope_frequencies(c.rope_dims, local ? c.rope_base_local : c.rope_base,
-                                                                   rope_scaling_params(c, local), factors);
+  // The pairs' frequencies once per layer, the angles once per token,
+  // shared by its heads.
+  const kernels::RopeFrequencies freqs = layer_rope(layer);
   pool.parallel_for(T, [&](int, int64_t first, int64_t last) {
     std::vector<double> cos_t(static_cast<size_t>(c.rope_dims / 2)), sin_t(cos_t.size());
     for (int64_t i = first; i < last; ++i) {
-      kernels::rope_angles(freqs, positions[static_cast<size_t>(i)], cos_t.data(), sin_t.data());
+      kernels::rope_angles(freqs, rope_positions[static_cast<size_t>(i)], cos_t.data(), sin_t.data());
       for (int64_t h = 0; h < c.n_head; ++h)
         kernels::rope_apply(s.q.data() + (i * c.n_head + h) * hd, c.rope_dims, cos_t.data(), sin_t.data(), c.rope_neox);
       for (int64_t h = 0; h < c.n_kv_head; ++h)

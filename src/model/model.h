@@ -19,6 +19,8 @@
 #include <vector>
 
 #include "gguf/reader.h"
+#include "kernels/rope.h"
+#include "kv/kv_policy.h"
 #include "kv/paged_kv_storage.h"
 #include "model/config.h"
 #include "model/lora_adapter.h"
@@ -61,6 +63,10 @@ struct SequenceChunk {
   // null: the base weights). Chunks with different adapters share the base
   // products; each adapter's deltas go to its own rows (lora_apply.h).
   const LoraAdapter* adapter = nullptr;
+  // The tokens' RoPE positions are their cache positions plus this: the
+  // positions a KV policy evicted before them when it keeps true positions
+  // (kv/kv_policy.h, kPreserve); 0 otherwise.
+  int64_t rope_offset = 0;
 };
 
 // How many hidden-state rows forward() returns for a chunk.
@@ -166,6 +172,14 @@ class Model {
     forward(chunks, pools, logits, pool);
   }
 
+  // Rotates the cached keys of blocks by RoPE: shifts[g] lists blocks of
+  // pools[g] and the positions to move each by (KV policy kRerotate,
+  // kv/kv_policy.h); every layer of the group, with its own RoPE base. The
+  // quantized types are dequantized, rotated and quantized again. Not with
+  // a ParallelComm (Error).
+  void shift_keys(std::span<kv::PagedKvStorage* const> pools, std::span<const std::vector<kv::KeyShift>> shifts,
+                  ThreadPool& pool);
+
   // Routes every weight product of forward() through `hook` (null: none).
   // The hook must outlive its use; set it between forward calls only.
   void set_matmul_hook(MatmulHook* hook) { matmul_hook_ = hook; }
@@ -186,7 +200,10 @@ class Model {
   void project_logits(int64_t R, float* logits, int tag, ThreadPool& pool);
   bool is_column_copy(const void* data) const;
   void attention_block(int64_t layer, std::span<const SequenceChunk> chunks, std::span<const int64_t> positions,
-                       std::span<kv::PagedKvStorage* const> pools, ThreadPool& pool);
+                       std::span<const int64_t> rope_positions, std::span<kv::PagedKvStorage* const> pools,
+                       ThreadPool& pool);
+  // The RoPE frequencies of a layer (its base: local or global).
+  kernels::RopeFrequencies layer_rope(int64_t layer) const;
   void ffn_block(int64_t layer, ThreadPool& pool);
   // y = W x through the hook, if any, else kernels::matmul.
   void matmul(const kernels::WeightView& w, const float* x, int64_t num_tokens, float* y, ThreadPool& pool);

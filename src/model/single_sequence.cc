@@ -16,24 +16,75 @@ int64_t checked_capacity(const Model& model, int64_t capacity) {
   return capacity;
 }
 
+// Blocks of the private pool: the whole capacity, or what the policy keeps.
+int64_t pool_blocks(int64_t capacity, const kv::KvPolicy& policy, int64_t max_step) {
+  const int64_t bs = SingleSequence::kBlockSize;
+  const int64_t all = (capacity + bs - 1) / bs;
+  if (!policy.evicts()) return all;
+  if (max_step < 1) fail("a KV policy that evicts needs the largest step (got {})", max_step);
+  return std::min(all, policy.max_blocks(bs, max_step));
+}
+
 }  // namespace
 
-SingleSequence::SingleSequence(Model& model, int64_t capacity, kv::KvDtype dtype)
+SingleSequence::SingleSequence(Model& model, int64_t capacity, kv::KvDtype dtype, const kv::KvPolicy& policy,
+                               int64_t max_step, ThreadPool* pool)
     : model_(model),
       capacity_(checked_capacity(model, capacity)),
-      storage_(model.kv_geometry(kBlockSize, dtype), (capacity_ + kBlockSize - 1) / kBlockSize),
-      block_table_(static_cast<size_t>(storage_.num_blocks())) {
-  std::iota(block_table_.begin(), block_table_.end(), 0);
+      policy_(policy),
+      max_step_(max_step),
+      pool_(pool),
+      storage_(model.kv_geometry(kBlockSize, dtype), pool_blocks(capacity_, policy, max_step)) {
+  policy_.validate();
+  if (policy_.evicts() && policy_.positions == kv::KvPositions::kRerotate && pool_ == nullptr)
+    fail("re-rotating keys needs a thread pool");
+  for (int32_t b = storage_.num_blocks(); b-- > 0;) free_blocks_.push_back(b);
+}
+
+void SingleSequence::evict_by_policy() {
+  const int64_t n = kv::blocks_to_evict(policy_, size_ - evicted_, kBlockSize);
+  if (n == 0) return;
+  const auto first = block_table_.begin() + policy_.sink_blocks(kBlockSize);
+  free_blocks_.insert(free_blocks_.end(), first, first + n);
+  block_table_.erase(first, first + n);
+  evicted_ += n * kBlockSize;
+  if (policy_.positions != kv::KvPositions::kRerotate) return;
+  std::vector<kv::KeyShift> moved;
+  for (auto it = block_table_.begin() + policy_.sink_blocks(kBlockSize); it != block_table_.end(); ++it)
+    moved.push_back({*it, -n * kBlockSize});
+  kv::PagedKvStorage* const pools[] = {&storage_};
+  const std::vector<kv::KeyShift>* list = &moved;
+  model_.shift_keys(pools, {list, 1}, *pool_);
 }
 
 void SingleSequence::forward(std::span<const int32_t> tokens, LogitRows rows, std::vector<float>& logits,
                              ThreadPool& pool) {
   const int64_t n = static_cast<int64_t>(tokens.size());
   if (size_ + n > capacity_) fail("context is full: {} positions needed, the context holds {}", size_ + n, capacity_);
+  if (policy_.evicts() && n > max_step_) fail("a step of {} tokens exceeds the largest step {}", n, max_step_);
+  evict_by_policy();
+  const int64_t start = size_ - evicted_;
+  const auto needed = static_cast<size_t>((start + n + kBlockSize - 1) / kBlockSize);
+  const size_t held = block_table_.size();
+  if (needed > held + free_blocks_.size())
+    fail("the KV pool holds {} blocks, {} positions need {}", storage_.num_blocks(), start + n, needed);
+  while (block_table_.size() < needed) {
+    block_table_.push_back(free_blocks_.back());
+    free_blocks_.pop_back();
+  }
   const ChunkTable table{block_table_, 0};
-  SequenceChunk chunk{tokens, size_, {&table, 1}, rows};
+  SequenceChunk chunk{tokens, start, {&table, 1}, rows};
+  chunk.rope_offset = policy_.positions == kv::KvPositions::kPreserve ? evicted_ : 0;
   chunk.adapter = adapter_;
-  model_.forward({&chunk, 1}, storage_, logits, pool);
+  try {
+    model_.forward({&chunk, 1}, storage_, logits, pool);
+  } catch (...) {
+    while (block_table_.size() > held) {  // the size stays unchanged
+      free_blocks_.push_back(block_table_.back());
+      block_table_.pop_back();
+    }
+    throw;
+  }
   size_ += n;
 }
 

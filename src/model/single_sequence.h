@@ -1,8 +1,13 @@
 // One sequence run on its own, for tools (`tokenmill run`, `tokenmill
-// logits`) and tests: a private paged KV pool just large enough for
-// `capacity` positions, with the identity block table (block i holds
-// positions [16 i, 16 i + 16)). The serving engine shares one pool between
-// many sequences instead.
+// logits`, `tokenmill eval`) and tests: a private paged KV pool just large
+// enough for `capacity` positions (block i holds positions [16 i, 16 i + 16)).
+// The serving engine shares one pool between many sequences instead.
+//
+// With a KV policy that evicts (kv/kv_policy.h), each forward() call is a
+// step: before it, the blocks that left the policy's window go (their
+// successors re-rotated under kRerotate), exactly as the scheduler does
+// for a served sequence; the pool then holds only the policy's blocks for
+// steps of up to max_step tokens.
 //
 // Thread-safety: one caller at a time, as Model::forward.
 #pragma once
@@ -25,8 +30,11 @@ class SingleSequence {
   // Throws Error when capacity is not in [1, n_ctx_train] or the pool cannot
   // be allocated. Memory: capacity rounded up to kBlockSize times
   // model.kv_geometry(...).bytes_per_token(). `model` must outlive this.
-  SingleSequence(Model& model, int64_t capacity, kv::KvDtype dtype);
+  SingleSequence(Model& model, int64_t capacity, kv::KvDtype dtype, const kv::KvPolicy& policy = {},
+                 int64_t max_step = 0, ThreadPool* pool = nullptr);
 
+  // (With an evicting policy: max_step > 0 bounds each forward()'s tokens,
+  // and `pool` runs the key rotations of kRerotate.)
   // Appends tokens at positions [size(), size() + tokens.size()) and writes
   // the logits [num_rows, n_vocab] (rows as SequenceChunk::logits says; the bool
   // form: every token's row with all_logits, else
@@ -42,6 +50,8 @@ class SingleSequence {
   void set_adapter(const LoraAdapter* adapter) { adapter_ = adapter; }
 
   int64_t size() const { return size_; }
+  // Positions the policy evicted so far.
+  int64_t evicted() const { return evicted_; }
   int64_t capacity() const { return capacity_; }
   kv::KvDtype dtype() const { return storage_.geometry().dtype; }
 
@@ -49,8 +59,15 @@ class SingleSequence {
   Model& model_;
   int64_t capacity_ = 0;
   int64_t size_ = 0;
+  kv::KvPolicy policy_;
+  int64_t max_step_ = 0;
+  ThreadPool* pool_ = nullptr;
+  int64_t evicted_ = 0;
   kv::PagedKvStorage storage_;
-  std::vector<int32_t> block_table_;  // identity: [0, num_blocks)
+  std::vector<int32_t> block_table_;  // held blocks, in position order
+  std::vector<int32_t> free_blocks_;  // the pool's others
+
+  void evict_by_policy();
   const LoraAdapter* adapter_ = nullptr;
 };
 

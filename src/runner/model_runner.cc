@@ -1,5 +1,7 @@
 #include "runner/model_runner.h"
 
+#include <algorithm>
+
 #include "util/check.h"
 
 namespace tokenmill::runner {
@@ -35,6 +37,10 @@ void ModelRunner::apply_copies(const sched::ScheduledBatch& batch) {
     if (model_.comm() != nullptr)
       pending_copies_[g].insert(pending_copies_[g].end(), batch.copies[g].begin(), batch.copies[g].end());
   }
+  // Keys that moved down the cache (KV policy kRerotate), once copied.
+  const bool any_shift =
+      std::any_of(batch.key_shifts.begin(), batch.key_shifts.end(), [](const auto& group) { return !group.empty(); });
+  if (any_shift) model_.shift_keys(pool_ptrs_, batch.key_shifts, pool_);
 }
 
 void ModelRunner::forward(std::span<const model::SequenceChunk> chunks, std::span<const uint8_t> skip_layers,
@@ -76,6 +82,10 @@ StepLogits ModelRunner::run_draft(std::span<const DraftInput> inputs, std::span<
   return StepLogits(logits_, static_cast<size_t>(model_.config().n_vocab), std::move(first_row));
 }
 
+int64_t ModelRunner::rope_offset_for(const sched::Sequence& seq) const {
+  return positions_ == kv::KvPositions::kPreserve ? seq.kv_evicted : 0;
+}
+
 StepLogits ModelRunner::run(const sched::ScheduledBatch& batch, std::span<const model::LogitRows> rows,
                             std::span<const uint8_t> hidden) {
   TM_CHECK(rows.size() == batch.seqs.size());
@@ -93,7 +103,10 @@ StepLogits ModelRunner::run(const sched::ScheduledBatch& batch, std::span<const 
     chunk_tokens_[i] = s.tokens();
     model::SequenceChunk& c = chunks[i];
     c.tokens = chunk_tokens_[i];
-    c.start_pos = s.start_pos;
+    // Cache positions skip what the KV policy evicted; RoPE positions are
+    // the true ones unless the evicted keys' successors were re-rotated.
+    c.start_pos = s.start_pos - s.seq->kv_evicted;
+    c.rope_offset = rope_offset_for(*s.seq);
     c.tables = tables_for(i, *s.seq);
     c.logits = rows[i];
     c.hidden = !hidden.empty() && hidden[i] != 0;

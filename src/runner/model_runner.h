@@ -41,8 +41,9 @@ class ModelRunner {
   // step's positions are then undefined; the caller fails the batch).
   StepLogits run(const sched::ScheduledBatch& batch, std::span<const model::LogitRows> rows,
                  std::span<const uint8_t> hidden = {});
-  // The batch's copy-on-write block copies, in order: call it once per
-  // batch, before run() and before any draft pass reads the step's blocks.
+  // The batch's copy-on-write block copies, in order, then its key shifts:
+  // call it once per batch, before run() and before any draft pass reads
+  // the step's blocks.
   void apply_copies(const sched::ScheduledBatch& batch);
 
   // One self-speculative draft pass: each input is one token of its
@@ -62,8 +63,12 @@ class ModelRunner {
   // Every pool's bytes, and the bytes of one position in all of them.
   int64_t kv_bytes() const;
   int64_t kv_bytes_per_token() const;
+  // How the KV policy positions keys after an eviction (kv/kv_policy.h):
+  // kPreserve (the default) runs chunks at their true RoPE positions.
+  void set_kv_positions(kv::KvPositions positions) { positions_ = positions; }
 
  private:
+  int64_t rope_offset_for(const sched::Sequence& seq) const;
   // Model::forward, announced first to the other ranks of a sharded model.
   void forward(std::span<const model::SequenceChunk> chunks, std::span<const uint8_t> skip_layers,
                std::vector<float>* hidden = nullptr);
@@ -79,6 +84,7 @@ class ModelRunner {
   std::vector<float> logits_;                               // [rows, n_vocab]
   std::vector<float> hidden_;                               // [hidden rows, n_embd]
   std::vector<std::vector<kv::BlockCopy>> pending_copies_;  // per pool: made here, not yet announced
+  kv::KvPositions positions_ = kv::KvPositions::kPreserve;
 };
 
 }  // namespace tokenmill::runner

@@ -53,7 +53,11 @@ std::optional<Refusal> never_fits(const CapacityLimits& l, int64_t prompt_len, i
   }
   for (const KvGroupConfig& g : l.kv_groups) {
     if (g.window == 0) {
-      const int64_t blocks = pool_blocks(l, prompt_len, total, num_samples);
+      int64_t blocks = pool_blocks(l, prompt_len, total, num_samples);
+      if (l.kv_policy.evicts()) {
+        const int64_t step = max_step_tokens(l.max_batch_tokens, l.prefill_chunk);
+        blocks = std::min(blocks, num_samples * l.kv_policy.max_blocks(l.block_size, step));
+      }
       if (blocks > g.num_blocks) {
         return Refusal{RejectReason::kKvNeverFits,
                        fmt::format("prompt ({} tokens) + max_tokens ({}) needs {} KV blocks, but the whole cache has "
@@ -82,7 +86,7 @@ int64_t max_completion_tokens(const CapacityLimits& l, int64_t prompt_len, int64
   // the shared prompt blocks leave, plus the one token that needs no slot.
   int64_t total = l.max_model_len > 0 ? l.max_model_len : INT64_MAX;
   for (const KvGroupConfig& g : l.kv_groups) {
-    if (g.window > 0) continue;
+    if (g.window > 0 || l.kv_policy.evicts()) continue;  // bounded by the window, not the length
     const int64_t shared = std::min<int64_t>(prompt_len / l.block_size, g.num_blocks);
     const int64_t per_sample = (g.num_blocks - shared) / std::max<int64_t>(num_samples, 1);
     total = std::min(total, (shared + per_sample) * l.block_size + 1);

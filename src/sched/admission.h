@@ -14,6 +14,7 @@
 
 #include <vector>
 
+#include "kv/kv_policy.h"
 #include "sched/kv_group_config.h"
 #include "sched/request_outcome.h"
 
@@ -28,6 +29,9 @@ struct CapacityLimits {
   int64_t max_batch_tokens = 512;
   int64_t prefill_chunk = 0;  // 0 = chunked prefill off
   int64_t max_seqs = 64;
+  // A policy that evicts (kv_policy.h) bounds what a sequence holds in the
+  // pool of group 0 by its sinks, window and step, whatever its length.
+  kv::KvPolicy kv_policy;
 };
 
 // Most tokens one sequence writes in one step: the prefill chunk, bounded

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "kv/block_table.h"
+#include "kv/kv_policy.h"
 #include "kv/prefix_miss.h"
 #include "sched/sequence.h"
 
@@ -15,8 +16,8 @@ namespace tokenmill::sched {
 
 // One sequence's share of the step: compute tokens
 // [start_pos, start_pos + num_tokens) of seq's prompt + output, writing their
-// K/V at those positions through seq->tables (one per KV group, already
-// sized for them).
+// K/V at cache indices from start_pos - seq->kv_evicted through seq->tables
+// (one per KV group, already sized for them).
 struct ScheduledSeq {
   Sequence* seq = nullptr;  // owned by the Scheduler; valid until commit()
   int64_t start_pos = 0;    // == seq->num_computed_tokens at schedule()
@@ -55,6 +56,10 @@ struct ScheduledBatch {
   // Copy-on-write block copies of each KV group's pool (group order); apply
   // all, in order (PagedKvStorage::copy_block), before the forward pass.
   std::vector<std::vector<kv::BlockCopy>> copies;
+  // KV policy kRerotate (kv_policy.h): each group's blocks whose keys move
+  // down in the cache; rotate them by `delta` positions after the copies,
+  // before the forward pass (Model::shift_keys).
+  std::vector<std::vector<kv::KeyShift>> key_shifts;
   // Sequences that ended inside schedule() (cancelled, timed out, rejected
   // because the pool ran dry under the reject policy); their blocks are
   // already freed. The engine reports them and drops them.

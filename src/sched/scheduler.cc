@@ -25,6 +25,10 @@ void SchedulerConfig::validate() const {
   if (!(priority_aging_s >= 0.0)) fail("scheduler: priority_aging_s must be >= 0, got {}", priority_aging_s);
   if (kv_groups[0].window != 0) fail("scheduler: KV group 0 must hold every position (window 0)");
   tenants.validate("scheduler: tenant_limits", "scheduler: default_tenant_limits");
+  kv_policy.validate();
+  if (kv_policy.evicts() && kv_groups[0].num_blocks < blocks_per_seq(0))
+    fail("scheduler: the KV pool ({} blocks) cannot hold one sequence's sinks, window and step ({} blocks) under {}",
+         kv_groups[0].num_blocks, blocks_per_seq(0), kv_policy.describe());
   for (size_t g = 0; g < kv_groups.size(); ++g) {
     const KvGroupConfig& group = kv_groups[g];
     if (group.num_blocks <= 0)
@@ -40,7 +44,8 @@ int64_t SchedulerConfig::max_step_tokens() const { return sched::max_step_tokens
 
 int64_t SchedulerConfig::blocks_per_step(size_t g, int64_t step_tokens) const {
   const int64_t window = kv_groups.at(g).window;
-  return window > 0 ? window_blocks_per_step(window, block_size, step_tokens) : INT64_MAX;
+  if (window > 0) return window_blocks_per_step(window, block_size, step_tokens);
+  return kv_policy.evicts() ? kv_policy.max_blocks(block_size, step_tokens) : INT64_MAX;
 }
 
 CapacityLimits SchedulerConfig::capacity() const {
@@ -51,6 +56,7 @@ CapacityLimits SchedulerConfig::capacity() const {
   l.max_batch_tokens = max_batch_tokens;
   l.prefill_chunk = prefill_chunk;
   l.max_seqs = max_seqs;
+  l.kv_policy = kv_policy;
   return l;
 }
 
@@ -258,7 +264,8 @@ void Scheduler::finish(Sequence& seq, FinishReason reason, TimePoint now) {
 }
 
 void Scheduler::publish_computed(Sequence& seq) {
-  if (!prefix_cache_.enabled()) return;
+  // After an eviction the tables no longer hold the exact prefix.
+  if (!prefix_cache_.enabled() || seq.kv_evicted > 0) return;
   const int64_t full = seq.num_computed_tokens / config_.block_size;
   if (full <= static_cast<int64_t>(seq.block_hashes.size())) return;
   const std::vector<int32_t> computed = seq.tokens(0, full * config_.block_size);
@@ -283,10 +290,10 @@ std::vector<std::unique_ptr<Sequence>> Scheduler::commit(const ScheduledBatch& b
     const int64_t rejected = s.num_draft - static_cast<int64_t>(entry.accepted.size());
     seq.num_computed_tokens += s.num_tokens - rejected;
     if (rejected > 0) {
-      for (kv::BlockTable& t : seq.tables) t.truncate(seq.num_computed_tokens);
+      for (kv::BlockTable& t : seq.tables) t.truncate(seq.num_cached_positions());
     }
     seq.draft.clear();
-    TM_CHECK(seq.num_computed_tokens <= seq.table(0).num_tokens());
+    TM_CHECK(seq.num_cached_positions() <= seq.table(0).num_tokens());
     if (!s.samples) {
       publish_computed(seq);
       continue;
@@ -437,6 +444,7 @@ SchedulerStats Scheduler::stats() const {
   s.num_rejections = num_rejections_;
   s.num_timeouts = num_timeouts_;
   s.num_cancellations = num_cancellations_;
+  s.kv_evicted_tokens = kv_evicted_tokens_;
   s.prefix_cache = prefix_cache_.stats();
   return s;
 }

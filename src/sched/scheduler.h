@@ -107,6 +107,17 @@
 //   num_computed_tokens - window + 1, so a decoding sequence holds at most
 //   ceil(window / block_size) + 1 of that group's blocks. A prefix hit also
 //   needs every group's blocks that the next token attends (prefix_cache.h).
+// * KV policy (kv_policy, kv_policy.h): with kStreaming, at the start of
+//   each step, before the window drop, a running sequence evicts the
+//   blocks past its sinks that left its recent window, in every group
+//   (kv_evicted grows; later positions move down in the cache). With
+//   kRerotate the moved keys are rotated (ScheduledBatch::key_shifts) in
+//   private blocks: a shared one is copied first, and when a pool has no
+//   block for that the eviction waits for a later step. A sequence that
+//   evicted publishes no more blocks to the prefix cache (its later blocks
+//   are not the exact prefix). Admission bounds group 0's blocks by the
+//   policy (admission.h). A preempted sequence recomputes from its first
+//   token, evicting again as it goes.
 // * Parallel samples: a sequence with fork_ids is admitted only when
 //   num_samples() sequence slots are free (max_seqs), and forks in the commit
 //   that completes its prefill; the forks rank like it and are preempted,
@@ -169,6 +180,8 @@ struct SchedulerConfig {
   double priority_aging_s = 0.0;  // seconds per class of aging; 0 = off
   bool enable_prefix_cache = true;
   TenantPolicy tenants;  // per-tenant limits (tenant_limits.h); none by default
+  // What a long sequence keeps in the cache (kv_policy.h); kFull: everything.
+  kv::KvPolicy kv_policy;
 
   // Throws Error naming the first bad field.
   void validate() const;
@@ -203,6 +216,7 @@ struct SchedulerStats {
   int64_t num_rejections = 0;  // at add() and in schedule()
   int64_t num_timeouts = 0;
   int64_t num_cancellations = 0;
+  int64_t kv_evicted_tokens = 0;  // positions the KV policy evicted, all sequences
   kv::PrefixCacheStats prefix_cache;
 };
 
@@ -346,6 +360,8 @@ class Scheduler {
   // all or nothing across the groups; copies go to the batch.
   void release_blocks(Sequence& seq);
   void drop_out_of_window(Sequence& seq);
+  // The KV policy's eviction before a step (see KV POLICY in POLICY).
+  void evict_by_policy(Sequence& seq, ScheduledBatch& batch);
   bool append_slots(Sequence& seq, int64_t n, ScheduledBatch& batch);
   int64_t max_appendable(const Sequence& seq) const;
   int64_t running_slots() const;  // running sequences plus their pending forks
@@ -368,6 +384,7 @@ class Scheduler {
   int64_t num_rejections_ = 0;
   int64_t num_timeouts_ = 0;
   int64_t num_cancellations_ = 0;
+  int64_t kv_evicted_tokens_ = 0;
 };
 
 }  // namespace tokenmill::sched

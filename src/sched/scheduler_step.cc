@@ -34,6 +34,7 @@ ScheduledBatch Scheduler::schedule(TimePoint now) {
   TM_CHECK_MSG(!batch_outstanding_, "schedule() called twice without commit()");
   ScheduledBatch batch;
   batch.copies.resize(num_groups());
+  batch.key_shifts.resize(num_groups());
   apply_pending_finishes(batch, now);
   expire_deadlines(batch, now);
   while (!plan_step(batch, now)) {
@@ -92,7 +93,10 @@ bool Scheduler::plan_step(ScheduledBatch& batch, TimePoint now) {
   step.budget = config_.max_batch_tokens;
   step.seq_slots = config_.max_seqs;
   std::sort(running_.begin(), running_.end(), rank_less);
-  for (auto& seq : running_) drop_out_of_window(*seq);
+  for (auto& seq : running_) {
+    evict_by_policy(*seq, batch);
+    drop_out_of_window(*seq);
+  }
   schedule_decodes(step, batch);
   schedule_running_prefills(step, batch);
   if (step.stalled && config_.on_kv_exhausted == KvExhaustedPolicy::kReject) reject_unstarted(batch, now);
@@ -347,6 +351,7 @@ void Scheduler::preempt(const Sequence* victim, ScheduledBatch& batch) {
   seq->block_hashes.clear();
   seq->num_computed_tokens = 0;
   seq->num_cached_prompt_tokens = 0;
+  seq->kv_evicted = 0;
   seq->status = SequenceStatus::kPreempted;
   ++seq->num_preemptions;
   ++num_preemptions_;
@@ -362,9 +367,47 @@ void Scheduler::drop_out_of_window(Sequence& seq) {
   for (size_t g = 0; g < num_groups(); ++g) {
     // The next token, at num_computed_tokens, attends no position before this.
     const int64_t window = config_.kv_groups[g].window;
-    const int64_t first_needed = seq.num_computed_tokens - window + 1;
+    const int64_t first_needed = seq.num_cached_positions() - window + 1;
     if (window > 0 && first_needed > 0) seq.tables[g].drop_before(first_needed);
   }
+}
+
+void Scheduler::evict_by_policy(Sequence& seq, ScheduledBatch& batch) {
+  const kv::KvPolicy& policy = config_.kv_policy;
+  const int64_t bs = config_.block_size;
+  const int64_t n = kv::blocks_to_evict(policy, seq.num_cached_positions(), bs);
+  if (n == 0) return;
+  const int64_t k = policy.sink_blocks(bs);  // the first block that goes, and its n - 1 successors
+  const bool rerotate = policy.positions == kv::KvPositions::kRerotate;
+  // Every held block after them moves: with kRerotate it is rewritten, so a
+  // shared one needs a private copy first; all or nothing.
+  const auto moved_from = [&](const kv::BlockTable& t) {
+    return static_cast<size_t>(std::clamp<int64_t>(k + n - t.first_block(), 0, std::ssize(t.blocks())));
+  };
+  if (rerotate) {
+    for (size_t g = 0; g < num_groups(); ++g) {
+      const kv::BlockTable& t = seq.tables[g];
+      int64_t shared = 0;
+      for (size_t i = moved_from(t); i < t.blocks().size(); ++i) shared += t.is_shared(i) ? 1 : 0;
+      if (shared > allocators_[g]->num_available()) return;
+    }
+  }
+  for (size_t g = 0; g < num_groups(); ++g) {
+    kv::BlockTable& t = seq.tables[g];
+    const size_t from = moved_from(t);
+    const int64_t held_before = std::ssize(t.blocks());
+    for (int64_t i = 0; i < n; ++i) t.remove_block(k);
+    if (!rerotate) continue;
+    // The moved blocks are the last (held_before - from) of the table now.
+    for (size_t i = t.blocks().size() - static_cast<size_t>(held_before - static_cast<int64_t>(from));
+         i < t.blocks().size(); ++i) {
+      TM_CHECK(t.make_private(i, &batch.copies[g]));
+      batch.key_shifts[g].push_back({t.blocks()[i], -n * bs});
+    }
+  }
+  seq.kv_evicted += n * bs;
+  seq.kv_evicted_total += n * bs;
+  kv_evicted_tokens_ += n * bs;
 }
 
 bool Scheduler::append_slots(Sequence& seq, int64_t n, ScheduledBatch& batch) {

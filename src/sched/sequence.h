@@ -81,6 +81,12 @@ struct SequenceData {
   int64_t num_computed_tokens = 0;       // tokens (prompt + output) with K/V cached
   int64_t num_cached_prompt_tokens = 0;  // of those, prefix-cache hits at the last admission
   int64_t num_preemptions = 0;
+  // Positions the KV policy evicted from the middle of the cache (whole
+  // blocks; kv_policy.h): a computed token at position p past them lives
+  // at cache index p - kv_evicted. 0 again after a preemption.
+  int64_t kv_evicted = 0;
+  // Tokens evicted over the request's life, preemptions included (metrics).
+  int64_t kv_evicted_total = 0;
   // Scheduler::set_paused: the sequence keeps its blocks and its slot but
   // is left out of every step until resumed.
   bool paused = false;
@@ -103,6 +109,9 @@ struct SequenceData {
   int64_t num_samples() const { return 1 + static_cast<int64_t>(fork_ids.size()); }
   // Tokens whose K/V are not computed yet.
   int64_t num_uncomputed_tokens() const { return num_tokens() - num_computed_tokens; }
+  // Cache index of the next token to compute (num_computed_tokens less the
+  // evicted positions).
+  int64_t num_cached_positions() const { return num_computed_tokens - kv_evicted; }
   // Its prefill is done: the only uncomputed token is the newest sampled one.
   bool is_decoding() const { return num_uncomputed_tokens() == 1 && !output.empty(); }
   // Token at position i of prompt + output. Precondition: 0 <= i < num_tokens().

@@ -54,28 +54,50 @@ inline std::vector<int32_t> reference_generate(std::vector<int32_t> tokens, int6
 // window pool, writes every token to both, and reads the positions the
 // chunk's first query attends (from start_pos - window + 1 on) back through
 // the window table, the older ones through the full table.
+//
+// Under a KV policy that evicts (evict_from = its sinks in positions), a
+// token at position p lives at cache index p - kv_evicted (past the sinks),
+// and what a step reads back must be exactly the kept tokens. Each slot
+// also records the RoPE position its key was "rotated" at: the true
+// position (kPreserve), or the cache index, moved by the batch's key
+// shifts (kRerotate); every read checks it, so a shift applied to a shared
+// block or a missed one shows.
 class FakeModel {
  public:
-  FakeModel(int32_t num_blocks, int32_t block_size, int32_t num_window_blocks = 0, int64_t window = 0)
+  FakeModel(int32_t num_blocks, int32_t block_size, int32_t num_window_blocks = 0, int64_t window = 0,
+            int64_t evict_from = 0, bool rerotate = false)
       : block_size_(block_size),
         window_(window),
+        evict_from_(evict_from),
+        rerotate_(rerotate),
         slots_(static_cast<size_t>(num_blocks) * block_size, -1),
-        window_slots_(static_cast<size_t>(num_window_blocks) * block_size, -1) {}
+        window_slots_(static_cast<size_t>(num_window_blocks) * block_size, -1),
+        rope_(slots_.size(), -1),
+        window_rope_(window_slots_.size(), -1) {}
 
-  // Applies copies, writes the step's tokens into their slots, and for each
-  // sampling entry predicts from the tokens read back through the table(s).
-  // An entry with draft tokens is verified as the engine does: the
-  // prediction at each position is kept, and while it equals the draft's
-  // token the next position is predicted too (SampledEntry::accepted). No
-  // stops and no fork tokens (Driver::step adds those).
+  // Applies copies and key shifts, writes the step's tokens into their
+  // slots, and for each sampling entry predicts from the tokens read back
+  // through the table(s). An entry with draft tokens is verified as the
+  // engine does: the prediction at each position is kept, and while it
+  // equals the draft's token the next position is predicted too
+  // (SampledEntry::accepted). No stops and no fork tokens (Driver::step
+  // adds those).
   SampledStep run(const ScheduledBatch& batch) {
-    apply(batch.copies.at(0), slots_);
-    if (window_ > 0) apply(batch.copies.at(1), window_slots_);
+    apply(batch.copies.at(0), slots_, rope_);
+    if (window_ > 0) apply(batch.copies.at(1), window_slots_, window_rope_);
+    if (!batch.key_shifts.empty()) shift(batch.key_shifts.at(0), rope_);
+    if (window_ > 0 && batch.key_shifts.size() > 1) shift(batch.key_shifts.at(1), window_rope_);
     for (const ScheduledSeq& s : batch.seqs) {
       const std::vector<int32_t> tokens = s.tokens();
       for (int64_t p = s.start_pos; p < s.start_pos + s.num_tokens; ++p) {
-        slot(*s.seq, p) = tokens[static_cast<size_t>(p - s.start_pos)];
-        if (window_ > 0) window_slot(*s.seq, p) = tokens[static_cast<size_t>(p - s.start_pos)];
+        const int64_t c = p - s.seq->kv_evicted;
+        const int64_t rope = rerotate_ ? c : p;
+        slot(*s.seq, c) = tokens[static_cast<size_t>(p - s.start_pos)];
+        rope_[slot_index(*s.seq, c)] = rope;
+        if (window_ > 0) {
+          window_slot(*s.seq, c) = tokens[static_cast<size_t>(p - s.start_pos)];
+          window_rope_[window_slot_index(*s.seq, c)] = rope;
+        }
       }
     }
     SampledStep sampled;
@@ -83,17 +105,29 @@ class FakeModel {
     for (size_t i = 0; i < batch.seqs.size(); ++i) {
       const ScheduledSeq& s = batch.seqs[i];
       if (!s.samples) continue;
+      const int64_t evicted = s.seq->kv_evicted;
       std::vector<int32_t> known = s.seq->all_tokens();
       known.insert(known.end(), s.seq->draft.begin(), s.seq->draft.begin() + s.num_draft);
-      const int64_t window_start = window_ > 0 ? std::max<int64_t>(0, s.start_pos - window_ + 1) : INT64_MAX;
+      // The kept tokens and their true positions: the evicted run goes.
+      std::vector<int64_t> true_pos(known.size());
+      for (size_t j = 0; j < true_pos.size(); ++j) true_pos[j] = static_cast<int64_t>(j);
+      known.erase(known.begin() + evict_from_, known.begin() + evict_from_ + evicted);
+      true_pos.erase(true_pos.begin() + evict_from_, true_pos.begin() + evict_from_ + evicted);
+      const int64_t start = s.start_pos - evicted;
+      const int64_t window_start = window_ > 0 ? std::max<int64_t>(0, start - window_ + 1) : INT64_MAX;
       std::vector<int32_t> seen;
-      for (int64_t p = 0; p < s.start_pos + s.num_tokens; ++p) {
-        seen.push_back(p >= window_start ? window_slot(*s.seq, p) : slot(*s.seq, p));
+      std::vector<int64_t> rope_seen, rope_expected;
+      for (int64_t c = 0; c < start + s.num_tokens; ++c) {
+        const bool in_window = c >= window_start;
+        seen.push_back(in_window ? window_slot(*s.seq, c) : slot(*s.seq, c));
+        rope_seen.push_back(in_window ? window_rope_[window_slot_index(*s.seq, c)] : rope_[slot_index(*s.seq, c)]);
+        rope_expected.push_back(rerotate_ ? c : true_pos[static_cast<size_t>(c)]);
       }
       EXPECT_EQ(seen, known) << "KV contents of request " << s.seq->id;
+      EXPECT_EQ(rope_seen, rope_expected) << "key positions of request " << s.seq->id;
       SampledEntry& e = sampled.entries[i];
       for (int64_t j = 0; j <= s.num_draft; ++j) {
-        const int64_t end = s.start_pos + s.num_tokens - s.num_draft + j;  // positions the prediction reads
+        const int64_t end = start + s.num_tokens - s.num_draft + j;  // positions the prediction reads
         const int32_t t = next_token(std::span<const int32_t>(seen).first(static_cast<size_t>(end)));
         if (j == s.num_draft || t != s.seq->draft[static_cast<size_t>(j)]) {
           e.token = SampledToken{s.seq->id, t};
@@ -106,27 +140,39 @@ class FakeModel {
   }
 
  private:
-  void apply(const std::vector<kv::BlockCopy>& copies, std::vector<int32_t>& slots) const {
+  void apply(const std::vector<kv::BlockCopy>& copies, std::vector<int32_t>& slots, std::vector<int64_t>& rope) const {
     for (const kv::BlockCopy& c : copies) {
       std::copy_n(slots.begin() + c.src * block_size_, block_size_, slots.begin() + c.dst * block_size_);
+      std::copy_n(rope.begin() + c.src * block_size_, block_size_, rope.begin() + c.dst * block_size_);
     }
   }
-  int32_t& slot(const Sequence& seq, int64_t pos) {
-    const kv::BlockId b = seq.table(0).blocks().at(static_cast<size_t>(pos / block_size_));
-    return slots_[static_cast<size_t>(b) * block_size_ + pos % block_size_];
+  void shift(const std::vector<kv::KeyShift>& shifts, std::vector<int64_t>& rope) const {
+    for (const kv::KeyShift& k : shifts) {
+      for (int32_t r = 0; r < block_size_; ++r) rope[static_cast<size_t>(k.block) * block_size_ + r] += k.delta;
+    }
   }
+  size_t slot_index(const Sequence& seq, int64_t pos) const {
+    const kv::BlockId b = seq.table(0).blocks().at(static_cast<size_t>(pos / block_size_));
+    return static_cast<size_t>(b) * block_size_ + pos % block_size_;
+  }
+  int32_t& slot(const Sequence& seq, int64_t pos) { return slots_[slot_index(seq, pos)]; }
   // .at() fails loudly when the position is not held (dropped too early).
-  int32_t& window_slot(const Sequence& seq, int64_t pos) {
+  size_t window_slot_index(const Sequence& seq, int64_t pos) const {
     const int64_t i = pos / block_size_ - seq.table(1).first_block();
     EXPECT_GE(i, 0) << "window position " << pos << " of request " << seq.id << " was dropped";
     const kv::BlockId b = seq.table(1).blocks().at(static_cast<size_t>(std::max<int64_t>(0, i)));
-    return window_slots_[static_cast<size_t>(b) * block_size_ + pos % block_size_];
+    return static_cast<size_t>(b) * block_size_ + pos % block_size_;
   }
+  int32_t& window_slot(const Sequence& seq, int64_t pos) { return window_slots_[window_slot_index(seq, pos)]; }
 
   int32_t block_size_;
   int64_t window_;
+  int64_t evict_from_;
+  bool rerotate_;
   std::vector<int32_t> slots_;
   std::vector<int32_t> window_slots_;
+  std::vector<int64_t> rope_;
+  std::vector<int64_t> window_rope_;
 };
 
 // One scheduled entry, copied out of a batch (the Sequence may be gone).
@@ -163,7 +209,9 @@ class Driver {
       : sched(config),
         model(config.kv_groups.at(0).num_blocks, config.block_size,
               config.kv_groups.size() > 1 ? config.kv_groups[1].num_blocks : 0,
-              config.kv_groups.size() > 1 ? config.kv_groups[1].window : 0),
+              config.kv_groups.size() > 1 ? config.kv_groups[1].window : 0,
+              config.kv_policy.evicts() ? config.kv_policy.sink_blocks(config.block_size) * config.block_size : 0,
+              config.kv_policy.evicts() && config.kv_policy.positions == kv::KvPositions::kRerotate),
         now(TimePoint{} + std::chrono::seconds(1000)) {}
 
   // add(); expects acceptance.
@@ -183,6 +231,8 @@ class Driver {
     EXPECT_LE(static_cast<int64_t>(batch.seqs.size()), sched.config().max_seqs);
     EXPECT_LE(sched.num_running(), sched.config().max_seqs);
     num_preempted += static_cast<int64_t>(batch.preempted.size());
+    num_copies += static_cast<int64_t>(batch.num_copies());
+    for (const auto& group : batch.key_shifts) num_key_shifts += std::ssize(group);
     for (auto& f : batch.finished) finished.push_back(std::move(f));
     for (PrefixLookup& p : batch.prefix_lookups) prefix_lookups.push_back(std::move(p));
     std::vector<Entry> ran;
@@ -258,6 +308,8 @@ class Driver {
   // step (the engine's propose phase); none when empty.
   std::function<std::vector<int32_t>(const Sequence&)> propose;
   int64_t num_draft_tokens = 0;
+  int64_t num_copies = 0;      // block copies the steps asked for
+  int64_t num_key_shifts = 0;  // key shifts (KV policy kRerotate)
   int64_t num_accepted_tokens = 0;
   TimePoint now;
   std::vector<std::unique_ptr<Sequence>> finished;

@@ -51,7 +51,9 @@ json timings_json(const engine::Timings& t, const engine::Usage& u, const engine
           {"accepted_draft_tokens", spec.accepted_tokens},
           {"forward_compute_ms", t.forward_compute_ms},
           {"forward_communication_ms", t.forward_comm_ms},
-          {"communication_share", forward > 0 ? t.forward_comm_ms / forward : 0.0}};
+          {"communication_share", forward > 0 ? t.forward_comm_ms / forward : 0.0},
+          {"context_compressed", t.kv_evicted_tokens > 0},
+          {"kv_evicted_tokens", t.kv_evicted_tokens}};
 }
 
 std::string token_display(std::string_view piece) {

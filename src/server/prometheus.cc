@@ -146,6 +146,9 @@ void write_tokens(PrometheusWriter& w, const engine::MetricsSnapshot& m) {
            1.0);
   w.counter("tokenmill_preemptions_total", "Sequences preempted (KV freed, recomputed later).",
             static_cast<double>(m.preemptions));
+  w.counter("tokenmill_kv_evicted_tokens_total",
+            "KV positions evicted from the middle of long sequences by the KV policy (--kv-policy).",
+            static_cast<double>(m.kv_evicted_tokens));
   w.counter("tokenmill_prefix_cache_evictions_total", "Cached KV blocks evicted.",
             static_cast<double>(m.prefix_cache_evictions));
 }

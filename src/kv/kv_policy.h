@@ -1,0 +1,81 @@
+// Long-context KV policies for full-attention models: what a sequence keeps
+// in its KV cache once it outgrows a budget.
+//
+// kFull keeps every position (today's behaviour). kStreaming (StreamingLLM:
+// attention sinks plus a recent window) keeps the first `sinks` positions
+// and the last `window` ones and drops the middle, a whole block at a time:
+// before each step, every block past the sink blocks whose positions all lie
+// before the window of the step's first query goes. Sinks are rounded up to
+// whole blocks (block_size 16 and sinks 4 keep 16 positions), so a sequence
+// holds at most ceil(sinks / bs) + ceil(window / bs) + 1 blocks plus what one
+// step appends.
+//
+// Dropping block k shifts every later position down by block_size in the
+// cache ("cache index" = token position minus the evicted slots before it).
+// Two ways to give the kept keys their RoPE positions:
+//   kPreserve: every key keeps the rotation of its true token position and
+//     new tokens are rotated at their true positions, so the distances
+//     between a query and the recent keys are exact and the sinks look as
+//     far away as they are. Positions still grow with the sequence, so the
+//     model's trained context (and max_model_len) still bounds a request.
+//   kRerotate: positions are cache indices (StreamingLLM's choice): when a
+//     block goes, the keys after it are rotated back by block_size positions
+//     in place (dequantized, rotated, requantized for the quantized types),
+//     so every position stays below sinks + window + one step and a request
+//     may run past the model's trained context.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+
+namespace tokenmill::kv {
+
+// Rotate the keys of every position of `block` by delta positions (RoPE),
+// in every layer of the block's pool (kPositions kRerotate).
+struct KeyShift {
+  int32_t block = -1;
+  int64_t delta = 0;
+  bool operator==(const KeyShift&) const = default;
+};
+
+enum class KvPolicyKind { kFull, kStreaming };
+enum class KvPositions { kPreserve, kRerotate };
+
+struct KvPolicy {
+  KvPolicyKind kind = KvPolicyKind::kFull;
+  int64_t sinks = 4;      // first positions always kept (rounded up to blocks)
+  int64_t window = 1024;  // most recent positions kept
+  KvPositions positions = KvPositions::kPreserve;
+
+  bool evicts() const { return kind == KvPolicyKind::kStreaming; }
+  // Throws Error naming the bad field (window < 1, sinks < 0).
+  void validate() const;
+  // "full", or "streaming(sinks=4,window=1024,positions=preserve)": the
+  // cache namespace's and the logs' name for it.
+  std::string describe() const;
+  // Blocks always kept at the front: ceil(sinks / block_size).
+  int64_t sink_blocks(int64_t block_size) const { return (sinks + block_size - 1) / block_size; }
+  // Most blocks a sequence holds after the eviction before a step of
+  // step_tokens (sinks, window, the step, and one partly filled block).
+  int64_t max_blocks(int64_t block_size, int64_t step_tokens) const;
+};
+
+// How many blocks to evict, one after the other at logical block
+// sink_blocks(block_size), from a cache of `cached` positions before a step
+// whose first query is at cache index `cached`: each block whose every
+// position is before that query's window (index cached - window + 1),
+// counting that each eviction moves the query down by block_size. 0 for
+// kFull.
+int64_t blocks_to_evict(const KvPolicy& policy, int64_t cached, int64_t block_size);
+
+// The policy the flags --kv-policy KIND --kv-sinks --kv-window
+// --kv-positions describe, validated. Throws Error naming the bad flag.
+KvPolicy make_kv_policy(std::string_view kind, int64_t sinks, int64_t window, std::string_view positions);
+
+std::optional<KvPolicyKind> kv_policy_kind_from_name(std::string_view name);  // "full", "streaming"
+std::optional<KvPositions> kv_positions_from_name(std::string_view name);     // "preserve", "rerotate"
+std::string_view kv_positions_name(KvPositions positions);
+
+}  // namespace tokenmill::kv
