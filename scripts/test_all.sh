@@ -107,6 +107,8 @@ arm_skipped_suites=(tm_server_test tm_sched_test tm_spec_test tm_eval_test tm_di
 # Minutes each under emulation, and kernel-independent: the speculative
 # decoding and grammar-mask cross-checks (they run natively in unit,
 # unit-scalar and asan; the NEON kernels under them are tested directly).
+# Left out of the ASan stage (see there).
+asan_skipped_tests='GrammarMatcher\.MasksEqualTheReference'
 arm_skipped_tests='EngineSpecMethods\.KvPoolIsWholeAfterRandomRequestsWithCancels|EngineSpec\.Sampled|GrammarMatcher\.MasksEqualTheReference'
 
 run_stage() {  # NAME OUT
@@ -128,14 +130,22 @@ run_stage() {  # NAME OUT
       # output on the 270M model, the grammar code runs under ASan in its
       # unit tests and engine_grammar_test; the numerical agreement and
       # quantization-quality suites, whose code the unit tests cover).
-      ctest_run "$ASAN_BUILD" "unit|e2e" "$out" TOKENMILL_TEST_QUICK=1 -LE "isa-slow|no-asan"
+      # The grammar masks' cross-checks against their reference (a minute
+      # and a half under ASan) are left out as under emulation: the same
+      # matcher code runs under ASan in the other grammar tests and the
+      # grammar fuzzer, and the cross-checks natively in unit and
+      # unit-scalar.
+      ctest_run "$ASAN_BUILD" "unit|e2e" "$out" TOKENMILL_TEST_QUICK=1 -LE "isa-slow|no-asan" \
+        -E "$asan_skipped_tests"
       ;;
     tsan)
       cmake -S . -B "$TSAN_BUILD" -G Ninja "${sanitizer_flags[@]}" "${unity[@]}" -DTOKENMILL_SANITIZE=thread >/dev/null &&
         cmake --build "$TSAN_BUILD" -j "$(nproc)" --target "${tsan_binaries[@]##*/}" tokenmill || return 1
       local rc=0 bin
       for bin in "${tsan_binaries[@]}"; do
-        (cd "$root" && TOKENMILL_SHARED="$root/../shared" "$TSAN_BUILD/$bin" \
+        # Quick property rounds (a fifth), as under ASan: the speculative
+        # decoding pool checks alone took 400 s here at full count.
+        (cd "$root" && TOKENMILL_SHARED="$root/../shared" TOKENMILL_TEST_QUICK=1 "$TSAN_BUILD/$bin" \
           --gtest_output="xml:$out/${bin##*/}.xml") || rc=1
       done
       ctest_run "$TSAN_BUILD" tsan "$out" || rc=1

@@ -174,6 +174,7 @@ nlohmann::json server_info(const ServeOptions& o, const engine::EngineConfig& co
           {"kv_window_blocks", engine.num_window_kv_blocks()},
           {"kv_block_size", config.block_size},
           {"kv_bytes", engine.kv_bytes()},
+          {"kv_policy", config.kv_policy.describe()},
           {"max_model_len", engine.limits().max_model_len()},
           {"max_seqs", config.max_seqs},
           {"max_batch_tokens", config.max_batch_tokens},

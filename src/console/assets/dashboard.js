@@ -128,6 +128,7 @@ function configRows(c) {
     ["kernels (ISA)", c.isa],
     ["threads", c.threads],
     ["KV cache", `${c.kv_dtype}, ${num(c.kv_blocks)} blocks of ${c.kv_block_size} tokens, ${bytes(c.kv_bytes)}`],
+    ["KV policy", c.kv_policy ?? "full"],
     ["KV bytes per token", bytes(c.kv_bytes_per_token)],
     ["max model length", num(c.max_model_len)],
     ["max running sequences", num(c.max_seqs)],

@@ -1,0 +1,76 @@
+#!/usr/bin/env bash
+# Regenerates the long-context KV table of docs/quantization.md: for each KV
+# cache variant (element type, or a policy that evicts), the KV bytes a
+# 4096-token context holds, and the quality against the full F32 KV cache
+# of the same F32 weights over a long text: perplexity, KL divergence
+# (mean, p99; all positions, and the positions past the smallest window),
+# top-1 agreement. Every variant runs the same windows (--ctx 4096 --stride
+# 2048) in steps of --batch 64 tokens, which is where a policy evicts.
+#
+#   scripts/kv_policy_card.sh [--fresh]
+#
+# Text: /usr/share/common-licenses/GPL-3 (every Debian system has it; about
+# 7.5k Gemma tokens). Base: Gemma 3 270M (PyPI) dequantized to F32.
+# Environment: TOKENMILL_BIN (default build/src/cli/tokenmill), WORK
+# (default /tmp/tokenmill_kv_policy_card), THREADS (default 2). Each
+# variant's JSON is kept in WORK and reused on a rerun (--fresh starts
+# over); a variant takes about 4 minutes on 2 cores.
+set -euo pipefail
+
+ROOT=$(cd "$(dirname "$0")/.." && pwd)
+TM=${TOKENMILL_BIN:-$ROOT/build/src/cli/tokenmill}
+WORK=${WORK:-/tmp/tokenmill_kv_policy_card}
+THREADS=${THREADS:-2}
+TEXT=/usr/share/common-licenses/GPL-3
+CTX=4096
+[[ ${1:-} == --fresh ]] && rm -rf "$WORK"
+mkdir -p "$WORK"
+[[ -x $TM ]] || { echo "tokenmill binary not found at $TM (set TOKENMILL_BIN)" >&2; exit 1; }
+[[ -f $TEXT ]] || { echo "$TEXT not found (Debian's base-files has it)" >&2; exit 1; }
+GEMMA=$("$ROOT/scripts/default_model.sh")
+BASE=$WORK/base.gguf
+[[ -f $BASE ]] || "$TM" quantize "$GEMMA" "$BASE" --type F32 --allow-requantize -t "$THREADS" 2>"$WORK/base.log"
+
+# NAME|eval arguments|positions the cache holds at $CTX (blank: all)
+VARIANTS=(
+  "f16|--kv-dtype f16|"
+  "q8_0|--kv-dtype q8_0|"
+  "q4_0|--kv-dtype q4_0|"
+  "streaming 50 % (sinks 4, window 2048), preserve|--kv-policy streaming --kv-window 2048|2080"
+  "streaming 50 % (sinks 4, window 2048), rerotate|--kv-policy streaming --kv-window 2048 --kv-positions rerotate|2080"
+  "streaming 25 % (sinks 4, window 1024), preserve|--kv-policy streaming --kv-window 1024|1056"
+  "streaming 25 % (sinks 4, window 1024), rerotate|--kv-policy streaming --kv-window 1024 --kv-positions rerotate|1056"
+  "streaming 25 % + q8_0, preserve|--kv-policy streaming --kv-window 1024 --kv-dtype q8_0|1056"
+)
+
+rows=()
+for v in "${VARIANTS[@]}"; do
+  IFS='|' read -r name args held <<<"$v"
+  slug=$(echo "$name" | tr -c 'a-z0-9' '_')
+  out=$WORK/$slug.json
+  if [[ ! -f $out ]]; then
+    echo "[kv_policy_card] $name" >&2
+    # shellcheck disable=SC2086
+    "$TM" eval kld -m "$BASE" --base "$BASE" --kv-dtype f32 $args --text "$TEXT" --ctx $CTX --stride 2048 \
+      --batch 64 -t "$THREADS" --json "$out" 2>"$WORK/$slug.log"
+  fi
+  rows+=("$name|$held|$out")
+done
+
+python3 - "$CTX" "${rows[@]}" <<'EOF'
+import json, sys
+ctx = int(sys.argv[1])
+print("| KV cache | bytes/token | KV held at %d tokens | PPL | ΔPPL | KLD mean | KLD p99 | top-1 | KLD mean, positions 1024+ | top-1, 1024+ |" % ctx)
+print("|---|---|---|---|---|---|---|---|---|---|")
+for row in sys.argv[2:]:
+    name, held, path = row.split("|")
+    d = json.load(open(path))
+    r, m = d["result"], d["model"]
+    late = [b for b in r["buckets"] if b["first"] >= 1024]
+    n = sum(b["count"] for b in late)
+    late_kld = sum(b["mean_kld"] * b["count"] for b in late) / n
+    late_top1 = sum(b["top1"] * b["count"] for b in late) / n
+    held_bytes = (int(held) if held else ctx) * m["kv_bytes_per_token"]
+    print(f"| {name} | {m['kv_bytes_per_token']} | {held_bytes / 2**20:.1f} MiB | {r['ppl']:.3f} | {r['delta_ppl']:+.3f} | "
+          f"{r['mean_kld']:.4f} | {r['p99_kld']:.3f} | {100 * r['top1']:.1f} % | {late_kld:.4f} | {100 * late_top1:.1f} % |")
+EOF
