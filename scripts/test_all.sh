@@ -104,11 +104,12 @@ arm_suites=(tm_util_test tm_gguf_test tm_kernels_test tm_model_test tm_quant_tes
   tm_sample_test tm_engine_test tm_grammar_test)
 arm_skipped_suites=(tm_server_test tm_sched_test tm_spec_test tm_eval_test tm_dist_test tm_runner_test
   tm_router_test tm_bench_test tm_cli_test)
-# Minutes each under emulation, and kernel-independent: the speculative
-# decoding and grammar-mask cross-checks (they run natively in unit,
-# unit-scalar and asan; the NEON kernels under them are tested directly).
 # Left out of the ASan stage (see there).
 asan_skipped_tests='GrammarMatcher\.MasksEqualTheReference'
+# Minutes each under emulation, and kernel-independent: the speculative
+# decoding and grammar-mask cross-checks (they run natively in unit and
+# unit-scalar, the speculative ones also under ASan; the NEON kernels under
+# them are tested directly).
 arm_skipped_tests='EngineSpecMethods\.KvPoolIsWholeAfterRandomRequestsWithCancels|EngineSpec\.Sampled|GrammarMatcher\.MasksEqualTheReference'
 
 run_stage() {  # NAME OUT
