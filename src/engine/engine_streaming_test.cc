@@ -24,15 +24,6 @@ using testing::random_prompt;
 
 constexpr int64_t kChunk = 16;
 
-kv::KvPolicy streaming_policy(int64_t sinks, int64_t window, kv::KvPositions positions) {
-  kv::KvPolicy p;
-  p.kind = kv::KvPolicyKind::kStreaming;
-  p.sinks = sinks;
-  p.window = window;
-  p.positions = positions;
-  return p;
-}
-
 // A synthetic gemma3 of 6 layers (five local with the window of 8, one
 // global), written once per process.
 const std::string& streaming_gemma_path() {
@@ -121,7 +112,7 @@ class EngineStreaming : public ::testing::TestWithParam<kv::KvPositions> {};
 // and a window of 40: every token is the reference's, each request evicted
 // about 100 positions, the metrics count them all, both pools end free.
 TEST_P(EngineStreaming, GreedyTokensEqualTheSingleSequenceReference) {
-  const kv::KvPolicy policy = streaming_policy(4, 40, GetParam());
+  const kv::KvPolicy policy = kv::streaming_policy(4, 40, GetParam());
   for (const std::string* path : {&testing::tiny_model_path(), &streaming_gemma_path()}) {
     SCOPED_TRACE(*path);
     const std::unique_ptr<model::Model> m = model::Model::load(*path);
@@ -153,7 +144,7 @@ TEST(EngineStreamingSame, AWindowLongerThanTheSequenceGivesTodaysTokens) {
   const std::vector<GenerateRequest> requests = {greedy_request(random_prompt(80, 25), 60),
                                                  greedy_request(random_prompt(81, 40), 50)};
   const StreamingRun run = run_streaming(
-      streaming_engine(testing::tiny_model_path(), streaming_policy(4, 128, kv::KvPositions::kRerotate)), requests);
+      streaming_engine(testing::tiny_model_path(), kv::streaming_policy(4, 128, kv::KvPositions::kRerotate)), requests);
   for (size_t i = 0; i < requests.size(); ++i) {
     EXPECT_EQ(run.tokens[i], testing::reference_greedy(*m, requests[i].prompt, requests[i].max_tokens));
     EXPECT_EQ(run.evicted[i], 0);
@@ -165,7 +156,8 @@ TEST(EngineStreamingSame, AWindowLongerThanTheSequenceGivesTodaysTokens) {
 // under the policy (admission counts the policy's blocks), and the full
 // policy refuses the same request as never fitting.
 TEST(EngineStreamingSame, APoolSmallerThanTheSequenceServesIt) {
-  EngineConfig c = streaming_engine(testing::tiny_model_path(), streaming_policy(4, 40, kv::KvPositions::kPreserve));
+  EngineConfig c =
+      streaming_engine(testing::tiny_model_path(), kv::streaming_policy(4, 40, kv::KvPositions::kPreserve));
   c.kv_num_blocks = 12;  // 192 positions; the request needs 230
   const StreamingRun run = run_streaming(c, {greedy_request(random_prompt(82, 30), 200)});
   EXPECT_EQ(run.tokens[0].size(), 200u);
@@ -181,7 +173,8 @@ TEST(EngineStreamingSame, APoolSmallerThanTheSequenceServesIt) {
 // The policy cannot combine with speculative decoding, nor re-rotation
 // with a sharded model (the engine says so at start-up).
 TEST(EngineStreamingSame, UnsupportedCombinationsAreRefused) {
-  EngineConfig c = streaming_engine(testing::tiny_model_path(), streaming_policy(4, 40, kv::KvPositions::kPreserve));
+  EngineConfig c =
+      streaming_engine(testing::tiny_model_path(), kv::streaming_policy(4, 40, kv::KvPositions::kPreserve));
   c.spec.method = spec::SpecMethod::kNgram;
   EXPECT_THROW(c.validate(), Error);
   c.spec = {};

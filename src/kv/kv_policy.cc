@@ -36,18 +36,23 @@ int64_t blocks_to_evict(const KvPolicy& policy, int64_t cached, int64_t block_si
   return n;
 }
 
-KvPolicy make_kv_policy(std::string_view kind, int64_t sinks, int64_t window, std::string_view positions) {
+KvPolicy streaming_policy(int64_t sinks, int64_t window, KvPositions positions) {
   KvPolicy p;
+  p.kind = KvPolicyKind::kStreaming;
+  p.sinks = sinks;
+  p.window = window;
+  p.positions = positions;
+  p.validate();
+  return p;
+}
+
+KvPolicy make_kv_policy(std::string_view kind, int64_t sinks, int64_t window, std::string_view positions) {
   const std::optional<KvPolicyKind> k = kv_policy_kind_from_name(kind);
   if (!k) fail("--kv-policy '{}' is not one of: full, streaming", kind);
   const std::optional<KvPositions> pos = kv_positions_from_name(positions);
   if (!pos) fail("--kv-positions '{}' is not one of: preserve, rerotate", positions);
-  p.kind = *k;
-  p.sinks = sinks;
-  p.window = window;
-  p.positions = *pos;
-  p.validate();
-  return p;
+  if (*k == KvPolicyKind::kFull) return {};
+  return streaming_policy(sinks, window, *pos);
 }
 
 std::optional<KvPolicyKind> kv_policy_kind_from_name(std::string_view name) {

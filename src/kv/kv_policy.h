@@ -70,6 +70,10 @@ struct KvPolicy {
 // kFull.
 int64_t blocks_to_evict(const KvPolicy& policy, int64_t cached, int64_t block_size);
 
+// The streaming policy with these sinks, window and positions, validated
+// (Error for window < 1 or sinks < 0).
+KvPolicy streaming_policy(int64_t sinks, int64_t window, KvPositions positions = KvPositions::kPreserve);
+
 // The policy the flags --kv-policy KIND --kv-sinks --kv-window
 // --kv-positions describe, validated. Throws Error naming the bad flag.
 KvPolicy make_kv_policy(std::string_view kind, int64_t sinks, int64_t window, std::string_view positions);

@@ -31,15 +31,6 @@ using test_files::random_tokens;
 
 constexpr int64_t kStep = 4;
 
-kv::KvPolicy streaming(int64_t sinks, int64_t window, kv::KvPositions positions) {
-  kv::KvPolicy p;
-  p.kind = kv::KvPolicyKind::kStreaming;
-  p.sinks = sinks;
-  p.window = window;
-  p.positions = positions;
-  return p;
-}
-
 // Every position's logits, the tokens fed kStep at a time.
 std::vector<float> run(Model& m, const std::vector<int32_t>& tokens, kv::KvDtype dtype, const kv::KvPolicy& policy,
                        ThreadPool& pool, int64_t* evicted = nullptr) {
@@ -78,7 +69,7 @@ TEST_P(KvPolicyForward, AWindowLongerThanTheSequenceGivesTheFullCachesLogits) {
   const std::vector<float> full = run(model(), t, kv::KvDtype::F32, {}, pool_);
   for (kv::KvPositions positions : {kv::KvPositions::kPreserve, kv::KvPositions::kRerotate}) {
     int64_t evicted = -1;
-    EXPECT_EQ(run(model(), t, kv::KvDtype::F32, streaming(4, 70, positions), pool_, &evicted), full);
+    EXPECT_EQ(run(model(), t, kv::KvDtype::F32, kv::streaming_policy(4, 70, positions), pool_, &evicted), full);
     EXPECT_EQ(evicted, 0);
   }
 }
@@ -87,10 +78,10 @@ TEST_P(KvPolicyForward, WithoutSinksRerotatedKeysGiveThePreservedLogits) {
   const std::vector<int32_t> t = tokens(96);
   int64_t evicted = 0;
   const std::vector<float> preserve =
-      run(model(), t, kv::KvDtype::F32, streaming(0, 20, kv::KvPositions::kPreserve), pool_, &evicted);
+      run(model(), t, kv::KvDtype::F32, kv::streaming_policy(0, 20, kv::KvPositions::kPreserve), pool_, &evicted);
   EXPECT_GE(evicted, 48);  // several evictions, so several rotations of the same keys
   const std::vector<float> rerotate =
-      run(model(), t, kv::KvDtype::F32, streaming(0, 20, kv::KvPositions::kRerotate), pool_);
+      run(model(), t, kv::KvDtype::F32, kv::streaming_policy(0, 20, kv::KvPositions::kRerotate), pool_);
   EXPECT_LT(max_rel_diff(rerotate, preserve), 2e-4);
   // The policy matters (where a layer attends past the window): the full
   // cache's logits differ after the first eviction.
@@ -101,8 +92,8 @@ TEST_P(KvPolicyForward, WithoutSinksRerotatedKeysGiveThePreservedLogits) {
 
 TEST_P(KvPolicyForward, RerotatedQuantizedCachesStayClose) {
   const std::vector<int32_t> t = tokens(96);
-  const kv::KvPolicy preserve = streaming(0, 20, kv::KvPositions::kPreserve);
-  const kv::KvPolicy rerotate = streaming(0, 20, kv::KvPositions::kRerotate);
+  const kv::KvPolicy preserve = kv::streaming_policy(0, 20, kv::KvPositions::kPreserve);
+  const kv::KvPolicy rerotate = kv::streaming_policy(0, 20, kv::KvPositions::kRerotate);
   for (kv::KvDtype dtype : {kv::KvDtype::F16, kv::KvDtype::Q8_0}) {
     const double d = max_rel_diff(run(model(), t, dtype, rerotate, pool_), run(model(), t, dtype, preserve, pool_));
     EXPECT_LT(d, dtype == kv::KvDtype::F16 ? 2e-2 : 1e-1) << kv::kv_dtype_name(dtype);
@@ -112,15 +103,16 @@ TEST_P(KvPolicyForward, RerotatedQuantizedCachesStayClose) {
 TEST(KvPolicyForwardPool, ThePoolHoldsOnlyThePolicysBlocks) {
   test_files::TinyModelFile tiny(SynthArch::kLlama, 3, "tm_kv_policy_pool");
   ThreadPool pool(1);
-  const kv::KvPolicy p = streaming(4, 20, kv::KvPositions::kPreserve);
+  const kv::KvPolicy p = kv::streaming_policy(4, 20, kv::KvPositions::kPreserve);
   SingleSequence seq(tiny.model(), tiny.model().config().n_ctx_train, kv::KvDtype::F16, p, kStep, &pool);
   EXPECT_EQ(seq.capacity(), tiny.model().config().n_ctx_train);
   std::vector<float> logits;
   const std::vector<int32_t> big(kStep + 1, 1);
   EXPECT_THROW(seq.forward(big, LogitRows::kLast, logits, pool), Error);  // a step above max_step
   EXPECT_THROW(SingleSequence(tiny.model(), 64, kv::KvDtype::F16, p, 0, &pool), Error);
-  EXPECT_THROW(SingleSequence(tiny.model(), 64, kv::KvDtype::F16, streaming(0, 8, kv::KvPositions::kRerotate), 4),
-               Error);  // re-rotation needs a thread pool
+  EXPECT_THROW(
+      SingleSequence(tiny.model(), 64, kv::KvDtype::F16, kv::streaming_policy(0, 8, kv::KvPositions::kRerotate), 4),
+      Error);  // re-rotation needs a thread pool
 }
 
 INSTANTIATE_TEST_SUITE_P(Archs, KvPolicyForward,

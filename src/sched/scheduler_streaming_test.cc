@@ -25,15 +25,6 @@ using sched_test::reference_generate;
 
 constexpr int32_t kStreamBs = 4;
 
-kv::KvPolicy streaming(int64_t sinks, int64_t window, kv::KvPositions positions = kv::KvPositions::kPreserve) {
-  kv::KvPolicy p;
-  p.kind = kv::KvPolicyKind::kStreaming;
-  p.sinks = sinks;
-  p.window = window;
-  p.positions = positions;
-  return p;
-}
-
 SchedulerConfig streaming_config(int32_t num_blocks, const kv::KvPolicy& policy, int64_t prefill_chunk = 4) {
   SchedulerConfig c;
   c.kv_groups = {{num_blocks, 0}};
@@ -53,7 +44,7 @@ class SchedulerStreaming : public ::testing::TestWithParam<kv::KvPositions> {};
 // blocks reaching back to the window; the evicted count grows by whole
 // blocks; the pool ends free and the scheduler counts every eviction.
 TEST_P(SchedulerStreaming, LongGenerationHoldsABoundedNumberOfBlocks) {
-  const kv::KvPolicy policy = streaming(2, 9, GetParam());
+  const kv::KvPolicy policy = kv::streaming_policy(2, 9, GetParam());
   Driver d(streaming_config(64, policy));
   d.add(make_seq(1, 10, 200));
   const int64_t bound = policy.max_blocks(kStreamBs, 4);
@@ -83,7 +74,7 @@ TEST_P(SchedulerStreaming, LongGenerationHoldsABoundedNumberOfBlocks) {
 // them to keep everything: the policy keeps them all running (no
 // preemption needed), each reads exactly its kept tokens.
 TEST_P(SchedulerStreaming, ManySequencesShareASmallPool) {
-  Driver d(streaming_config(24, streaming(4, 8, GetParam())));
+  Driver d(streaming_config(24, kv::streaming_policy(4, 8, GetParam())));
   d.add(make_seq(1, 13, 60));
   d.add(make_seq(2, 3, 90));
   d.add(make_seq(3, 21, 40));
@@ -101,7 +92,7 @@ TEST_P(SchedulerStreaming, ManySequencesShareASmallPool) {
 // preempted and recompute from their first token, evicting again as they
 // go; every read is still exact and the pool ends free.
 TEST_P(SchedulerStreaming, PreemptionRecomputesUnderThePolicy) {
-  const kv::KvPolicy policy = streaming(4, 8, GetParam());
+  const kv::KvPolicy policy = kv::streaming_policy(4, 8, GetParam());
   SchedulerConfig c = streaming_config(static_cast<int32_t>(policy.max_blocks(kStreamBs, 4)) + 2, policy);
   Driver d(c);
   d.add(make_seq(1, 9, 40));
@@ -120,7 +111,7 @@ TEST_P(SchedulerStreaming, PreemptionRecomputesUnderThePolicy) {
 // intact (under kRerotate its moved copies are private), and a third gets
 // the same tokens as the second.
 TEST_P(SchedulerStreaming, PrefixHitsShareOnlyBlocksPublishedBeforeEviction) {
-  Driver d(streaming_config(64, streaming(4, 8, GetParam()), 16));
+  Driver d(streaming_config(64, kv::streaming_policy(4, 8, GetParam()), 16));
   d.add(make_seq(1, 14, 30, 1, /*first_token=*/100));
   d.run_to_completion();
   const int64_t published = d.sched.prefix_cache().stats().blocks_held;
@@ -140,7 +131,7 @@ TEST_P(SchedulerStreaming, PrefixHitsShareOnlyBlocksPublishedBeforeEviction) {
 // blocks and each evicts on its own (copies of shared blocks under
 // kRerotate); all read exactly their own kept tokens.
 TEST_P(SchedulerStreaming, ForksEvictIndependently) {
-  Driver d(streaming_config(64, streaming(2, 6, GetParam())));
+  Driver d(streaming_config(64, kv::streaming_policy(2, 6, GetParam())));
   auto s = make_seq(1, 14, 40);
   s->fork_ids = {2, 3};
   d.add(std::move(s));
@@ -154,7 +145,7 @@ TEST_P(SchedulerStreaming, ForksEvictIndependently) {
 // evict the same cache blocks, the window group's bound holds, and the
 // window reads stay exact.
 TEST_P(SchedulerStreaming, AWindowGroupEvictsAlongside) {
-  SchedulerConfig c = streaming_config(64, streaming(4, 12, GetParam()));
+  SchedulerConfig c = streaming_config(64, kv::streaming_policy(4, 12, GetParam()));
   c.kv_groups.push_back({32, 6});
   Driver d(c);
   d.add(make_seq(1, 10, 80));
@@ -183,7 +174,7 @@ TEST(SchedulerStreamingSame, AWindowLongerThanTheSequenceChangesNothing) {
     EXPECT_EQ(d.sched.stats().kv_evicted_tokens, 0);
     return steps;
   };
-  EXPECT_EQ(run(streaming(4, 64)), run(kv::KvPolicy{}));
+  EXPECT_EQ(run(kv::streaming_policy(4, 64)), run(kv::KvPolicy{}));
 }
 
 // Under kRerotate the blocks after an eviction move and are rotated; the
@@ -193,7 +184,7 @@ TEST(SchedulerStreamingSame, AWindowLongerThanTheSequenceChangesNothing) {
 // written last block is ever copied.
 TEST(SchedulerStreamingSame, RerotationCopiesSharedBlocksFirst) {
   auto run = [](kv::KvPositions positions) {
-    Driver d(streaming_config(64, streaming(2, 6, positions)));
+    Driver d(streaming_config(64, kv::streaming_policy(2, 6, positions)));
     auto s = make_seq(1, 17, 12);
     s->fork_ids = {2};
     d.add(std::move(s));
@@ -213,7 +204,7 @@ TEST(SchedulerStreamingSame, RerotationCopiesSharedBlocksFirst) {
 // (it never holds more than the policy's blocks), but not one whose
 // policy blocks exceed it.
 TEST(SchedulerStreamingSame, AdmissionBoundsThePoolByThePolicy) {
-  const kv::KvPolicy policy = streaming(4, 8);
+  const kv::KvPolicy policy = kv::streaming_policy(4, 8);
   SchedulerConfig c = streaming_config(16, policy);
   CapacityLimits l = c.capacity();
   EXPECT_FALSE(never_fits(l, 10, 1000, 1).has_value());
