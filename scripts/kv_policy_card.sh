@@ -12,7 +12,9 @@
 # Text: /usr/share/common-licenses/GPL-3 (every Debian system has it; about
 # 7.5k Gemma tokens). Base: Gemma 3 270M (PyPI) dequantized to F32.
 # Environment: TOKENMILL_BIN (default build/src/cli/tokenmill), WORK
-# (default /tmp/tokenmill_kv_policy_card), THREADS (default 2). Each
+# (default /tmp/tokenmill_kv_policy_card), THREADS (default 2). The
+# streaming variants keep F32 elements, so that only the policy differs
+# from the base. Each
 # variant's JSON is kept in WORK and reused on a rerun (--fresh starts
 # over); a variant takes about 4 minutes on 2 cores.
 set -euo pipefail
@@ -36,10 +38,10 @@ VARIANTS=(
   "f16|--kv-dtype f16|"
   "q8_0|--kv-dtype q8_0|"
   "q4_0|--kv-dtype q4_0|"
-  "streaming 50 % (sinks 4, window 2048), preserve|--kv-policy streaming --kv-window 2048|2080"
-  "streaming 50 % (sinks 4, window 2048), rerotate|--kv-policy streaming --kv-window 2048 --kv-positions rerotate|2080"
-  "streaming 25 % (sinks 4, window 1024), preserve|--kv-policy streaming --kv-window 1024|1056"
-  "streaming 25 % (sinks 4, window 1024), rerotate|--kv-policy streaming --kv-window 1024 --kv-positions rerotate|1056"
+  "streaming 50 % (sinks 4, window 2048), preserve|--kv-dtype f32 --kv-policy streaming --kv-window 2048|2080"
+  "streaming 50 % (sinks 4, window 2048), rerotate|--kv-dtype f32 --kv-policy streaming --kv-window 2048 --kv-positions rerotate|2080"
+  "streaming 25 % (sinks 4, window 1024), preserve|--kv-dtype f32 --kv-policy streaming --kv-window 1024|1056"
+  "streaming 25 % (sinks 4, window 1024), rerotate|--kv-dtype f32 --kv-policy streaming --kv-window 1024 --kv-positions rerotate|1056"
   "streaming 25 % + q8_0, preserve|--kv-policy streaming --kv-window 1024 --kv-dtype q8_0|1056"
 )
 
@@ -51,7 +53,7 @@ for v in "${VARIANTS[@]}"; do
   if [[ ! -f $out ]]; then
     echo "[kv_policy_card] $name" >&2
     # shellcheck disable=SC2086
-    "$TM" eval kld -m "$BASE" --base "$BASE" --kv-dtype f32 $args --text "$TEXT" --ctx $CTX --stride 2048 \
+    "$TM" eval kld -m "$BASE" --base "$BASE" $args --text "$TEXT" --ctx $CTX --stride 2048 \
       --batch 64 -t "$THREADS" --json "$out" 2>"$WORK/$slug.log"
   fi
   rows+=("$name|$held|$out")
