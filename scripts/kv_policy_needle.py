@@ -29,6 +29,7 @@ import openai
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 TM = os.environ.get("TOKENMILL_BIN", os.path.join(ROOT, "build/src/cli/tokenmill"))
+MODEL = "needle"
 THREADS = os.environ.get("THREADS", "2")
 TEXT = "/usr/share/common-licenses/GPL-3"
 CHARS_PER_TOKEN = 4.6  # GPL-3 in Gemma 3's tokenizer: 35149 chars, 7563 tokens
@@ -46,11 +47,11 @@ VARIANTS = [
 class Server:
     def __init__(self, model, args):
         self.log = tempfile.NamedTemporaryFile("w+", suffix=".log", delete=False)
-        self.proc = subprocess.Popen([TM, "serve", "-m", model, "--port", "0", "-t", THREADS, *args],
+        self.proc = subprocess.Popen([TM, "serve", "-m", model, "--port", "0", "-t", THREADS, "--model-alias", MODEL, *args],
                                      stdout=subprocess.DEVNULL, stderr=self.log)
         deadline = time.time() + 300
-        self.url = None
-        while self.url is None:
+        self.url, ready = None, False
+        while not ready:
             if self.proc.poll() is not None or time.time() > deadline:
                 raise SystemExit(f"tokenmill serve failed:\n{open(self.log.name).read()}")
             for line in open(self.log.name):
@@ -60,6 +61,7 @@ class Server:
                     continue
                 if e.get("event") == "listening":
                     self.url = e["url"]
+                ready = ready or e.get("event") == "ready"
             time.sleep(0.2)
         self.client = openai.OpenAI(base_url=self.url + "/v1", api_key="unused", timeout=600, max_retries=0)
 
@@ -102,12 +104,12 @@ def main():
                 ok = 0
                 for depth in depths:
                     key = rng.randint(10000, 99999)
-                    r = server.client.completions.create(model="m", prompt=prompt_for(text, ctx, depth, key),
+                    r = server.client.completions.create(model=MODEL, prompt=prompt_for(text, ctx, depth, key),
                                                          max_tokens=6, temperature=0)
                     ok += r.choices[0].text.strip().startswith(str(key))
                 hits[ctx] = ok
                 print(f"[needle] {name}: {ctx} tokens: {ok}/{len(depths)}", file=sys.stderr)
-            long = server.client.completions.create(model="m", prompt=haystack(text, int(3968 * CHARS_PER_TOKEN)),
+            long = server.client.completions.create(model=MODEL, prompt=haystack(text, int(3968 * CHARS_PER_TOKEN)),
                                                     max_tokens=128, temperature=0, extra_body={"ignore_eos": True})
             t = long.model_extra["timings"]
             rows.append((name, hits, long.usage.prompt_tokens, t["decode_tokens_per_s"], t["kv_evicted_tokens"]))
