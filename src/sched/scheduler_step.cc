@@ -380,27 +380,24 @@ void Scheduler::evict_by_policy(Sequence& seq, ScheduledBatch& batch) {
   const int64_t k = policy.sink_blocks(bs);  // the first block that goes, and its n - 1 successors
   const bool rerotate = policy.positions == kv::KvPositions::kRerotate;
   // Every held block after them moves: with kRerotate it is rewritten, so a
-  // shared one needs a private copy first; all or nothing.
-  const auto moved_from = [&](const kv::BlockTable& t) {
-    return static_cast<size_t>(std::clamp<int64_t>(k + n - t.first_block(), 0, std::ssize(t.blocks())));
+  // shared one needs a private copy first; all or nothing. The held blocks
+  // at logical index `logical` and after:
+  const auto held_from = [](const kv::BlockTable& t, int64_t logical) {
+    return static_cast<size_t>(std::clamp<int64_t>(logical - t.first_block(), 0, std::ssize(t.blocks())));
   };
   if (rerotate) {
     for (size_t g = 0; g < num_groups(); ++g) {
       const kv::BlockTable& t = seq.tables[g];
       int64_t shared = 0;
-      for (size_t i = moved_from(t); i < t.blocks().size(); ++i) shared += t.is_shared(i) ? 1 : 0;
+      for (size_t i = held_from(t, k + n); i < t.blocks().size(); ++i) shared += t.is_shared(i) ? 1 : 0;
       if (shared > allocators_[g]->num_available()) return;
     }
   }
   for (size_t g = 0; g < num_groups(); ++g) {
     kv::BlockTable& t = seq.tables[g];
-    const size_t from = moved_from(t);
-    const int64_t held_before = std::ssize(t.blocks());
     for (int64_t i = 0; i < n; ++i) t.remove_block(k);
     if (!rerotate) continue;
-    // The moved blocks are the last (held_before - from) of the table now.
-    for (size_t i = t.blocks().size() - static_cast<size_t>(held_before - static_cast<int64_t>(from));
-         i < t.blocks().size(); ++i) {
+    for (size_t i = held_from(t, k); i < t.blocks().size(); ++i) {  // the moved ones, now from k on
       TM_CHECK(t.make_private(i, &batch.copies[g]));
       batch.key_shifts[g].push_back({t.blocks()[i], -n * bs});
     }
