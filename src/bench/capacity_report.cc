@@ -17,9 +17,9 @@ namespace {
 namespace fs = std::filesystem;
 using nlohmann::json;
 
-double num(const json& v) { return v.is_number() ? v.get<double>() : NAN; }
+double num_or_nan(const json& v) { return v.is_number() ? v.get<double>() : NAN; }
 
-std::string ms(const json& v) { return v.is_number() ? fmt::format("{:.0f}", v.get<double>()) : "-"; }
+std::string whole_ms(const json& v) { return v.is_number() ? fmt::format("{:.0f}", v.get<double>()) : "-"; }
 
 // "TTFT p99 <= 500 ms, E2E p99 <= 5000 ms, goodput >= 90 %"
 std::string criteria_text(const json& c) {
@@ -46,8 +46,9 @@ std::string load_text(const json& cap, double load) {
 std::vector<const json*> by_load(const json& cap) {
   std::vector<const json*> s;
   for (const json& step : cap["steps"]) s.push_back(&step);
-  std::stable_sort(s.begin(), s.end(),
-                   [](const json* a, const json* b) { return num((*a)["offered_load"]) < num((*b)["offered_load"]); });
+  std::stable_sort(s.begin(), s.end(), [](const json* a, const json* b) {
+    return num_or_nan((*a)["offered_load"]) < num_or_nan((*b)["offered_load"]);
+  });
   return s;
 }
 
@@ -100,9 +101,9 @@ std::string capacity_markdown(const json& cap) {
     md += fmt::format(
         "| {} | {:g} | {:.2f} | {:.1f} % | {:.2f} | {} / {} | {} / {} | {} / {} | {:.1f} % | {:.1f} % | {} |\n",
         t["index"].get<int64_t>(), t["offered_load"].get<double>(), t["achieved_req_per_s"].get<double>(),
-        100 * t["goodput_share"].get<double>(), t["goodput_req_per_s"].get<double>(), ms(l["ttft"]["p50"]),
-        ms(l["ttft"]["p99"]), ms(l["tpot"]["p50"]), ms(l["tpot"]["p99"]), ms(l["e2e"]["p50"]), ms(l["e2e"]["p99"]),
-        100 * (t["error_rate"].get<double>() + t["timeout_rate"].get<double>()),
+        100 * t["goodput_share"].get<double>(), t["goodput_req_per_s"].get<double>(), whole_ms(l["ttft"]["p50"]),
+        whole_ms(l["ttft"]["p99"]), whole_ms(l["tpot"]["p50"]), whole_ms(l["tpot"]["p99"]), whole_ms(l["e2e"]["p50"]),
+        whole_ms(l["e2e"]["p99"]), 100 * (t["error_rate"].get<double>() + t["timeout_rate"].get<double>()),
         100 * t["rejection_rate"].get<double>(), verdict);
   }
   if (cap.contains("plots")) {

@@ -18,11 +18,6 @@ namespace {
 namespace fs = std::filesystem;
 using nlohmann::json;
 
-void write_text(const fs::path& path, const std::string& text) {
-  std::ofstream out(path, std::ios::binary);
-  if (!out || !(out << text)) fail("cannot write '{}'", path.string());
-}
-
 void check_inputs(const TrafficSpec& spec, const ServeOptions& s, const CapacityOptions& c) {
   if (spec.slo.ttft_ms <= 0 && spec.slo.tpot_ms <= 0 && spec.slo.e2e_ms <= 0) {
     fail(
@@ -176,8 +171,8 @@ void run_capacity_search(const ServeOptions& serve, const CapacityOptions& c) {
     result["plots"] = write_capacity_plot(result, (out / "plots").string(), warning);
     if (!warning.empty()) std::fprintf(stderr, "capacity: warning: %s\n", warning.c_str());
   }
-  write_text(out / "capacity.json", result.dump(2) + "\n");
-  write_text(out / "capacity.md", capacity_markdown(result));
+  write_text_file(out / "capacity.json", result.dump(2) + "\n");
+  write_text_file(out / "capacity.md", capacity_markdown(result));
   std::fprintf(stderr, "capacity: wrote %s/capacity.json, capacity.md%s, steps/\n", serve.out_dir.c_str(),
                serve.plots ? ", plots/" : "");
   std::printf("%s\n", result["statement"].get<std::string>().c_str());

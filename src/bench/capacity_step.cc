@@ -38,8 +38,6 @@ nlohmann::json latency_json(const LatencyPercentiles& p) {
           {"at_slo_percentile", number_or_null(p.at_percentile)}};
 }
 
-double ratio(double a, double b) { return b > 0 ? a / b : 0.0; }
-
 }  // namespace
 
 StepMeasure measure_step(const CellRun& cell, const StepCriteria& c) {
@@ -70,10 +68,10 @@ StepMeasure measure_step(const CellRun& cell, const StepCriteria& c) {
     if (within(t, c.slo.ttft_ms) && tpot_ok && within(e, c.slo.e2e_ms)) ++m.good;
   }
   m.window_s = (cell.window_end_ms - cell.window_start_ms) / 1000.0;
-  m.achieved_req_per_s = ratio(double(m.ok), m.window_s);
-  m.output_tok_per_s = ratio(output_tokens, m.window_s);
-  m.goodput_share = ratio(double(m.good), double(m.sent - m.cancelled));
-  m.goodput_req_per_s = ratio(double(m.good), m.window_s);
+  m.achieved_req_per_s = ratio_or_zero(double(m.ok), m.window_s);
+  m.output_tok_per_s = ratio_or_zero(output_tokens, m.window_s);
+  m.goodput_share = ratio_or_zero(double(m.good), double(m.sent - m.cancelled));
+  m.goodput_req_per_s = ratio_or_zero(double(m.good), m.window_s);
   m.ttft = percentiles(ttft, c.percentile);
   m.tpot = percentiles(tpot, c.percentile);
   m.e2e = percentiles(e2e, c.percentile);
@@ -119,9 +117,9 @@ nlohmann::json step_measure_json(const StepMeasure& m) {
       {"output_tok_per_s", m.output_tok_per_s},
       {"goodput_share", m.goodput_share},
       {"goodput_req_per_s", m.goodput_req_per_s},
-      {"error_rate", ratio(double(m.errors + m.oom), n)},
-      {"timeout_rate", ratio(double(m.timeouts), n)},
-      {"rejection_rate", ratio(double(m.rejected), n)},
+      {"error_rate", ratio_or_zero(double(m.errors + m.oom), n)},
+      {"timeout_rate", ratio_or_zero(double(m.timeouts), n)},
+      {"rejection_rate", ratio_or_zero(double(m.rejected), n)},
       {"latency_ms", {{"ttft", latency_json(m.ttft)}, {"tpot", latency_json(m.tpot)}, {"e2e", latency_json(m.e2e)}}}};
 }
 

@@ -14,8 +14,6 @@ namespace {
 
 using nlohmann::json;
 
-double ratio(double a, double b) { return b > 0 ? a / b : 0.0; }
-
 bool is_ok(const RequestRecord& r) { return r.status == RequestStatus::kOk; }
 bool has_stream(const RequestRecord& r) {
   return (r.status == RequestStatus::kOk || r.status == RequestStatus::kCancelled) && !std::isnan(r.first_token_ms);
@@ -76,12 +74,12 @@ json counts_json(const std::vector<const RequestRecord*>& recs, int64_t& sent, i
 
 json rates_json(const json& counts, int64_t sent) {
   const double n = static_cast<double>(sent);
-  return {{"success_rate", ratio(counts["ok"].get<double>(), n)},
-          {"error_rate", ratio(counts["error"].get<double>(), n)},
-          {"timeout_rate", ratio(counts["timeout"].get<double>(), n)},
-          {"rejection_rate", ratio(counts["rejected"].get<double>(), n)},
-          {"cancel_rate", ratio(counts["cancelled"].get<double>(), n)},
-          {"oom_rate", ratio(counts["oom"].get<double>(), n)}};
+  return {{"success_rate", ratio_or_zero(counts["ok"].get<double>(), n)},
+          {"error_rate", ratio_or_zero(counts["error"].get<double>(), n)},
+          {"timeout_rate", ratio_or_zero(counts["timeout"].get<double>(), n)},
+          {"rejection_rate", ratio_or_zero(counts["rejected"].get<double>(), n)},
+          {"cancel_rate", ratio_or_zero(counts["cancelled"].get<double>(), n)},
+          {"oom_rate", ratio_or_zero(counts["oom"].get<double>(), n)}};
 }
 
 // Server-side view: memory, prefix-cache hit rate and, from tokenmill's step
@@ -101,7 +99,7 @@ json server_json(const std::vector<const RequestRecord*>& recs, const ServerCell
     cached += static_cast<double>(r->cached_tokens);
     prompt_with_cached += static_cast<double>(input_tokens_of(*r));
   }
-  json out = {{"planned_shared_fraction", ratio(shared, planned)},
+  json out = {{"planned_shared_fraction", ratio_or_zero(shared, planned)},
               {"prefix_cache_hit_rate", nullptr},
               {"prefix_cache_hit_rate_source", nullptr},
               {"memory_high_water_bytes", nullptr},
@@ -110,10 +108,10 @@ json server_json(const std::vector<const RequestRecord*>& recs, const ServerCell
               {"parallel", nullptr}};
   if (server && server->prefix_hit_tokens >= 0 && server->prefix_miss_tokens >= 0) {
     const double looked_up = server->prefix_hit_tokens + server->prefix_miss_tokens;
-    out["prefix_cache_hit_rate"] = ratio(server->prefix_hit_tokens, looked_up);
+    out["prefix_cache_hit_rate"] = ratio_or_zero(server->prefix_hit_tokens, looked_up);
     out["prefix_cache_hit_rate_source"] = "metrics";
   } else if (any_cached) {
-    out["prefix_cache_hit_rate"] = ratio(cached, prompt_with_cached);
+    out["prefix_cache_hit_rate"] = ratio_or_zero(cached, prompt_with_cached);
     out["prefix_cache_hit_rate_source"] = "responses";
   }
   if (server && server->memory_high_water_bytes >= 0) {
@@ -176,12 +174,12 @@ json cell_json(const CellInput& in, const Slo& slo) {
             {"latency_ms", latency_json(in.recs)},
             {"throughput",
              {{"window_s", w},
-              {"req_per_s", ratio(double(ok), w)},
-              {"input_tok_per_s", ratio(input, w)},
-              {"output_tok_per_s", ratio(output, w)},
-              {"total_tok_per_s", ratio(input + output, w)}}},
+              {"req_per_s", ratio_or_zero(double(ok), w)},
+              {"input_tok_per_s", ratio_or_zero(input, w)},
+              {"output_tok_per_s", ratio_or_zero(output, w)},
+              {"total_tok_per_s", ratio_or_zero(input + output, w)}}},
             {"tokens", {{"input", input}, {"output", output}}},
-            {"goodput", {{"req_per_s", ratio(good, w)}, {"fraction", ratio(good, double(sent))}}},
+            {"goodput", {{"req_per_s", ratio_or_zero(good, w)}, {"fraction", ratio_or_zero(good, double(sent))}}},
             {"stages_ms",
              {{"client_queue", split.client_queue_ms},
               {"server_queue", split.server_queue_ms},
@@ -195,7 +193,7 @@ json cell_json(const CellInput& in, const Slo& slo) {
               {"per_success_usd", number_or_null(ok ? in.cost_usd / double(ok) : NAN)},
               {"per_success_cents", number_or_null(ok ? 100 * in.cost_usd / double(ok) : NAN)},
               {"per_million_output_tokens_usd", number_or_null(output > 0 ? in.cost_usd / output * 1e6 : NAN)}}}};
-  const double fail_rate = 1.0 - ratio(double(ok) + counts["cancelled"].get<double>(), double(sent));
+  const double fail_rate = 1.0 - ratio_or_zero(double(ok) + counts["cancelled"].get<double>(), double(sent));
   if (sent > 0 && fail_rate > 0.05) j["bottleneck"] = "failures";
   return j;
 }
@@ -342,7 +340,7 @@ json all_cells(const TrafficSpec& spec, const RunPlan& plan, const RunResult& ru
       for (const RequestRecord* r : whole.recs) {
         if (r->input_bucket == int32_t(b)) part.recs.push_back(r);
       }
-      part.cost_usd = whole.cost_usd * ratio(tokens_of(part.recs), cell_tokens);
+      part.cost_usd = whole.cost_usd * ratio_or_zero(tokens_of(part.recs), cell_tokens);
       part.server = nullptr;  // server counters cover the whole cell only
       add(part, fmt::format("{}_b{}", base, b), json::array({spec.input_buckets[b].min, spec.input_buckets[b].max}));
     }
@@ -413,7 +411,7 @@ json driver_report(const RunResult& run) {
     for (const RequestRecord& r : c.records) lag.push_back(r.dispatch_lag_ms);
   }
   const Summary lag_s = summarize(lag);
-  const double cores = ratio(total.cpu_s, total.wall_s);
+  const double cores = ratio_or_zero(total.cpu_s, total.wall_s);
   const double handling_us = total.chunks ? 1000.0 * total.handling_ms / double(total.chunks) : 0.0;
   json warnings = json::array();
   // Ten percent of the machine: enough to slow a CPU-bound server beside it.

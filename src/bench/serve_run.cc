@@ -22,11 +22,6 @@ namespace {
 
 namespace fs = std::filesystem;
 
-void write_text(const fs::path& path, const std::string& text) {
-  std::ofstream out(path, std::ios::binary);
-  if (!out || !(out << text)) fail("cannot write '{}'", path.string());
-}
-
 std::string utc_now_iso() {
   const std::time_t t = std::time(nullptr);
   std::tm tm{};
@@ -111,7 +106,7 @@ ServeOutcome run_serve_benchmark(const ServeOptions& o) {
   const auto plan_start = std::chrono::steady_clock::now();
   outcome.plan = make_run_plan(spec, make_token_counter(spec, url));
   const RunPlan& plan = outcome.plan;
-  write_text(out / "plan.jsonl", plan_to_jsonl(plan));
+  write_text_file(out / "plan.jsonl", plan_to_jsonl(plan));
   size_t total = plan.warmup.size();
   for (const CellPlan& c : plan.cells) total += c.requests.size();
   std::fprintf(stderr, "bench: planned %zu requests in %zu cells (+%zu warmup) in %.1f s; spec hash %s\n", total,
@@ -138,15 +133,20 @@ ServeOutcome run_serve_benchmark(const ServeOptions& o) {
     report["plots"] = write_plots(plan, run, report, (out / "plots").string(), warning);
     if (!warning.empty()) std::fprintf(stderr, "bench: warning: %s\n", warning.c_str());
   }
-  write_text(out / "records.jsonl", records);
-  write_text(out / "report.json", report.dump(2) + "\n");
-  write_text(out / "report.md", report_markdown(report));
+  write_text_file(out / "records.jsonl", records);
+  write_text_file(out / "report.json", report.dump(2) + "\n");
+  write_text_file(out / "report.md", report_markdown(report));
   for (const auto& w : report["client"]["warnings"]) {
     std::fprintf(stderr, "bench: warning: %s\n", w.get<std::string>().c_str());
   }
   std::fprintf(stderr, "bench: wrote %s/report.json, report.md, records.jsonl, plan.jsonl%s\n", o.out_dir.c_str(),
                report.contains("plots") && !report["plots"].empty() ? ", plots/" : "");
   return outcome;
+}
+
+void write_text_file(const std::filesystem::path& path, const std::string& text) {
+  std::ofstream out(path, std::ios::binary);
+  if (!out || !(out << text)) fail("cannot write '{}'", path.string());
 }
 
 }  // namespace tokenmill::bench

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <filesystem>
 #include <string>
 #include <vector>
 
@@ -34,5 +35,9 @@ struct ServeOutcome {
 
 // Throws Error for bad specs, an unreachable server or unwritable output.
 ServeOutcome run_serve_benchmark(const ServeOptions& options);
+
+// Writes `text` to `path` (one of a run's output files); throws Error
+// naming the path when it cannot.
+void write_text_file(const std::filesystem::path& path, const std::string& text);
 
 }  // namespace tokenmill::bench

@@ -44,4 +44,12 @@ nlohmann::json summary_to_json(const Summary& s) {
           {"p95", s.p95},     {"p99", s.p99},   {"min", s.min}, {"max", s.max}};
 }
 
+double percentile(std::vector<double> samples, double q) {
+  if (samples.empty()) return 0.0;
+  std::sort(samples.begin(), samples.end());
+  return percentile_sorted(samples, q);
+}
+
+double ratio_or_zero(double a, double b) { return b > 0 ? a / b : 0.0; }
+
 }  // namespace tokenmill::bench

@@ -14,6 +14,9 @@ namespace tokenmill::bench {
 // Precondition: `sorted` ascending and non-empty; 0 <= q <= 1.
 double percentile_sorted(const std::vector<double>& sorted, double q);
 
+// The q-quantile of unsorted samples as above; 0 for no samples.
+double percentile(std::vector<double> samples, double q);
+
 struct Summary {
   int64_t count = 0;
   double mean = 0, p50 = 0, p90 = 0, p95 = 0, p99 = 0, min = 0, max = 0;
@@ -21,6 +24,9 @@ struct Summary {
 
 // NaN samples are dropped; an empty input gives count 0 and zeros.
 Summary summarize(std::vector<double> samples);
+
+// a / b, or 0 where b is not positive (a rate over an empty interval).
+double ratio_or_zero(double a, double b);
 
 // {"count", "mean", "p50", "p90", "p95", "p99", "min", "max"}; null values when empty.
 nlohmann::json summary_to_json(const Summary& s);

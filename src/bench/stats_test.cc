@@ -49,5 +49,15 @@ TEST(Stats, TailOfALargeUniformSample) {
   EXPECT_NEAR(summarize(v).p99, 989.01, 1e-9);
 }
 
+TEST(Stats, PercentileOfUnsortedSamplesAndSafeRatio) {
+  EXPECT_DOUBLE_EQ(percentile({3, 1, 2}, 0.5), 2.0);
+  EXPECT_DOUBLE_EQ(percentile({4, 1, 3, 2}, 0.5), 2.5);  // interpolated, as summarize()
+  EXPECT_DOUBLE_EQ(percentile({4, 1, 3, 2}, 1.0), 4.0);
+  EXPECT_DOUBLE_EQ(percentile({}, 0.99), 0.0);
+  EXPECT_DOUBLE_EQ(ratio_or_zero(3, 2), 1.5);
+  EXPECT_DOUBLE_EQ(ratio_or_zero(3, 0), 0.0);
+  EXPECT_DOUBLE_EQ(ratio_or_zero(3, -1), 0.0);
+}
+
 }  // namespace
 }  // namespace tokenmill::bench

@@ -29,7 +29,7 @@ json report(const std::string& hash, json overall, json cells = json::array()) {
           {"cells", std::move(cells)}};
 }
 
-CompareInput input(json before, json after, Gates gates = {}) {
+CompareInput compare_input(json before, json after, Gates gates = {}) {
   CompareInput in;
   in.before = std::move(before);
   in.after = std::move(after);
@@ -48,8 +48,8 @@ Gates seed_gates() {  // the issue's gates: quality_regression 0, p99_budget_bre
 
 TEST(Ticket, TheIssueExampleHoldsOnTheSuccessRateDrop) {
   // before {ttft 820, p99 4100, success 0.86, 2.9 c}, after {690, 3320, 0.84, 2.1 c}.
-  CompareInput in = input(report("aaaa", cell("overall", 820, 4100, 0.86, 2.9, 10)),
-                          report("aaaa", cell("overall", 690, 3320, 0.84, 2.1, 10)), seed_gates());
+  CompareInput in = compare_input(report("aaaa", cell("overall", 820, 4100, 0.86, 2.9, 10)),
+                                  report("aaaa", cell("overall", 690, 3320, 0.84, 2.1, 10)), seed_gates());
   in.quality_before = Quality{"score", 0.70, true};
   in.quality_after = Quality{"score", 0.70, true};
   const Ticket t = decide(in);
@@ -62,8 +62,8 @@ TEST(Ticket, TheIssueExampleHoldsOnTheSuccessRateDrop) {
 }
 
 TEST(Ticket, ShipWhenGatesPassAndSomethingImproves) {
-  CompareInput in = input(report("aaaa", cell("overall", 820, 4100, 0.86, 2.9, 10)),
-                          report("aaaa", cell("overall", 690, 3320, 0.86, 2.1, 12)), seed_gates());
+  CompareInput in = compare_input(report("aaaa", cell("overall", 820, 4100, 0.86, 2.9, 10)),
+                                  report("aaaa", cell("overall", 690, 3320, 0.86, 2.1, 12)), seed_gates());
   in.quality_before = Quality{"perplexity", 10.0, false};
   in.quality_after = Quality{"perplexity", 10.0, false};
   const Ticket t = decide(in);
@@ -73,15 +73,15 @@ TEST(Ticket, ShipWhenGatesPassAndSomethingImproves) {
 }
 
 TEST(Ticket, HoldWhenQualityIsNotMeasured) {
-  const Ticket t = decide(input(report("aaaa", cell("overall", 820, 4100, 0.86, 2.9, 10)),
-                                report("aaaa", cell("overall", 690, 3320, 0.86, 2.1, 12)), seed_gates()));
+  const Ticket t = decide(compare_input(report("aaaa", cell("overall", 820, 4100, 0.86, 2.9, 10)),
+                                        report("aaaa", cell("overall", 690, 3320, 0.86, 2.1, 12)), seed_gates()));
   EXPECT_EQ(t.decision, "hold");
   EXPECT_EQ(t.gates[0].status, "not_measured");
 }
 
 TEST(Ticket, RejectOnQualityRegressionOrP99Breach) {
-  CompareInput q = input(report("aaaa", cell("overall", 820, 4100, 0.86, 2.9, 10)),
-                         report("aaaa", cell("overall", 690, 3320, 0.86, 2.1, 12)), seed_gates());
+  CompareInput q = compare_input(report("aaaa", cell("overall", 820, 4100, 0.86, 2.9, 10)),
+                                 report("aaaa", cell("overall", 690, 3320, 0.86, 2.1, 12)), seed_gates());
   q.quality_before = Quality{"score", 0.70, true};
   q.quality_after = Quality{"score", 0.69, true};
   EXPECT_EQ(decide(q).decision, "reject");
@@ -89,8 +89,8 @@ TEST(Ticket, RejectOnQualityRegressionOrP99Breach) {
   EXPECT_EQ(decide(q).decision, "ship");
 
   // p99 3320 -> 4400 breaches before's p99 + 5% (4305) even though TTFT improved.
-  CompareInput p = input(report("aaaa", cell("overall", 820, 4100, 0.86, 2.9, 10)),
-                         report("aaaa", cell("overall", 600, 4400, 0.86, 2.9, 10)), seed_gates());
+  CompareInput p = compare_input(report("aaaa", cell("overall", 820, 4100, 0.86, 2.9, 10)),
+                                 report("aaaa", cell("overall", 600, 4400, 0.86, 2.9, 10)), seed_gates());
   p.gates.quality_regression = -1;  // no quality gate
   Ticket t = decide(p);
   EXPECT_EQ(t.decision, "reject");
@@ -109,10 +109,10 @@ TEST(Ticket, SliceBreachRejectsOnlyWithEnoughRequests) {
                                 json::array({cell("c8_h0_b2", 1500, 12000, 0.9, 4, 3, 5)}));
   Gates g;
   g.p99_budget_breach = false;
-  const Ticket many = decide(input(before, after_many, g));
+  const Ticket many = decide(compare_input(before, after_many, g));
   EXPECT_EQ(many.decision, "reject");
   EXPECT_NE(many.reason.find("c8_h0_b2"), std::string::npos);
-  EXPECT_EQ(decide(input(before, after_few, g)).decision, "ship");
+  EXPECT_EQ(decide(compare_input(before, after_few, g)).decision, "ship");
   EXPECT_TRUE(many.slices.contains("c8_h0_b2"));
   EXPECT_NEAR(many.slices["c8_h0_b2"]["p99_ms"]["change"].get<double>(), 12000.0 / 9000 - 1, 1e-12);
 }
@@ -125,29 +125,29 @@ TEST(Ticket, ShareGates) {
   g.min_spec_acceptance_rate = 0.5;
   json after = cell("overall", 690, 3320, 0.86, 2.1, 12);
   const json before = report("aaaa", cell("overall", 820, 4100, 0.86, 2.9, 10));
-  const Ticket unmeasured = decide(input(before, report("aaaa", after), g));
+  const Ticket unmeasured = decide(compare_input(before, report("aaaa", after), g));
   ASSERT_EQ(unmeasured.gates.size(), 1u);
   EXPECT_EQ(unmeasured.gates[0].name, "spec_acceptance_rate");
   EXPECT_EQ(unmeasured.gates[0].status, "not_measured");
   after["speculative"] = {{"acceptance_rate", 0.3}};
-  const Ticket low = decide(input(before, report("aaaa", after), g));
+  const Ticket low = decide(compare_input(before, report("aaaa", after), g));
   EXPECT_EQ(low.gates[0].status, "fail");
   EXPECT_EQ(low.decision, "reject");
   after["speculative"]["acceptance_rate"] = 0.7;
-  const Ticket high = decide(input(before, report("aaaa", after), g));
+  const Ticket high = decide(compare_input(before, report("aaaa", after), g));
   EXPECT_EQ(high.gates[0].status, "pass");
   EXPECT_EQ(high.decision, "ship") << high.reason;
   // The communication share is a cap: above it fails.
   Gates cap;
   cap.max_communication_share = 0.3;
   after["server"] = {{"communication_share", 0.4}};
-  const Ticket over = decide(input(before, report("aaaa", after), cap));
+  const Ticket over = decide(compare_input(before, report("aaaa", after), cap));
   ASSERT_EQ(over.gates.size(), 1u);
   EXPECT_EQ(over.gates[0].name, "communication_share");
   EXPECT_EQ(over.gates[0].status, "fail");
   EXPECT_EQ(over.gates[0].detail, "40.0% (cap 30.0%)");
   after["server"]["communication_share"] = 0.2;
-  EXPECT_EQ(decide(input(before, report("aaaa", after), cap)).gates[0].status, "pass");
+  EXPECT_EQ(decide(compare_input(before, report("aaaa", after), cap)).gates[0].status, "pass");
 }
 
 // The gate reads what report.cc writes: a bench serve report built from
@@ -189,39 +189,40 @@ TEST(Ticket, CommunicationGateOnAServedReport) {
   const json before = served_report(0);  // one process: no communication
   const Gates gates = gates_from_report(before);
   EXPECT_DOUBLE_EQ(gates.max_communication_share, 0.3);
-  const Ticket within = decide(input(before, served_report(0.005), gates));  // 5 / 19 ms = 26.3%
+  const Ticket within = decide(compare_input(before, served_report(0.005), gates));  // 5 / 19 ms = 26.3%
   ASSERT_EQ(within.gates.size(), 1u);
   EXPECT_EQ(within.gates[0].status, "pass") << within.gates[0].detail;
   EXPECT_EQ(within.gates[0].detail, "26.3% (cap 30.0%)");
-  const Ticket reject = decide(input(before, served_report(0.0093), gates));  // 9.3 / 23.3 ms = 39.9%
+  const Ticket reject = decide(compare_input(before, served_report(0.0093), gates));  // 9.3 / 23.3 ms = 39.9%
   EXPECT_EQ(reject.gates[0].status, "fail");
   EXPECT_EQ(reject.gates[0].detail, "39.9% (cap 30.0%)");
   EXPECT_EQ(reject.decision, "reject");
-  const Ticket unmeasured = decide(input(before, served_report(-1), gates));
+  const Ticket unmeasured = decide(compare_input(before, served_report(-1), gates));
   EXPECT_EQ(unmeasured.gates[0].status, "not_measured");
   EXPECT_EQ(unmeasured.decision, "hold");
 }
 
 TEST(Ticket, HoldWhenNothingImproves) {
-  const Ticket t = decide(input(report("aaaa", cell("overall", 820, 4100, 0.86, 2.9, 10)),
-                                report("aaaa", cell("overall", 810, 4080, 0.86, 2.85, 10.2))));
+  const Ticket t = decide(compare_input(report("aaaa", cell("overall", 820, 4100, 0.86, 2.9, 10)),
+                                        report("aaaa", cell("overall", 810, 4080, 0.86, 2.85, 10.2))));
   EXPECT_EQ(t.decision, "hold");
   EXPECT_TRUE(t.improved.empty());
 }
 
 TEST(Ticket, RefusesDifferentShapesAndNonReports) {
   try {
-    decide(input(report("aaaa", cell("overall", 1, 1, 1, 1, 1)), report("bbbb", cell("overall", 1, 1, 1, 1, 1))));
+    decide(
+        compare_input(report("aaaa", cell("overall", 1, 1, 1, 1, 1)), report("bbbb", cell("overall", 1, 1, 1, 1, 1))));
     ADD_FAILURE() << "compared different shapes";
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("rate"), std::string::npos) << e.what();  // names the differing key
   }
-  EXPECT_THROW(decide(input(json{{"x", 1}}, report("aaaa", cell("overall", 1, 1, 1, 1, 1)))), Error);
+  EXPECT_THROW(decide(compare_input(json{{"x", 1}}, report("aaaa", cell("overall", 1, 1, 1, 1, 1)))), Error);
 }
 
 TEST(Ticket, YamlHasTheDesignShape) {
-  CompareInput in = input(report("aaaa", cell("overall", 820, 4100, 0.86, 2.9, 10)),
-                          report("aaaa", cell("overall", 690, 3320, 0.84, 2.1, 10)), seed_gates());
+  CompareInput in = compare_input(report("aaaa", cell("overall", 820, 4100, 0.86, 2.9, 10)),
+                                  report("aaaa", cell("overall", 690, 3320, 0.84, 2.1, 10)), seed_gates());
   const YAML::Node y = YAML::Load(ticket_yaml(decide(in)));
   const YAML::Node t = y["optimization_ticket"];
   ASSERT_TRUE(t.IsMap());

@@ -22,6 +22,7 @@
 #include <thread>
 #include <vector>
 
+#include "bench/stats.h"
 #include "cli/cli_util.h"
 #include "cli/commands.h"
 #include "cli/engine_flags.h"
@@ -85,15 +86,6 @@ GenerateRequest bench_request(std::vector<int32_t> prompt, int64_t gen_len) {
   r.sampling.temperature = 0.0f;
   r.sampling.ignore_eos = true;
   return r;
-}
-
-double percentile(std::vector<double> v, double q) {
-  if (v.empty()) return 0.0;
-  std::sort(v.begin(), v.end());
-  const double pos = q * static_cast<double>(v.size() - 1);
-  const size_t lo = static_cast<size_t>(pos);
-  const size_t hi = std::min(lo + 1, v.size() - 1);
-  return v[lo] + (v[hi] - v[lo]) * (pos - static_cast<double>(lo));
 }
 
 double mean(const std::vector<double>& v) {
@@ -240,11 +232,11 @@ void run_throughput(const BenchOptions& o) {
                            drafted > 0 ? 100.0 * static_cast<double>(accepted) / drafted : 0.0, drafted,
                            verified > 0 ? (accepted_after.sum - accepted_before.sum) / verified : 0.0)
              : std::string();
-    std::printf("%11d %10lld %10lld %14.1f %14.1f %10.2f %10.1f %10.1f %8.2f%s%s\n", c,
-                static_cast<long long>(prompt_len), static_cast<long long>(o.gen_len),
-                static_cast<double>(c * prompt_len) / std::max(max_ttft_s, 1e-9),
-                decode_tokens / std::max(decode_window_ms / 1e3, 1e-9), mean(tpot), mean(ttft), percentile(ttft, 0.99),
-                wall, acceptance.c_str(), c > e.config().max_seqs ? "  (queued: > max_seqs)" : "");
+    std::printf(
+        "%11d %10lld %10lld %14.1f %14.1f %10.2f %10.1f %10.1f %8.2f%s%s\n", c, static_cast<long long>(prompt_len),
+        static_cast<long long>(o.gen_len), static_cast<double>(c * prompt_len) / std::max(max_ttft_s, 1e-9),
+        decode_tokens / std::max(decode_window_ms / 1e3, 1e-9), mean(tpot), mean(ttft), bench::percentile(ttft, 0.99),
+        wall, acceptance.c_str(), c > e.config().max_seqs ? "  (queued: > max_seqs)" : "");
     std::fflush(stdout);
   }
   if (spec) {
@@ -319,8 +311,8 @@ void run_prefix(const BenchOptions& o) {
   double with = 0, without = 0;
   for (bool cache : {true, false}) {
     const PrefixRun r = prefix_pass(o, cache);
-    std::printf("%14s %14.1f %12.1f %12.1f %12.1f %8.2f\n", cache ? "on" : "off", mean(r.ttft), percentile(r.ttft, 0.5),
-                percentile(r.ttft, 0.99), r.cached, r.wall);
+    std::printf("%14s %14.1f %12.1f %12.1f %12.1f %8.2f\n", cache ? "on" : "off", mean(r.ttft),
+                bench::percentile(r.ttft, 0.5), bench::percentile(r.ttft, 0.99), r.cached, r.wall);
     std::fflush(stdout);
     (cache ? with : without) = mean(r.ttft);
   }
@@ -388,8 +380,8 @@ void run_chunked(const BenchOptions& o) {
     const ChunkedRun r = chunked_pass(o, c);
     const std::string name = c > 0 ? "chunked " + std::to_string(c) : "unchunked";
     const double max_gap = r.gaps_ms.empty() ? 0.0 : *std::max_element(r.gaps_ms.begin(), r.gaps_ms.end());
-    std::printf("%16s %10zu %12.2f %12.2f %12.2f %16.1f\n", name.c_str(), r.gaps_ms.size(), percentile(r.gaps_ms, 0.5),
-                percentile(r.gaps_ms, 0.99), max_gap, r.long_ttft_ms);
+    std::printf("%16s %10zu %12.2f %12.2f %12.2f %16.1f\n", name.c_str(), r.gaps_ms.size(),
+                bench::percentile(r.gaps_ms, 0.5), bench::percentile(r.gaps_ms, 0.99), max_gap, r.long_ttft_ms);
     std::fflush(stdout);
   }
   std::printf(

@@ -20,6 +20,7 @@
 #include <string>
 #include <vector>
 
+#include "bench/stats.h"
 #include "cli/cli_util.h"
 #include "cli/commands.h"
 #include "gguf/reader.h"
@@ -51,12 +52,6 @@ grammar::ConstraintSpec spec_of(const GrammarFlags& f) {
   if (!f.regex.empty()) return {grammar::ConstraintKind::kRegex, f.regex};
   if (!f.gbnf_file.empty()) return {grammar::ConstraintKind::kGbnf, read_text_file(f.gbnf_file)};
   return {grammar::ConstraintKind::kJsonObject, ""};
-}
-
-double percentile(std::vector<double> v, double q) {
-  if (v.empty()) return 0.0;
-  std::sort(v.begin(), v.end());
-  return v[std::min(v.size() - 1, static_cast<size_t>(q * static_cast<double>(v.size())))];
 }
 
 std::string hex_mask(const std::vector<uint32_t>& bits) {
@@ -126,12 +121,12 @@ void run_grammar(const GrammarFlags& f) {
     }
   }
   const auto cache = cg->cache_stats();
-  const nlohmann::json summary = {{"compile_ms_p50", percentile(compile_ms, 0.5)},
-                                  {"compile_ms_p99", percentile(compile_ms, 0.99)},
+  const nlohmann::json summary = {{"compile_ms_p50", bench::percentile(compile_ms, 0.5)},
+                                  {"compile_ms_p99", bench::percentile(compile_ms, 0.99)},
                                   {"mask_steps", mask_us.size()},
-                                  {"mask_us_p50", percentile(mask_us, 0.5)},
-                                  {"mask_us_p99", percentile(mask_us, 0.99)},
-                                  {"mask_us_max", percentile(mask_us, 1.0)},
+                                  {"mask_us_p50", bench::percentile(mask_us, 0.5)},
+                                  {"mask_us_p99", bench::percentile(mask_us, 0.99)},
+                                  {"mask_us_max", bench::percentile(mask_us, 1.0)},
                                   {"context_cache_hits", cache.hits},
                                   {"context_cache_misses", cache.misses},
                                   {"rules", cg->grammar().num_rules()},

@@ -65,7 +65,11 @@ struct IsaEntry {
 
 #if defined(__x86_64__)
 constexpr KernelTable (*kMakeAvx2)() = make_avx2_table;
+#if defined(TOKENMILL_NO_AVX512_KERNELS)
+constexpr KernelTable (*kMakeAvx512)() = nullptr;
+#else
 constexpr KernelTable (*kMakeAvx512)() = make_avx512_table;
+#endif
 #else
 constexpr KernelTable (*kMakeAvx2)() = nullptr;
 constexpr KernelTable (*kMakeAvx512)() = nullptr;
@@ -168,7 +172,10 @@ Isa choose_isa(const char* request, const CpuFeatures& cpu) {
     names += ", " + std::string(e.name);
     if (e.name != want) continue;
     if (e.make == nullptr)
-      fail("TOKENMILL_ISA={}, but this build has no {} kernels (they are for another CPU family)", want, want);
+      fail(
+          "TOKENMILL_ISA={}, but this build has no {} kernels (they are for another CPU family, or the build "
+          "left them out: TOKENMILL_AVX512_KERNELS=OFF)",
+          want, want);
     if (!e.runs_on(cpu)) fail("TOKENMILL_ISA={}, but {}", want, e.why_not(cpu));
     return e.isa;
   }

@@ -3,11 +3,13 @@
 #include <gtest/gtest.h>
 
 #include "kernels/avx2/avx2.h"
-#include "kernels/avx512/avx512.h"
 #include "kernels/dispatch.h"
 #include "kernels/ops.h"
 #include "kernels/quantize_act.h"
 #include "util/error.h"
+#if !defined(TOKENMILL_NO_AVX512_KERNELS)
+#include "kernels/avx512/avx512.h"
+#endif
 
 namespace tokenmill::kernels {
 namespace {
@@ -18,13 +20,19 @@ CpuFeatures without_vnni() { return CpuFeatures{true, true, true, true, true, fa
 CpuFeatures without_f16c() { return CpuFeatures{true, true, false}; }
 CpuFeatures bare() { return CpuFeatures{}; }
 
+#if defined(TOKENMILL_NO_AVX512_KERNELS)
+constexpr bool kAvx512Built = false;  // TOKENMILL_AVX512_KERNELS=OFF
+#else
+constexpr bool kAvx512Built = true;
+#endif
+
 TEST(Dispatch, AutoPicksTheBestSupported) {
   EXPECT_EQ(choose_isa(nullptr, with_avx2()), Isa::kAvx2);
   EXPECT_EQ(choose_isa("", with_avx2()), Isa::kAvx2);
   EXPECT_EQ(choose_isa("auto", with_avx2()), Isa::kAvx2);
   EXPECT_EQ(choose_isa(nullptr, bare()), Isa::kScalar);
   EXPECT_EQ(choose_isa("auto", without_f16c()), Isa::kScalar);  // AVX2 kernels need all three
-  EXPECT_EQ(choose_isa(nullptr, with_avx512()), Isa::kAvx512);
+  EXPECT_EQ(choose_isa(nullptr, with_avx512()), kAvx512Built ? Isa::kAvx512 : Isa::kAvx2);
   EXPECT_EQ(choose_isa("auto", without_vnni()), Isa::kAvx2);
 }
 
@@ -35,7 +43,11 @@ TEST(Dispatch, ForcedChoices) {
   EXPECT_THROW(choose_isa("avx2", without_f16c()), Error);
   EXPECT_THROW(choose_isa("avx512", with_avx2()), Error);
   EXPECT_THROW(choose_isa("avx512", without_vnni()), Error);
-  EXPECT_EQ(choose_isa("avx512", with_avx512()), Isa::kAvx512);
+  if (kAvx512Built) {
+    EXPECT_EQ(choose_isa("avx512", with_avx512()), Isa::kAvx512);
+  } else {
+    EXPECT_THROW(choose_isa("avx512", with_avx512()), Error);  // a build without them says so
+  }
   EXPECT_EQ(choose_isa("avx2", with_avx512()), Isa::kAvx2);
   EXPECT_THROW(choose_isa("SCALAR ", with_avx2()), Error);
 }
@@ -89,6 +101,9 @@ TEST(Dispatch, EachIsaTableOwnsItsKernels) {
   EXPECT_EQ(a.of(TensorType::Q6_K).gemm_interleaved, avx2::InterleavedKernels<TensorType::Q6_K>::gemm_interleaved);
   EXPECT_EQ(a.of(TensorType::Q5_K).gemm_interleaved, nullptr);
 
+#if defined(TOKENMILL_NO_AVX512_KERNELS)
+  EXPECT_THROW(kernel_table_definition(Isa::kAvx512), Error);
+#else
   const KernelTable z = kernel_table_definition(Isa::kAvx512);
   EXPECT_EQ(z.isa, Isa::kAvx512);
   EXPECT_EQ(z.gemm_packed, &avx512::gemm_packed);
@@ -107,6 +122,7 @@ TEST(Dispatch, EachIsaTableOwnsItsKernels) {
   // What it keeps from the AVX2 table, it keeps on purpose.
   EXPECT_EQ(z.of(TensorType::Q4_K).q16_rows, a.of(TensorType::Q4_K).q16_rows);
   EXPECT_EQ(z.rms_norm, &avx2::rms_norm);
+#endif
 }
 
 }  // namespace

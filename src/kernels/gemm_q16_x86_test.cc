@@ -17,7 +17,9 @@
 #include <vector>
 
 #include "kernels/avx2/avx2.h"
+#if !defined(TOKENMILL_NO_AVX512_KERNELS)
 #include "kernels/avx512/avx512.h"
+#endif
 #include "kernels/dispatch.h"
 #include "kernels/gemm.h"
 #include "kernels/interleave.h"
@@ -219,7 +221,7 @@ TEST(GemmQ16, InterleavedMatchesReferenceBitForBit) {
 }
 
 TEST(GemmQ16, Avx512InterleavedMatchesReferenceBitForBit) {
-  if (!cpu_features().supports_avx512_kernels()) GTEST_SKIP() << "no AVX-512 F/BW/VNNI on this CPU";
+  if (kernels_for(Isa::kAvx512) == nullptr) GTEST_SKIP() << "no AVX-512 F/BW/VNNI on this CPU, or not in this build";
   check_interleaved(*kernels_for(Isa::kAvx512));
 }
 
@@ -231,8 +233,12 @@ TEST(GemmQ16, MatchesReferenceBitForBit) {
 // The 512-bit kernel keeps the AVX2 kernel's float steps, so it must give
 // the same bits (6 tokens per tile: the token counts cover 1..7 and tails).
 TEST(GemmQ16, Avx512MatchesReferenceBitForBit) {
+#if defined(TOKENMILL_NO_AVX512_KERNELS)
+  GTEST_SKIP() << "this build has no AVX-512 kernels (TOKENMILL_AVX512_KERNELS=OFF)";
+#else
   if (!cpu_features().supports_avx512_kernels()) GTEST_SKIP() << "no AVX-512 F/BW/VNNI on this CPU";
   check_against_reference(avx512::gemm_q16_packed, "avx512");
+#endif
 }
 
 }  // namespace

@@ -29,6 +29,7 @@
 namespace tokenmill::model {
 namespace {
 
+using test_files::f32_bytes;
 using test_files::random_tokens;
 
 // A file written from a GgufWriter into the temporary folder, removed with
@@ -55,12 +56,6 @@ std::vector<float> values(const gguf::TensorInfo& t) {
   std::vector<float> out(static_cast<size_t>(t.num_elements()));
   for (int64_t r = 0; r < w.rows; ++r) kernels::dequantize_weight_row(w, r, out.data() + r * w.cols);
   return out;
-}
-
-std::vector<uint8_t> f32_bytes(const std::vector<float>& v) {
-  std::vector<uint8_t> b(v.size() * sizeof(float));
-  std::memcpy(b.data(), v.data(), b.size());
-  return b;
 }
 
 // The base file with every adapted tensor replaced by W + scale B A (in

@@ -21,6 +21,7 @@ namespace {
 
 using gguf::Value;
 using test_files::config_error;
+using test_files::f32_bytes;
 
 gguf::GgufWriter metadata(const std::string& arch = "llama") {
   gguf::GgufWriter w;
@@ -145,12 +146,6 @@ TEST(RopeConfig, RopeFreqsTensorMeansLlama3) {
   EXPECT_EQ(c.rope_scaling, RopeScalingType::kLlama3);
   EXPECT_HAS(override_error(c, {.scaling = "none"}), "scaled by its factor tensors (llama3)");
   EXPECT_HAS(override_error(c, {.scale = 2.0}), "the RoPE scaling is 'llama3', which takes no factor");
-}
-
-std::vector<uint8_t> f32_bytes(std::vector<float> v) {
-  std::vector<uint8_t> bytes(v.size() * sizeof(float));
-  std::memcpy(bytes.data(), v.data(), bytes.size());
-  return bytes;
 }
 
 // Phi-3 LongRoPE: both factor tensors make it; the long ones apply when the

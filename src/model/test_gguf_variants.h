@@ -5,6 +5,7 @@
 
 #include <unistd.h>
 
+#include <cstring>
 #include <filesystem>
 #include <memory>
 #include <optional>
@@ -22,6 +23,13 @@
 #include "util/error.h"
 
 namespace tokenmill::model::test_files {
+
+// The raw bytes of an F32 tensor's data.
+inline std::vector<uint8_t> f32_bytes(const std::vector<float>& v) {
+  std::vector<uint8_t> bytes(v.size() * sizeof(float));
+  std::memcpy(bytes.data(), v.data(), bytes.size());
+  return bytes;
+}
 
 // File bytes and the parsed file, which views into the bytes.
 struct ParsedGguf {

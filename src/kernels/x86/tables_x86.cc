@@ -3,8 +3,10 @@
 // the *_avx2.cc and *_avx512.cc files (avx2/avx2.h, avx512/avx512.h). This
 // file only reads their addresses, so it runs on any x86-64 CPU.
 #include "kernels/avx2/avx2.h"
-#include "kernels/avx512/avx512.h"
 #include "kernels/dispatch.h"
+#if !defined(TOKENMILL_NO_AVX512_KERNELS)
+#include "kernels/avx512/avx512.h"
+#endif
 
 namespace tokenmill::kernels {
 namespace {
@@ -86,6 +88,7 @@ KernelTable make_avx2_table() {
   return t;
 }
 
+#if !defined(TOKENMILL_NO_AVX512_KERNELS)
 // The AVX2 table with the 512-bit int16 GEMM micro-kernel (bit-identical
 // results, twice the products per instruction), the 512-bit FP32
 // GEMM micro-kernel and the 512-bit interleaved kernels (vpdpwssd).
@@ -103,5 +106,6 @@ KernelTable make_avx512_table() {
   set_q16_switch(t, 10, 6);
   return t;
 }
+#endif
 
 }  // namespace tokenmill::kernels
