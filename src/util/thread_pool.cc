@@ -108,6 +108,7 @@ ThreadPool::ThreadPool(int num_threads, int64_t spin_us, Backend backend) {
   if (num_threads <= 0) num_threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   num_threads_ = num_threads;
   spin_us_ = spin_us < 0 ? default_spin_us() : spin_us;
+  spin_budget_us_.store(spin_us_, std::memory_order_relaxed);
   backend_ = backend == Backend::kDefault ? default_backend() : backend;
   if (backend_ == Backend::kOpenMp) {
     if (!openmp_available()) throw Error("thread pool: this build has no OpenMP");
@@ -182,13 +183,23 @@ void ThreadPool::parallel_for(int64_t n, const std::function<void(int, int64_t, 
   if (wake) wake_.notify_all();
   run_share(0);
   const auto all_done = [this] { return pending_.load(std::memory_order_acquire) == 0; };
-  if (!spin_until(all_done, spin_us_)) {
+  const auto wait_start = std::chrono::steady_clock::now();
+  if (!spin_until(all_done, spin_budget_us())) {
     std::unique_lock<std::mutex> lock(mutex_);
     caller_sleeping_ = true;
     done_.wait(lock, all_done);
     caller_sleeping_ = false;
   }
+  if (spin_us_ > 0) adapt_spin(std::chrono::steady_clock::now() - wait_start);
   job_ = nullptr;
+}
+
+void ThreadPool::adapt_spin(std::chrono::steady_clock::duration waited) {
+  const int64_t waited_us = std::chrono::duration_cast<std::chrono::microseconds>(waited).count();
+  const int64_t budget = spin_budget_us();
+  const int64_t next =
+      waited_us > spin_us_ ? budget / 2 : std::min(spin_us_, budget + std::max<int64_t>(1, spin_us_ / 64));
+  spin_budget_us_.store(next, std::memory_order_relaxed);
 }
 
 void ThreadPool::worker_loop(int index) {
@@ -198,7 +209,7 @@ void ThreadPool::worker_loop(int index) {
     return stop_.load(std::memory_order_acquire) || generation_.load(std::memory_order_acquire) != seen;
   };
   for (;;) {
-    if (!spin_until(has_work, spin_us_)) {
+    if (!spin_until(has_work, spin_budget_us())) {
       std::unique_lock<std::mutex> lock(mutex_);
       ++sleeping_workers_;
       wake_.wait(lock, has_work);

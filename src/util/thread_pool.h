@@ -13,6 +13,15 @@
 // bounded so that an idle engine, or a machine with more runnable threads
 // than cores, loses at most spin_us of CPU per loop.
 //
+// The spin adapts (spin_budget_us()): a loop whose end the caller waited
+// for longer than spin_us means a thread of the loop was not running (more
+// runnable threads than cores: another process, parallel test suites), and
+// spinning then only keeps it off a core. So each such wait halves the
+// budget every thread spins for, and each shorter one gives an eighth of
+// spin_us back. On a 2-core machine with one busy process beside it, Gemma 3
+// decoded at 16-32 tok/s with the fixed spin and 34-40 without any; on a
+// quiet one the fixed spin was 4 % faster than none (docs/benchmarks.md).
+//
 // Pinning (TOKENMILL_PIN=1; own threads only): thread i runs on the i-th
 // CPU (modulo their number) of the process's affinity mask; the caller
 // takes the first when it first calls parallel_for. With OpenMP, its own
@@ -25,6 +34,7 @@
 #pragma once
 
 #include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <cstdint>
 #include <functional>
@@ -50,6 +60,8 @@ class ThreadPool {
 
   int num_threads() const { return num_threads_; }
   int64_t spin_us() const { return spin_us_; }
+  // What the threads spin for now (0..spin_us, see above).
+  int64_t spin_budget_us() const { return spin_budget_us_.load(std::memory_order_relaxed); }
   Backend backend() const { return backend_; }
   bool pinned() const { return pin_; }
   // Whether this build can run Backend::kOpenMp.
@@ -62,10 +74,12 @@ class ThreadPool {
  private:
   void worker_loop(int index);
   void run_share(int index);
+  void adapt_spin(std::chrono::steady_clock::duration waited);
   void parallel_for_openmp(int64_t n, const std::function<void(int, int64_t, int64_t)>& fn);
 
   int num_threads_ = 1;
   int64_t spin_us_ = 0;
+  std::atomic<int64_t> spin_budget_us_{0};  // written by the caller only
   Backend backend_ = Backend::kThreads;
   bool pin_ = false;
   std::vector<int> cpus_;       // the affinity mask's CPUs, when pinning

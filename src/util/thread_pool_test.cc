@@ -66,6 +66,30 @@ TEST(ThreadPool, WakesAfterTheSpinRunsOut) {
   EXPECT_EQ(runs.load(), 10);
 }
 
+// A loop whose end the caller waits for longer than spin_us halves the
+// spin; loops that end at once give it back step by step, never past
+// spin_us. (A worker that sleeps stands for one that is not running.)
+TEST(ThreadPool, SpinAdaptsToLongWaitsAndComesBack) {
+  ThreadPool pool(2, 200);
+  EXPECT_EQ(pool.spin_budget_us(), 200);
+  const auto slow_worker = [](int index, int64_t, int64_t) {
+    if (index == 1) std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  };
+  pool.parallel_for(2, slow_worker);
+  EXPECT_EQ(pool.spin_budget_us(), 100);
+  for (int i = 0; i < 10; ++i) pool.parallel_for(2, slow_worker);
+  EXPECT_EQ(pool.spin_budget_us(), 0);
+  // Quick loops: each ends within spin_us (generously, for a loaded
+  // machine, the test only needs most of them to).
+  for (int i = 0; i < 2000 && pool.spin_budget_us() < 200; ++i) pool.parallel_for(2, [](int, int64_t, int64_t) {});
+  EXPECT_EQ(pool.spin_budget_us(), 200);
+  pool.parallel_for(2, [](int, int64_t, int64_t) {});
+  EXPECT_EQ(pool.spin_budget_us(), 200);  // never past spin_us
+  ThreadPool never_spins(2, 0);
+  never_spins.parallel_for(2, slow_worker);
+  EXPECT_EQ(never_spins.spin_budget_us(), 0);
+}
+
 TEST(ThreadPool, SpinTimeFromTheEnvironment) {
   ::setenv("TOKENMILL_SPIN_US", "7", 1);
   EXPECT_EQ(default_spin_us(), 7);
