@@ -67,8 +67,8 @@ ctest_run() {
 # source (CMake's UNITY_BUILD with no batch limit: the heavy headers, CLI11,
 # JSON, httplib, gtest, are parsed and their templates instantiated once per
 # target, not once per file). On two cores that takes about half the time
-# of file-by-file builds, and 40 % less than batches of 8 files (an ASan
-# build: 1113 against 1857 CPU-seconds); there are still more targets than
+# of file-by-file builds, and 40 % less than batches of 8 files (a fresh ASan
+# build: 1036 against 1857 CPU-seconds); there are still more targets than
 # cores. `make build` (and `make run`) in a fresh clone compiles every file
 # on its own, so a file that only compiles after another one's includes
 # still fails there.

@@ -171,11 +171,11 @@ Isa choose_isa(const char* request, const CpuFeatures& cpu) {
   for (const IsaEntry& e : kIsas) {
     names += ", " + std::string(e.name);
     if (e.name != want) continue;
-    if (e.make == nullptr)
-      fail(
-          "TOKENMILL_ISA={}, but this build has no {} kernels (they are for another CPU family, or the build "
-          "left them out: TOKENMILL_AVX512_KERNELS=OFF)",
-          want, want);
+    if (e.make == nullptr) {
+      const bool left_out = e.isa == Isa::kAvx512 && kMakeAvx2 != nullptr;  // x86-64 without them
+      fail("TOKENMILL_ISA={}, but this build has no {} kernels ({})", want, want,
+           left_out ? "built with TOKENMILL_AVX512_KERNELS=OFF" : "they are for another CPU family");
+    }
     if (!e.runs_on(cpu)) fail("TOKENMILL_ISA={}, but {}", want, e.why_not(cpu));
     return e.isa;
   }

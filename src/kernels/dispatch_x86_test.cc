@@ -2,6 +2,8 @@
 // features, and which kernels the AVX2 and AVX-512 tables hold.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+
 #include "kernels/avx2/avx2.h"
 #include "kernels/dispatch.h"
 #include "kernels/ops.h"
@@ -20,11 +22,11 @@ CpuFeatures without_vnni() { return CpuFeatures{true, true, true, true, true, fa
 CpuFeatures without_f16c() { return CpuFeatures{true, true, false}; }
 CpuFeatures bare() { return CpuFeatures{}; }
 
-#if defined(TOKENMILL_NO_AVX512_KERNELS)
-constexpr bool kAvx512Built = false;  // TOKENMILL_AVX512_KERNELS=OFF
-#else
-constexpr bool kAvx512Built = true;
-#endif
+// False in a build with TOKENMILL_AVX512_KERNELS=OFF.
+bool avx512_built() {
+  const auto built = built_isas();
+  return std::find(built.begin(), built.end(), Isa::kAvx512) != built.end();
+}
 
 TEST(Dispatch, AutoPicksTheBestSupported) {
   EXPECT_EQ(choose_isa(nullptr, with_avx2()), Isa::kAvx2);
@@ -32,7 +34,7 @@ TEST(Dispatch, AutoPicksTheBestSupported) {
   EXPECT_EQ(choose_isa("auto", with_avx2()), Isa::kAvx2);
   EXPECT_EQ(choose_isa(nullptr, bare()), Isa::kScalar);
   EXPECT_EQ(choose_isa("auto", without_f16c()), Isa::kScalar);  // AVX2 kernels need all three
-  EXPECT_EQ(choose_isa(nullptr, with_avx512()), kAvx512Built ? Isa::kAvx512 : Isa::kAvx2);
+  EXPECT_EQ(choose_isa(nullptr, with_avx512()), avx512_built() ? Isa::kAvx512 : Isa::kAvx2);
   EXPECT_EQ(choose_isa("auto", without_vnni()), Isa::kAvx2);
 }
 
@@ -43,7 +45,7 @@ TEST(Dispatch, ForcedChoices) {
   EXPECT_THROW(choose_isa("avx2", without_f16c()), Error);
   EXPECT_THROW(choose_isa("avx512", with_avx2()), Error);
   EXPECT_THROW(choose_isa("avx512", without_vnni()), Error);
-  if (kAvx512Built) {
+  if (avx512_built()) {
     EXPECT_EQ(choose_isa("avx512", with_avx512()), Isa::kAvx512);
   } else {
     EXPECT_THROW(choose_isa("avx512", with_avx512()), Error);  // a build without them says so

@@ -17,10 +17,11 @@
 // for longer than spin_us means a thread of the loop was not running (more
 // runnable threads than cores: another process, parallel test suites), and
 // spinning then only keeps it off a core. So each such wait halves the
-// budget every thread spins for, and each shorter one gives an eighth of
+// budget every thread spins for, and each shorter one gives 1/64 of
 // spin_us back. On a 2-core machine with one busy process beside it, Gemma 3
-// decoded at 16-32 tok/s with the fixed spin and 34-40 without any; on a
-// quiet one the fixed spin was 4 % faster than none (docs/benchmarks.md).
+// decoded at 28.4 tok/s with the fixed spin, 35.1 with the adaptive one and
+// 41.0 with none; quiet, fixed and adaptive were within noise of each other
+// (docs/benchmarks.md).
 //
 // Pinning (TOKENMILL_PIN=1; own threads only): thread i runs on the i-th
 // CPU (modulo their number) of the process's affinity mask; the caller
