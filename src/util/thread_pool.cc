@@ -196,10 +196,12 @@ void ThreadPool::parallel_for(int64_t n, const std::function<void(int, int64_t, 
 
 void ThreadPool::adapt_spin(std::chrono::steady_clock::duration waited) {
   const int64_t waited_us = std::chrono::duration_cast<std::chrono::microseconds>(waited).count();
-  const int64_t budget = spin_budget_us();
-  const int64_t next =
-      waited_us > spin_us_ ? budget / 2 : std::min(spin_us_, budget + std::max<int64_t>(1, spin_us_ / 64));
-  spin_budget_us_.store(next, std::memory_order_relaxed);
+  spin_budget_us_.store(next_spin_budget(spin_budget_us(), spin_us_, waited_us), std::memory_order_relaxed);
+}
+
+int64_t ThreadPool::next_spin_budget(int64_t budget_us, int64_t spin_us, int64_t waited_us) {
+  if (waited_us > spin_us) return budget_us / 2;
+  return std::min(spin_us, budget_us + std::max<int64_t>(1, spin_us / 64));
 }
 
 void ThreadPool::worker_loop(int index) {

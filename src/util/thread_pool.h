@@ -67,6 +67,10 @@ class ThreadPool {
   bool pinned() const { return pin_; }
   // Whether this build can run Backend::kOpenMp.
   static bool openmp_available();
+  // The adaptation rule on its own (a pure function, so it is tested
+  // without timing): the budget after a loop end the caller waited
+  // waited_us for.
+  static int64_t next_spin_budget(int64_t budget_us, int64_t spin_us, int64_t waited_us);
 
   // Calls fn(thread_index, begin, end) over [0, n) split into num_threads
   // contiguous ranges of near-equal size (empty ranges are skipped).
