@@ -38,6 +38,7 @@ VARIANTS=(
   "f16|--kv-dtype f16|"
   "q8_0|--kv-dtype q8_0|"
   "q4_0|--kv-dtype q4_0|"
+  "q4_0_kc (per-channel key scales)|--kv-dtype q4_0_kc|"
   "streaming 50 % (sinks 4, window 2048), preserve|--kv-dtype f32 --kv-policy streaming --kv-window 2048|2080"
   "streaming 50 % (sinks 4, window 2048), rerotate|--kv-dtype f32 --kv-policy streaming --kv-window 2048 --kv-positions rerotate|2080"
   "streaming 25 % (sinks 4, window 1024), preserve|--kv-dtype f32 --kv-policy streaming --kv-window 1024|1056"

@@ -12,7 +12,7 @@ the greedy continuation starts with the key. Then one request with a
 ~4000-token prompt generates 128 tokens: its decode tok/s (the server's
 timings) is the long-context decode speed.
 
-  scripts/kv_policy_needle.py [--contexts 1024,2048,4096] [--depths 5]
+  scripts/kv_policy_needle.py [--contexts 1024,2048,4096] [--depths 5] [--only q4_0,q4_0_kc]
 
 Environment: TOKENMILL_BIN (default build/src/cli/tokenmill), THREADS (2).
 """
@@ -37,6 +37,7 @@ CHARS_PER_TOKEN = 4.6  # GPL-3 in Gemma 3's tokenizer: 35149 chars, 7563 tokens
 VARIANTS = [
     ("f16 (full)", []),
     ("q4_0", ["--kv-dtype", "q4_0"]),
+    ("q4_0_kc", ["--kv-dtype", "q4_0_kc"]),
     ("streaming window 2048, preserve", ["--kv-policy", "streaming", "--kv-window", "2048"]),
     ("streaming window 1024, preserve", ["--kv-policy", "streaming", "--kv-window", "1024"]),
     ("streaming window 1024, rerotate", ["--kv-policy", "streaming", "--kv-window", "1024",
@@ -89,13 +90,20 @@ def main():
     ap.add_argument("--contexts", default="1024,2048,4096")
     ap.add_argument("--depths", type=int, default=5)
     ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--only", default="", help="comma-separated variant names (default: every variant)")
     a = ap.parse_args()
+    only = [n for n in a.only.split(",") if n]
+    unknown = [n for n in only if n not in [name for name, _ in VARIANTS]]
+    if unknown:
+        raise SystemExit(f"unknown variant(s) {unknown}; the variants: {[name for name, _ in VARIANTS]}")
     model = subprocess.check_output([os.path.join(ROOT, "scripts/default_model.sh")], text=True).strip()
     text = open(TEXT, encoding="utf-8").read()
     contexts = [int(c) for c in a.contexts.split(",")]
     depths = [(i + 0.5) / a.depths for i in range(a.depths)]
     rows = []
     for name, args in VARIANTS:
+        if only and name not in only:
+            continue
         server = Server(model, args)
         try:
             rng = random.Random(a.seed)

@@ -55,11 +55,12 @@ TEST(EngineFlagsTest, KvDtypeAcceptsEveryTypeAndNamesTheChoices) {
   EXPECT_EQ(parse_kv_dtype("q8_0"), kv::KvDtype::Q8_0);
   EXPECT_EQ(parse_kv_dtype("fp8_e4m3"), kv::KvDtype::FP8_E4M3);
   EXPECT_EQ(parse_kv_dtype("q4_0"), kv::KvDtype::Q4_0);
+  EXPECT_EQ(parse_kv_dtype("q4_0_kc"), kv::KvDtype::Q4_0_KC);
   try {
     parse_kv_dtype("int4");
     FAIL() << "int4 accepted";
   } catch (const Error& e) {
-    EXPECT_STREQ(e.what(), "--kv-dtype 'int4' is not one of: f32|f16|q8_0|fp8_e4m3|q4_0");
+    EXPECT_STREQ(e.what(), "--kv-dtype 'int4' is not one of: f32|f16|q8_0|fp8_e4m3|q4_0|q4_0_kc");
   }
 }
 

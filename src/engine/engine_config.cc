@@ -29,6 +29,11 @@ void EngineConfig::validate() const {
     fail("--kv-policy {} does not combine with speculative decoding (--spec)", kv_policy.describe());
   if (kv_policy.evicts() && kv_policy.positions == kv::KvPositions::kRerotate && parallel)
     fail("--kv-positions rerotate does not combine with tensor or pipeline parallelism; use preserve");
+  if (kv::kv_keys_channel_scaled(kv_dtype) && parallel)
+    fail(
+        "--kv-dtype {} does not combine with tensor or pipeline parallelism (its key scales are measured in one "
+        "process); use q4_0",
+        kv::kv_dtype_name(kv_dtype));
   sched::TenantPolicy{tenant_limits, default_tenant_limits}.validate("tenant_limits", "default_tenant_limits");
 }
 

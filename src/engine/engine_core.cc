@@ -91,6 +91,9 @@ EngineCore::EngineCore(const EngineConfig& config, Metrics& metrics)
     pools.push_back(std::make_unique<kv::PagedKvStorage>(geometries[g], blocks));
     kv_groups.push_back({static_cast<int32_t>(blocks), groups[g].window});
   }
+  // Measured now rather than on the first request's step (a prefill of a
+  // few hundred tokens).
+  if (kv::kv_keys_channel_scaled(config_.kv_dtype)) model_->prepare_key_scales(pool_);
   runner_ = std::make_unique<runner::ModelRunner>(*model_, std::move(pools), pool_);
   runner_->set_kv_positions(config_.kv_policy.positions);
   if (config_.parallel) {

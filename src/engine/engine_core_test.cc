@@ -228,11 +228,9 @@ TEST(EngineCoreTest, KvLayoutAndNamespaceFollowTheDtype) {
     kv::KvDtype dtype;
     const char* name;
     int64_t row_bytes;
-  } cases[] = {{kv::KvDtype::F32, "f32", 128},
-               {kv::KvDtype::F16, "f16", 64},
-               {kv::KvDtype::Q8_0, "q8_0", 34},
-               {kv::KvDtype::FP8_E4M3, "fp8_e4m3", 34},
-               {kv::KvDtype::Q4_0, "q4_0", 18}};
+  } cases[] = {{kv::KvDtype::F32, "f32", 128},  {kv::KvDtype::F16, "f16", 64},
+               {kv::KvDtype::Q8_0, "q8_0", 34}, {kv::KvDtype::FP8_E4M3, "fp8_e4m3", 34},
+               {kv::KvDtype::Q4_0, "q4_0", 18}, {kv::KvDtype::Q4_0_KC, "q4_0_kc", 18}};
   for (const auto& c : cases) {
     EngineConfig config = tiny_config();
     config.kv_dtype = c.dtype;
@@ -244,6 +242,8 @@ TEST(EngineCoreTest, KvLayoutAndNamespaceFollowTheDtype) {
     EXPECT_EQ(m.kv_bytes_per_token, 2 * 2 * c.row_bytes);
     EXPECT_EQ(m.kv_bytes_total, d.core().kv_bytes());
     EXPECT_GE(m.kv_bytes_total, 64 * 16 * m.kv_bytes_per_token);  // 64 blocks of 16 positions
+    // q4_0_kc's key scales are measured at start, before any request.
+    EXPECT_EQ(d.core().model().key_scales().empty(), c.dtype != kv::KvDtype::Q4_0_KC) << c.name;
   }
 }
 

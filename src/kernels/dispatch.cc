@@ -64,6 +64,7 @@ struct IsaEntry {
 };
 
 #if defined(__x86_64__)
+constexpr bool kX86 = true;
 constexpr KernelTable (*kMakeAvx2)() = make_avx2_table;
 #if defined(TOKENMILL_NO_AVX512_KERNELS)
 constexpr KernelTable (*kMakeAvx512)() = nullptr;
@@ -71,6 +72,7 @@ constexpr KernelTable (*kMakeAvx512)() = nullptr;
 constexpr KernelTable (*kMakeAvx512)() = make_avx512_table;
 #endif
 #else
+constexpr bool kX86 = false;
 constexpr KernelTable (*kMakeAvx2)() = nullptr;
 constexpr KernelTable (*kMakeAvx512)() = nullptr;
 #endif
@@ -172,7 +174,7 @@ Isa choose_isa(const char* request, const CpuFeatures& cpu) {
     names += ", " + std::string(e.name);
     if (e.name != want) continue;
     if (e.make == nullptr) {
-      const bool left_out = e.isa == Isa::kAvx512 && kMakeAvx2 != nullptr;  // x86-64 without them
+      const bool left_out = e.isa == Isa::kAvx512 && kX86;  // x86-64 without them
       fail("TOKENMILL_ISA={}, but this build has no {} kernels ({})", want, want,
            left_out ? "built with TOKENMILL_AVX512_KERNELS=OFF" : "they are for another CPU family");
     }

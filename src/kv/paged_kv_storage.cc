@@ -28,7 +28,7 @@ void validate(const KvGeometry& g) {
   if (g.dtype != KvDtype::F32 && g.dtype != KvDtype::F16 && !kv_dtype_quantized(g.dtype))
     fail("KV cache: unknown element type");
   if (g.n_kv_dim > (int64_t{1} << 30)) fail("KV cache: n_kv_dim {} is too large", g.n_kv_dim);
-  if (g.dtype == KvDtype::Q4_0 && kv_quant_group(g.n_kv_dim) % 2 != 0)
+  if (kv_storage_dtype(g.dtype) == KvDtype::Q4_0 && kv_quant_group(g.n_kv_dim) % 2 != 0)
     fail("KV cache: q4_0 packs two elements per byte, and this model's {} K/V elements per position are odd",
          g.n_kv_dim);
 }

@@ -37,6 +37,15 @@ TEST(KvDtype, NamesSizesRoundTrip) {
   EXPECT_EQ(kv_dtype_name(KvDtype::FP8_E4M3), "fp8_e4m3");
   EXPECT_EQ(kv_dtype_from_name("q4_0"), KvDtype::Q4_0);
   EXPECT_EQ(kv_dtype_name(KvDtype::Q4_0), "q4_0");
+  EXPECT_EQ(kv_dtype_from_name("q4_0_kc"), KvDtype::Q4_0_KC);
+  EXPECT_EQ(kv_dtype_name(KvDtype::Q4_0_KC), "q4_0_kc");
+  EXPECT_EQ(kv_dtype_bits(KvDtype::Q4_0_KC), 4);
+  // q4_0_kc is q4_0's bytes (the kernels read it as q4_0) with scaled keys.
+  EXPECT_EQ(kv_storage_dtype(KvDtype::Q4_0_KC), KvDtype::Q4_0);
+  EXPECT_EQ(kv_storage_dtype(KvDtype::Q8_0), KvDtype::Q8_0);
+  EXPECT_TRUE(kv_keys_channel_scaled(KvDtype::Q4_0_KC));
+  EXPECT_FALSE(kv_keys_channel_scaled(KvDtype::Q4_0));
+  EXPECT_TRUE(kv_dtype_quantized(KvDtype::Q4_0_KC));
   EXPECT_EQ(kv_dtype_from_name("int4"), std::nullopt);
   EXPECT_EQ(kv_dtype_from_name(""), std::nullopt);
 }
@@ -45,7 +54,7 @@ TEST(KvDtype, NamesSizesRoundTrip) {
 // namespace (which carries kv_dtype_name) separates every dtype.
 TEST(KvDtype, EveryDtypeHasItsOwnPrefixNamespace) {
   std::vector<uint64_t> ids;
-  for (KvDtype d : {KvDtype::F32, KvDtype::F16, KvDtype::Q8_0, KvDtype::FP8_E4M3, KvDtype::Q4_0}) {
+  for (KvDtype d : {KvDtype::F32, KvDtype::F16, KvDtype::Q8_0, KvDtype::FP8_E4M3, KvDtype::Q4_0, KvDtype::Q4_0_KC}) {
     CacheNamespace ns;
     ns.model = "m";
     ns.kv_dtype = std::string(kv_dtype_name(d));
@@ -67,6 +76,7 @@ TEST(KvGeometry, QuantizedBytesByHand) {
   // 28 % of f16; a 40-element row is one group of 20 + 2 bytes.
   EXPECT_EQ(geometry(18, 256, 16, KvDtype::Q4_0).bytes_per_token(), 2 * 18 * 144);
   EXPECT_EQ(geometry(1, 40, 16, KvDtype::Q4_0).bytes_per_token(), 2 * 22);
+  EXPECT_EQ(geometry(18, 256, 16, KvDtype::Q4_0_KC).bytes_per_token(), 2 * 18 * 144);
   PagedKvStorage s(g, 3);
   EXPECT_GE(s.total_bytes(), 3 * g.bytes_per_block());
   // copy_block moves whole quantized rows, scales included: 16 rows of 272.

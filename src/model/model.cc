@@ -9,6 +9,7 @@
 #include "kernels/interleave.h"
 #include "kernels/ops.h"
 #include "kernels/paged_attention.h"
+#include "model/key_channel_scales.h"
 #include "model/layer_ops.h"
 #include "model/lora_apply.h"
 #include "model/microbatch.h"
@@ -203,7 +204,8 @@ void validate_step(const ModelConfig& c, std::span<const SequenceChunk> chunks,
 // Layer `layer` of the pool, as the paged kernels see it.
 kernels::PagedKv layer_kv(kv::PagedKvStorage& kv, int64_t layer) {
   const kv::KvGeometry& g = kv.geometry();
-  return kernels::PagedKv{kv.keys(layer), kv.values(layer), g.dtype, g.block_size, g.n_kv_dim, kv.num_blocks()};
+  return kernels::PagedKv{kv.keys(layer), kv.values(layer), kv::kv_storage_dtype(g.dtype),
+                          g.block_size,   g.n_kv_dim,       kv.num_blocks()};
 }
 
 void resize(std::vector<float>& v, int64_t n) {
@@ -232,6 +234,8 @@ void Model::forward(std::span<const SequenceChunk> chunks, std::span<kv::PagedKv
                     std::vector<float>& logits, ThreadPool& pool, std::span<const uint8_t> skip_layers,
                     std::vector<float>* hidden) {
   check_step(chunks, pools, skip_layers);
+  for (const kv::PagedKvStorage* p : pools)
+    if (kv::kv_keys_channel_scaled(p->geometry().dtype)) prepare_key_scales(pool);
   const int64_t V = config_.n_vocab;
   int64_t R = 0;
   int64_t H = 0;
@@ -441,6 +445,46 @@ void Model::shift_keys(std::span<kv::PagedKvStorage* const> pools, std::span<con
   }
 }
 
+void Model::prepare_key_scales(ThreadPool& pool) {
+  if (!key_scales_.empty()) return;
+  if (comm_ != nullptr)
+    fail(
+        "--kv-dtype q4_0_kc is not supported with tensor or pipeline parallelism (its key scales are measured in one "
+        "process)");
+  const ModelConfig& c = local_;
+  const std::vector<int32_t> tokens = key_calibration_tokens(file_, c.n_vocab, std::min<int64_t>(c.n_ctx_train, 512));
+  constexpr int64_t kBlock = 16;
+  const int64_t n = static_cast<int64_t>(tokens.size());
+  kv::PagedKvStorage storage(kv_geometry(kBlock, kv::KvDtype::F32), (n + kBlock - 1) / kBlock);
+  std::vector<int32_t> blocks(static_cast<size_t>(storage.num_blocks()));
+  for (size_t b = 0; b < blocks.size(); ++b) blocks[b] = static_cast<int32_t>(b);
+  const ChunkTable table{blocks, 0};
+  SequenceChunk chunk;
+  chunk.tokens = tokens;
+  chunk.tables = {&table, 1};
+  chunk.logits = LogitRows::kNone;
+  const int64_t layers = shard_.layer_end - shard_.layer_begin;
+  std::vector<float> magnitudes(static_cast<size_t>(layers * c.n_kv_dim()), 0.0f);
+  std::vector<float> logits;
+  key_magnitudes_ = &magnitudes;
+  try {
+    forward({&chunk, 1}, storage, logits, pool);
+  } catch (...) {
+    key_magnitudes_ = nullptr;
+    throw;
+  }
+  key_magnitudes_ = nullptr;
+  std::vector<float> scales;
+  for (int64_t l = 0; l < layers; ++l) {
+    const std::vector<float> layer = key_scales_from_magnitudes(
+        std::span<const float>(magnitudes)
+            .subspan(static_cast<size_t>(l * c.n_kv_dim()), static_cast<size_t>(c.n_kv_dim())),
+        c.head_dim);
+    scales.insert(scales.end(), layer.begin(), layer.end());
+  }
+  key_scales_ = std::move(scales);
+}
+
 void Model::attention_block(int64_t layer, std::span<const SequenceChunk> chunks, std::span<const int64_t> positions,
                             std::span<const int64_t> rope_positions, std::span<kv::PagedKvStorage* const> pools,
                             ThreadPool& pool) {
@@ -482,14 +526,26 @@ void Model::attention_block(int64_t layer, std::span<const SequenceChunk> chunks
     }
   });
 
-  // Write each sequence's new K/V into its blocks, then attend over all its
-  // positions so far (read back through the same block table).
-  const kernels::AttentionShape shape{c.n_head,      c.n_kv_head, hd, c.attn_scale, local ? c.sliding_window : 0,
-                                      c.attn_softcap};
   // Two pools: a local layer lives in the second (window) pool, at its
   // index among the local layers, and is read through the second table.
   const size_t group = pools.size() == 2 && local ? 1 : 0;
   const int64_t pool_layer = pools.size() == 2 ? group_layer_[static_cast<size_t>(layer)] : layer - shard_.layer_begin;
+
+  // q4_0_kc: keys divided by their channels' scales, queries multiplied
+  // (model/key_channel_scales.h).
+  const KeyHeads key_heads{c.n_head, c.n_kv_head, hd, c.rope_dims, c.rope_neox};
+  const int64_t local_layer = layer - shard_.layer_begin;
+  if (key_magnitudes_ != nullptr)
+    accumulate_key_magnitudes(s.k.data(), T, key_heads, key_magnitudes_->data() + local_layer * c.n_kv_dim());
+  if (kv::kv_keys_channel_scaled(pools[group]->geometry().dtype))
+    apply_key_scales(s.q.data(), s.k.data(), T, key_heads,
+                     std::span<const float>(key_scales_)
+                         .subspan(static_cast<size_t>(local_layer * c.n_kv_dim()), static_cast<size_t>(c.n_kv_dim())));
+
+  // Write each sequence's new K/V into its blocks, then attend over all its
+  // positions so far (read back through the same block table).
+  const kernels::AttentionShape shape{c.n_head,      c.n_kv_head, hd, c.attn_scale, local ? c.sliding_window : 0,
+                                      c.attn_softcap};
   const kernels::PagedKv cache = layer_kv(*pools[group], pool_layer);
   int64_t t0 = 0;
   for (const SequenceChunk& ch : chunks) {

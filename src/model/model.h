@@ -180,6 +180,14 @@ class Model {
   void shift_keys(std::span<kv::PagedKvStorage* const> pools, std::span<const std::vector<kv::KeyShift>> shifts,
                   ThreadPool& pool);
 
+  // Measures the per-channel key scales of the q4_0_kc KV cache
+  // (model/key_channel_scales.h) from a fixed text, once; forward() does it
+  // on its first step with such a pool, the engine at start so that no
+  // request waits for it. Error with a ParallelComm. The scales:
+  // [this rank's layers, n_kv_dim] (empty before).
+  void prepare_key_scales(ThreadPool& pool);
+  const std::vector<float>& key_scales() const { return key_scales_; }
+
   // Routes every weight product of forward() through `hook` (null: none).
   // The hook must outlive its use; set it between forward calls only.
   void set_matmul_hook(MatmulHook* hook) { matmul_hook_ = hook; }
@@ -235,6 +243,9 @@ class Model {
   // layer_is_local).
   std::vector<int64_t> group_layer_;
   MatmulHook* matmul_hook_ = nullptr;
+  std::vector<float> key_scales_;  // prepare_key_scales
+  // While prepare_key_scales runs: the keys' magnitudes [layers, n_kv_dim].
+  std::vector<float>* key_magnitudes_ = nullptr;
 };
 
 }  // namespace tokenmill::model

@@ -40,6 +40,7 @@ DraftModel::DraftModel(const std::string& path, const model::Model& target, int6
   const int64_t blocks = std::max<int64_t>(1, kv::PagedKvStorage::blocks_for_budget(geometry, kv_bytes));
   storage_ = std::make_unique<kv::PagedKvStorage>(geometry, blocks);
   allocator_ = std::make_unique<kv::BlockAllocator>(static_cast<int32_t>(blocks));
+  if (kv::kv_keys_channel_scaled(dtype)) model_->prepare_key_scales(pool_);
 }
 
 DraftModel::~DraftModel() {

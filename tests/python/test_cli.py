@@ -95,7 +95,7 @@ def test_runtime_and_kv_dtype_flags(tokenmill_bin, tiny, tmp_path):
     f32 = str(tmp_path / "f32.gguf")
     run_tokenmill(tokenmill_bin, "synth", "--arch", "llama", "--preset", "tiny", "--type", "F32", "-o", f32)
     base = ["-p", "hi", "-n", "4", "--temp", "0"]
-    for dtype in ("f32", "f16", "q8_0", "fp8_e4m3", "q4_0"):
+    for dtype in ("f32", "f16", "q8_0", "fp8_e4m3", "q4_0", "q4_0_kc"):
         proc = run_tokenmill(tokenmill_bin, "run", "-m", f32, *base, "--kv-dtype", dtype)
         assert f"runtime dense | KV {dtype} |" in proc.stderr, proc.stderr
     # The Q8_0 model runs W8A8 when asked (its file does not ask by itself).
@@ -107,7 +107,7 @@ def test_runtime_and_kv_dtype_flags(tokenmill_bin, tiny, tmp_path):
     fails_with(tokenmill_bin, ["run", "-m", f32, *base, "--runtime", "int4"],
                "--runtime 'int4': use auto, dense, w8a8 or fp8_e4m3")
     fails_with(tokenmill_bin, ["run", "-m", f32, *base, "--kv-dtype", "q2_k"],
-               "--kv-dtype 'q2_k' is not one of: f32|f16|q8_0|fp8_e4m3|q4_0")
+               "--kv-dtype 'q2_k' is not one of: f32|f16|q8_0|fp8_e4m3|q4_0|q4_0_kc")
     fails_with(tokenmill_bin, ["logits", "-m", f32, "--prompt-ids", "1,2", "-o", str(tmp_path / "l.npy"),
                                "--kv-dtype", "bf16"], "--kv-dtype 'bf16' is not one of")
     fails_with(tokenmill_bin, ["bench", "model", "-m", f32, "--runtime", "w8a8"], "needs Q8_0 weight matrices")

@@ -103,4 +103,4 @@ def test_serve_refuses_a_runtime_the_file_cannot_use(tokenmill_bin, models):
     assert "the w8a8 runtime needs Q8_0 weight matrices" in proc.stderr, proc.stderr
     proc = run_tokenmill(tokenmill_bin, "serve", "-m", models["f32"], "--port", "0", "--kv-dtype", "q4", check=False,
                          timeout=120)
-    assert proc.returncode == 1 and "--kv-dtype 'q4' is not one of: f32|f16|q8_0|fp8_e4m3|q4_0" in proc.stderr, proc.stderr
+    assert proc.returncode == 1 and "--kv-dtype 'q4' is not one of: f32|f16|q8_0|fp8_e4m3|q4_0|q4_0_kc" in proc.stderr, proc.stderr

@@ -320,7 +320,8 @@ void paged_attend_group(const PagedKv& kv, const int32_t* block_table, int64_t k
     case kv::KvDtype::F16: kernel = pick<Mode::kF16>(num_heads); break;
     case kv::KvDtype::Q8_0: kernel = pick<Mode::kQ8_0>(num_heads); break;
     case kv::KvDtype::FP8_E4M3: kernel = pick<Mode::kFp8>(num_heads); break;
-    case kv::KvDtype::Q4_0: kernel = pick<Mode::kQ4_0>(num_heads); break;
+    case kv::KvDtype::Q4_0:
+    case kv::KvDtype::Q4_0_KC: kernel = pick<Mode::kQ4_0>(num_heads); break;  // the same bytes
   }
   if (kernel == nullptr) __builtin_trap();  // the driver never passes more than kMaxPagedGroup heads
   kernel(kv, block_table, kv_head, q, j_begin, j_end, head_dim, scale, softcap, out);
