@@ -43,9 +43,10 @@ void accumulate_key_magnitudes(const float* k, int64_t T, const KeyHeads& heads,
 // group of 4-bit codes can hold if another text wakes it.
 inline constexpr float kKeyScaleFloor = 1.0f / 16;
 
-// The scales of one layer's magnitudes [n_kv_head * head_dim]: each
-// channel's magnitude, floored per head (kKeyScaleFloor); 1 for every
-// channel of a head whose keys were all zero.
+// The scales of magnitudes laid out as whole heads of head_dim channels
+// (one layer's [n_kv_head * head_dim], or several layers' one after the
+// other): each channel's magnitude, floored per head (kKeyScaleFloor); 1
+// for every channel of a head whose keys were all zero.
 std::vector<float> key_scales_from_magnitudes(std::span<const float> magnitude, int64_t head_dim);
 
 // k[t, h, c] /= scale[h, c] and q[t, j, c] *= scale[j / (n_head / n_kv_head), c]

@@ -474,15 +474,9 @@ void Model::prepare_key_scales(ThreadPool& pool) {
     throw;
   }
   key_magnitudes_ = nullptr;
-  std::vector<float> scales;
-  for (int64_t l = 0; l < layers; ++l) {
-    const std::vector<float> layer = key_scales_from_magnitudes(
-        std::span<const float>(magnitudes)
-            .subspan(static_cast<size_t>(l * c.n_kv_dim()), static_cast<size_t>(c.n_kv_dim())),
-        c.head_dim);
-    scales.insert(scales.end(), layer.begin(), layer.end());
-  }
-  key_scales_ = std::move(scales);
+  // Heads are independent and every layer's row is whole heads, so all
+  // layers go through at once.
+  key_scales_ = key_scales_from_magnitudes(magnitudes, c.head_dim);
 }
 
 void Model::attention_block(int64_t layer, std::span<const SequenceChunk> chunks, std::span<const int64_t> positions,
