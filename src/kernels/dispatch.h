@@ -145,10 +145,14 @@ struct KernelTable {
   // [j_begin, j_end) of KV head kv_head, read through block_table, into
   // out + g * head_dim. Each K and V row is loaded (and converted) once for
   // all num_heads heads. Each head's result does not depend on num_heads.
+  // weights (may be null): receives [num_heads, j_end - j_begin], each
+  // head's final softmax weight of every key (summing to 1), for the
+  // heavy-hitter KV policy's attention mass (kv/kv_policy.h); out is the
+  // same with or without it.
   // Precondition: j_begin < j_end.
   void (*paged_attend_group)(const PagedKv& kv, const int32_t* block_table, int64_t kv_head, const float* q,
                              int64_t num_heads, int64_t j_begin, int64_t j_end, int64_t head_dim, float scale,
-                             float softcap, float* out) = nullptr;
+                             float softcap, float* out, float* weights) = nullptr;
 };
 
 // For the per-ISA paged_attend_group kernels: the addresses of keys
@@ -195,7 +199,7 @@ void attention_with(const KernelTable& kt, const AttentionShape& shape, const fl
                     int64_t num_tokens, const float* k, const float* v, int64_t n_ctx, float* out, ThreadPool& pool);
 void paged_attention_with(const KernelTable& kt, const AttentionShape& shape, const float* q, const int64_t* q_pos,
                           int64_t num_tokens, const PagedKv& kv, std::span<const int32_t> block_table, int64_t n_ctx,
-                          float* out, ThreadPool& pool, int64_t first_block = 0);
+                          float* out, ThreadPool& pool, int64_t first_block = 0, float* key_mass = nullptr);
 
 // The tables of the other CPU families' ISAs (tables_x86.cc, tables_neon.cc;
 // each defined only in a build for its family).
@@ -211,7 +215,7 @@ void attend_head(const float* q, const float* k, const float* v, int64_t kv_stri
                  int64_t head_dim, float scale, float softcap, float* out);
 void paged_attend_group(const PagedKv& kv, const int32_t* block_table, int64_t kv_head, const float* q,
                         int64_t num_heads, int64_t j_begin, int64_t j_end, int64_t head_dim, float scale, float softcap,
-                        float* out);
+                        float* out, float* weights);
 }  // namespace scalar
 
 }  // namespace tokenmill::kernels

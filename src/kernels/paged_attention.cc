@@ -147,10 +147,13 @@ void paged_chunk_rows(const PagedKv& kv, const int32_t* block_table, int64_t j0,
 }
 
 // Keys one at a time, as scalar::attend_head, but each K and V row is
-// converted once and used by every head of the group.
+// converted once and used by every head of the group. With `weights`, each
+// score is kept there and turned into its softmax weight at the end, when
+// the final maximum and sum are known.
 void scalar::paged_attend_group(const PagedKv& kv, const int32_t* block_table, int64_t kv_head, const float* q,
                                 int64_t num_heads, int64_t j_begin, int64_t j_end, int64_t head_dim, float scale,
-                                float softcap, float* out) {
+                                float softcap, float* out, float* weights) {
+  const int64_t len = j_end - j_begin;
   const int64_t row_bytes = kv::kv_row_bytes(kv.dtype, kv.n_kv_dim);
   const int64_t first = kv_head * head_dim;
   std::vector<float> k(static_cast<size_t>(head_dim)), v(static_cast<size_t>(head_dim));
@@ -168,6 +171,7 @@ void scalar::paged_attend_group(const PagedKv& kv, const int32_t* block_table, i
       for (int64_t d = 0; d < head_dim; ++d) s += qg[d] * k[static_cast<size_t>(d)];
       s *= scale;
       if (softcap > 0.0f) s = softcap * std::tanh(s / softcap);
+      if (weights != nullptr) weights[g * len + (j - j_begin)] = s;
       if (s > m[g]) {
         const float c = std::exp(m[g] - s);  // 0 on the first key (m = -inf)
         for (int64_t d = 0; d < head_dim; ++d) og[d] *= c;
@@ -182,15 +186,19 @@ void scalar::paged_attend_group(const PagedKv& kv, const int32_t* block_table, i
   for (int64_t g = 0; g < num_heads; ++g) {
     const float inv = l[g] > 0.0f ? 1.0f / l[g] : 0.0f;
     for (int64_t d = 0; d < head_dim; ++d) out[g * head_dim + d] *= inv;
+    if (weights == nullptr) continue;
+    for (int64_t i = 0; i < len; ++i) weights[g * len + i] = std::exp(weights[g * len + i] - m[g]) * inv;
   }
 }
 
 // Work items are (token, KV head, part of the group). As in attention_with,
 // each thread takes every num_threads-th item so that the long rows of late
-// tokens are spread over the threads.
+// tokens are spread over the threads. With key_mass, each thread sums its
+// items' weights into a private array, and the arrays are added in thread
+// order afterwards (the result does not depend on scheduling).
 void paged_attention_with(const KernelTable& kt, const AttentionShape& shape, const float* q, const int64_t* q_pos,
                           int64_t num_tokens, const PagedKv& kv, std::span<const int32_t> block_table, int64_t n_ctx,
-                          float* out, ThreadPool& pool, int64_t first_block) {
+                          float* out, ThreadPool& pool, int64_t first_block, float* key_mass) {
   TM_CHECK(shape.n_head > 0 && shape.n_kv_head > 0 && shape.head_dim > 0 && shape.window >= 0);
   TM_CHECK_MSG(shape.n_head % shape.n_kv_head == 0, "attention: n_head must be a multiple of n_kv_head");
   TM_CHECK_MSG(kv.n_kv_dim == shape.n_kv_head * shape.head_dim, "paged attention: n_kv_dim mismatch");
@@ -212,25 +220,43 @@ void paged_attention_with(const KernelTable& kt, const AttentionShape& shape, co
   const int64_t heads_per_part = group / parts;
   const int64_t items_per_token = shape.n_kv_head * parts;
   const int64_t num_items = num_tokens * items_per_token;
-  pool.parallel_for(std::min(num_threads, num_items), [&](int, int64_t first, int64_t last) {
+  const int64_t lanes = std::min(num_threads, num_items);
+  const int64_t span = n_ctx - base;  // key_mass entries a lane may touch
+  std::vector<std::vector<float>> lane_mass(key_mass != nullptr ? static_cast<size_t>(lanes) : 0);
+  pool.parallel_for(lanes, [&](int, int64_t first, int64_t last) {
+    std::vector<float> weights;
     for (int64_t lane = first; lane < last; ++lane) {
+      float* mass = nullptr;
+      if (key_mass != nullptr) {
+        lane_mass[static_cast<size_t>(lane)].assign(static_cast<size_t>(span), 0.0f);
+        mass = lane_mass[static_cast<size_t>(lane)].data();
+        weights.resize(static_cast<size_t>(heads_per_part * span));
+      }
       for (int64_t i = lane; i < num_items; i += num_threads) {
         const int64_t t = i / items_per_token;
         const int64_t kv_head = (i % items_per_token) / parts;
         const int64_t head = kv_head * group + (i % parts) * heads_per_part;
         const int64_t offset = (t * shape.n_head + head) * hd;
-        kt.paged_attend_group(kv, block_table.data(), kv_head, q + offset, heads_per_part,
-                              shape.first_visible(q_pos[t]) - base, q_pos[t] + 1 - base, hd, shape.scale, shape.softcap,
-                              out + offset);
+        const int64_t j_begin = shape.first_visible(q_pos[t]) - base;
+        const int64_t j_end = q_pos[t] + 1 - base;
+        kt.paged_attend_group(kv, block_table.data(), kv_head, q + offset, heads_per_part, j_begin, j_end, hd,
+                              shape.scale, shape.softcap, out + offset, mass != nullptr ? weights.data() : nullptr);
+        if (mass == nullptr) continue;
+        const int64_t len = j_end - j_begin;
+        for (int64_t g = 0; g < heads_per_part; ++g)
+          for (int64_t j = 0; j < len; ++j) mass[j_begin + j] += weights[static_cast<size_t>(g * len + j)];
       }
     }
   });
+  for (const std::vector<float>& m : lane_mass)
+    for (int64_t j = 0; j < span; ++j) key_mass[base + j] += m[static_cast<size_t>(j)];
 }
 
 void paged_attention(const AttentionShape& shape, const float* q, const int64_t* q_pos, int64_t num_tokens,
                      const PagedKv& kv, std::span<const int32_t> block_table, int64_t n_ctx, float* out,
-                     ThreadPool& pool, int64_t first_block) {
-  paged_attention_with(active_kernels(), shape, q, q_pos, num_tokens, kv, block_table, n_ctx, out, pool, first_block);
+                     ThreadPool& pool, int64_t first_block, float* key_mass) {
+  paged_attention_with(active_kernels(), shape, q, q_pos, num_tokens, kv, block_table, n_ctx, out, pool, first_block,
+                       key_mass);
 }
 
 void paged_kv_write(const PagedKv& kv, std::span<const int32_t> block_table, int64_t start_pos, int64_t num_tokens,

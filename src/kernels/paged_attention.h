@@ -43,9 +43,13 @@ struct PagedKv {
 // [0, n_ctx), block ids in [0, kv.num_blocks), kv.n_kv_dim ==
 // shape.n_kv_head * shape.head_dim. Work is split over (token, KV head)
 // pairs; results do not depend on the thread count.
+// key_mass (may be null; [n_ctx], indexed by position): each key's
+// attention mass is added to it, the softmax weights every query head of
+// every query gives it (the heavy-hitter KV policy's score, kv/kv_policy.h).
+// out does not change with it.
 void paged_attention(const AttentionShape& shape, const float* q, const int64_t* q_pos, int64_t num_tokens,
                      const PagedKv& kv, std::span<const int32_t> block_table, int64_t n_ctx, float* out,
-                     ThreadPool& pool, int64_t first_block = 0);
+                     ThreadPool& pool, int64_t first_block = 0, float* key_mass = nullptr);
 
 // Stores K and V rows of positions [start_pos, start_pos + num_tokens) of a
 // sequence, converted to kv.dtype (F16: round to nearest even; Q8_0 and FP8:

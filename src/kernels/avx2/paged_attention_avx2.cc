@@ -4,7 +4,8 @@
 // in the block table, each K row is loaded (F16 rows converted with F16C)
 // once and dotted with every head's query, the per-head online-softmax state
 // is rescaled once per chunk, and each V row is loaded once and accumulated
-// into every head's output. Quantized caches (Q8_0, FP8 E4M3, Q4_0; layout in
+// into every head's output. With a `weights` output the chunk's scores are
+// kept there and turned into softmax weights at the end. Quantized caches (Q8_0, FP8 E4M3, Q4_0; layout in
 // kv/kv_dtype.h) are dequantized here, one chunk of K and V rows of the head
 // at a time, into stack buffers that the F32 path then reads. Per head, the operations are the same whatever
 // the number of heads in the call, so results do not depend on how a group
@@ -240,9 +241,21 @@ void dequant_rows(int64_t n, int64_t group, int64_t first, int64_t head_dim, flo
   }
 }
 
+// w[i] = exp(w[i] - m) * inv for i < n: a head's kept scores become its
+// final softmax weights.
+void normalize_weights(float* w, int64_t n, float m, float inv) {
+  const __m256 sh = _mm256_set1_ps(m);
+  const __m256 sc = _mm256_set1_ps(inv);
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8)
+    _mm256_storeu_ps(w + i, _mm256_mul_ps(exp_ps(_mm256_sub_ps(_mm256_loadu_ps(w + i), sh)), sc));
+  for (; i < n; ++i) w[i] = expf(w[i] - m) * inv;
+}
+
 template <int G, Mode kMode>
 void attend_group(const PagedKv& kv, const int32_t* table, int64_t kv_head, const float* q, int64_t j_begin,
-                  int64_t j_end, int64_t head_dim, float scale, float softcap, float* out) {
+                  int64_t j_end, int64_t head_dim, float scale, float softcap, float* out, float* kept) {
+  const int64_t len = j_end - j_begin;
   constexpr bool kQuant = kMode == Mode::kQ8_0 || kMode == Mode::kFp8 || kMode == Mode::kQ4_0;
   constexpr bool kF16 = kMode == Mode::kF16;  // how the rows the kernels read are stored
   const int64_t elem = kF16 ? 2 : 4;
@@ -272,6 +285,7 @@ void attend_group(const PagedKv& kv, const int32_t* table, int64_t kv_head, cons
         weights[g][i] = s;
         chunk_max = s > chunk_max ? s : chunk_max;
       }
+      if (kept != nullptr) __builtin_memcpy(kept + g * len + (j0 - j_begin), weights[g], sizeof(float) * n);
       if (chunk_max > m[g]) {                       // rescale the previous chunks' state to the new max
         const float keep = expf(m[g] - chunk_max);  // 0 for the first chunk (m = -inf)
         l[g] *= keep;
@@ -287,11 +301,15 @@ void attend_group(const PagedKv& kv, const int32_t* table, int64_t kv_head, cons
     }
     axpy_chunk<G, kF16>(weights, v_rows, n, head_dim, out);
   }
-  for (int g = 0; g < G; ++g) scale_inplace(out + g * head_dim, l[g] > 0.0f ? 1.0f / l[g] : 0.0f, head_dim);
+  for (int g = 0; g < G; ++g) {
+    const float inv = l[g] > 0.0f ? 1.0f / l[g] : 0.0f;
+    scale_inplace(out + g * head_dim, inv, head_dim);
+    if (kept != nullptr) normalize_weights(kept + g * len, len, m[g], inv);
+  }
 }
 
 using GroupKernel = void (*)(const PagedKv&, const int32_t*, int64_t, const float*, int64_t, int64_t, int64_t, float,
-                             float, float*);
+                             float, float*, float*);
 
 template <Mode kMode>
 GroupKernel pick(int64_t num_heads) {
@@ -312,7 +330,7 @@ GroupKernel pick(int64_t num_heads) {
 
 void paged_attend_group(const PagedKv& kv, const int32_t* block_table, int64_t kv_head, const float* q,
                         int64_t num_heads, int64_t j_begin, int64_t j_end, int64_t head_dim, float scale, float softcap,
-                        float* out) {
+                        float* out, float* weights) {
   static_assert(kMaxPagedGroup == 8, "pick() covers 1..8 heads");
   GroupKernel kernel = nullptr;
   switch (kv.dtype) {
@@ -324,7 +342,7 @@ void paged_attend_group(const PagedKv& kv, const int32_t* block_table, int64_t k
     case kv::KvDtype::Q4_0_KC: kernel = pick<Mode::kQ4_0>(num_heads); break;  // the same bytes
   }
   if (kernel == nullptr) __builtin_trap();  // the driver never passes more than kMaxPagedGroup heads
-  kernel(kv, block_table, kv_head, q, j_begin, j_end, head_dim, scale, softcap, out);
+  kernel(kv, block_table, kv_head, q, j_begin, j_end, head_dim, scale, softcap, out, weights);
 }
 
 }  // namespace tokenmill::kernels::avx2

@@ -231,9 +231,22 @@ inline void softmax_step(float* w, int64_t n, float& m, float& l, float* out, in
   l += hsum(sum);
 }
 
+// w[i] = exp(w[i] - m) * inv for i < n: a head's kept scores become its
+// final softmax weights.
+inline void normalize_weights(float* w, int64_t n, float m, float inv) {
+  const __m512 sh = _mm512_set1_ps(m);
+  const __m512 sc = _mm512_set1_ps(inv);
+  for (int64_t i = 0; i < n; i += 16) {
+    const __mmask16 k = n - i >= 16 ? static_cast<__mmask16>(0xFFFF) : static_cast<__mmask16>((1u << (n - i)) - 1u);
+    const __m512 e = exp_ps(_mm512_sub_ps(_mm512_maskz_loadu_ps(k, w + i), sh));
+    _mm512_mask_storeu_ps(w + i, k, _mm512_mul_ps(e, sc));
+  }
+}
+
 template <int G, bool kF16>
 void attend_group(const PagedKv& kv, const int32_t* table, int64_t kv_head, const float* q, int64_t j_begin,
-                  int64_t j_end, int64_t head_dim, float scale, float* out) {
+                  int64_t j_end, int64_t head_dim, float scale, float* out, float* kept) {
+  const int64_t len = j_end - j_begin;
   const int64_t elem = kF16 ? 2 : 4;
   const int64_t row_bytes = kv.n_kv_dim * elem;
   const int64_t head_offset = kv_head * head_dim * elem;
@@ -251,14 +264,20 @@ void attend_group(const PagedKv& kv, const int32_t* table, int64_t kv_head, cons
       transpose_keys<kF16>(k_rows + i0, n - i0 < kKeys ? n - i0 : kKeys, head_dim, kt);
       score_block<G>(q, head_dim, kt, scale, &weights[0][i0], kChunk);
     }
+    if (kept != nullptr)
+      for (int g = 0; g < G; ++g) __builtin_memcpy(kept + g * len + (j0 - j_begin), weights[g], sizeof(float) * n);
     for (int g = 0; g < G; ++g) softmax_step(weights[g], n, m[g], l[g], out + g * head_dim, head_dim);
     axpy_chunk<G, kF16>(weights, v_rows, n, head_dim, out);
   }
-  for (int g = 0; g < G; ++g) scale_row(out + g * head_dim, l[g] > 0.0f ? 1.0f / l[g] : 0.0f, head_dim);
+  for (int g = 0; g < G; ++g) {
+    const float inv = l[g] > 0.0f ? 1.0f / l[g] : 0.0f;
+    scale_row(out + g * head_dim, inv, head_dim);
+    if (kept != nullptr) normalize_weights(kept + g * len, len, m[g], inv);
+  }
 }
 
 using GroupKernel = void (*)(const PagedKv&, const int32_t*, int64_t, const float*, int64_t, int64_t, int64_t, float,
-                             float*);
+                             float*, float*);
 
 template <bool kF16>
 GroupKernel pick(int64_t num_heads) {
@@ -279,16 +298,16 @@ GroupKernel pick(int64_t num_heads) {
 
 void paged_attend_group(const PagedKv& kv, const int32_t* block_table, int64_t kv_head, const float* q,
                         int64_t num_heads, int64_t j_begin, int64_t j_end, int64_t head_dim, float scale, float softcap,
-                        float* out) {
+                        float* out, float* weights) {
   static_assert(kMaxPagedGroup == 8, "pick() covers 1..8 heads");
   const bool dense = kv.dtype == kv::KvDtype::F32 || kv.dtype == kv::KvDtype::F16;
   if (!dense || softcap > 0.0f || head_dim % 16 != 0 || head_dim > kMaxHeadDim) {
     return avx2::paged_attend_group(kv, block_table, kv_head, q, num_heads, j_begin, j_end, head_dim, scale, softcap,
-                                    out);
+                                    out, weights);
   }
   const GroupKernel kernel = kv.dtype == kv::KvDtype::F16 ? pick<true>(num_heads) : pick<false>(num_heads);
   if (kernel == nullptr) __builtin_trap();  // the driver never passes more than kMaxPagedGroup heads
-  kernel(kv, block_table, kv_head, q, j_begin, j_end, head_dim, scale, out);
+  kernel(kv, block_table, kv_head, q, j_begin, j_end, head_dim, scale, out, weights);
 }
 
 }  // namespace tokenmill::kernels::avx512

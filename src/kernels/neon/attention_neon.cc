@@ -35,8 +35,9 @@ struct Softmax {
   float m = -std::numeric_limits<float>::infinity();
   float l = 0.0f;
 
-  // Adds key j with raw score q.k_j and value row v.
-  void add(float qk, const float* v, int64_t hd, float scale, float softcap, float* o) {
+  // Adds key j with raw score q.k_j and value row v; returns its score
+  // (scaled and soft-capped).
+  float add(float qk, const float* v, int64_t hd, float scale, float softcap, float* o) {
     float s = qk * scale;
     if (softcap > 0.0f) s = softcap * std::tanh(s / softcap);
     if (s > m) {
@@ -50,11 +51,18 @@ struct Softmax {
     l += p;
     const float32x4_t pv = vdupq_n_f32(p);
     for (int64_t d = 0; d < hd; d += 4) vst1q_f32(o + d, vfmaq_f32(vld1q_f32(o + d), pv, vld1q_f32(v + d)));
+    return s;
   }
 
   void finish(int64_t hd, float* o) const {
     const float32x4_t inv = vdupq_n_f32(l > 0.0f ? 1.0f / l : 0.0f);
     for (int64_t d = 0; d < hd; d += 4) vst1q_f32(o + d, vmulq_f32(vld1q_f32(o + d), inv));
+  }
+
+  // The n scores add() returned, in place, as final softmax weights.
+  void weights(float* w, int64_t n) const {
+    const float inv = l > 0.0f ? 1.0f / l : 0.0f;
+    for (int64_t i = 0; i < n; ++i) w[i] = std::exp(w[i] - m) * inv;
   }
 };
 
@@ -85,12 +93,13 @@ void attend_head(const float* q, const float* k, const float* v, int64_t kv_stri
 
 void paged_attend_group(const PagedKv& kv, const int32_t* block_table, int64_t kv_head, const float* q,
                         int64_t num_heads, int64_t j_begin, int64_t j_end, int64_t head_dim, float scale, float softcap,
-                        float* out) {
+                        float* out, float* weights) {
   const bool f16 = kv.dtype == kv::KvDtype::F16;
   if (!vector_shape(head_dim) || num_heads > kMaxPagedGroup || (!f16 && kv.dtype != kv::KvDtype::F32)) {
     return scalar::paged_attend_group(kv, block_table, kv_head, q, num_heads, j_begin, j_end, head_dim, scale, softcap,
-                                      out);
+                                      out, weights);
   }
+  const int64_t len = j_end - j_begin;
   const int64_t elem = f16 ? 2 : 4;
   const int64_t row_bytes = kv::kv_row_bytes(kv.dtype, kv.n_kv_dim);
   Softmax sm[kMaxPagedGroup];
@@ -111,11 +120,15 @@ void paged_attend_group(const PagedKv& kv, const int32_t* block_table, int64_t k
         v = vf;
       }
       for (int64_t g = 0; g < num_heads; ++g) {
-        sm[g].add(dot(q + g * head_dim, k, head_dim), v, head_dim, scale, softcap, out + g * head_dim);
+        const float s = sm[g].add(dot(q + g * head_dim, k, head_dim), v, head_dim, scale, softcap, out + g * head_dim);
+        if (weights != nullptr) weights[g * len + (j0 + i - j_begin)] = s;
       }
     }
   }
-  for (int64_t g = 0; g < num_heads; ++g) sm[g].finish(head_dim, out + g * head_dim);
+  for (int64_t g = 0; g < num_heads; ++g) {
+    sm[g].finish(head_dim, out + g * head_dim);
+    if (weights != nullptr) sm[g].weights(weights + g * len, len);
+  }
 }
 
 }  // namespace tokenmill::kernels::neon

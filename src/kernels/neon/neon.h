@@ -51,6 +51,6 @@ void attend_head(const float* q, const float* k, const float* v, int64_t kv_stri
                  int64_t head_dim, float scale, float softcap, float* out);
 void paged_attend_group(const PagedKv& kv, const int32_t* block_table, int64_t kv_head, const float* q,
                         int64_t num_heads, int64_t j_begin, int64_t j_end, int64_t head_dim, float scale, float softcap,
-                        float* out);
+                        float* out, float* weights);
 
 }  // namespace tokenmill::kernels::neon
