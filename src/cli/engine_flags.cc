@@ -79,14 +79,17 @@ void add_engine_flags(CLI::App& cmd, EngineFlags& f, EngineFlagSet set) {
   }
   cmd.add_option("--kv-exhausted", f.kv_exhausted, "When KV runs out: preempt|queue|reject")->capture_default_str();
   cmd.add_option("--kv-policy", f.kv_policy,
-                 "What a long sequence keeps in its KV cache: full, or streaming (attention sinks + recent window; "
-                 "preempt|queue|reject: the older spelling of --kv-exhausted)")
+                 "What a long sequence keeps in its KV cache: full, streaming (attention sinks + recent window) or "
+                 "h2o (sinks + window + the most-attended blocks, within --kv-budget) (preempt|queue|reject: the "
+                 "older spelling of --kv-exhausted)")
       ->capture_default_str();
-  cmd.add_option("--kv-sinks", f.kv_sinks, "Streaming policy: first positions always kept (rounded up to blocks)")
+  cmd.add_option("--kv-sinks", f.kv_sinks, "streaming/h2o: first positions always kept (rounded up to blocks)")
       ->capture_default_str();
-  cmd.add_option("--kv-window", f.kv_window, "Streaming policy: most recent positions kept")->capture_default_str();
+  cmd.add_option("--kv-window", f.kv_window, "streaming/h2o: most recent positions kept")->capture_default_str();
+  cmd.add_option("--kv-budget", f.kv_budget, "h2o: most positions a sequence keeps (sinks + window + heavy hitters)")
+      ->capture_default_str();
   cmd.add_option("--kv-positions", f.kv_positions,
-                 "Streaming policy: preserve (keys keep their true RoPE positions) or rerotate (positions are cache "
+                 "streaming/h2o: preserve (keys keep their true RoPE positions) or rerotate (positions are cache "
                  "slots; moved keys are rotated back, so a request may run past the trained context)")
       ->capture_default_str();
   cmd.add_flag("--no-prefix-cache", f.no_prefix_cache, "Disable the prefix cache");
@@ -189,9 +192,9 @@ kv::KvPolicy kv_policy(const EngineFlags& f) {
   // The older spelling --kv-policy preempt|queue|reject keeps the full cache.
   if (f.kv_policy == "preempt" || f.kv_policy == "queue" || f.kv_policy == "reject") return {};
   if (!kv::kv_policy_kind_from_name(f.kv_policy))
-    fail("--kv-policy '{}' is not one of: full, streaming (or preempt, queue, reject: see --kv-exhausted)",
+    fail("--kv-policy '{}' is not one of: full, streaming, h2o (or preempt, queue, reject: see --kv-exhausted)",
          f.kv_policy);
-  return kv::make_kv_policy(f.kv_policy, f.kv_sinks, f.kv_window, f.kv_positions);
+  return kv::make_kv_policy(f.kv_policy, f.kv_sinks, f.kv_window, f.kv_positions, f.kv_budget);
 }
 
 engine::EngineConfig engine_config(const std::string& model_path, const EngineFlags& f) {

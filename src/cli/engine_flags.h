@@ -101,11 +101,12 @@ struct EngineFlags {
   double slo_tpot_ms = 0;
   double slo_e2e_ms = 0;
   std::string kv_exhausted = "preempt";
-  // Long-context KV policy (kv/kv_policy.h): full | streaming. The older
-  // spelling --kv-policy preempt|queue|reject still sets kv_exhausted.
+  // Long-context KV policy (kv/kv_policy.h): full | streaming | h2o. The
+  // older spelling --kv-policy preempt|queue|reject still sets kv_exhausted.
   std::string kv_policy = "full";
   int64_t kv_sinks = 4;
   int64_t kv_window = 1024;
+  int64_t kv_budget = 2048;
   std::string kv_positions = "preserve";
   bool no_prefix_cache = false;
   bool no_window_pool = false;  // gemma3: one KV pool for every layer
@@ -123,7 +124,7 @@ struct EngineFlags {
 sched::TenantPolicy parse_tenant_limits(const std::vector<std::string>& specs);
 
 // The long-context KV policy of --kv-policy/--kv-sinks/--kv-window/
-// --kv-positions. Throws Error naming the bad flag.
+// --kv-budget/--kv-positions. Throws Error naming the bad flag.
 kv::KvPolicy kv_policy(const EngineFlags& flags);
 
 enum class EngineFlagSet {

@@ -122,8 +122,15 @@ TEST(EngineFlagsTest, KvPolicyFlags) {
     }
     return std::string("accepted");
   };
-  EXPECT_EQ(error({"--kv-policy", "h2o"}),
-            "--kv-policy 'h2o' is not one of: full, streaming (or preempt, queue, reject: see --kv-exhausted)");
+  EXPECT_EQ(error({"--kv-policy", "lru"}),
+            "--kv-policy 'lru' is not one of: full, streaming, h2o (or preempt, queue, reject: see --kv-exhausted)");
+  const engine::EngineConfig h = engine_config(
+      "m.gguf", parse({"--kv-policy", "h2o", "--kv-window", "256", "--kv-budget", "1024"}, EngineFlagSet::kServe));
+  EXPECT_EQ(h.kv_policy.kind, kv::KvPolicyKind::kHeavyHitter);
+  EXPECT_EQ(h.kv_policy.budget, 1024);
+  EXPECT_EQ(h.kv_policy.window, 256);
+  EXPECT_EQ(error({"--kv-policy", "h2o", "--kv-window", "512", "--kv-budget", "500"}),
+            "--kv-budget (500) must hold at least the sinks and the window (4 + 512)");
   EXPECT_EQ(error({"--kv-policy", "streaming", "--kv-window", "0"}), "--kv-window must be at least 1 position (got 0)");
   EXPECT_EQ(error({"--kv-policy", "streaming", "--kv-sinks", "-1"}), "--kv-sinks must not be negative (got -1)");
   EXPECT_EQ(error({"--kv-policy", "streaming", "--kv-positions", "shift"}),

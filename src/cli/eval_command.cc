@@ -36,12 +36,14 @@ void add_load_options(CLI::App* cmd, eval::LoadOptions& o) {
       ->check(CLI::ExistingFile);
   cmd->add_option("--lora-scale", o.lora_scale, "Multiplier of the adapter's deltas")->capture_default_str();
   cmd->add_option("--kv-policy", o.kv_policy,
-                  "What the cache keeps: full, or streaming (sinks + recent window; each --batch is one step)")
+                  "What the cache keeps: full, streaming (sinks + recent window) or h2o (sinks + window + the "
+                  "most-attended blocks within --kv-budget); each --batch is one step")
       ->capture_default_str();
-  cmd->add_option("--kv-sinks", o.kv_sinks, "Streaming: first positions kept (rounded up to blocks)")
+  cmd->add_option("--kv-sinks", o.kv_sinks, "streaming/h2o: first positions kept (rounded up to blocks)")
       ->capture_default_str();
-  cmd->add_option("--kv-window", o.kv_window, "Streaming: most recent positions kept")->capture_default_str();
-  cmd->add_option("--kv-positions", o.kv_positions, "Streaming: preserve | rerotate (kv_policy.h)")
+  cmd->add_option("--kv-window", o.kv_window, "streaming/h2o: most recent positions kept")->capture_default_str();
+  cmd->add_option("--kv-budget", o.kv_budget, "h2o: most positions kept")->capture_default_str();
+  cmd->add_option("--kv-positions", o.kv_positions, "streaming/h2o: preserve | rerotate (kv_policy.h)")
       ->capture_default_str();
 }
 

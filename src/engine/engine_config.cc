@@ -29,6 +29,8 @@ void EngineConfig::validate() const {
     fail("--kv-policy {} does not combine with speculative decoding (--spec)", kv_policy.describe());
   if (kv_policy.evicts() && kv_policy.positions == kv::KvPositions::kRerotate && parallel)
     fail("--kv-positions rerotate does not combine with tensor or pipeline parallelism; use preserve");
+  if (kv_policy.needs_attention_mass() && parallel)
+    fail("--kv-policy h2o does not combine with tensor or pipeline parallelism (each rank sees its own heads)");
   if (kv::kv_keys_channel_scaled(kv_dtype) && parallel)
     fail(
         "--kv-dtype {} does not combine with tensor or pipeline parallelism (its key scales are measured in one "

@@ -43,6 +43,20 @@ std::optional<Refusal> check_fields(const GenerateRequest& r, const RequestLimit
   if (r.spec_max_draft < -1 || r.spec_max_draft > spec::kMaxDraft)
     return invalid(fmt::format("spec_max_draft must be in [-1, {}], got {}", spec::kMaxDraft, r.spec_max_draft));
   if (!r.sampling.stop.empty() && !limits.has_tokenizer) return invalid("stop strings need a model with a tokenizer");
+  if (r.kv_policy) {
+    const kv::KvPolicy& p = *r.kv_policy;
+    try {
+      p.validate();
+    } catch (const Error& e) {
+      return invalid(e.what());
+    }
+    if (p.evicts() && limits.speculation)
+      return invalid(
+          fmt::format("kv_policy {} does not combine with this server's speculative decoding", p.describe()));
+    if (limits.parallel && (p.needs_attention_mass() || (p.evicts() && p.positions == kv::KvPositions::kRerotate)))
+      return invalid(
+          fmt::format("kv_policy {} does not combine with this server's tensor or pipeline parallelism", p.describe()));
+  }
   try {
     r.sampling.validate(limits.n_vocab);
   } catch (const Error& e) {
@@ -56,8 +70,9 @@ std::optional<Refusal> check_fields(const GenerateRequest& r, const RequestLimit
 std::optional<Refusal> check_request(const GenerateRequest& r, const RequestLimits& limits) {
   if (std::optional<Refusal> bad = check_fields(r, limits)) return bad;
   // max_tokens 0 still runs as one (discarded) sampled token.
-  return sched::never_fits(limits.capacity, static_cast<int64_t>(r.prompt.size()), std::max<int64_t>(r.max_tokens, 1),
-                           r.n);
+  sched::CapacityLimits capacity = limits.capacity;
+  if (r.kv_policy) capacity.kv_policy = *r.kv_policy;
+  return sched::never_fits(capacity, static_cast<int64_t>(r.prompt.size()), std::max<int64_t>(r.max_tokens, 1), r.n);
 }
 
 EngineCore::EngineCore(const EngineConfig& config, Metrics& metrics)
@@ -95,7 +110,6 @@ EngineCore::EngineCore(const EngineConfig& config, Metrics& metrics)
   // few hundred tokens).
   if (kv::kv_keys_channel_scaled(config_.kv_dtype)) model_->prepare_key_scales(pool_);
   runner_ = std::make_unique<runner::ModelRunner>(*model_, std::move(pools), pool_);
-  runner_->set_kv_positions(config_.kv_policy.positions);
   if (config_.parallel) {
     std::vector<int64_t> blocks{sizes.blocks};
     if (groups.size() > 1) blocks.push_back(sizes.window_blocks);
@@ -134,6 +148,8 @@ EngineCore::EngineCore(const EngineConfig& config, Metrics& metrics)
   limits_.capacity = sc.capacity();
   limits_.has_tokenizer = tokenizer_ != nullptr;
   limits_.embeddings = model_->shard().pp_size == 1;
+  limits_.speculation = config_.spec.enabled();
+  limits_.parallel = config_.parallel != nullptr;
   update_gauges();
 }
 
@@ -184,6 +200,10 @@ void EngineCore::add(std::vector<std::shared_ptr<RequestStream>> streams, const 
   seq->tenant = request.tenant;
   seq->adapter = request.adapter;
   kv::CacheNamespace ns = namespace_;
+  if (request.kv_policy) {  // the request's own, in place of the engine's
+    seq->kv_policy = *request.kv_policy;
+    ns.kv_policy = request.kv_policy->evicts() ? request.kv_policy->describe() : "";
+  }
   if (request.adapter != nullptr) {
     seq->adapter_name = request.adapter->name();
     ns.adapter = request.adapter->identity();

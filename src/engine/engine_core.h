@@ -52,6 +52,9 @@ struct RequestLimits {
   // Embedding requests need the final hidden states on the root: not with a
   // pipeline, whose last stage is another process.
   bool embeddings = true;
+  // What a request's own KV policy must combine with.
+  bool speculation = false;  // the engine drafts (EngineConfig::spec)
+  bool parallel = false;     // tensor or pipeline parallel model
   int64_t max_model_len() const { return capacity.max_model_len; }
 };
 

@@ -12,6 +12,7 @@
 
 #include "engine/embedding_pool.h"
 #include "grammar/compiled_grammar.h"
+#include "kv/kv_policy.h"
 #include "model/lora_adapter.h"
 #include "sample/sampling_params.h"
 
@@ -63,6 +64,10 @@ struct GenerateRequest {
   // Speculative decoding (EngineConfig::spec): -1 drafts up to the engine's
   // k, 0 turns it off for this request, n > 0 drafts at most min(n, k).
   int spec_max_draft = -1;
+  // This request's long-context KV policy (kv/kv_policy.h); unset: the
+  // engine's (EngineConfig::kv_policy). An evicting one is refused with
+  // speculative decoding and, for h2o and re-rotation, with a parallel model.
+  std::optional<kv::KvPolicy> kv_policy;
   // Constrained decoding: when set, every sampled token (and every accepted
   // draft token) keeps the output a prefix of a sentence of this grammar,
   // and an end-of-generation token is allowed only where the sentence is

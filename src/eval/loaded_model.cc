@@ -59,7 +59,7 @@ LoadedModel load_model(const LoadOptions& o, const char* role) {
   const std::optional<kv::KvDtype> dtype = kv::kv_dtype_from_name(o.kv_dtype);
   if (!dtype) fail("--kv-dtype '{}' is not one of: {}", o.kv_dtype, kv::kv_dtype_choices());
   m.kv_dtype = *dtype;
-  m.kv_policy = kv::make_kv_policy(o.kv_policy, o.kv_sinks, o.kv_window, o.kv_positions);
+  m.kv_policy = kv::make_kv_policy(o.kv_policy, o.kv_sinks, o.kv_window, o.kv_positions, o.kv_budget);
   m.model = model::Model::load(o.model_path);
   m.hook = quant::make_weight_runtime(*m.model, o.runtime);
   if (!o.lora_path.empty()) m.adapter = model::LoraAdapter::load(o.lora_path, *m.model, o.lora_path, o.lora_scale);

@@ -28,6 +28,7 @@ struct LoadOptions {
   std::string kv_policy = "full";
   int64_t kv_sinks = 4;
   int64_t kv_window = 1024;
+  int64_t kv_budget = 2048;
   std::string kv_positions = "preserve";
 };
 

@@ -10,6 +10,10 @@
 //   chunks' RoPE offsets against each other, for the global and the local
 //   (sliding-window) RoPE bases;
 // - the re-rotated quantized caches stay close to the exact one;
+// - the heavy-hitter policy keeps everything within its budget, equals
+//   streaming when its budget leaves no room for heavy hitters, and the
+//   forward pass gives each query head's keys one unit of mass per
+//   full-attention layer;
 // - the cache holds only the policy's blocks.
 #include <gtest/gtest.h>
 
@@ -97,6 +101,57 @@ TEST_P(KvPolicyForward, RerotatedQuantizedCachesStayClose) {
   for (kv::KvDtype dtype : {kv::KvDtype::F16, kv::KvDtype::Q8_0}) {
     const double d = max_rel_diff(run(model(), t, dtype, rerotate, pool_), run(model(), t, dtype, preserve, pool_));
     EXPECT_LT(d, dtype == kv::KvDtype::F16 ? 2e-2 : 1e-1) << kv::kv_dtype_name(dtype);
+  }
+}
+
+// Heavy hitters: a budget above the sequence keeps everything; with no
+// sinks and a budget of just the window, every candidate block goes at
+// each step, which is the streaming policy, so the logits must be
+// streaming's (the mass accumulates without touching the output); a
+// larger budget keeps more than streaming and evicts by mass.
+TEST_P(KvPolicyForward, HeavyHitterPolicyAgainstFullAndStreaming) {
+  const std::vector<int32_t> t = tokens(96);
+  const std::vector<float> full = run(model(), t, kv::KvDtype::F32, {}, pool_);
+  int64_t evicted = -1;
+  EXPECT_EQ(run(model(), t, kv::KvDtype::F32, kv::heavy_hitter_policy(4, 16, 96), pool_, &evicted), full);
+  EXPECT_EQ(evicted, 0);
+  for (kv::KvPositions positions : {kv::KvPositions::kPreserve, kv::KvPositions::kRerotate}) {
+    int64_t h2o_evicted = 0;
+    const std::vector<float> h2o =
+        run(model(), t, kv::KvDtype::F32, kv::heavy_hitter_policy(0, 20, 20, positions), pool_, &h2o_evicted);
+    int64_t streaming_evicted = 0;
+    EXPECT_EQ(h2o,
+              run(model(), t, kv::KvDtype::F32, kv::streaming_policy(0, 20, positions), pool_, &streaming_evicted));
+    EXPECT_EQ(h2o_evicted, streaming_evicted);
+    EXPECT_GE(h2o_evicted, 48);
+  }
+  int64_t budget_evicted = 0;
+  const std::vector<float> budget =
+      run(model(), t, kv::KvDtype::F32, kv::heavy_hitter_policy(4, 16, 48), pool_, &budget_evicted);
+  EXPECT_GE(budget_evicted, 32);
+  EXPECT_LE(budget_evicted, 96 - 48);
+  EXPECT_EQ(budget.size(), full.size());
+}
+
+// Every full-attention layer's query heads each give a query's keys a
+// total weight of 1; sliding-window layers add nothing.
+TEST_P(KvPolicyForward, ForwardAddsOneUnitOfMassPerQueryHeadOfEveryFullAttentionLayer) {
+  const std::vector<int32_t> t = tokens(40);
+  const ModelConfig& c = model().config();
+  const int64_t full_layers = std::count(c.layer_is_local.begin(), c.layer_is_local.end(), false);
+  kv::PagedKvStorage storage(model().kv_geometry(16, kv::KvDtype::F32), 4);
+  const std::vector<int32_t> blocks{2, 0, 3};
+  const ChunkTable table{blocks, 0};
+  std::vector<float> mass(40, 0.0f), logits;
+  SequenceChunk chunk{t, 0, {&table, 1}, LogitRows::kLast};
+  chunk.key_mass = mass.data();
+  model().forward({&chunk, 1}, storage, logits, pool_);
+  double total = 0;
+  for (float m : mass) total += m;
+  EXPECT_NEAR(total, 40.0 * c.n_head * full_layers, 1e-3 * 40 * c.n_head * std::max<int64_t>(full_layers, 1));
+  if (full_layers > 0) {
+    EXPECT_GT(mass[0], mass[39]);  // the first key is seen by every query, the last by one
+    for (float m : mass) EXPECT_GT(m, 0.0f);
   }
 }
 

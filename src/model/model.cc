@@ -225,9 +225,12 @@ void Model::check_step(std::span<const SequenceChunk> chunks, std::span<kv::Page
   std::vector<kv::KvGeometry> geometries;
   for (const KvLayerGroup& g : groups) geometries.push_back(kv_geometry(bs, kv::KvDtype::F16, g.layers));
   validate_step(local_, chunks, pools, groups, geometries);
-  for (const SequenceChunk& ch : chunks)
+  for (const SequenceChunk& ch : chunks) {
     if (ch.adapter != nullptr && ch.adapter->base() != this)
       fail("forward: a chunk's LoRA adapter is for another model");
+    if (ch.key_mass != nullptr && comm_ != nullptr)
+      fail("forward: attention mass (the h2o KV policy) is not available with tensor or pipeline parallelism");
+  }
 }
 
 void Model::forward(std::span<const SequenceChunk> chunks, std::span<kv::PagedKvStorage* const> pools,
@@ -547,8 +550,10 @@ void Model::attention_block(int64_t layer, std::span<const SequenceChunk> chunks
     const ChunkTable& table = ch.tables[group];
     kernels::paged_kv_write(cache, table.blocks, ch.start_pos, n, s.k.data() + t0 * c.n_kv_dim(),
                             s.v.data() + t0 * c.n_kv_dim(), table.first);
+    // A sliding-window layer's mass would only ever favour its window.
     kernels::paged_attention(shape, s.q.data() + t0 * c.n_q_dim(), positions.data() + t0, n, cache, table.blocks,
-                             ch.start_pos + n, s.att.data() + t0 * c.n_q_dim(), pool, table.first);
+                             ch.start_pos + n, s.att.data() + t0 * c.n_q_dim(), pool, table.first,
+                             local ? nullptr : ch.key_mass);
     t0 += n;
   }
 

@@ -67,6 +67,11 @@ struct SequenceChunk {
   // positions a KV policy evicted before them when it keeps true positions
   // (kv/kv_policy.h, kPreserve); 0 otherwise.
   int64_t rope_offset = 0;
+  // Heavy-hitter KV policy (kv/kv_policy.h; may be null): [start_pos +
+  // tokens.size()], indexed by cache position; every full-attention layer
+  // adds each key's attention mass from the chunk's queries to it. Not with
+  // a ParallelComm (each rank sees its own heads only).
+  float* key_mass = nullptr;
 };
 
 // How many hidden-state rows forward() returns for a chunk.

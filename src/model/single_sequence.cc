@@ -42,16 +42,23 @@ SingleSequence::SingleSequence(Model& model, int64_t capacity, kv::KvDtype dtype
 }
 
 void SingleSequence::evict_by_policy() {
-  const int64_t n = kv::blocks_to_evict(policy_, size_ - evicted_, kBlockSize);
-  if (n == 0) return;
-  const auto first = block_table_.begin() + policy_.sink_blocks(kBlockSize);
-  free_blocks_.insert(free_blocks_.end(), first, first + n);
-  block_table_.erase(first, first + n);
-  evicted_ += n * kBlockSize;
-  if (policy_.positions != kv::KvPositions::kRerotate) return;
+  const std::vector<int64_t> evicted = kv::blocks_to_evict_now(policy_, size_ - evicted_, kBlockSize, mass_);
+  if (evicted.empty()) return;
   std::vector<kv::KeyShift> moved;
-  for (auto it = block_table_.begin() + policy_.sink_blocks(kBlockSize); it != block_table_.end(); ++it)
-    moved.push_back({*it, -n * kBlockSize});
+  std::vector<int32_t> kept;
+  for (int64_t b = 0; b < std::ssize(block_table_); ++b) {
+    const int32_t id = block_table_[static_cast<size_t>(b)];
+    if (std::binary_search(evicted.begin(), evicted.end(), b)) {
+      free_blocks_.push_back(id);
+      continue;
+    }
+    kept.push_back(id);
+    if (const int64_t before = kv::evicted_before(evicted, b); before > 0) moved.push_back({id, -before * kBlockSize});
+  }
+  block_table_ = std::move(kept);
+  kv::erase_evicted_positions(mass_, evicted, kBlockSize);
+  evicted_ += static_cast<int64_t>(evicted.size()) * kBlockSize;
+  if (policy_.positions != kv::KvPositions::kRerotate) return;
   kv::PagedKvStorage* const pools[] = {&storage_};
   const std::vector<kv::KeyShift>* list = &moved;
   model_.shift_keys(pools, {list, 1}, *pool_);
@@ -76,9 +83,14 @@ void SingleSequence::forward(std::span<const int32_t> tokens, LogitRows rows, st
   SequenceChunk chunk{tokens, start, {&table, 1}, rows};
   chunk.rope_offset = policy_.positions == kv::KvPositions::kPreserve ? evicted_ : 0;
   chunk.adapter = adapter_;
+  if (policy_.needs_attention_mass()) {
+    mass_.resize(static_cast<size_t>(start + n), 0.0f);
+    chunk.key_mass = mass_.data();
+  }
   try {
     model_.forward({&chunk, 1}, storage_, logits, pool);
   } catch (...) {
+    if (std::ssize(mass_) > start) mass_.resize(static_cast<size_t>(start));
     while (block_table_.size() > held) {  // the size stays unchanged
       free_blocks_.push_back(block_table_.back());
       block_table_.pop_back();

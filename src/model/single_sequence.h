@@ -4,8 +4,9 @@
 // The serving engine shares one pool between many sequences instead.
 //
 // With a KV policy that evicts (kv/kv_policy.h), each forward() call is a
-// step: before it, the blocks that left the policy's window go (their
-// successors re-rotated under kRerotate), exactly as the scheduler does
+// step: before it, the blocks the policy drops go (those that left the
+// window, or the least-attended ones past the budget; their successors
+// re-rotated under kRerotate), exactly as the scheduler does
 // for a served sequence; the pool then holds only the policy's blocks for
 // steps of up to max_step tokens.
 //
@@ -66,6 +67,7 @@ class SingleSequence {
   kv::PagedKvStorage storage_;
   std::vector<int32_t> block_table_;  // held blocks, in position order
   std::vector<int32_t> free_blocks_;  // the pool's others
+  std::vector<float> mass_;           // heavy-hitter policy: attention mass per cache index
 
   void evict_by_policy();
   const LoraAdapter* adapter_ = nullptr;

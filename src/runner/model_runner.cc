@@ -83,7 +83,7 @@ StepLogits ModelRunner::run_draft(std::span<const DraftInput> inputs, std::span<
 }
 
 int64_t ModelRunner::rope_offset_for(const sched::Sequence& seq) const {
-  return positions_ == kv::KvPositions::kPreserve ? seq.kv_evicted : 0;
+  return seq.policy().positions == kv::KvPositions::kPreserve ? seq.kv_evicted : 0;
 }
 
 StepLogits ModelRunner::run(const sched::ScheduledBatch& batch, std::span<const model::LogitRows> rows,
@@ -111,6 +111,11 @@ StepLogits ModelRunner::run(const sched::ScheduledBatch& batch, std::span<const 
     c.logits = rows[i];
     c.hidden = !hidden.empty() && hidden[i] != 0;
     c.adapter = s.seq->adapter.get();
+    if (s.seq->policy().needs_attention_mass()) {  // the heavy-hitter policy's score
+      std::vector<float>& mass = s.seq->kv_mass;
+      mass.resize(static_cast<size_t>(c.start_pos + s.num_tokens), 0.0f);
+      c.key_mass = mass.data();
+    }
     first_row[i + 1] = first_row[i] + static_cast<size_t>(model::num_logit_rows(c));
     first_hidden[i + 1] = first_hidden[i] + static_cast<size_t>(model::num_hidden_rows(c));
   }

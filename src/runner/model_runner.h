@@ -1,11 +1,13 @@
 // Runs one scheduled step on the model: applies the batch's copy-on-write
 // block copies to the KV pools it owns (apply_copies), turns each batch entry into a
-// SequenceChunk (its tokens, positions and block tables), runs
+// SequenceChunk (its tokens, positions under its KV policy, block tables
+// and, for the heavy-hitter policy, its attention-mass array), runs
 // Model::forward and hands back the logits by batch entry (StepLogits).
 //
 // This is the seam between scheduling and compute: what a step computes is
 // decided by the Scheduler (ScheduledBatch) and by the engine (which rows
-// of logits each entry needs); nothing here samples or changes a sequence.
+// of logits each entry needs); nothing here samples or changes a sequence
+// except its kv_mass, which the forward pass adds to.
 //
 // Sharded model (Model::comm()): each forward pass is first announced to
 // the other ranks with the block copies made since the last one.
@@ -63,9 +65,6 @@ class ModelRunner {
   // Every pool's bytes, and the bytes of one position in all of them.
   int64_t kv_bytes() const;
   int64_t kv_bytes_per_token() const;
-  // How the KV policy positions keys after an eviction (kv/kv_policy.h):
-  // kPreserve (the default) runs chunks at their true RoPE positions.
-  void set_kv_positions(kv::KvPositions positions) { positions_ = positions; }
 
  private:
   int64_t rope_offset_for(const sched::Sequence& seq) const;
@@ -84,7 +83,6 @@ class ModelRunner {
   std::vector<float> logits_;                               // [rows, n_vocab]
   std::vector<float> hidden_;                               // [hidden rows, n_embd]
   std::vector<std::vector<kv::BlockCopy>> pending_copies_;  // per pool: made here, not yet announced
-  kv::KvPositions positions_ = kv::KvPositions::kPreserve;
 };
 
 }  // namespace tokenmill::runner

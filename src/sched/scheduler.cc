@@ -42,13 +42,14 @@ void SchedulerConfig::validate() const {
 
 int64_t SchedulerConfig::max_step_tokens() const { return sched::max_step_tokens(max_batch_tokens, prefill_chunk); }
 
-int64_t SchedulerConfig::blocks_per_step(size_t g, int64_t step_tokens) const {
+int64_t SchedulerConfig::blocks_per_step(size_t g, int64_t step_tokens, const kv::KvPolicy* policy) const {
   const int64_t window = kv_groups.at(g).window;
   if (window > 0) return window_blocks_per_step(window, block_size, step_tokens);
-  return kv_policy.evicts() ? kv_policy.max_blocks(block_size, step_tokens) : INT64_MAX;
+  const kv::KvPolicy& p = policy != nullptr ? *policy : kv_policy;
+  return p.evicts() ? p.max_blocks(block_size, step_tokens) : INT64_MAX;
 }
 
-CapacityLimits SchedulerConfig::capacity() const {
+CapacityLimits SchedulerConfig::capacity(const kv::KvPolicy* policy) const {
   CapacityLimits l;
   l.max_model_len = max_model_len;
   l.kv_groups = kv_groups;
@@ -56,7 +57,7 @@ CapacityLimits SchedulerConfig::capacity() const {
   l.max_batch_tokens = max_batch_tokens;
   l.prefill_chunk = prefill_chunk;
   l.max_seqs = max_seqs;
-  l.kv_policy = kv_policy;
+  l.kv_policy = policy != nullptr ? *policy : kv_policy;
   return l;
 }
 
@@ -97,6 +98,7 @@ std::unique_ptr<Sequence> Scheduler::add(std::unique_ptr<Sequence> seq, TimePoin
   TM_CHECK(seq != nullptr);
   TM_CHECK_MSG(seq->status == SequenceStatus::kWaiting && seq->output.empty(), "add() of a used sequence");
   seq->queued = now;
+  if (!seq->kv_policy) seq->kv_policy = config_.kv_policy;
   if (std::optional<Refusal> r = admission_error(*seq)) {
     seq->status = SequenceStatus::kFinished;
     seq->finish_reason = FinishReason::kRejected;
@@ -127,6 +129,11 @@ std::optional<Refusal> Scheduler::admission_error(const Sequence& seq) const {
   if (find(seq.id) != nullptr) {
     return Refusal{RejectReason::kInvalid, fmt::format("request id {} is already scheduled", seq.id)};
   }
+  try {
+    seq.policy().validate();
+  } catch (const Error& e) {
+    return Refusal{RejectReason::kInvalid, e.what()};
+  }
   if (seq.num_samples() > config_.max_seqs) {
     return Refusal{RejectReason::kInvalid,
                    fmt::format("{} parallel samples exceed max_seqs ({})", seq.num_samples(), config_.max_seqs)};
@@ -137,7 +144,8 @@ std::optional<Refusal> Scheduler::admission_error(const Sequence& seq) const {
                    fmt::format("{} parallel samples exceed tenant \"{}\"'s max_running limit ({})", seq.num_samples(),
                                seq.tenant, tenant.max_running)};
   }
-  if (std::optional<Refusal> never = never_fits(config_.capacity(), prompt_len, seq.max_tokens, seq.num_samples()))
+  if (std::optional<Refusal> never =
+          never_fits(config_.capacity(&seq.policy()), prompt_len, seq.max_tokens, seq.num_samples()))
     return never;
   if (std::optional<Refusal> full = queue_bound_error(seq)) return full;
   if (config_.on_kv_exhausted == KvExhaustedPolicy::kReject) {

@@ -107,10 +107,13 @@
 //   num_computed_tokens - window + 1, so a decoding sequence holds at most
 //   ceil(window / block_size) + 1 of that group's blocks. A prefix hit also
 //   needs every group's blocks that the next token attends (prefix_cache.h).
-// * KV policy (kv_policy, kv_policy.h): with kStreaming, at the start of
+// * KV policy (kv_policy, kv_policy.h; a sequence may bring its own,
+//   SequenceData::kv_policy): with kStreaming, at the start of
 //   each step, before the window drop, a running sequence evicts the
 //   blocks past its sinks that left its recent window, in every group
-//   (kv_evicted grows; later positions move down in the cache). With
+//   (kv_evicted grows; later positions move down in the cache); with
+//   kHeavyHitter, the blocks of least attention mass (kv_mass) between
+//   them while it holds more than its budget. With
 //   kRerotate the moved keys are rotated (ScheduledBatch::key_shifts) in
 //   private blocks: a shared one is copied first, and when a pool has no
 //   block for that the eviction waits for a later step. A sequence that
@@ -191,11 +194,15 @@ struct SchedulerConfig {
   // Most blocks of group g one sequence holds at once in a step of
   // step_tokens (admission.h's window_blocks_per_step); unbounded (INT64_MAX)
   // for a group without a window.
-  int64_t blocks_per_step(size_t g, int64_t step_tokens) const;
+  // policy: a sequence's own KV policy (null: kv_policy).
+  int64_t blocks_per_step(size_t g, int64_t step_tokens, const kv::KvPolicy* policy = nullptr) const;
   // The same for the longest step (max_step_tokens).
-  int64_t blocks_per_seq(size_t g) const { return blocks_per_step(g, max_step_tokens()); }
-  // The limits admission checks requests against (admission.h).
-  CapacityLimits capacity() const;
+  int64_t blocks_per_seq(size_t g, const kv::KvPolicy* policy = nullptr) const {
+    return blocks_per_step(g, max_step_tokens(), policy);
+  }
+  // The limits admission checks requests against (admission.h), with
+  // `policy` in place of kv_policy when given (a request's own).
+  CapacityLimits capacity(const kv::KvPolicy* policy = nullptr) const;
 };
 
 struct SchedulerStats {

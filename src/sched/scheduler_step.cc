@@ -267,8 +267,8 @@ Scheduler::Admission Scheduler::try_admit(Sequence& seq, StepState& step, Schedu
     const std::span<const kv::BlockId> hit =
         g < match.groups.size() ? std::span<const kv::BlockId>(match.groups[g].blocks) : std::span<const kv::BlockId>();
     const int64_t first = g < match.groups.size() ? match.groups[g].first : 0;
-    const int64_t wanted =
-        std::max<int64_t>(0, std::min(end_block - first, config_.blocks_per_seq(g)) - static_cast<int64_t>(hit.size()));
+    const int64_t wanted = std::max<int64_t>(
+        0, std::min(end_block - first, config_.blocks_per_seq(g, &seq.policy())) - static_cast<int64_t>(hit.size()));
     const int64_t revived =
         std::count_if(hit.begin(), hit.end(), [&](kv::BlockId id) { return allocator.is_evictable(id); });
     if (wanted + revived + blocks_reserved_by_running(g) > allocator.num_available()) return Admission::kNoBlocks;
@@ -352,6 +352,7 @@ void Scheduler::preempt(const Sequence* victim, ScheduledBatch& batch) {
   seq->num_computed_tokens = 0;
   seq->num_cached_prompt_tokens = 0;
   seq->kv_evicted = 0;
+  seq->kv_mass.clear();
   seq->status = SequenceStatus::kPreempted;
   ++seq->num_preemptions;
   ++num_preemptions_;
@@ -373,38 +374,49 @@ void Scheduler::drop_out_of_window(Sequence& seq) {
 }
 
 void Scheduler::evict_by_policy(Sequence& seq, ScheduledBatch& batch) {
-  const kv::KvPolicy& policy = config_.kv_policy;
+  const kv::KvPolicy& policy = seq.policy();
   const int64_t bs = config_.block_size;
-  const int64_t n = kv::blocks_to_evict(policy, seq.num_cached_positions(), bs);
-  if (n == 0) return;
-  const int64_t k = policy.sink_blocks(bs);  // the first block that goes, and its n - 1 successors
+  const int64_t cached = seq.num_cached_positions();
+  // Mass of positions no longer cached (rejected draft tokens) goes first.
+  if (std::ssize(seq.kv_mass) > cached) seq.kv_mass.resize(static_cast<size_t>(cached));
+  const std::vector<int64_t> evicted = kv::blocks_to_evict_now(policy, cached, bs, seq.kv_mass);
+  if (evicted.empty()) return;
   const bool rerotate = policy.positions == kv::KvPositions::kRerotate;
-  // Every held block after them moves: with kRerotate it is rewritten, so a
-  // shared one needs a private copy first; all or nothing. The held blocks
-  // at logical index `logical` and after:
-  const auto held_from = [](const kv::BlockTable& t, int64_t logical) {
-    return static_cast<size_t>(std::clamp<int64_t>(logical - t.first_block(), 0, std::ssize(t.blocks())));
-  };
-  if (rerotate) {
-    for (size_t g = 0; g < num_groups(); ++g) {
-      const kv::BlockTable& t = seq.tables[g];
-      int64_t shared = 0;
-      for (size_t i = held_from(t, k + n); i < t.blocks().size(); ++i) shared += t.is_shared(i) ? 1 : 0;
-      if (shared > allocators_[g]->num_available()) return;
+  // Each held block of each group, in order: evicted, or how many evicted
+  // blocks precede it (with kRerotate a block that moves is rewritten, so a
+  // shared one needs a private copy first; all or nothing).
+  std::vector<std::vector<int64_t>> moves(num_groups());  // -1: evicted
+  for (size_t g = 0; g < num_groups(); ++g) {
+    const kv::BlockTable& t = seq.tables[g];
+    int64_t shared = 0;
+    for (size_t i = 0; i < t.blocks().size(); ++i) {
+      const int64_t logical = t.first_block() + static_cast<int64_t>(i);
+      const bool gone = std::binary_search(evicted.begin(), evicted.end(), logical);
+      const int64_t before = kv::evicted_before(evicted, logical);
+      moves[g].push_back(gone ? -1 : before);
+      if (!gone && before > 0 && t.is_shared(i)) ++shared;
     }
+    if (rerotate && shared > allocators_[g]->num_available()) return;
   }
   for (size_t g = 0; g < num_groups(); ++g) {
     kv::BlockTable& t = seq.tables[g];
-    for (int64_t i = 0; i < n; ++i) t.remove_block(k);
+    for (auto it = evicted.rbegin(); it != evicted.rend(); ++it) t.remove_block(*it);
     if (!rerotate) continue;
-    for (size_t i = held_from(t, k); i < t.blocks().size(); ++i) {  // the moved ones, now from k on
-      TM_CHECK(t.make_private(i, &batch.copies[g]));
-      batch.key_shifts[g].push_back({t.blocks()[i], -n * bs});
+    size_t i = 0;  // the kept blocks, now at held index i
+    for (const int64_t before : moves[g]) {
+      if (before < 0) continue;
+      if (before > 0) {
+        TM_CHECK(t.make_private(i, &batch.copies[g]));
+        batch.key_shifts[g].push_back({t.blocks()[i], -before * bs});
+      }
+      ++i;
     }
   }
-  seq.kv_evicted += n * bs;
-  seq.kv_evicted_total += n * bs;
-  kv_evicted_tokens_ += n * bs;
+  kv::erase_evicted_positions(seq.kv_mass, evicted, bs);
+  const int64_t n = static_cast<int64_t>(evicted.size()) * bs;
+  seq.kv_evicted += n;
+  seq.kv_evicted_total += n;
+  kv_evicted_tokens_ += n;
 }
 
 bool Scheduler::append_slots(Sequence& seq, int64_t n, ScheduledBatch& batch) {

@@ -20,4 +20,9 @@ std::vector<int32_t> SequenceData::tokens(int64_t start, int64_t n) const {
 
 std::vector<int32_t> SequenceData::all_tokens() const { return tokens(0, num_tokens()); }
 
+const kv::KvPolicy& SequenceData::policy() const {
+  static const kv::KvPolicy kFull{};
+  return kv_policy ? *kv_policy : kFull;
+}
+
 }  // namespace tokenmill::sched

@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "kv/block_table.h"
+#include "kv/kv_policy.h"
 #include "kv/prefix_cache.h"
 #include "sched/request_outcome.h"
 #include "util/clock.h"
@@ -57,6 +58,10 @@ struct SequenceData {
   // Never take prefix-cache hits at admission: every position must be
   // computed (prompt log-probabilities need their logits). Still publishes.
   bool skip_prefix_lookup = false;
+  // This request's long-context KV policy (kv/kv_policy.h); unset: the
+  // scheduler's (SchedulerConfig::kv_policy), filled in by Scheduler::add.
+  // An evicting one must be part of cache_namespace.
+  std::optional<kv::KvPolicy> kv_policy;
   // Parallel samples (n > 1): the ids of the sequences to fork from this one
   // once its prefill completes, in Scheduler::commit (see fork_tokens there).
   // Each fork shares every block (copy-on-write); the list is cleared by the
@@ -87,6 +92,11 @@ struct SequenceData {
   int64_t kv_evicted = 0;
   // Tokens evicted over the request's life, preemptions included (metrics).
   int64_t kv_evicted_total = 0;
+  // Heavy-hitter policy: each cache index's accumulated attention mass
+  // (kv_policy.h). The model runner grows it to the step's positions and
+  // the forward pass adds to it; the Scheduler trims it to the cached
+  // positions, erases evicted blocks and clears it on preemption.
+  std::vector<float> kv_mass;
   // Scheduler::set_paused: the sequence keeps its blocks and its slot but
   // is left out of every step until resumed.
   bool paused = false;
@@ -107,6 +117,8 @@ struct SequenceData {
   int64_t num_output_tokens() const { return static_cast<int64_t>(output.size()); }
   int64_t num_tokens() const { return num_prompt_tokens() + num_output_tokens(); }
   int64_t num_samples() const { return 1 + static_cast<int64_t>(fork_ids.size()); }
+  // kv_policy, or kFull when unset.
+  const kv::KvPolicy& policy() const;
   // Tokens whose K/V are not computed yet.
   int64_t num_uncomputed_tokens() const { return num_tokens() - num_computed_tokens; }
   // Cache index of the next token to compute (num_computed_tokens less the

@@ -159,6 +159,7 @@ engine::GenerateRequest engine_request(const SamplingRequest& c, const std::stri
   r.max_tokens = max_tokens;
   r.priority = c.priority;
   r.spec_max_draft = c.spec_max_draft;
+  r.kv_policy = c.kv_policy;
   r.tenant = tenant;
   if (c.timeout_s) r.timeout = std::chrono::milliseconds(static_cast<int64_t>(*c.timeout_s * 1000.0));
   r.logprobs = c.logprobs;

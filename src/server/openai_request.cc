@@ -45,6 +45,7 @@ const Known& common_fields() {
                           "service_tier",
                           "priority",
                           "speculative.n_max",
+                          "kv_policy",
                           "ignore_eos",
                           "best_of",
                           "timeout"};
@@ -137,6 +138,38 @@ void parse_stream(const JsonFields& f, SamplingRequest& r) {
   r.include_usage = sf.boolean("include_usage").value_or(false);
 }
 
+// "kv_policy": a policy's name (its defaults), or an object naming its
+// type and any of its fields.
+std::optional<kv::KvPolicy> parse_kv_policy_field(const JsonFields& f) {
+  const RequestJson* v = f.find("kv_policy");
+  if (v == nullptr) return std::nullopt;
+  const kv::KvPolicy defaults;
+  std::string type;
+  int64_t sinks = defaults.sinks, window = defaults.window, budget = defaults.budget;
+  std::string positions(kv::kv_positions_name(defaults.positions));
+  if (v->is_string()) {
+    type = v->get<std::string>();
+  } else if (v->is_object()) {
+    JsonFields pf(*v, "kv_policy.");
+    pf.reject_unknown({"type", "sinks", "window", "budget", "positions"});
+    const std::optional<std::string> t = pf.string("type");
+    if (!t) bad_request("kv_policy.type", "'kv_policy.type' is required (\"full\", \"streaming\" or \"h2o\")");
+    type = *t;
+    constexpr int64_t kMaxPositions = int64_t{1} << 40;
+    sinks = pf.integer("sinks", 0, kMaxPositions).value_or(sinks);
+    window = pf.integer("window", 1, kMaxPositions).value_or(window);
+    budget = pf.integer("budget", 1, kMaxPositions).value_or(budget);
+    positions = pf.string("positions").value_or(positions);
+  } else {
+    bad_request("kv_policy", "'kv_policy' must be a policy name or an object, got {}", describe_json(*v));
+  }
+  try {
+    return kv::make_kv_policy(type, sinks, window, positions, budget);
+  } catch (const Error& e) {
+    bad_request("kv_policy", "'kv_policy': {}", e.what());
+  }
+}
+
 // Fields whose only supported value is the default: refuse anything else
 // rather than silently ignore what the client asked for.
 void reject_unsupported(const JsonFields& f, int n) {
@@ -168,6 +201,7 @@ SamplingRequest parse_common(const JsonFields& f, const ParseLimits& limits) {
   s.ignore_eos = f.boolean("ignore_eos").value_or(false);
   r.priority = parse_priority(f);
   r.spec_max_draft = static_cast<int>(f.integer("speculative.n_max", 0, spec::kMaxDraft).value_or(-1));
+  r.kv_policy = parse_kv_policy_field(f);
   parse_stream(f, r);
   r.timeout_s = f.number_above("timeout", 0.0, kMaxTimeoutS);
   reject_unsupported(f, r.n);

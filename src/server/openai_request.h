@@ -23,6 +23,7 @@
 #include <string_view>
 #include <vector>
 
+#include "kv/kv_policy.h"
 #include "server/json_fields.h"
 
 #include "engine/request.h"
@@ -95,6 +96,10 @@ struct SamplingRequest {
   // the most draft tokens verified per step for this request (0: none); -1
   // (absent) leaves the server's --spec-k.
   int spec_max_draft = -1;
+  // Extension: this request's long-context KV policy (kv/kv_policy.h),
+  // "kv_policy": "full" | "streaming" | "h2o" or an object {"type", "sinks",
+  // "window", "budget", "positions"}; absent: the server's --kv-policy.
+  std::optional<kv::KvPolicy> kv_policy;
   // At most one output constraint per request; nullopt = free text.
   std::optional<OutputConstraint> constraint;
   // Extension: the request's deadline in seconds from its arrival (queued
