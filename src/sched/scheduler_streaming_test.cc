@@ -1,5 +1,5 @@
 // Scheduler under the streaming KV policy (attention sinks + recent window,
-// kv/kv_policy.h): a long generation holds a bounded number of blocks and
+// kv/kv_policy.h) and the heavy-hitter one (h2o): a long generation holds a bounded number of blocks and
 // leaves the pool free; what every step reads back through the tables is
 // exactly the kept tokens (sinks, then the recent window), at the RoPE
 // positions the policy promises (the fake model of test_harness.h checks
@@ -9,6 +9,9 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cmath>
+#include <utility>
+#include <vector>
 
 #include "sched/admission.h"
 #include "sched/scheduler.h"
@@ -36,7 +39,17 @@ SchedulerConfig streaming_config(int32_t num_blocks, const kv::KvPolicy& policy,
   return c;
 }
 
-class SchedulerStreaming : public ::testing::TestWithParam<kv::KvPositions> {};
+// Each test runs under streaming and h2o (with room for two blocks of
+// heavy hitters past the sinks and the window), keys preserved or
+// re-rotated.
+class SchedulerStreaming : public ::testing::TestWithParam<std::pair<kv::KvPolicyKind, kv::KvPositions>> {
+ protected:
+  static bool h2o() { return GetParam().first == kv::KvPolicyKind::kHeavyHitter; }
+  static kv::KvPolicy make_policy(int64_t sinks, int64_t window) {
+    if (h2o()) return kv::heavy_hitter_policy(sinks, window, sinks + window + 2 * kStreamBs, GetParam().second);
+    return kv::streaming_policy(sinks, window, GetParam().second);
+  }
+};
 
 // One sequence: a 10-token prompt in chunks of 4, then 200 tokens, with
 // sinks 2 (one block) and a window of 9. Before every step it holds at most
@@ -44,7 +57,7 @@ class SchedulerStreaming : public ::testing::TestWithParam<kv::KvPositions> {};
 // blocks reaching back to the window; the evicted count grows by whole
 // blocks; the pool ends free and the scheduler counts every eviction.
 TEST_P(SchedulerStreaming, LongGenerationHoldsABoundedNumberOfBlocks) {
-  const kv::KvPolicy policy = kv::streaming_policy(2, 9, GetParam());
+  const kv::KvPolicy policy = make_policy(2, 9);
   Driver d(streaming_config(64, policy));
   d.add(make_seq(1, 10, 200));
   const int64_t bound = policy.max_blocks(kStreamBs, 4);
@@ -57,6 +70,7 @@ TEST_P(SchedulerStreaming, LongGenerationHoldsABoundedNumberOfBlocks) {
     ASSERT_LE(held, bound) << s->num_tokens();
     ASSERT_EQ(d.sched.allocator().num_used(), held);
     ASSERT_EQ(s->kv_evicted % kStreamBs, 0);
+    if (h2o()) ASSERT_EQ(std::ssize(s->kv_mass), s->num_cached_positions());
     EXPECT_EQ(s->table(0).num_tokens(), s->num_cached_positions()) << "every reserved slot is computed";
     max_held = std::max(max_held, held);
   }
@@ -66,15 +80,16 @@ TEST_P(SchedulerStreaming, LongGenerationHoldsABoundedNumberOfBlocks) {
   EXPECT_GT(done->kv_evicted_total, 150);
   EXPECT_EQ(d.sched.stats().kv_evicted_tokens, done->kv_evicted_total);
   EXPECT_EQ(d.sched.allocator().num_used(), 0);
-  // Decoding: sink block + ceil((window - 1) / bs) + 1 blocks + the new one.
-  EXPECT_LE(max_held, 1 + 2 + 1 + 1);
+  // Decoding: sink block + ceil((window - 1) / bs) + 1 blocks + the new
+  // one; h2o keeps up to its budget (19 positions: 5 blocks) + the new one.
+  EXPECT_LE(max_held, h2o() ? 5 + 1 : 1 + 2 + 1 + 1);
 }
 
 // Three sequences of different lengths and a pool too small for any two of
 // them to keep everything: the policy keeps them all running (no
 // preemption needed), each reads exactly its kept tokens.
 TEST_P(SchedulerStreaming, ManySequencesShareASmallPool) {
-  Driver d(streaming_config(24, kv::streaming_policy(4, 8, GetParam())));
+  Driver d(streaming_config(24, make_policy(4, 8)));
   d.add(make_seq(1, 13, 60));
   d.add(make_seq(2, 3, 90));
   d.add(make_seq(3, 21, 40));
@@ -92,7 +107,7 @@ TEST_P(SchedulerStreaming, ManySequencesShareASmallPool) {
 // preempted and recompute from their first token, evicting again as they
 // go; every read is still exact and the pool ends free.
 TEST_P(SchedulerStreaming, PreemptionRecomputesUnderThePolicy) {
-  const kv::KvPolicy policy = kv::streaming_policy(4, 8, GetParam());
+  const kv::KvPolicy policy = make_policy(4, 8);
   SchedulerConfig c = streaming_config(static_cast<int32_t>(policy.max_blocks(kStreamBs, 4)) + 2, policy);
   Driver d(c);
   d.add(make_seq(1, 9, 40));
@@ -111,12 +126,12 @@ TEST_P(SchedulerStreaming, PreemptionRecomputesUnderThePolicy) {
 // intact (under kRerotate its moved copies are private), and a third gets
 // the same tokens as the second.
 TEST_P(SchedulerStreaming, PrefixHitsShareOnlyBlocksPublishedBeforeEviction) {
-  Driver d(streaming_config(64, kv::streaming_policy(4, 8, GetParam()), 16));
+  Driver d(streaming_config(64, make_policy(4, 8), 16));
   d.add(make_seq(1, 14, 30, 1, /*first_token=*/100));
   d.run_to_completion();
   const int64_t published = d.sched.prefix_cache().stats().blocks_held;
-  EXPECT_GE(published, 3);  // the prompt's full blocks, before any eviction
-  EXPECT_LE(published, 5);  // nothing after the first eviction
+  EXPECT_GE(published, 3);              // the prompt's full blocks, before any eviction
+  EXPECT_LE(published, h2o() ? 8 : 5);  // nothing after the first eviction (h2o: past its budget of 28)
   d.add(make_seq(2, 14, 30, 1, /*first_token=*/100));
   d.add(make_seq(3, 14, 30, 1, /*first_token=*/100));
   d.run_to_completion();
@@ -131,7 +146,7 @@ TEST_P(SchedulerStreaming, PrefixHitsShareOnlyBlocksPublishedBeforeEviction) {
 // blocks and each evicts on its own (copies of shared blocks under
 // kRerotate); all read exactly their own kept tokens.
 TEST_P(SchedulerStreaming, ForksEvictIndependently) {
-  Driver d(streaming_config(64, kv::streaming_policy(2, 6, GetParam())));
+  Driver d(streaming_config(64, make_policy(2, 6)));
   auto s = make_seq(1, 14, 40);
   s->fork_ids = {2, 3};
   d.add(std::move(s));
@@ -145,7 +160,7 @@ TEST_P(SchedulerStreaming, ForksEvictIndependently) {
 // evict the same cache blocks, the window group's bound holds, and the
 // window reads stay exact.
 TEST_P(SchedulerStreaming, AWindowGroupEvictsAlongside) {
-  SchedulerConfig c = streaming_config(64, kv::streaming_policy(4, 12, GetParam()));
+  SchedulerConfig c = streaming_config(64, make_policy(4, 12));
   c.kv_groups.push_back({32, 6});
   Driver d(c);
   d.add(make_seq(1, 10, 80));
@@ -157,9 +172,101 @@ TEST_P(SchedulerStreaming, AWindowGroupEvictsAlongside) {
   EXPECT_GT(d.sched.stats().kv_evicted_tokens, 0);
 }
 
-INSTANTIATE_TEST_SUITE_P(Positions, SchedulerStreaming,
-                         ::testing::Values(kv::KvPositions::kPreserve, kv::KvPositions::kRerotate),
-                         [](const auto& info) { return std::string(kv::kv_positions_name(info.param)); });
+INSTANTIATE_TEST_SUITE_P(Policies, SchedulerStreaming,
+                         ::testing::Values(std::pair{kv::KvPolicyKind::kStreaming, kv::KvPositions::kPreserve},
+                                           std::pair{kv::KvPolicyKind::kStreaming, kv::KvPositions::kRerotate},
+                                           std::pair{kv::KvPolicyKind::kHeavyHitter, kv::KvPositions::kPreserve},
+                                           std::pair{kv::KvPolicyKind::kHeavyHitter, kv::KvPositions::kRerotate}),
+                         [](const auto& info) {
+                           return std::string(info.param.first == kv::KvPolicyKind::kHeavyHitter ? "h2o_"
+                                                                                                 : "streaming_") +
+                                  std::string(kv::kv_positions_name(info.param.second));
+                         });
+
+// Heavy hitters: before steps of a long generation the test gives each
+// full block a distinct mass (1000 x a rank; what the fake model adds per
+// step stays far below 1000), so the blocks that survive the step can be
+// read off the mass afterwards: exactly the lightest candidates went.
+TEST(SchedulerHeavyHitter, EvictsExactlyTheLightestCandidates) {
+  for (kv::KvPositions positions : {kv::KvPositions::kPreserve, kv::KvPositions::kRerotate}) {
+    const kv::KvPolicy policy = kv::heavy_hitter_policy(0, 8, 8 + 3 * kStreamBs, positions);
+    Driver d(streaming_config(64, policy));
+    d.add(make_seq(1, 12, 150));
+    int64_t checked = 0;
+    while (d.sched.has_work()) {
+      std::vector<int64_t> rank;  // of each full block, set before the step
+      int64_t cached = 0, evicted_before = 0;
+      d.sched.for_each_running([&](Sequence& s) {
+        cached = s.num_cached_positions();
+        evicted_before = s.kv_evicted;
+        if (std::ssize(s.kv_mass) != cached) return;
+        std::fill(s.kv_mass.begin(), s.kv_mass.end(), 0.0f);
+        for (int64_t b = 0; (b + 1) * kStreamBs <= cached; ++b) {
+          rank.push_back((b * 37) % 101 + 1);
+          for (int64_t i = 0; i < kStreamBs; ++i)
+            s.kv_mass[static_cast<size_t>(b * kStreamBs + i)] = 1000.0f * static_cast<float>(rank.back()) / kStreamBs;
+        }
+      });
+      d.step();
+      const Sequence* s = d.sched.find(1);
+      if (s == nullptr || s->kv_evicted == evicted_before || rank.empty()) continue;
+      const int64_t gone = (s->kv_evicted - evicted_before) / kStreamBs;
+      const int64_t candidates = (cached - policy.window + 1) / kStreamBs;
+      std::vector<int64_t> light(rank.begin(), rank.begin() + candidates);
+      std::sort(light.begin(), light.end());
+      light.resize(static_cast<size_t>(gone));
+      std::vector<int64_t> want;  // the survivors' ranks, in order
+      for (int64_t r : rank)
+        if (std::find(light.begin(), light.end(), r) == light.end()) want.push_back(r);
+      std::vector<int64_t> got;
+      for (size_t b = 0; b < want.size(); ++b) {
+        double m = 0;
+        for (size_t i = b * kStreamBs; i < (b + 1) * kStreamBs; ++i) m += s->kv_mass.at(i);
+        got.push_back(std::llround(m / 1000.0));
+      }
+      EXPECT_EQ(got, want) << "step with " << cached << " cached";
+      ++checked;
+    }
+    EXPECT_GT(checked, 5);
+    EXPECT_EQ(d.sched.allocator().num_used(), 0);
+  }
+}
+
+// Requests bring their own policies: a full one beside a streaming and an
+// h2o one in one pool; each reads back exactly what its own policy keeps
+// (the fake model checks), the full one evicts nothing and gives the
+// reference tokens, and admission bounds each by its own policy.
+TEST(SchedulerHeavyHitter, RequestsBringTheirOwnPolicies) {
+  Driver d(streaming_config(64, kv::KvPolicy{}));
+  auto streaming = make_seq(1, 10, 120);
+  streaming->kv_policy = kv::streaming_policy(4, 8, kv::KvPositions::kRerotate);
+  auto h2o = make_seq(2, 12, 120);
+  h2o->kv_policy = kv::heavy_hitter_policy(4, 8, 32);
+  d.add(std::move(streaming));
+  d.add(std::move(h2o));
+  d.add(make_seq(3, 9, 60));
+  d.run_to_completion();
+  ASSERT_EQ(d.finished.size(), 3u);
+  EXPECT_GT(d.finished_seq(1)->kv_evicted_total, 0);
+  EXPECT_GT(d.finished_seq(2)->kv_evicted_total, 0);
+  EXPECT_EQ(d.finished_seq(3)->kv_evicted_total, 0);
+  EXPECT_EQ(d.finished_seq(3)->output, reference_generate(d.finished_seq(3)->prompt, 60));
+  EXPECT_EQ(d.sched.allocator().num_used(), 0);
+  // Under the full server policy a 1000-token request does not fit 64 blocks
+  // of 4; with its own streaming policy it does; a bad policy is invalid.
+  Scheduler sched(streaming_config(64, kv::KvPolicy{}));
+  auto too_long = sched.add(make_seq(4, 10, 1000), TimePoint{});
+  ASSERT_NE(too_long, nullptr);
+  EXPECT_EQ(too_long->reject_reason, RejectReason::kKvNeverFits);
+  auto bounded = make_seq(5, 10, 1000);
+  bounded->kv_policy = kv::streaming_policy(4, 8);
+  EXPECT_EQ(sched.add(std::move(bounded), TimePoint{}), nullptr);
+  auto bad = make_seq(6, 10, 10);
+  bad->kv_policy = kv::KvPolicy{kv::KvPolicyKind::kHeavyHitter, 4, 64, kv::KvPositions::kPreserve, 16};
+  auto refused = sched.add(std::move(bad), TimePoint{});
+  ASSERT_NE(refused, nullptr);
+  EXPECT_EQ(refused->reject_reason, RejectReason::kInvalid);
+}
 
 // A window at least as long as the sequence evicts nothing: the same
 // steps, the same tokens (the reference's) as the full policy.

@@ -55,49 +55,55 @@ inline std::vector<int32_t> reference_generate(std::vector<int32_t> tokens, int6
 // chunk's first query attends (from start_pos - window + 1 on) back through
 // the window table, the older ones through the full table.
 //
-// Under a KV policy that evicts (evict_from = its sinks in positions), a
-// token at position p lives at cache index p - kv_evicted (past the sinks),
-// and what a step reads back must be exactly the kept tokens. Each slot
-// also records the RoPE position its key was "rotated" at: the true
+// Under a KV policy that evicts (each sequence's own, Sequence::policy()),
+// a token lives at cache index p - kv_evicted, and what a step reads back
+// must be kept tokens in their order: for streaming exactly the sinks and
+// then the recent run; for h2o any subsequence that keeps the sinks and
+// the newest positions. Each slot also records the true position written
+// there and the RoPE position its key was "rotated" at: the true
 // position (kPreserve), or the cache index, moved by the batch's key
 // shifts (kRerotate); every read checks it, so a shift applied to a shared
-// block or a missed one shows.
+// block or a missed one shows. For h2o it plays the attention kernels'
+// part: each step adds to kv_mass, for every cached position, a weight of
+// its token (3 for multiples of 5, else 0.1), so some blocks are heavy.
 class FakeModel {
  public:
-  FakeModel(int32_t num_blocks, int32_t block_size, int32_t num_window_blocks = 0, int64_t window = 0,
-            int64_t evict_from = 0, bool rerotate = false)
+  FakeModel(int32_t num_blocks, int32_t block_size, int32_t num_window_blocks = 0, int64_t window = 0)
       : block_size_(block_size),
         window_(window),
-        evict_from_(evict_from),
-        rerotate_(rerotate),
         slots_(static_cast<size_t>(num_blocks) * block_size, -1),
         window_slots_(static_cast<size_t>(num_window_blocks) * block_size, -1),
         rope_(slots_.size(), -1),
-        window_rope_(window_slots_.size(), -1) {}
+        window_rope_(window_slots_.size(), -1),
+        true_pos_(slots_.size(), -1),
+        window_true_pos_(window_slots_.size(), -1) {}
 
-  // Applies copies and key shifts, writes the step's tokens into their
-  // slots, and for each sampling entry predicts from the tokens read back
-  // through the table(s). An entry with draft tokens is verified as the
-  // engine does: the prediction at each position is kept, and while it
-  // equals the draft's token the next position is predicted too
-  // (SampledEntry::accepted). No stops and no fork tokens (Driver::step
-  // adds those).
+  static float mass_weight(int32_t token) { return token % 5 == 0 ? 3.0f : 0.1f; }
+
   SampledStep run(const ScheduledBatch& batch) {
-    apply(batch.copies.at(0), slots_, rope_);
-    if (window_ > 0) apply(batch.copies.at(1), window_slots_, window_rope_);
+    apply(batch.copies.at(0), slots_, rope_, true_pos_);
+    if (window_ > 0) apply(batch.copies.at(1), window_slots_, window_rope_, window_true_pos_);
     if (!batch.key_shifts.empty()) shift(batch.key_shifts.at(0), rope_);
     if (window_ > 0 && batch.key_shifts.size() > 1) shift(batch.key_shifts.at(1), window_rope_);
     for (const ScheduledSeq& s : batch.seqs) {
       const std::vector<int32_t> tokens = s.tokens();
+      const bool rerotate = rerotates(*s.seq);
       for (int64_t p = s.start_pos; p < s.start_pos + s.num_tokens; ++p) {
         const int64_t c = p - s.seq->kv_evicted;
-        const int64_t rope = rerotate_ ? c : p;
+        const int64_t rope = rerotate ? c : p;
         slot(*s.seq, c) = tokens[static_cast<size_t>(p - s.start_pos)];
         rope_[slot_index(*s.seq, c)] = rope;
+        true_pos_[slot_index(*s.seq, c)] = p;
         if (window_ > 0) {
           window_slot(*s.seq, c) = tokens[static_cast<size_t>(p - s.start_pos)];
           window_rope_[window_slot_index(*s.seq, c)] = rope;
+          window_true_pos_[window_slot_index(*s.seq, c)] = p;
         }
+      }
+      if (s.seq->policy().needs_attention_mass()) {
+        const int64_t end = s.start_pos - s.seq->kv_evicted + s.num_tokens;
+        s.seq->kv_mass.resize(static_cast<size_t>(end), 0.0f);
+        for (int64_t c = 0; c < end; ++c) s.seq->kv_mass[static_cast<size_t>(c)] += mass_weight(slot(*s.seq, c));
       }
     }
     SampledStep sampled;
@@ -105,24 +111,43 @@ class FakeModel {
     for (size_t i = 0; i < batch.seqs.size(); ++i) {
       const ScheduledSeq& s = batch.seqs[i];
       if (!s.samples) continue;
+      const kv::KvPolicy& policy = s.seq->policy();
       const int64_t evicted = s.seq->kv_evicted;
-      std::vector<int32_t> known = s.seq->all_tokens();
-      known.insert(known.end(), s.seq->draft.begin(), s.seq->draft.begin() + s.num_draft);
-      // The kept tokens and their true positions: the evicted run goes.
-      std::vector<int64_t> true_pos(known.size());
-      for (size_t j = 0; j < true_pos.size(); ++j) true_pos[j] = static_cast<int64_t>(j);
-      known.erase(known.begin() + evict_from_, known.begin() + evict_from_ + evicted);
-      true_pos.erase(true_pos.begin() + evict_from_, true_pos.begin() + evict_from_ + evicted);
+      const int64_t sinks = policy.evicts() ? policy.sink_blocks(block_size_) * block_size_ : 0;
+      std::vector<int32_t> all = s.seq->all_tokens();
+      all.insert(all.end(), s.seq->draft.begin(), s.seq->draft.begin() + s.num_draft);
       const int64_t start = s.start_pos - evicted;
       const int64_t window_start = window_ > 0 ? std::max<int64_t>(0, start - window_ + 1) : INT64_MAX;
-      std::vector<int32_t> seen;
-      std::vector<int64_t> rope_seen, rope_expected;
+      std::vector<int32_t> seen, known;
+      std::vector<int64_t> rope_seen, rope_expected, pos_seen;
       for (int64_t c = 0; c < start + s.num_tokens; ++c) {
         const bool in_window = c >= window_start;
-        seen.push_back(in_window ? window_slot(*s.seq, c) : slot(*s.seq, c));
-        rope_seen.push_back(in_window ? window_rope_[window_slot_index(*s.seq, c)] : rope_[slot_index(*s.seq, c)]);
-        rope_expected.push_back(rerotate_ ? c : true_pos[static_cast<size_t>(c)]);
+        const size_t i = in_window ? window_slot_index(*s.seq, c) : slot_index(*s.seq, c);
+        seen.push_back(in_window ? window_slots_[i] : slots_[i]);
+        rope_seen.push_back(in_window ? window_rope_[i] : rope_[i]);
+        const int64_t p = in_window ? window_true_pos_[i] : true_pos_[i];
+        pos_seen.push_back(p);
+        known.push_back(p >= 0 && p < std::ssize(all) ? all[static_cast<size_t>(p)] : -1);
+        rope_expected.push_back(rerotates(*s.seq) ? c : p);
       }
+      // The kept positions: streaming keeps the sinks, then one run up to
+      // the newest; h2o any increasing subsequence with the sinks and the
+      // step's own positions.
+      std::vector<int64_t> pos_expected;
+      if (policy.kind == kv::KvPolicyKind::kHeavyHitter) {
+        pos_expected = pos_seen;
+        EXPECT_TRUE(std::is_sorted(pos_seen.begin(), pos_seen.end()) &&
+                    std::adjacent_find(pos_seen.begin(), pos_seen.end()) == pos_seen.end())
+            << "kept positions out of order in request " << s.seq->id;
+        for (int64_t j = 0; j < s.num_tokens; ++j)
+          EXPECT_EQ(pos_seen[static_cast<size_t>(start + j)], s.start_pos + j) << "request " << s.seq->id;
+        EXPECT_EQ(std::ssize(pos_seen), s.start_pos + s.num_tokens - evicted);
+      } else {
+        for (int64_t c = 0; c < start + s.num_tokens; ++c) pos_expected.push_back(c < sinks ? c : c + evicted);
+      }
+      for (int64_t c = 0; c < std::min<int64_t>(sinks, std::ssize(pos_seen)); ++c)
+        EXPECT_EQ(pos_seen[static_cast<size_t>(c)], c) << "sink " << c << " of request " << s.seq->id;
+      EXPECT_EQ(pos_seen, pos_expected) << "kept positions of request " << s.seq->id;
       EXPECT_EQ(seen, known) << "KV contents of request " << s.seq->id;
       EXPECT_EQ(rope_seen, rope_expected) << "key positions of request " << s.seq->id;
       SampledEntry& e = sampled.entries[i];
@@ -140,10 +165,15 @@ class FakeModel {
   }
 
  private:
-  void apply(const std::vector<kv::BlockCopy>& copies, std::vector<int32_t>& slots, std::vector<int64_t>& rope) const {
+  static bool rerotates(const Sequence& seq) {
+    return seq.policy().evicts() && seq.policy().positions == kv::KvPositions::kRerotate;
+  }
+  void apply(const std::vector<kv::BlockCopy>& copies, std::vector<int32_t>& slots, std::vector<int64_t>& rope,
+             std::vector<int64_t>& true_pos) const {
     for (const kv::BlockCopy& c : copies) {
       std::copy_n(slots.begin() + c.src * block_size_, block_size_, slots.begin() + c.dst * block_size_);
       std::copy_n(rope.begin() + c.src * block_size_, block_size_, rope.begin() + c.dst * block_size_);
+      std::copy_n(true_pos.begin() + c.src * block_size_, block_size_, true_pos.begin() + c.dst * block_size_);
     }
   }
   void shift(const std::vector<kv::KeyShift>& shifts, std::vector<int64_t>& rope) const {
@@ -167,12 +197,12 @@ class FakeModel {
 
   int32_t block_size_;
   int64_t window_;
-  int64_t evict_from_;
-  bool rerotate_;
   std::vector<int32_t> slots_;
   std::vector<int32_t> window_slots_;
   std::vector<int64_t> rope_;
   std::vector<int64_t> window_rope_;
+  std::vector<int64_t> true_pos_;
+  std::vector<int64_t> window_true_pos_;
 };
 
 // One scheduled entry, copied out of a batch (the Sequence may be gone).
@@ -209,9 +239,7 @@ class Driver {
       : sched(config),
         model(config.kv_groups.at(0).num_blocks, config.block_size,
               config.kv_groups.size() > 1 ? config.kv_groups[1].num_blocks : 0,
-              config.kv_groups.size() > 1 ? config.kv_groups[1].window : 0,
-              config.kv_policy.evicts() ? config.kv_policy.sink_blocks(config.block_size) * config.block_size : 0,
-              config.kv_policy.evicts() && config.kv_policy.positions == kv::KvPositions::kRerotate),
+              config.kv_groups.size() > 1 ? config.kv_groups[1].window : 0),
         now(TimePoint{} + std::chrono::seconds(1000)) {}
 
   // add(); expects acceptance.
