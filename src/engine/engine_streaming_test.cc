@@ -1,5 +1,6 @@
-// The streaming KV policy (attention sinks + recent window) end to end in
-// the engine: greedy tokens equal an engine-free reference that runs the
+// The streaming KV policy (attention sinks + recent window) and the
+// heavy-hitter one (h2o) end to end in the engine, set for the engine or
+// brought by each request: greedy tokens equal an engine-free reference that runs the
 // same policy in one private sequence (model::SingleSequence: the same
 // chunks, the same evictions before each step), with keys at their true
 // positions or re-rotated, on a synthetic llama and on a synthetic gemma3
@@ -11,6 +12,7 @@
 #include <algorithm>
 #include <cstdlib>
 #include <filesystem>
+#include <utility>
 
 #include "engine/engine_core.h"
 #include "engine/test_util.h"
@@ -106,13 +108,24 @@ EngineConfig streaming_engine(const std::string& model_path, const kv::KvPolicy&
   return c;
 }
 
-class EngineStreaming : public ::testing::TestWithParam<kv::KvPositions> {};
+// Streaming (sinks 4, window 40) and h2o (sinks 4, window 24, budget 64),
+// keys preserved or re-rotated.
+class EngineStreaming : public ::testing::TestWithParam<std::pair<kv::KvPolicyKind, kv::KvPositions>> {
+ protected:
+  static kv::KvPolicy policy() {
+    if (GetParam().first == kv::KvPolicyKind::kHeavyHitter)
+      return kv::heavy_hitter_policy(4, 24, 64, GetParam().second);
+    return kv::streaming_policy(4, 40, GetParam().second);
+  }
+};
 
-// Three prompts of 30-44 tokens generating 120 each, sinks 4 (one block)
-// and a window of 40: every token is the reference's, each request evicted
-// about 100 positions, the metrics count them all, both pools end free.
+// Three prompts of 30-44 tokens generating 120 each: every token is the
+// reference's, each request evicted about 100 positions, the metrics count
+// them all, both pools end free. The same requests carrying the policy
+// themselves (GenerateRequest::kv_policy) to an engine whose own policy
+// is full give the same tokens.
 TEST_P(EngineStreaming, GreedyTokensEqualTheSingleSequenceReference) {
-  const kv::KvPolicy policy = kv::streaming_policy(4, 40, GetParam());
+  const kv::KvPolicy policy = this->policy();
   for (const std::string* path : {&testing::tiny_model_path(), &streaming_gemma_path()}) {
     SCOPED_TRACE(*path);
     const std::unique_ptr<model::Model> m = model::Model::load(*path);
@@ -131,12 +144,22 @@ TEST_P(EngineStreaming, GreedyTokensEqualTheSingleSequenceReference) {
     EXPECT_EQ(run.stats.kv_window_blocks_used, 0);
     // Each sequence held its sinks, window and step: 1 + 4 + 1 blocks.
     EXPECT_LE(run.stats.kv_blocks_high_water, 3 * policy.max_blocks(16, kChunk));
+    std::vector<GenerateRequest> own = requests;
+    for (GenerateRequest& r : own) r.kv_policy = policy;
+    EXPECT_EQ(run_streaming(streaming_engine(*path, {}), own).tokens, run.tokens);
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Positions, EngineStreaming,
-                         ::testing::Values(kv::KvPositions::kPreserve, kv::KvPositions::kRerotate),
-                         [](const auto& info) { return std::string(kv::kv_positions_name(info.param)); });
+INSTANTIATE_TEST_SUITE_P(Policies, EngineStreaming,
+                         ::testing::Values(std::pair{kv::KvPolicyKind::kStreaming, kv::KvPositions::kPreserve},
+                                           std::pair{kv::KvPolicyKind::kStreaming, kv::KvPositions::kRerotate},
+                                           std::pair{kv::KvPolicyKind::kHeavyHitter, kv::KvPositions::kPreserve},
+                                           std::pair{kv::KvPolicyKind::kHeavyHitter, kv::KvPositions::kRerotate}),
+                         [](const auto& info) {
+                           return std::string(info.param.first == kv::KvPolicyKind::kHeavyHitter ? "h2o_"
+                                                                                                 : "streaming_") +
+                                  std::string(kv::kv_positions_name(info.param.second));
+                         });
 
 // A window longer than prompt + output: no eviction, today's tokens.
 TEST(EngineStreamingSame, AWindowLongerThanTheSequenceGivesTodaysTokens) {
@@ -180,6 +203,24 @@ TEST(EngineStreamingSame, UnsupportedCombinationsAreRefused) {
   c.spec = {};
   c.kv_policy.window = 0;
   EXPECT_THROW(c.validate(), Error);
+  // A request's own policy: refused when invalid or beside speculation.
+  RequestLimits limits;
+  limits.n_vocab = 100;
+  limits.capacity = sched::SchedulerConfig{}.capacity();
+  GenerateRequest r = greedy_request({1, 2, 3}, 4);
+  r.kv_policy = kv::KvPolicy{kv::KvPolicyKind::kHeavyHitter, 4, 64, kv::KvPositions::kPreserve, 16};
+  ASSERT_TRUE(check_request(r, limits).has_value());
+  EXPECT_EQ(check_request(r, limits)->reason, sched::RejectReason::kInvalid);
+  r.kv_policy = kv::heavy_hitter_policy(4, 64, 128);
+  EXPECT_FALSE(check_request(r, limits).has_value());
+  limits.speculation = true;
+  ASSERT_TRUE(check_request(r, limits).has_value());
+  EXPECT_NE(check_request(r, limits)->message.find("speculative"), std::string::npos);
+  limits.speculation = false;
+  limits.parallel = true;
+  EXPECT_TRUE(check_request(r, limits).has_value());
+  r.kv_policy = kv::streaming_policy(4, 64);  // preserve works sharded
+  EXPECT_FALSE(check_request(r, limits).has_value());
 }
 
 }  // namespace
