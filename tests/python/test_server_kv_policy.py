@@ -1,10 +1,13 @@
-"""`tokenmill serve --kv-policy streaming` (attention sinks + recent window)
-end to end, on the tiny synthetic llama (context 256), through the official
-openai client: a generation longer than the window reports the evicted
-positions in its timings and /metrics counts them; a short one is untouched
-and gives the same text as a server keeping the full cache; a KV budget too
-small for one whole request still serves it under the policy and refuses
-it without; the bad flags are refused at start-up with their reason."""
+"""`tokenmill serve --kv-policy streaming|h2o` (attention sinks + recent
+window; + heavy hitters within a budget) end to end, on the tiny synthetic
+llama (context 256), through the official openai client: a generation
+longer than the window reports the evicted positions in its timings and
+/metrics counts them; a short one is untouched and gives the same text as a
+server keeping the full cache; a KV budget too small for one whole request
+still serves it under the policy and refuses it without; a request may
+bring its own policy (the `kv_policy` field) and then gets the text of a
+server run with that policy; bad flags and bad request policies are refused
+with their reason."""
 import subprocess
 
 import pytest
@@ -15,9 +18,14 @@ PROMPT = "Once upon a time there was"
 POLICY = ["--kv-policy", "streaming", "--kv-sinks", "4", "--kv-window", "48", "--block-size", "16"]
 
 
-@pytest.fixture(scope="module", params=["preserve", "rerotate"])
+H2O = ["--kv-policy", "h2o", "--kv-sinks", "4", "--kv-window", "32", "--kv-budget", "64", "--block-size", "16"]
+
+
+@pytest.fixture(scope="module", params=["streaming-preserve", "streaming-rerotate", "h2o-preserve"])
 def streaming(request, tokenmill_bin, tiny):
-    with Server(tokenmill_bin, tiny, "-t", "1", "--kv-memory", "32M", *POLICY, "--kv-positions", request.param) as s:
+    kind, positions = request.param.split("-")
+    policy = POLICY if kind == "streaming" else H2O
+    with Server(tokenmill_bin, tiny, "-t", "1", "--kv-memory", "32M", *policy, "--kv-positions", positions) as s:
         yield s
 
 
@@ -27,9 +35,9 @@ def full(tokenmill_bin, tiny):
         yield s
 
 
-def complete(server, max_tokens):
+def complete(server, max_tokens, **extra):
     r = server.client().completions.create(model="tiny", prompt=PROMPT, max_tokens=max_tokens, temperature=0,
-                                           extra_body={"ignore_eos": True})
+                                           extra_body={"ignore_eos": True, **extra})
     return r, r.model_extra["timings"]
 
 
@@ -65,8 +73,39 @@ def test_the_policy_serves_what_the_budget_could_not_hold(tokenmill_bin, tiny):
         assert "KV blocks" in str(e.value)
 
 
+@pytest.mark.parametrize("flags, policy", [
+    (H2O, {"type": "h2o", "sinks": 4, "window": 32, "budget": 64}),
+    (POLICY + ["--kv-positions", "rerotate"], {"type": "streaming", "sinks": 4, "window": 48, "positions": "rerotate"}),
+])
+def test_a_request_brings_its_own_policy(full, tokenmill_bin, tiny, flags, policy):
+    own, own_timings = complete(full, 150, kv_policy=policy)
+    assert own_timings["context_compressed"] is True and own_timings["kv_evicted_tokens"] >= 64
+    with Server(tokenmill_bin, tiny, "-t", "1", "--kv-memory", "32M", *flags) as s:
+        want, want_timings = complete(s, 150)
+    assert own.choices[0].text == want.choices[0].text
+    assert own_timings["kv_evicted_tokens"] == want_timings["kv_evicted_tokens"]
+    # The same request without it keeps everything.
+    _, plain = complete(full, 150)
+    assert plain["context_compressed"] is False
+
+
+@pytest.mark.parametrize("policy, message", [
+    ({"type": "h2o", "window": 64, "budget": 16}, "--kv-budget (16) must hold at least the sinks and the window"),
+    ({"type": "lru"}, "is not one of: full, streaming, h2o"),
+    ({"sinks": 4}, "'kv_policy.type' is required"),
+    ({"type": "streaming", "windw": 8}, "windw"),
+    (7, "'kv_policy' must be a policy name or an object"),
+])
+def test_bad_request_policies_are_refused(full, policy, message):
+    with pytest.raises(Exception) as e:
+        complete(full, 10, kv_policy=policy)
+    assert message in str(e.value)
+    assert "400" in str(e.value) or "BadRequest" in type(e.value).__name__
+
+
 @pytest.mark.parametrize("flags, message", [
-    (["--kv-policy", "h2o"], "--kv-policy 'h2o' is not one of"),
+    (["--kv-policy", "lru"], "--kv-policy 'lru' is not one of"),
+    (["--kv-policy", "h2o", "--kv-window", "512", "--kv-budget", "256"], "--kv-budget (256) must hold"),
     (["--kv-policy", "streaming", "--kv-window", "0"], "--kv-window must be at least 1"),
     (["--kv-policy", "streaming", "--kv-positions", "absolute"], "--kv-positions 'absolute' is not one of"),
 ])
