@@ -13,7 +13,7 @@
 # 7.5k Gemma tokens). Base: Gemma 3 270M (PyPI) dequantized to F32.
 # Environment: TOKENMILL_BIN (default build/src/cli/tokenmill), WORK
 # (default /tmp/tokenmill_kv_policy_card), THREADS (default 2). The
-# streaming variants keep F32 elements, so that only the policy differs
+# streaming and h2o variants keep F32 elements, so that only the policy differs
 # from the base. Each
 # variant's JSON is kept in WORK and reused on a rerun (--fresh starts
 # over); a variant takes about 4 minutes on 2 cores.
@@ -44,6 +44,9 @@ VARIANTS=(
   "streaming 25 % (sinks 4, window 1024), preserve|--kv-dtype f32 --kv-policy streaming --kv-window 1024|1056"
   "streaming 25 % (sinks 4, window 1024), rerotate|--kv-dtype f32 --kv-policy streaming --kv-window 1024 --kv-positions rerotate|1056"
   "streaming 25 % + q8_0, preserve|--kv-policy streaming --kv-window 1024 --kv-dtype q8_0|1056"
+  "h2o 50 % (sinks 4, window 1024, budget 2048), preserve|--kv-dtype f32 --kv-policy h2o --kv-window 1024 --kv-budget 2048|2048"
+  "h2o 25 % (sinks 4, window 512, budget 1024), preserve|--kv-dtype f32 --kv-policy h2o --kv-window 512 --kv-budget 1024|1024"
+  "h2o 25 % (sinks 4, window 512, budget 1024), rerotate|--kv-dtype f32 --kv-policy h2o --kv-window 512 --kv-budget 1024 --kv-positions rerotate|1024"
 )
 
 rows=()

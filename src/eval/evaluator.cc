@@ -38,7 +38,12 @@ class Runner {
 void check_model(const ModelUnderTest& m, int64_t n_vocab, int64_t ctx, const Sequences& seqs) {
   const model::ModelConfig& c = m.model->config();
   if (c.n_vocab != n_vocab) fail("the models' vocabularies differ ({} vs {} tokens)", c.n_vocab, n_vocab);
-  if (ctx > c.n_ctx_train) fail("--ctx {} exceeds the model's training context {}", ctx, c.n_ctx_train);
+  // A re-rotating policy keeps positions below its own bound (checked by
+  // SingleSequence), so its windows may be longer than the training context.
+  if (ctx > c.n_ctx_train && !m.kv_policy.bounds_positions())
+    fail(
+        "--ctx {} exceeds the model's training context {} (only a KV policy with --kv-positions rerotate runs past it)",
+        ctx, c.n_ctx_train);
   if (seqs.empty()) fail("no sequences to evaluate");
   for (const std::vector<int32_t>& s : seqs) {
     for (int32_t t : s) {

@@ -66,6 +66,10 @@ struct KvPolicy {
   bool evicts() const { return kind != KvPolicyKind::kFull; }
   // Whether the attention kernels must accumulate each key's mass for it.
   bool needs_attention_mass() const { return kind == KvPolicyKind::kHeavyHitter; }
+  // Whether the RoPE positions stay below max_blocks() * block_size
+  // whatever the sequence's length (it evicts and re-rotates), so that the
+  // model's trained context bounds those positions and not the request.
+  bool bounds_positions() const { return evicts() && positions == KvPositions::kRerotate; }
   // Throws Error naming the bad field (window < 1, sinks < 0, a budget
   // smaller than sinks + window).
   void validate() const;

@@ -155,6 +155,35 @@ TEST_P(KvPolicyForward, ForwardAddsOneUnitOfMassPerQueryHeadOfEveryFullAttention
   }
 }
 
+// Re-rotation runs past the training context: the tiny llama (context
+// 256) reads 600 tokens in steps of 4, its positions never past the
+// policy's bound, its logits finite, its cache small; a policy spanning
+// more positions than the context, and preserve past it, are refused.
+TEST(KvPolicyForwardPool, RerotationRunsPastTheTrainingContext) {
+  test_files::TinyModelFile tiny(SynthArch::kLlama, 3, "tm_kv_policy_past_ctx");
+  Model& m = tiny.model();
+  const int64_t ctx = m.config().n_ctx_train;
+  ThreadPool pool(1);
+  const std::vector<int32_t> t = random_tokens(600, m.config().n_vocab, 9);
+  for (const kv::KvPolicy& p : {kv::streaming_policy(4, 64, kv::KvPositions::kRerotate),
+                                kv::heavy_hitter_policy(4, 64, 128, kv::KvPositions::kRerotate)}) {
+    SingleSequence seq(m, 600, kv::KvDtype::F16, p, kStep, &pool);
+    std::vector<float> logits;
+    for (size_t pos = 0; pos < t.size(); pos += kStep)
+      seq.forward({t.data() + pos, kStep}, LogitRows::kLast, logits, pool);
+    EXPECT_EQ(seq.size(), 600);
+    EXPECT_GT(600 - seq.evicted(), 64);
+    EXPECT_LE(600 - seq.evicted(), p.max_blocks(SingleSequence::kBlockSize, kStep) * SingleSequence::kBlockSize);
+    for (float x : logits) ASSERT_TRUE(std::isfinite(x));
+  }
+  EXPECT_THROW(
+      SingleSequence(m, 600, kv::KvDtype::F16, kv::streaming_policy(4, 64, kv::KvPositions::kPreserve), kStep, &pool),
+      Error);
+  EXPECT_THROW(
+      SingleSequence(m, 600, kv::KvDtype::F16, kv::streaming_policy(4, ctx, kv::KvPositions::kRerotate), kStep, &pool),
+      Error);
+}
+
 TEST(KvPolicyForwardPool, ThePoolHoldsOnlyThePolicysBlocks) {
   test_files::TinyModelFile tiny(SynthArch::kLlama, 3, "tm_kv_policy_pool");
   ThreadPool pool(1);

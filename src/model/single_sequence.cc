@@ -8,9 +8,19 @@
 namespace tokenmill::model {
 namespace {
 
-// Validates before the pool is sized from it.
-int64_t checked_capacity(const Model& model, int64_t capacity) {
+// Validates before the pool is sized from it. A policy that keeps the
+// positions bounded (re-rotation) may run past the training context, as
+// long as the positions it keeps stay within it.
+int64_t checked_capacity(const Model& model, int64_t capacity, const kv::KvPolicy& policy, int64_t max_step) {
   const int64_t limit = model.config().n_ctx_train;
+  if (policy.bounds_positions() && max_step >= 1) {
+    const int64_t positions = policy.max_blocks(SingleSequence::kBlockSize, max_step) * SingleSequence::kBlockSize;
+    if (positions > limit)
+      fail("the KV policy {} spans up to {} positions, more than the model's training context {}", policy.describe(),
+           positions, limit);
+    if (capacity < 1) fail("context size {} must be at least 1", capacity);
+    return capacity;
+  }
   if (capacity < 1 || capacity > limit)
     fail("context size {} is outside [1, {}] (the model's training context)", capacity, limit);
   return capacity;
@@ -30,7 +40,7 @@ int64_t pool_blocks(int64_t capacity, const kv::KvPolicy& policy, int64_t max_st
 SingleSequence::SingleSequence(Model& model, int64_t capacity, kv::KvDtype dtype, const kv::KvPolicy& policy,
                                int64_t max_step, ThreadPool* pool)
     : model_(model),
-      capacity_(checked_capacity(model, capacity)),
+      capacity_(checked_capacity(model, capacity, policy, max_step)),
       policy_(policy),
       max_step_(max_step),
       pool_(pool),

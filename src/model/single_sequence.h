@@ -28,8 +28,10 @@ class SingleSequence {
  public:
   static constexpr int64_t kBlockSize = 16;
 
-  // Throws Error when capacity is not in [1, n_ctx_train] or the pool cannot
-  // be allocated. Memory: capacity rounded up to kBlockSize times
+  // Throws Error when capacity is not in [1, n_ctx_train] (any capacity
+  // >= 1 under a policy that bounds positions, kv::KvPolicy::
+  // bounds_positions(), whose positions must fit n_ctx_train) or the pool
+  // cannot be allocated. Memory: capacity rounded up to kBlockSize times
   // model.kv_geometry(...).bytes_per_token(). `model` must outlive this.
   SingleSequence(Model& model, int64_t capacity, kv::KvDtype dtype, const kv::KvPolicy& policy = {},
                  int64_t max_step = 0, ThreadPool* pool = nullptr);

@@ -41,12 +41,20 @@ int64_t window_pool_blocks(const CapacityLimits& l, int64_t window, int64_t tota
 std::optional<Refusal> never_fits(const CapacityLimits& l, int64_t prompt_len, int64_t max_tokens,
                                   int64_t num_samples) {
   const int64_t total = prompt_len + max_tokens;
-  if (l.max_model_len > 0 && prompt_len >= l.max_model_len) {
+  const int64_t step = max_step_tokens(l.max_batch_tokens, l.prefill_chunk);
+  if (l.kv_policy.bounds_positions()) {
+    const int64_t positions = l.kv_policy.max_blocks(l.block_size, step) * l.block_size;
+    if (l.max_model_len > 0 && positions > l.max_model_len) {
+      return Refusal{RejectReason::kContextExceeded,
+                     fmt::format("the KV policy {} spans up to {} positions, more than the model context of {} tokens",
+                                 l.kv_policy.describe(), positions, l.max_model_len)};
+    }
+  } else if (l.max_model_len > 0 && prompt_len >= l.max_model_len) {
     return Refusal{RejectReason::kPromptTooLong,
                    fmt::format("the prompt ({} tokens) leaves no room in the model context of {} tokens", prompt_len,
                                l.max_model_len)};
   }
-  if (l.max_model_len > 0 && total > l.max_model_len) {
+  if (!l.kv_policy.bounds_positions() && l.max_model_len > 0 && total > l.max_model_len) {
     return Refusal{RejectReason::kContextExceeded,
                    fmt::format("prompt ({} tokens) + max_tokens ({}) = {} exceeds the model context of {} tokens",
                                prompt_len, max_tokens, total, l.max_model_len)};
@@ -54,10 +62,7 @@ std::optional<Refusal> never_fits(const CapacityLimits& l, int64_t prompt_len, i
   for (const KvGroupConfig& g : l.kv_groups) {
     if (g.window == 0) {
       int64_t blocks = pool_blocks(l, prompt_len, total, num_samples);
-      if (l.kv_policy.evicts()) {
-        const int64_t step = max_step_tokens(l.max_batch_tokens, l.prefill_chunk);
-        blocks = std::min(blocks, num_samples * l.kv_policy.max_blocks(l.block_size, step));
-      }
+      if (l.kv_policy.evicts()) blocks = std::min(blocks, num_samples * l.kv_policy.max_blocks(l.block_size, step));
       if (blocks > g.num_blocks) {
         return Refusal{RejectReason::kKvNeverFits,
                        fmt::format("prompt ({} tokens) + max_tokens ({}) needs {} KV blocks, but the whole cache has "
@@ -84,7 +89,7 @@ std::optional<Refusal> never_fits(const CapacityLimits& l, int64_t prompt_len, i
 int64_t max_completion_tokens(const CapacityLimits& l, int64_t prompt_len, int64_t num_samples) {
   // The inverse of pool_blocks: each sample owns an equal share of what
   // the shared prompt blocks leave, plus the one token that needs no slot.
-  int64_t total = l.max_model_len > 0 ? l.max_model_len : INT64_MAX;
+  int64_t total = l.max_model_len > 0 && !l.kv_policy.bounds_positions() ? l.max_model_len : INT64_MAX;
   for (const KvGroupConfig& g : l.kv_groups) {
     if (g.window > 0 || l.kv_policy.evicts()) continue;  // bounded by the window, not the length
     const int64_t shared = std::min<int64_t>(prompt_len / l.block_size, g.num_blocks);
@@ -92,6 +97,12 @@ int64_t max_completion_tokens(const CapacityLimits& l, int64_t prompt_len, int64
     total = std::min(total, (shared + per_sample) * l.block_size + 1);
   }
   return std::max<int64_t>(0, total - prompt_len);
+}
+
+int64_t default_completion_tokens(const CapacityLimits& l, int64_t prompt_len, int64_t num_samples) {
+  const int64_t room = max_completion_tokens(l, prompt_len, num_samples);
+  if (l.kv_policy.bounds_positions() && l.max_model_len > 0) return std::min(room, l.max_model_len);
+  return room;
 }
 
 }  // namespace tokenmill::sched

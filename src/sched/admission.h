@@ -22,7 +22,10 @@ namespace tokenmill::sched {
 
 // The fixed limits a request is checked against.
 struct CapacityLimits {
-  int64_t max_model_len = 0;  // prompt + max_tokens limit (model context); 0 = none
+  // prompt + max_tokens limit (model context); 0 = none. Under a policy
+  // that re-rotates (kv_policy.h, kRerotate) it bounds the positions the
+  // cache holds instead, and a request may run past it.
+  int64_t max_model_len = 0;
   // The KV layer groups, each with its pool; [0] holds every position.
   std::vector<KvGroupConfig> kv_groups;
   int64_t block_size = 16;
@@ -54,13 +57,22 @@ struct Refusal {
 // the samples share the prompt's full blocks and own the rest; the last
 // sampled token needs no slot; in a group with a window every sample
 // decodes at once with a decode step's window), or the prompt exceeds one step with
-// chunked prefill off (kPromptTooLong). nullopt when it can.
+// chunked prefill off (kPromptTooLong). nullopt when it can. Under a
+// re-rotating policy the context bounds the policy's positions (sinks,
+// window or budget, and a step: kContextExceeded when they exceed it), not
+// prompt + max_tokens.
 std::optional<Refusal> never_fits(const CapacityLimits& limits, int64_t prompt_len, int64_t max_tokens,
                                   int64_t num_samples);
 
 // The largest max_tokens for which never_fits passes the context and the
 // pool checks of the groups without a window (0 when none does): the
-// context, or the samples' share of the smallest such pool.
+// context, or the samples' share of the smallest such pool (unbounded
+// under a policy that evicts and re-rotates).
 int64_t max_completion_tokens(const CapacityLimits& limits, int64_t prompt_len, int64_t num_samples);
+
+// max_tokens for a request that gives none and may run to the end of the
+// context: max_completion_tokens, and under a re-rotating policy (which
+// has no end) one model context of output.
+int64_t default_completion_tokens(const CapacityLimits& limits, int64_t prompt_len, int64_t num_samples);
 
 }  // namespace tokenmill::sched

@@ -328,5 +328,34 @@ TEST(SchedulerStreamingSame, AdmissionBoundsThePoolByThePolicy) {
   EXPECT_EQ(rejected->reject_reason, RejectReason::kContextExceeded);
 }
 
+// Re-rotation keeps every position below the policy's bound, so the model
+// context bounds those positions, not the request: a request ten times the
+// context runs (prompt longer than the context included), reads back its
+// kept tokens at cache-slot positions, and a policy spanning more positions
+// than the context is refused.
+TEST(SchedulerStreamingSame, RerotationRunsPastTheModelContext) {
+  for (const kv::KvPolicy& policy : {kv::streaming_policy(4, 8, kv::KvPositions::kRerotate),
+                                     kv::heavy_hitter_policy(4, 8, 24, kv::KvPositions::kRerotate)}) {
+    SchedulerConfig c = streaming_config(64, policy);
+    c.max_model_len = 40;
+    Driver d(c);
+    d.add(make_seq(1, 10, 400));
+    d.add(make_seq(2, 60, 30));  // a prompt past the context
+    d.run_to_completion();
+    ASSERT_EQ(d.finished.size(), 2u);
+    EXPECT_EQ(d.finished_seq(1)->num_output_tokens(), 400);
+    EXPECT_EQ(d.finished_seq(2)->num_output_tokens(), 30);
+    EXPECT_EQ(d.sched.allocator().num_used(), 0);
+    EXPECT_EQ(max_completion_tokens(c.capacity(), 10, 1), INT64_MAX - 10);
+    EXPECT_EQ(default_completion_tokens(c.capacity(), 10, 1), 40);
+    c.max_model_len = policy.max_blocks(kStreamBs, 4) * kStreamBs - 1;  // one short of the policy's positions
+    Scheduler sched(c);
+    auto refused = sched.add(make_seq(3, 10, 10), TimePoint{});
+    ASSERT_NE(refused, nullptr);
+    EXPECT_EQ(refused->reject_reason, RejectReason::kContextExceeded);
+    EXPECT_NE(refused->error.find("spans up to"), std::string::npos) << refused->error;
+  }
+}
+
 }  // namespace
 }  // namespace tokenmill::sched
