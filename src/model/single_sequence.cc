@@ -10,19 +10,23 @@ namespace {
 
 // Validates before the pool is sized from it. A policy that keeps the
 // positions bounded (re-rotation) may run past the training context, as
-// long as the positions it keeps stay within it.
+// long as the positions it spans stay within it.
 int64_t checked_capacity(const Model& model, int64_t capacity, const kv::KvPolicy& policy, int64_t max_step) {
   const int64_t limit = model.config().n_ctx_train;
-  if (policy.bounds_positions() && max_step >= 1) {
-    const int64_t positions = policy.max_blocks(SingleSequence::kBlockSize, max_step) * SingleSequence::kBlockSize;
-    if (positions > limit)
-      fail("the KV policy {} spans up to {} positions, more than the model's training context {}", policy.describe(),
-           positions, limit);
-    if (capacity < 1) fail("context size {} must be at least 1", capacity);
-    return capacity;
-  }
-  if (capacity < 1 || capacity > limit)
-    fail("context size {} is outside [1, {}] (the model's training context)", capacity, limit);
+  if (capacity < 1) fail("context size {} must be at least 1", capacity);
+  if (capacity <= limit) return capacity;
+  if (!policy.bounds_positions())
+    fail(
+        "context size {} is outside [1, {}] (the model's training context; only a KV policy that re-rotates runs "
+        "past it)",
+        capacity, limit);
+  const int64_t positions =
+      policy.max_blocks(SingleSequence::kBlockSize, std::max<int64_t>(max_step, 1)) * SingleSequence::kBlockSize;
+  if (positions > limit)
+    fail(
+        "context size {} exceeds the model's training context {}, and the KV policy {} spans up to {} positions, "
+        "more than it",
+        capacity, limit, policy.describe(), positions);
   return capacity;
 }
 

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <string>
 
 #include "util/int_math.h"
 
@@ -42,22 +43,25 @@ std::optional<Refusal> never_fits(const CapacityLimits& l, int64_t prompt_len, i
                                   int64_t num_samples) {
   const int64_t total = prompt_len + max_tokens;
   const int64_t step = max_step_tokens(l.max_batch_tokens, l.prefill_chunk);
-  if (l.kv_policy.bounds_positions()) {
-    const int64_t positions = l.kv_policy.max_blocks(l.block_size, step) * l.block_size;
-    if (l.max_model_len > 0 && positions > l.max_model_len) {
-      return Refusal{RejectReason::kContextExceeded,
-                     fmt::format("the KV policy {} spans up to {} positions, more than the model context of {} tokens",
-                                 l.kv_policy.describe(), positions, l.max_model_len)};
+  if (!runs_past_context(l)) {
+    // Why a re-rotating policy does not lift the limit here.
+    const std::string why =
+        l.kv_policy.bounds_positions()
+            ? fmt::format(
+                  " (the KV policy {} spans up to {} positions with steps of {} tokens, more than the context; "
+                  "a smaller window, budget or prefill chunk lets requests run past it)",
+                  l.kv_policy.describe(), l.kv_policy.max_blocks(l.block_size, step) * l.block_size, step)
+            : "";
+    if (l.max_model_len > 0 && prompt_len >= l.max_model_len) {
+      return Refusal{RejectReason::kPromptTooLong,
+                     fmt::format("the prompt ({} tokens) leaves no room in the model context of {} tokens{}",
+                                 prompt_len, l.max_model_len, why)};
     }
-  } else if (l.max_model_len > 0 && prompt_len >= l.max_model_len) {
-    return Refusal{RejectReason::kPromptTooLong,
-                   fmt::format("the prompt ({} tokens) leaves no room in the model context of {} tokens", prompt_len,
-                               l.max_model_len)};
-  }
-  if (!l.kv_policy.bounds_positions() && l.max_model_len > 0 && total > l.max_model_len) {
-    return Refusal{RejectReason::kContextExceeded,
-                   fmt::format("prompt ({} tokens) + max_tokens ({}) = {} exceeds the model context of {} tokens",
-                               prompt_len, max_tokens, total, l.max_model_len)};
+    if (l.max_model_len > 0 && total > l.max_model_len) {
+      return Refusal{RejectReason::kContextExceeded,
+                     fmt::format("prompt ({} tokens) + max_tokens ({}) = {} exceeds the model context of {} tokens{}",
+                                 prompt_len, max_tokens, total, l.max_model_len, why)};
+    }
   }
   for (const KvGroupConfig& g : l.kv_groups) {
     if (g.window == 0) {
@@ -89,7 +93,7 @@ std::optional<Refusal> never_fits(const CapacityLimits& l, int64_t prompt_len, i
 int64_t max_completion_tokens(const CapacityLimits& l, int64_t prompt_len, int64_t num_samples) {
   // The inverse of pool_blocks: each sample owns an equal share of what
   // the shared prompt blocks leave, plus the one token that needs no slot.
-  int64_t total = l.max_model_len > 0 && !l.kv_policy.bounds_positions() ? l.max_model_len : INT64_MAX;
+  int64_t total = l.max_model_len > 0 && !runs_past_context(l) ? l.max_model_len : INT64_MAX;
   for (const KvGroupConfig& g : l.kv_groups) {
     if (g.window > 0 || l.kv_policy.evicts()) continue;  // bounded by the window, not the length
     const int64_t shared = std::min<int64_t>(prompt_len / l.block_size, g.num_blocks);
@@ -99,9 +103,15 @@ int64_t max_completion_tokens(const CapacityLimits& l, int64_t prompt_len, int64
   return std::max<int64_t>(0, total - prompt_len);
 }
 
+bool runs_past_context(const CapacityLimits& l) {
+  if (!l.kv_policy.bounds_positions()) return false;
+  const int64_t step = max_step_tokens(l.max_batch_tokens, l.prefill_chunk);
+  return l.max_model_len == 0 || l.kv_policy.max_blocks(l.block_size, step) * l.block_size <= l.max_model_len;
+}
+
 int64_t default_completion_tokens(const CapacityLimits& l, int64_t prompt_len, int64_t num_samples) {
   const int64_t room = max_completion_tokens(l, prompt_len, num_samples);
-  if (l.kv_policy.bounds_positions() && l.max_model_len > 0) return std::min(room, l.max_model_len);
+  if (runs_past_context(l) && l.max_model_len > 0) return std::min(room, l.max_model_len);
   return room;
 }
 

@@ -23,8 +23,9 @@ namespace tokenmill::sched {
 // The fixed limits a request is checked against.
 struct CapacityLimits {
   // prompt + max_tokens limit (model context); 0 = none. Under a policy
-  // that re-rotates (kv_policy.h, kRerotate) it bounds the positions the
-  // cache holds instead, and a request may run past it.
+  // that re-rotates (kv_policy.h, kRerotate) and keeps its positions
+  // (sinks, window or budget, plus a step) within it, it bounds those
+  // positions instead, and a request may run past it (runs_past_context).
   int64_t max_model_len = 0;
   // The KV layer groups, each with its pool; [0] holds every position.
   std::vector<KvGroupConfig> kv_groups;
@@ -57,10 +58,9 @@ struct Refusal {
 // the samples share the prompt's full blocks and own the rest; the last
 // sampled token needs no slot; in a group with a window every sample
 // decodes at once with a decode step's window), or the prompt exceeds one step with
-// chunked prefill off (kPromptTooLong). nullopt when it can. Under a
-// re-rotating policy the context bounds the policy's positions (sinks,
-// window or budget, and a step: kContextExceeded when they exceed it), not
-// prompt + max_tokens.
+// chunked prefill off (kPromptTooLong). nullopt when it can. When
+// runs_past_context() the context does not bound prompt + max_tokens;
+// otherwise a re-rotating policy's refusal says why it did not lift it.
 std::optional<Refusal> never_fits(const CapacityLimits& limits, int64_t prompt_len, int64_t max_tokens,
                                   int64_t num_samples);
 
@@ -69,6 +69,11 @@ std::optional<Refusal> never_fits(const CapacityLimits& limits, int64_t prompt_l
 // context, or the samples' share of the smallest such pool (unbounded
 // under a policy that evicts and re-rotates).
 int64_t max_completion_tokens(const CapacityLimits& limits, int64_t prompt_len, int64_t num_samples);
+
+// Whether requests may run past max_model_len: the policy re-rotates and
+// the positions it spans, max_blocks(block_size, longest step) blocks,
+// fit the context.
+bool runs_past_context(const CapacityLimits& limits);
 
 // max_tokens for a request that gives none and may run to the end of the
 // context: max_completion_tokens, and under a re-rotating policy (which

@@ -350,10 +350,11 @@ TEST(SchedulerStreamingSame, RerotationRunsPastTheModelContext) {
     EXPECT_EQ(default_completion_tokens(c.capacity(), 10, 1), 40);
     c.max_model_len = policy.max_blocks(kStreamBs, 4) * kStreamBs - 1;  // one short of the policy's positions
     Scheduler sched(c);
-    auto refused = sched.add(make_seq(3, 10, 10), TimePoint{});
+    auto refused = sched.add(make_seq(3, 10, 100), TimePoint{});
     ASSERT_NE(refused, nullptr);
     EXPECT_EQ(refused->reject_reason, RejectReason::kContextExceeded);
     EXPECT_NE(refused->error.find("spans up to"), std::string::npos) << refused->error;
+    EXPECT_EQ(sched.add(make_seq(4, 5, 5), TimePoint{}), nullptr);  // within the context: as before
   }
 }
 

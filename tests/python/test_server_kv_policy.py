@@ -15,10 +15,13 @@ import pytest
 from test_server_common import Server
 
 PROMPT = "Once upon a time there was"
-POLICY = ["--kv-policy", "streaming", "--kv-sinks", "4", "--kv-window", "48", "--block-size", "16"]
+# Prefill in chunks of 32: a re-rotating policy then spans at most 112
+# positions (sinks, window, a step), within the context, so it may run past it.
+POLICY = ["--kv-policy", "streaming", "--kv-sinks", "4", "--kv-window", "48", "--block-size", "16", "--prefill-chunk", "32"]
 
 
-H2O = ["--kv-policy", "h2o", "--kv-sinks", "4", "--kv-window", "32", "--kv-budget", "64", "--block-size", "16"]
+H2O = ["--kv-policy", "h2o", "--kv-sinks", "4", "--kv-window", "32", "--kv-budget", "64", "--block-size", "16",
+       "--prefill-chunk", "32"]
 
 
 @pytest.fixture(scope="module", params=["streaming-preserve", "streaming-rerotate", "h2o-preserve"])
@@ -26,12 +29,13 @@ def streaming(request, tokenmill_bin, tiny):
     kind, positions = request.param.split("-")
     policy = POLICY if kind == "streaming" else H2O
     with Server(tokenmill_bin, tiny, "-t", "1", "--kv-memory", "32M", *policy, "--kv-positions", positions) as s:
+        s.positions = positions
         yield s
 
 
 @pytest.fixture(scope="module")
 def full(tokenmill_bin, tiny):
-    with Server(tokenmill_bin, tiny, "-t", "1", "--kv-memory", "32M", "--block-size", "16") as s:
+    with Server(tokenmill_bin, tiny, "-t", "1", "--kv-memory", "32M", "--block-size", "16", "--prefill-chunk", "32") as s:
         yield s
 
 
@@ -87,6 +91,26 @@ def test_a_request_brings_its_own_policy(full, tokenmill_bin, tiny, flags, polic
     # The same request without it keeps everything.
     _, plain = complete(full, 150)
     assert plain["context_compressed"] is False
+
+
+def test_rerotation_runs_past_the_model_context(full, streaming, tokenmill_bin, tiny):
+    # The tiny model's context is 256 tokens: 400 more run only where the
+    # positions are re-rotated (the server's policy or the request's own),
+    # and only when the policy's positions fit the context.
+    if streaming.positions == "rerotate":
+        r, timings = complete(streaming, 400)
+        assert r.usage.completion_tokens == 400 and timings["kv_evicted_tokens"] >= 300
+    else:
+        with pytest.raises(Exception) as e:
+            complete(streaming, 400)
+        assert "exceeds the model context of 256 tokens" in str(e.value)
+    own, own_timings = complete(full, 400, kv_policy={"type": "h2o", "window": 32, "budget": 64,
+                                                      "positions": "rerotate"})
+    assert own.usage.completion_tokens == 400 and own_timings["context_compressed"] is True
+    with Server(tokenmill_bin, tiny, "-t", "1", "--kv-memory", "32M", "--block-size", "16") as s:  # steps of 256
+        with pytest.raises(Exception) as e:
+            complete(s, 400, kv_policy={"type": "streaming", "window": 48, "positions": "rerotate"})
+        assert "spans up to 336 positions with steps of 256 tokens" in str(e.value)
 
 
 @pytest.mark.parametrize("policy, message", [
