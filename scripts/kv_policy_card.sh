@@ -7,10 +7,14 @@
 # top-1 agreement. Every variant runs the same windows (--ctx 4096 --stride
 # 2048) in steps of --batch 64 tokens, which is where a policy evicts.
 #
-#   scripts/kv_policy_card.sh [--fresh]
+#   scripts/kv_policy_card.sh [--fresh] [--synthetic-llama]
 #
 # Text: /usr/share/common-licenses/GPL-3 (every Debian system has it; about
-# 7.5k Gemma tokens). Base: Gemma 3 270M (PyPI) dequantized to F32.
+# 7.5k Gemma tokens). Base: Gemma 3 270M (PyPI) dequantized to F32, or with
+# --synthetic-llama a synthetic llama (`tokenmill synth`: 8 layers, width
+# 512, 8 query and 2 KV heads, context 8192, random weights, its own BPE
+# vocabulary), whose rows say how much each variant changes the attention
+# of a model with no trained structure.
 # Environment: TOKENMILL_BIN (default build/src/cli/tokenmill), WORK
 # (default /tmp/tokenmill_kv_policy_card), THREADS (default 2). The
 # streaming and h2o variants keep F32 elements, so that only the policy differs
@@ -25,13 +29,28 @@ WORK=${WORK:-/tmp/tokenmill_kv_policy_card}
 THREADS=${THREADS:-2}
 TEXT=/usr/share/common-licenses/GPL-3
 CTX=4096
-[[ ${1:-} == --fresh ]] && rm -rf "$WORK"
+FRESH=0
+SYNTHETIC=0
+for arg in "$@"; do
+  case $arg in
+    --fresh) FRESH=1 ;;
+    --synthetic-llama) SYNTHETIC=1 ;;
+    *) echo "unknown argument $arg (use --fresh, --synthetic-llama)" >&2; exit 2 ;;
+  esac
+done
+[[ $SYNTHETIC == 1 ]] && WORK=$WORK/synthetic-llama
+[[ $FRESH == 1 ]] && rm -rf "$WORK"
 mkdir -p "$WORK"
 [[ -x $TM ]] || { echo "tokenmill binary not found at $TM (set TOKENMILL_BIN)" >&2; exit 1; }
 [[ -f $TEXT ]] || { echo "$TEXT not found (Debian's base-files has it)" >&2; exit 1; }
-GEMMA=$("$ROOT/scripts/default_model.sh")
 BASE=$WORK/base.gguf
-[[ -f $BASE ]] || "$TM" quantize "$GEMMA" "$BASE" --type F32 --allow-requantize -t "$THREADS" 2>"$WORK/base.log"
+if [[ ! -f $BASE && $SYNTHETIC == 1 ]]; then
+  "$TM" synth --arch llama --preset tiny --n-embd 512 --n-layer 8 --n-head 8 --n-kv-head 2 --n-ff 1536 --ctx 8192 \
+    --seed 7 -o "$BASE" -t "$THREADS" 2>"$WORK/base.log"
+elif [[ ! -f $BASE ]]; then
+  "$TM" quantize "$("$ROOT/scripts/default_model.sh")" "$BASE" --type F32 --allow-requantize -t "$THREADS" \
+    2>"$WORK/base.log"
+fi
 
 # NAME|eval arguments|positions the cache holds at $CTX (blank: all)
 VARIANTS=(

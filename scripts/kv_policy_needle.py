@@ -42,6 +42,11 @@ VARIANTS = [
     ("streaming window 1024, preserve", ["--kv-policy", "streaming", "--kv-window", "1024"]),
     ("streaming window 1024, rerotate", ["--kv-policy", "streaming", "--kv-window", "1024",
                                          "--kv-positions", "rerotate"]),
+    ("h2o budget 2048 (window 1024), preserve", ["--kv-policy", "h2o", "--kv-window", "1024", "--kv-budget", "2048"]),
+    ("h2o budget 1024 (window 512), preserve", ["--kv-policy", "h2o", "--kv-window", "512", "--kv-budget", "1024"]),
+    # A budget above every context here: nothing is evicted, so its decode
+    # speed against f16 (full) is the cost of accumulating the attention mass.
+    ("h2o budget 8192 (no eviction)", ["--kv-policy", "h2o", "--kv-window", "1024", "--kv-budget", "8192"]),
 ]
 
 

@@ -16,6 +16,7 @@
 
 #include "engine/engine_core.h"
 #include "engine/test_util.h"
+#include "kv/test_policy_cases.h"
 #include "util/error.h"
 
 namespace tokenmill::engine {
@@ -110,7 +111,7 @@ EngineConfig streaming_engine(const std::string& model_path, const kv::KvPolicy&
 
 // Streaming (sinks 4, window 40) and h2o (sinks 4, window 24, budget 64),
 // keys preserved or re-rotated.
-class EngineStreaming : public ::testing::TestWithParam<std::pair<kv::KvPolicyKind, kv::KvPositions>> {
+class EngineStreaming : public ::testing::TestWithParam<kv::testing::PolicyCase> {
  protected:
   static kv::KvPolicy policy() {
     if (GetParam().first == kv::KvPolicyKind::kHeavyHitter)
@@ -150,16 +151,8 @@ TEST_P(EngineStreaming, GreedyTokensEqualTheSingleSequenceReference) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Policies, EngineStreaming,
-                         ::testing::Values(std::pair{kv::KvPolicyKind::kStreaming, kv::KvPositions::kPreserve},
-                                           std::pair{kv::KvPolicyKind::kStreaming, kv::KvPositions::kRerotate},
-                                           std::pair{kv::KvPolicyKind::kHeavyHitter, kv::KvPositions::kPreserve},
-                                           std::pair{kv::KvPolicyKind::kHeavyHitter, kv::KvPositions::kRerotate}),
-                         [](const auto& info) {
-                           return std::string(info.param.first == kv::KvPolicyKind::kHeavyHitter ? "h2o_"
-                                                                                                 : "streaming_") +
-                                  std::string(kv::kv_positions_name(info.param.second));
-                         });
+INSTANTIATE_TEST_SUITE_P(Policies, EngineStreaming, ::testing::ValuesIn(kv::testing::kEvictingPolicyCases),
+                         [](const auto& info) { return kv::testing::policy_case_name(info.param); });
 
 // A window longer than prompt + output: no eviction, today's tokens.
 TEST(EngineStreamingSame, AWindowLongerThanTheSequenceGivesTodaysTokens) {

@@ -13,6 +13,7 @@
 #include <utility>
 #include <vector>
 
+#include "kv/test_policy_cases.h"
 #include "sched/admission.h"
 #include "sched/scheduler.h"
 #include "sched/test_harness.h"
@@ -42,7 +43,7 @@ SchedulerConfig streaming_config(int32_t num_blocks, const kv::KvPolicy& policy,
 // Each test runs under streaming and h2o (with room for two blocks of
 // heavy hitters past the sinks and the window), keys preserved or
 // re-rotated.
-class SchedulerStreaming : public ::testing::TestWithParam<std::pair<kv::KvPolicyKind, kv::KvPositions>> {
+class SchedulerStreaming : public ::testing::TestWithParam<kv::testing::PolicyCase> {
  protected:
   static bool h2o() { return GetParam().first == kv::KvPolicyKind::kHeavyHitter; }
   static kv::KvPolicy make_policy(int64_t sinks, int64_t window) {
@@ -172,16 +173,8 @@ TEST_P(SchedulerStreaming, AWindowGroupEvictsAlongside) {
   EXPECT_GT(d.sched.stats().kv_evicted_tokens, 0);
 }
 
-INSTANTIATE_TEST_SUITE_P(Policies, SchedulerStreaming,
-                         ::testing::Values(std::pair{kv::KvPolicyKind::kStreaming, kv::KvPositions::kPreserve},
-                                           std::pair{kv::KvPolicyKind::kStreaming, kv::KvPositions::kRerotate},
-                                           std::pair{kv::KvPolicyKind::kHeavyHitter, kv::KvPositions::kPreserve},
-                                           std::pair{kv::KvPolicyKind::kHeavyHitter, kv::KvPositions::kRerotate}),
-                         [](const auto& info) {
-                           return std::string(info.param.first == kv::KvPolicyKind::kHeavyHitter ? "h2o_"
-                                                                                                 : "streaming_") +
-                                  std::string(kv::kv_positions_name(info.param.second));
-                         });
+INSTANTIATE_TEST_SUITE_P(Policies, SchedulerStreaming, ::testing::ValuesIn(kv::testing::kEvictingPolicyCases),
+                         [](const auto& info) { return kv::testing::policy_case_name(info.param); });
 
 // Heavy hitters: before steps of a long generation the test gives each
 // full block a distinct mass (1000 x a rank; what the fake model adds per
