@@ -56,6 +56,7 @@ fi
 VARIANTS=(
   "f16|--kv-dtype f16|"
   "q8_0|--kv-dtype q8_0|"
+  "fp8_e4m3|--kv-dtype fp8_e4m3|"
   "q4_0|--kv-dtype q4_0|"
   "q4_0_kc (per-channel key scales)|--kv-dtype q4_0_kc|"
   "streaming 50 % (sinks 4, window 2048), preserve|--kv-dtype f32 --kv-policy streaming --kv-window 2048|2080"
