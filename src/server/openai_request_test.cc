@@ -90,6 +90,32 @@ TEST(CompletionRequest, DefaultsAndNulls) {
   EXPECT_THROW(parse_completion_request(R"({"prompt": "x", "speculative.n_max": -1})", kLimits), ApiError);
 }
 
+TEST(CompletionRequest, KvPolicyField) {
+  EXPECT_FALSE(parse_completion_request(R"({"prompt": "x"})", kLimits).common.kv_policy.has_value());
+  const auto named = parse_completion_request(R"({"prompt": "x", "kv_policy": "streaming"})", kLimits);
+  ASSERT_TRUE(named.common.kv_policy.has_value());
+  EXPECT_EQ(named.common.kv_policy->describe(), "streaming(sinks=4,window=1024,positions=preserve)");
+  const auto h2o = parse_completion_request(
+      R"({"prompt": "x", "kv_policy": {"type": "h2o", "sinks": 0, "window": 64, "budget": 256, "positions": "rerotate"}})",
+      kLimits);
+  ASSERT_TRUE(h2o.common.kv_policy.has_value());
+  EXPECT_EQ(h2o.common.kv_policy->describe(), "h2o(sinks=0,window=64,budget=256,positions=rerotate)");
+  EXPECT_FALSE(parse_completion_request(R"({"prompt": "x", "kv_policy": "full"})", kLimits).common.kv_policy->evicts());
+  const auto param = [](const char* body) {
+    try {
+      parse_completion_request(body, kLimits);
+    } catch (const ApiError& e) {
+      return e.param().value_or("none");
+    }
+    return std::string("accepted");
+  };
+  EXPECT_EQ(param(R"({"prompt": "x", "kv_policy": {"type": "h2o", "budget": 8}})"), "kv_policy");
+  EXPECT_EQ(param(R"({"prompt": "x", "kv_policy": {"window": 8}})"), "kv_policy.type");
+  EXPECT_EQ(param(R"({"prompt": "x", "kv_policy": {"type": "streaming", "window": 0}})"), "kv_policy.window");
+  EXPECT_EQ(param(R"({"prompt": "x", "kv_policy": {"type": "streaming", "sink": 2}})"), "kv_policy.sink");
+  EXPECT_EQ(param(R"({"prompt": "x", "kv_policy": [1]})"), "kv_policy");
+}
+
 TEST(CompletionRequest, PromptShapes) {
   auto one = parse_completion_request(R"({"prompt": [1, 2, 999]})", kLimits);
   ASSERT_EQ(one.prompts.size(), 1u);
