@@ -20,6 +20,7 @@
 #include "kernels/dispatch.h"
 #include "kernels/interleave.h"
 #include "kernels/matmul.h"
+#include "kernels/paged_attention.h"
 #include "kernels/quant.h"
 #include "util/thread_pool.h"
 
@@ -216,8 +217,13 @@ void gemm_args(benchmark::internal::Benchmark* b) {
   }
 }
 
-BENCHMARK(BM_Matmul)->Name("Gemv")->Apply(gemv_args)->Unit(benchmark::kMicrosecond)->UseRealTime();
-BENCHMARK(BM_Matmul)->Name("Gemm")->Apply(gemm_args)->Unit(benchmark::kMillisecond)->UseRealTime();
+// Gemv and Gemm are registered in main(): their argument lists ask the
+// kernel tables, which other files' static initializers fill in (calling
+// them from this file's static initialization crashed).
+void register_matmul_benchmarks() {
+  benchmark::RegisterBenchmark("Gemv", BM_Matmul)->Apply(gemv_args)->Unit(benchmark::kMicrosecond)->UseRealTime();
+  benchmark::RegisterBenchmark("Gemm", BM_Matmul)->Apply(gemm_args)->Unit(benchmark::kMillisecond)->UseRealTime();
+}
 
 // One Gemma 3 270M layer's projections for a 500-token prefill chunk (hidden
 // 640, 4 query heads and 1 KV head of 256, FFN 2048), with the types of the
@@ -265,7 +271,50 @@ void BM_Gemma3Attention(benchmark::State& state) {
 }
 BENCHMARK(BM_Gemma3Attention)->Args({1, 0})->Args({2, 0})->Args({2, 512})->Unit(benchmark::kMillisecond)->UseRealTime();
 
+// One decode token of a Gemma 3 global layer (4 query heads, 1 KV head of
+// 256) over a paged F16 cache of `n_ctx` positions (blocks of 16), 2 threads,
+// without and with the heavy-hitter policy's attention mass (kv_policy.h):
+// the pair's ratio is the mass's cost in the attention kernel.
+void BM_PagedDecodeAttentionMass(benchmark::State& state) {
+  ThreadPool& pool = pool_with(2);
+  const int64_t n_ctx = state.range(0);
+  const bool mass = state.range(1) != 0;
+  const AttentionShape shape{4, 1, 256, 1.0f / 16.0f, 0, 0.0f};
+  const int64_t bs = 16, blocks = (n_ctx + bs - 1) / bs;
+  std::vector<uint8_t> k(static_cast<size_t>(blocks * bs * 256 * 2)), v(k.size());
+  std::vector<int32_t> table(static_cast<size_t>(blocks));
+  for (int64_t b = 0; b < blocks; ++b) table[static_cast<size_t>(b)] = static_cast<int32_t>(blocks - 1 - b);
+  const PagedKv kv{k.data(), v.data(), kv::KvDtype::F16, bs, 256, blocks};
+  const auto kf = gaussian(n_ctx * 256, 4), vf = gaussian(n_ctx * 256, 5);
+  paged_kv_write(kv, table, 0, n_ctx, kf.data(), vf.data());
+  const auto q = gaussian(4 * 256, 3);
+  const int64_t pos = n_ctx - 1;
+  std::vector<float> out(q.size()), key_mass(static_cast<size_t>(n_ctx), 0.0f);
+  for (auto _ : state) {
+    paged_attention(shape, q.data(), &pos, 1, kv, table, n_ctx, out.data(), pool, 0, mass ? key_mass.data() : nullptr);
+    benchmark::DoNotOptimize(out.data());
+  }
+  state.SetLabel(mass ? "with mass" : "plain");
+}
+BENCHMARK(BM_PagedDecodeAttentionMass)
+    ->Args({4096, 0})
+    ->Args({4096, 1})
+    ->Args({1024, 0})
+    ->Args({1024, 1})
+    ->Unit(benchmark::kMicrosecond)
+    ->UseRealTime();
+
 }  // namespace
+
+void register_kernel_benchmarks() { register_matmul_benchmarks(); }
+
 }  // namespace tokenmill::kernels
 
-BENCHMARK_MAIN();
+int main(int argc, char** argv) {
+  tokenmill::kernels::register_kernel_benchmarks();
+  benchmark::Initialize(&argc, argv);
+  if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
+  benchmark::RunSpecifiedBenchmarks();
+  benchmark::Shutdown();
+  return 0;
+}

@@ -16,7 +16,8 @@
 # vocabulary), whose rows say how much each variant changes the attention
 # of a model with no trained structure.
 # Environment: TOKENMILL_BIN (default build/src/cli/tokenmill), WORK
-# (default /tmp/tokenmill_kv_policy_card), THREADS (default 2). The
+# (default /tmp/tokenmill_kv_policy_card), THREADS (default 2), ONLY (an
+# extended regular expression: only the variants whose names match). The
 # streaming and h2o variants keep F32 elements, so that only the policy differs
 # from the base. Each
 # variant's JSON is kept in WORK and reused on a rerun (--fresh starts
@@ -72,6 +73,7 @@ VARIANTS=(
 rows=()
 for v in "${VARIANTS[@]}"; do
   IFS='|' read -r name args held <<<"$v"
+  [[ -n ${ONLY:-} ]] && ! grep -Eq -- "$ONLY" <<<"$name" && continue
   slug=$(echo "$name" | tr -c 'a-z0-9' '_')
   out=$WORK/$slug.json
   if [[ ! -f $out ]]; then

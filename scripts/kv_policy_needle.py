@@ -12,7 +12,7 @@ the greedy continuation starts with the key. Then one request with a
 ~4000-token prompt generates 128 tokens: its decode tok/s (the server's
 timings) is the long-context decode speed.
 
-  scripts/kv_policy_needle.py [--contexts 1024,2048,4096] [--depths 5] [--only q4_0,q4_0_kc]
+  scripts/kv_policy_needle.py [--contexts 1024,2048,4096] [--depths 5] [--only 'q4_0;q4_0_kc']
 
 Environment: TOKENMILL_BIN (default build/src/cli/tokenmill), THREADS (2).
 """
@@ -95,9 +95,9 @@ def main():
     ap.add_argument("--contexts", default="1024,2048,4096")
     ap.add_argument("--depths", type=int, default=5)
     ap.add_argument("--seed", type=int, default=1)
-    ap.add_argument("--only", default="", help="comma-separated variant names (default: every variant)")
+    ap.add_argument("--only", default="", help="variant names separated by ';' (names hold commas; default: all)")
     a = ap.parse_args()
-    only = [n for n in a.only.split(",") if n]
+    only = [n.strip() for n in a.only.split(";") if n.strip()]
     unknown = [n for n in only if n not in [name for name, _ in VARIANTS]]
     if unknown:
         raise SystemExit(f"unknown variant(s) {unknown}; the variants: {[name for name, _ in VARIANTS]}")
