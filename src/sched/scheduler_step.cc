@@ -267,8 +267,14 @@ Scheduler::Admission Scheduler::try_admit(Sequence& seq, StepState& step, Schedu
     const std::span<const kv::BlockId> hit =
         g < match.groups.size() ? std::span<const kv::BlockId>(match.groups[g].blocks) : std::span<const kv::BlockId>();
     const int64_t first = g < match.groups.size() ? match.groups[g].first : 0;
-    const int64_t wanted = std::max<int64_t>(
-        0, std::min(end_block - first, config_.blocks_per_seq(g, &seq.policy())) - static_cast<int64_t>(hit.size()));
+    // At least what this chunk appends after the hits: a hit may be longer
+    // than an evicting policy's bound (blocks published before the first
+    // eviction), and the policy trims it only at the next step.
+    const int64_t chunk_blocks = (match.num_tokens + chunk + config_.block_size - 1) / config_.block_size - first -
+                                 static_cast<int64_t>(hit.size());
+    const int64_t wanted =
+        std::max<int64_t>(chunk_blocks, std::min(end_block - first, config_.blocks_per_seq(g, &seq.policy())) -
+                                            static_cast<int64_t>(hit.size()));
     const int64_t revived =
         std::count_if(hit.begin(), hit.end(), [&](kv::BlockId id) { return allocator.is_evictable(id); });
     if (wanted + revived + blocks_reserved_by_running(g) > allocator.num_available()) return Admission::kNoBlocks;
