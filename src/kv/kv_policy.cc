@@ -6,6 +6,7 @@
 #include <utility>
 
 #include "util/error.h"
+#include "util/int_math.h"
 
 namespace tokenmill::kv {
 
@@ -30,13 +31,13 @@ std::string KvPolicy::describe() const {
 }
 
 int64_t KvPolicy::max_blocks(int64_t block_size, int64_t step_tokens) const {
-  const int64_t step_blocks = (step_tokens + block_size - 1) / block_size;
+  const int64_t step_blocks = ceil_div(step_tokens, block_size);
   if (kind == KvPolicyKind::kHeavyHitter) {
     // Eviction stops at the budget, or earlier when every block past the
     // sinks touches the window: then the cache ends less than one block
     // past sinks + window, (sink_blocks + 1) * bs + window - 2 positions.
     const int64_t kept = std::max(budget, (sink_blocks(block_size) + 1) * block_size + window - 2);
-    return (kept + block_size - 1) / block_size + step_blocks;
+    return ceil_div(kept, block_size) + step_blocks;
   }
   // After eviction the window's first position may sit anywhere in its
   // block: ceil((window - 1) / bs) + 1 blocks reach the step's first query,
@@ -67,7 +68,7 @@ std::vector<int64_t> blocks_to_evict_now(const KvPolicy& policy, int64_t cached,
     by_mass.emplace_back(m, b);
   }
   std::sort(by_mass.begin(), by_mass.end());  // least mass first, then the older block
-  const int64_t need = (cached - policy.budget + block_size - 1) / block_size;
+  const int64_t need = ceil_div(cached - policy.budget, block_size);
   for (int64_t i = 0; i < std::min<int64_t>(need, std::ssize(by_mass)); ++i)
     out.push_back(by_mass[static_cast<size_t>(i)].second);
   std::sort(out.begin(), out.end());

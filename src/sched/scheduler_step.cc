@@ -6,6 +6,7 @@
 
 #include "sched/scheduler.h"
 #include "util/check.h"
+#include "util/int_math.h"
 
 namespace tokenmill::sched {
 
@@ -270,8 +271,8 @@ Scheduler::Admission Scheduler::try_admit(Sequence& seq, StepState& step, Schedu
     // At least what this chunk appends after the hits: a hit may be longer
     // than an evicting policy's bound (blocks published before the first
     // eviction), and the policy trims it only at the next step.
-    const int64_t chunk_blocks = (match.num_tokens + chunk + config_.block_size - 1) / config_.block_size - first -
-                                 static_cast<int64_t>(hit.size());
+    const int64_t chunk_blocks =
+        ceil_div(match.num_tokens + chunk, config_.block_size) - first - static_cast<int64_t>(hit.size());
     const int64_t wanted =
         std::max<int64_t>(chunk_blocks, std::min(end_block - first, config_.blocks_per_seq(g, &seq.policy())) -
                                             static_cast<int64_t>(hit.size()));
