@@ -195,6 +195,8 @@ void matmul_with(const KernelTable& kt, const WeightView& w, const float* x, int
                  ThreadPool& pool);
 void matmul_many_with(const KernelTable& kt, std::span<const WeightView> ws, const float* x, int64_t num_tokens,
                       std::span<float* const> ys, ThreadPool& pool);
+void matmul_grouped_with(const KernelTable& kt, std::span<const GroupedProduct> products, const float* x,
+                         int64_t x_rows, ThreadPool& pool);
 void attention_with(const KernelTable& kt, const AttentionShape& shape, const float* q, const int64_t* q_pos,
                     int64_t num_tokens, const float* k, const float* v, int64_t n_ctx, float* out, ThreadPool& pool);
 void paged_attention_with(const KernelTable& kt, const AttentionShape& shape, const float* q, const int64_t* q_pos,

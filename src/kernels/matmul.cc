@@ -39,6 +39,7 @@
 #include <atomic>
 #include <cstdlib>
 #include <cstring>
+#include <vector>
 
 #include "kernels/dispatch.h"
 #include "kernels/gemm.h"
@@ -83,14 +84,27 @@ float* thread_scratch(int slot, int64_t num_floats) {
 
 enum class Path { kQ16, kFused, kPanels, kPacked, kQ16Packed, kInterleaved };
 
-// One matrix of a call: its path and how its rows are cut into units.
+// One matrix of a call: its input, its path and how its rows are cut into
+// units.
 struct Task {
   const WeightView* w = nullptr;
   float* y = nullptr;  // [num_tokens, w->rows]
   Path path = Path::kPanels;
   int64_t unit_rows = 0;
   int64_t num_units = 0;
+  const float* x = nullptr;  // [num_tokens, w->cols]
+  int64_t num_tokens = 0;
+  int64_t x_row = 0;  // x's first row in the call's quantized activations
 };
+
+bool needs_acts(Path path) { return path == Path::kQ16 || path == Path::kQ16Packed || path == Path::kInterleaved; }
+
+// Rows [row, ...) of quantized activations, as a view of their own.
+QuantizedActs acts_from_row(const QuantizedActs& a, int64_t row) {
+  if (a.qs == nullptr) return a;
+  const int64_t nb = a.cols / kActBlock;
+  return {a.qs + row * a.cols, a.d + row * nb, a.s32 + row * nb, a.s16 + 2 * row * nb, a.cols};
+}
 
 // The first path down this list that the weight type's row of the table
 // (type_kernels.h) has a kernel for.
@@ -212,9 +226,11 @@ void run_panel(const KernelTable& kt, const WeightView& w, int64_t r0, int64_t n
   }
 }
 
-void run_unit(const KernelTable& kt, const Task& task, int64_t unit, const float* x, const QuantizedActs& acts,
-              int64_t num_tokens) {
+void run_unit(const KernelTable& kt, const Task& task, int64_t unit, const QuantizedActs& call_acts) {
   const WeightView& w = *task.w;
+  const float* x = task.x;
+  const int64_t num_tokens = task.num_tokens;
+  const QuantizedActs acts = needs_acts(task.path) ? acts_from_row(call_acts, task.x_row) : QuantizedActs{};
   const int64_t r0 = unit * task.unit_rows;
   const int64_t r1 = std::min(w.rows, r0 + task.unit_rows);
   switch (task.path) {
@@ -300,18 +316,24 @@ class UnitQueue {
   int num_shares_;
 };
 
-// Runs every task's units over the pool (UnitQueue).
-void run_tasks(const KernelTable& kt, const Task* tasks, int num_tasks, const float* x, int64_t num_tokens,
-               int64_t cols, ThreadPool& pool) {
+// Runs every task's units over the pool (UnitQueue). Every task reads rows
+// [x_row, x_row + num_tokens) of x [x_rows, cols], which is quantized once
+// when a task's path needs it.
+void run_tasks(const KernelTable& kt, const Task* tasks, int num_tasks, const float* x, int64_t x_rows, int64_t cols,
+               ThreadPool& pool) {
   QuantizedActs acts;
   for (int i = 0; i < num_tasks; ++i) {
-    if (tasks[i].path == Path::kQ16 || tasks[i].path == Path::kQ16Packed || tasks[i].path == Path::kInterleaved) {
-      acts = quantize_for_call(kt, x, num_tokens, cols, pool);
+    if (needs_acts(tasks[i].path)) {
+      acts = quantize_for_call(kt, x, x_rows, cols, pool);
       break;
     }
   }
-  int64_t total = 0;
-  for (int i = 0; i < num_tasks; ++i) total += tasks[i].num_units;
+  // starts[i]: the first global unit of task i (binary-searched: a grouped
+  // call may hold hundreds of tasks).
+  std::vector<int64_t> starts(static_cast<size_t>(num_tasks) + 1, 0);
+  for (int i = 0; i < num_tasks; ++i)
+    starts[static_cast<size_t>(i) + 1] = starts[static_cast<size_t>(i)] + tasks[i].num_units;
+  const int64_t total = starts.back();
   const int num_shares =
       static_cast<int>(std::min<int64_t>({pool.num_threads(), total, int64_t{UnitQueue::kMaxShares}}));
   UnitQueue queue(total, num_shares);
@@ -319,10 +341,8 @@ void run_tasks(const KernelTable& kt, const Task* tasks, int num_tasks, const fl
   pool.parallel_for(num_shares, [&](int, int64_t first, int64_t last) {
     for (int64_t share = first; share < last; ++share) {
       for (int64_t u = queue.next(static_cast<int>(share)); u >= 0; u = queue.next(static_cast<int>(share))) {
-        int task = 0;
-        int64_t task_begin = 0;  // first global unit index of `task`
-        while (u >= task_begin + tasks[task].num_units) task_begin += tasks[task++].num_units;
-        run_unit(kt, tasks[task], u - task_begin, x, acts, num_tokens);
+        const auto task = static_cast<size_t>(std::upper_bound(starts.begin(), starts.end(), u) - starts.begin() - 1);
+        run_unit(kt, tasks[task], u - starts[task], acts);
       }
     }
   });
@@ -334,10 +354,14 @@ void check_shapes(const WeightView& w, int64_t num_tokens) {
                "matmul: cols must be a multiple of the weight type's block size");
 }
 
-Task make_task(const KernelTable& kt, const WeightView& w, int64_t num_tokens, float* y, int num_threads) {
+Task make_task(const KernelTable& kt, const WeightView& w, const float* x, int64_t x_row, int64_t num_tokens, float* y,
+               int num_threads) {
   Task task;
   task.w = &w;
   task.y = y;
+  task.x = x + x_row * w.cols;
+  task.x_row = x_row;
+  task.num_tokens = num_tokens;
   task.path = choose_path(kt, w, num_tokens);
   switch (task.path) {
     case Path::kPanels: task.unit_rows = panel_rows_for(w.rows, w.cols, num_threads); break;
@@ -374,9 +398,31 @@ void matmul_many_with(const KernelTable& kt, std::span<const WeightView> ws, con
       continue;
     }
     TM_CHECK(w.data != nullptr && x != nullptr && ys[i] != nullptr);
-    tasks[num_tasks++] = make_task(kt, w, num_tokens, ys[i], pool.num_threads());
+    tasks[num_tasks++] = make_task(kt, w, x, 0, num_tokens, ys[i], pool.num_threads());
   }
   if (num_tasks > 0) run_tasks(kt, tasks, num_tasks, x, num_tokens, cols, pool);
+}
+
+void matmul_grouped_with(const KernelTable& kt, std::span<const GroupedProduct> products, const float* x,
+                         int64_t x_rows, ThreadPool& pool) {
+  std::vector<Task> tasks;
+  tasks.reserve(products.size());
+  const int64_t cols = products.empty() ? 0 : products[0].w->cols;
+  for (const GroupedProduct& p : products) {
+    TM_CHECK(p.w != nullptr);
+    const WeightView& w = *p.w;
+    check_shapes(w, p.num_tokens);
+    TM_CHECK_MSG(w.cols == cols, "matmul_grouped: every matrix must have the same number of columns");
+    TM_CHECK_MSG(p.first_row >= 0 && p.first_row + p.num_tokens <= x_rows, "matmul_grouped: rows outside x");
+    if (w.rows == 0 || p.num_tokens == 0) continue;
+    TM_CHECK(w.data != nullptr && x != nullptr && p.y != nullptr);
+    if (cols == 0) {
+      std::memset(p.y, 0, static_cast<size_t>(p.num_tokens * w.rows) * sizeof(float));
+      continue;
+    }
+    tasks.push_back(make_task(kt, w, x, p.first_row, p.num_tokens, p.y, pool.num_threads()));
+  }
+  if (!tasks.empty()) run_tasks(kt, tasks.data(), static_cast<int>(tasks.size()), x, x_rows, cols, pool);
 }
 
 void matmul_with(const KernelTable& kt, const WeightView& w, const float* x, int64_t num_tokens, float* y,
@@ -391,6 +437,10 @@ void matmul(const WeightView& w, const float* x, int64_t num_tokens, float* y, T
 void matmul_many(std::span<const WeightView> ws, const float* x, int64_t num_tokens, std::span<float* const> ys,
                  ThreadPool& pool) {
   matmul_many_with(active_kernels(), ws, x, num_tokens, ys, pool);
+}
+
+void matmul_grouped(std::span<const GroupedProduct> products, const float* x, int64_t x_rows, ThreadPool& pool) {
+  matmul_grouped_with(active_kernels(), products, x, x_rows, pool);
 }
 
 }  // namespace tokenmill::kernels

@@ -43,6 +43,23 @@ inline constexpr size_t kMaxMatmulMany = 4;
 void matmul_many(std::span<const WeightView> ws, const float* x, int64_t num_tokens, std::span<float* const> ys,
                  ThreadPool& pool);
 
+// One product of a grouped call: y = rows [first_row, first_row +
+// num_tokens) of the call's x times w, as matmul computes it (same path,
+// same bits as matmul(w, those rows, num_tokens, y)).
+struct GroupedProduct {
+  const WeightView* w = nullptr;
+  int64_t first_row = 0;
+  int64_t num_tokens = 0;
+  float* y = nullptr;  // [num_tokens, w->rows]
+};
+
+// Many products over row ranges of one input x [x_rows, cols] in one
+// parallel region: the experts of a mixture-of-experts layer, each reading
+// the rows of the tokens routed to it. x is quantized once for the integer
+// paths (per row, so a range's values are those a separate call would
+// use). Every w has `cols` columns. Cost: each matrix is read once.
+void matmul_grouped(std::span<const GroupedProduct> products, const float* x, int64_t x_rows, ThreadPool& pool);
+
 // The same product computed by the scalar reference path (single thread,
 // dequantize then dot in double); for tests.
 void matmul_ref(const WeightView& w, const float* x, int64_t num_tokens, float* y);

@@ -29,8 +29,13 @@ Arch parse_arch(const gguf::GgufFile& f, const std::string& name) {
   if (name == "granite") return Arch::Granite;
   if (name == "phi3") return Arch::Phi3;
   if (name == "gemma2") return Arch::Gemma2;
-  fail("{}: unsupported architecture '{}' (supported: llama, qwen2, gemma3, qwen3, olmo2, granite, phi3, gemma2)",
-       f.name(), name);
+  if (name == "qwen2moe") return Arch::Qwen2Moe;
+  if (name == "qwen3moe") return Arch::Qwen3Moe;
+  if (name == "olmoe") return Arch::Olmoe;
+  fail(
+      "{}: unsupported architecture '{}' (supported: llama, qwen2, gemma3, qwen3, olmo2, granite, phi3, gemma2, "
+      "qwen2moe, qwen3moe, olmoe)",
+      f.name(), name);
 }
 
 int64_t vocab_size(const gguf::GgufFile& f, const std::string& a) {
@@ -118,6 +123,42 @@ void read_gemma2(const gguf::GgufFile& f, ModelConfig& c) {
     c.attn_scale = 1.0f / std::sqrt(static_cast<float>(c.n_embd / c.n_head));
 }
 
+// The mixture-of-experts keys. A MoE architecture without its expert
+// counts, or a file using a routing variant tokenmill does not implement,
+// is refused naming the key.
+void read_experts(const gguf::GgufFile& f, ModelConfig& c) {
+  const std::string a = c.arch_name;
+  const bool moe_arch = c.arch == Arch::Qwen2Moe || c.arch == Arch::Qwen3Moe || c.arch == Arch::Olmoe;
+  const bool llama_experts = c.arch == Arch::Llama && f.get_int_or(a + ".expert_count", 0) > 0;
+  if (!moe_arch && !llama_experts) return;
+  for (const char* key : {"expert_count", "expert_used_count"}) {
+    if (!f.has(a + "." + key)) fail("{}: {} needs the key '{}.{}', which is missing", f.name(), a, a, key);
+  }
+  c.n_expert = f.get_int(a + ".expert_count");
+  c.n_expert_used = f.get_int(a + ".expert_used_count");
+  if (c.n_expert < 1 || c.n_expert > 4096)
+    fail("{}: '{}.expert_count' must be in 1..4096, got {}", f.name(), a, c.n_expert);
+  if (c.n_expert_used < 1 || c.n_expert_used > c.n_expert)
+    fail("{}: '{}.expert_used_count' must be in 1..{} (the expert count), got {}", f.name(), a, c.n_expert,
+         c.n_expert_used);
+  // Routing variants of other MoE families (DeepSeek's expert groups and
+  // score bias, sigmoid gating): their keys in these files mean a model
+  // tokenmill would run wrongly.
+  if (f.get_int_or(a + ".expert_group_count", 1) > 1)
+    fail("{}: '{}.expert_group_count' > 1 (grouped expert routing) is not supported", f.name(), a);
+  if (f.has(a + ".expert_gating_func") && f.get_int(a + ".expert_gating_func") != 1)
+    fail("{}: '{}.expert_gating_func' is {}; only softmax gating (1) is supported", f.name(), a,
+         f.get_int(a + ".expert_gating_func"));
+  // Mixtral and OLMoE give every expert the FFN width; the Qwen MoE files
+  // state it (else llama.cpp's fallback, n_ff / n_expert_used).
+  c.n_ff_exp = c.n_ff;
+  if (c.arch == Arch::Qwen2Moe || c.arch == Arch::Qwen3Moe)
+    c.n_ff_exp = f.get_int_or(a + ".expert_feed_forward_length", c.n_ff / c.n_expert_used);
+  if (c.arch == Arch::Qwen2Moe) c.n_ff_shexp = f.get_int_or(a + ".expert_shared_feed_forward_length", c.n_ff);
+  if (c.n_ff_exp < 1) fail("{}: the experts' FFN width must be positive, got {}", f.name(), c.n_ff_exp);
+  c.expert_weights_norm = c.arch == Arch::Llama || c.arch == Arch::Qwen3Moe;
+}
+
 void validate(const gguf::GgufFile& f, const ModelConfig& c) {
   auto positive = [&](const char* what, int64_t v) {
     if (v <= 0) fail("{}: {} must be positive, got {}", f.name(), what, v);
@@ -151,6 +192,9 @@ const char* arch_name(Arch arch) {
     case Arch::Granite: return "granite";
     case Arch::Phi3: return "phi3";
     case Arch::Gemma2: return "gemma2";
+    case Arch::Qwen2Moe: return "qwen2moe";
+    case Arch::Qwen3Moe: return "qwen3moe";
+    case Arch::Olmoe: return "olmoe";
   }
   return "?";
 }
@@ -183,7 +227,8 @@ ModelConfig ModelConfig::from_gguf(const gguf::GgufFile& f) {
 
   switch (c.arch) {
     case Arch::Llama: c.rope_neox = false; break;
-    case Arch::Qwen2: c.rope_neox = true; break;
+    case Arch::Qwen2:
+    case Arch::Qwen2Moe: c.rope_neox = true; break;
     case Arch::Gemma3:
       c.rope_neox = true;
       c.ffn_gelu = true;
@@ -204,6 +249,7 @@ ModelConfig ModelConfig::from_gguf(const gguf::GgufFile& f) {
         c.attn_scale = 1.0f / std::sqrt(static_cast<float>(c.n_embd / c.n_head));
       break;
     case Arch::Qwen3:
+    case Arch::Qwen3Moe:
       c.rope_neox = true;
       c.qk_norm = ModelConfig::QkNorm::kPerHead;
       break;
@@ -211,7 +257,12 @@ ModelConfig ModelConfig::from_gguf(const gguf::GgufFile& f) {
     case Arch::Granite: read_granite(f, c); break;
     case Arch::Phi3: read_phi3(f, c); break;
     case Arch::Gemma2: read_gemma2(f, c); break;
+    case Arch::Olmoe:  // OLMo 2's full-width q/k norms, with llama's pre-norms
+      c.rope_neox = true;
+      c.qk_norm = ModelConfig::QkNorm::kFullWidth;
+      break;
   }
+  read_experts(f, c);
   if (c.attn_scale == 0.0f) c.attn_scale = 1.0f / std::sqrt(static_cast<float>(c.head_dim));
   validate(f, c);
   return c;

@@ -29,7 +29,10 @@ inline std::optional<RopeScalingType> parse_rope_scaling_type(std::string_view n
   return std::nullopt;
 }
 
-enum class Arch { Llama, Qwen2, Gemma3, Qwen3, Olmo2, Granite, Phi3, Gemma2 };
+// Mixture-of-experts files: qwen2moe (Qwen1.5/2-MoE: a gated shared
+// expert beside the routed ones), qwen3moe, olmoe; Mixtral is a `llama`
+// file with expert keys.
+enum class Arch { Llama, Qwen2, Gemma3, Qwen3, Olmo2, Granite, Phi3, Gemma2, Qwen2Moe, Qwen3Moe, Olmoe };
 
 struct ModelConfig {
   Arch arch = Arch::Llama;
@@ -93,6 +96,20 @@ struct ModelConfig {
   // become cap * tanh(score / cap), and so do the final logits.
   float attn_softcap = 0.0f;
   float final_softcap = 0.0f;
+
+  // Mixture of experts (n_expert > 0): every layer's FFN is a router over
+  // n_expert SwiGLU experts of width n_ff_exp; each token runs through the
+  // n_expert_used most probable (softmax over all experts, in float32),
+  // weighted by their probabilities, renormalised to sum to one when
+  // expert_weights_norm (Mixtral, Qwen3-MoE; not Qwen2-MoE, OLMoE).
+  // n_ff_shexp > 0: a shared expert of that width runs for every token,
+  // scaled by sigmoid(ffn_gate_inp_shexp . x) (qwen2moe).
+  int64_t n_expert = 0;
+  int64_t n_expert_used = 0;
+  int64_t n_ff_exp = 0;
+  int64_t n_ff_shexp = 0;
+  bool expert_weights_norm = false;
+  bool is_moe() const { return n_expert > 0; }
 
   int64_t n_q_dim() const { return n_head * head_dim; }
   int64_t n_kv_dim() const { return n_kv_head * head_dim; }

@@ -13,6 +13,7 @@
 #include "model/layer_ops.h"
 #include "model/lora_apply.h"
 #include "model/microbatch.h"
+#include "model/moe_ffn.h"
 #include "model/rope_config.h"
 #include "model/shard.h"
 #include "util/check.h"
@@ -39,6 +40,7 @@ struct Model::Scratch {
   std::vector<LoraRows> lora_tokens;
   std::vector<LoraRows> lora_logits;
   LoraScratch lora;
+  MoeScratch moe;
 };
 
 std::unique_ptr<Model> Model::load(const std::string& path, ParallelComm* comm, const RopeOverrides& rope) {
@@ -64,6 +66,8 @@ Model::Model(gguf::GgufFile file, ParallelComm* comm, const RopeOverrides& rope)
     const bool local = config_.layer_is_local[static_cast<size_t>(i)];
     group_layer_.push_back(!in_stage ? -1 : local ? num_local++ : num_global++);
   }
+  if (config_.is_moe())
+    expert_load_.assign(static_cast<size_t>((shard_.layer_end - shard_.layer_begin) * config_.n_expert), 0);
   interleave_weights();
 }
 
@@ -95,7 +99,11 @@ void Model::interleave_weights() {
     }
   };
   for (LayerWeights& l : weights_.layers) {
-    for (kernels::WeightView* w : {&l.wq, &l.wk, &l.wv, &l.wo, &l.w_gate, &l.w_up, &l.w_down}) one(*w);
+    for (kernels::WeightView* w :
+         {&l.wq, &l.wk, &l.wv, &l.wo, &l.w_gate, &l.w_up, &l.w_down, &l.gate_shexp, &l.up_shexp, &l.down_shexp})
+      one(*w);
+    for (std::vector<kernels::WeightView>* experts : {&l.gate_exps, &l.up_exps, &l.down_exps})
+      for (kernels::WeightView& w : *experts) one(w);
   }
   if (shard_.last_stage()) one(weights_.output);  // other stages never project to the vocabulary
 }
@@ -237,6 +245,7 @@ void Model::forward(std::span<const SequenceChunk> chunks, std::span<kv::PagedKv
                     std::vector<float>& logits, ThreadPool& pool, std::span<const uint8_t> skip_layers,
                     std::vector<float>* hidden) {
   check_step(chunks, pools, skip_layers);
+  std::fill(expert_load_.begin(), expert_load_.end(), 0);
   for (const kv::PagedKvStorage* p : pools)
     if (kv::kv_keys_channel_scaled(p->geometry().dtype)) prepare_key_scales(pool);
   const int64_t V = config_.n_vocab;
@@ -571,6 +580,16 @@ void Model::ffn_block(int64_t layer, ThreadPool& pool) {
   const LayerWeights& w = weights_.layers[static_cast<size_t>(layer)];
   Scratch& s = *scratch_;
   const int64_t T = s.num_tokens;
+  if (c.is_moe()) {
+    // Router, experts and shared expert (model/moe_ffn.h); the LoRA slots
+    // and matmul hooks do not reach the experts.
+    const float* in = block_input(s.x.data(), w.ffn_norm, s.xb.data(), T, c.n_embd, c.rms_eps);
+    const std::span<int64_t> load(expert_load_.data() + (layer - shard_.layer_begin) * c.n_expert,
+                                  static_cast<size_t>(c.n_expert));
+    moe_ffn(w, c, in, T, s.xb.data(), expert_compute_, s.moe, pool, load);
+    finish_ffn(w);
+    return;
+  }
 
   // down( act(gate(x)) * up(x) ), with the extra norm after it (gemma3,
   // olmo2) and granite's residual multiplier.
@@ -583,6 +602,13 @@ void Model::ffn_block(int64_t layer, ThreadPool& pool) {
     kernels::swiglu(s.gate.data(), s.up.data(), T * c.n_ff);
   }
   layer_matmul(layer, LoraSlot::kDown, w.w_down, s.gate.data(), s.xb.data(), pool);
+  finish_ffn(w);
+}
+
+void Model::finish_ffn(const LayerWeights& w) {
+  const ModelConfig& c = local_;
+  Scratch& s = *scratch_;
+  const int64_t T = s.num_tokens;
   if (shard_.tp_size > 1) comm_->tp_all_reduce_sum(s.xb.data(), T * c.n_embd);
   if (w.post_ffn_norm.present()) norm_rows(s.xb.data(), w.post_ffn_norm, s.xb.data(), T, c.n_embd, c.rms_eps);
   add_residual(s.x.data(), s.xb.data(), c.residual_scale, T * c.n_embd);

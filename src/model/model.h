@@ -25,6 +25,7 @@
 #include "model/config.h"
 #include "model/lora_adapter.h"
 #include "model/matmul_hook.h"
+#include "model/moe_ffn.h"
 #include "model/parallel.h"
 #include "model/rope_config.h"
 #include "model/weights.h"
@@ -193,6 +194,14 @@ class Model {
   void prepare_key_scales(ThreadPool& pool);
   const std::vector<float>& key_scales() const { return key_scales_; }
 
+  // Mixture-of-experts models: how forward() computes the experts
+  // (model/moe_ffn.h; grouped by default).
+  void set_expert_compute(ExpertCompute mode) { expert_compute_ = mode; }
+  // Tokens each expert of each of this rank's layers ran in the last
+  // forward() call: [stage layers, n_expert] (empty for a dense model).
+  // Every layer routes every token to n_expert_used experts.
+  std::span<const int64_t> expert_load() const { return expert_load_; }
+
   // Routes every weight product of forward() through `hook` (null: none).
   // The hook must outlive its use; set it between forward calls only.
   void set_matmul_hook(MatmulHook* hook) { matmul_hook_ = hook; }
@@ -218,6 +227,8 @@ class Model {
   // The RoPE frequencies of a layer (its base: local or global).
   kernels::RopeFrequencies layer_rope(int64_t layer) const;
   void ffn_block(int64_t layer, ThreadPool& pool);
+  // The FFN output in scratch xb: tensor-parallel sum, post-norm, residual.
+  void finish_ffn(const LayerWeights& w);
   // y = W x through the hook, if any, else kernels::matmul.
   void matmul(const kernels::WeightView& w, const float* x, int64_t num_tokens, float* y, ThreadPool& pool);
   // A layer's product over the step's tokens, plus the LoRA deltas of the
@@ -248,7 +259,9 @@ class Model {
   // layer_is_local).
   std::vector<int64_t> group_layer_;
   MatmulHook* matmul_hook_ = nullptr;
-  std::vector<float> key_scales_;  // prepare_key_scales
+  ExpertCompute expert_compute_ = ExpertCompute::kGrouped;
+  std::vector<int64_t> expert_load_;  // expert_load()
+  std::vector<float> key_scales_;     // prepare_key_scales
   // While prepare_key_scales runs: the keys' magnitudes [layers, n_kv_dim].
   std::vector<float>* key_magnitudes_ = nullptr;
 };

@@ -90,14 +90,29 @@ ModelShard resolve_shard(const ModelShard& shard, const ModelConfig& c, const Mo
   if (c.n_head % s.tp_size != 0)
     fail("tensor parallel over {} ranks: the model's {} attention heads do not divide by {}", s.tp_size, c.n_head,
          s.tp_size);
-  if (c.n_ff % s.tp_size != 0)
-    fail("tensor parallel over {} ranks: the FFN width {} does not divide by {}", s.tp_size, c.n_ff, s.tp_size);
+  // Experts are split like a dense FFN: each rank holds a share of every
+  // expert's hidden columns (and of the shared expert's).
+  const auto divides = [&](const char* what, int64_t width) {
+    if (width % s.tp_size != 0)
+      fail("tensor parallel over {} ranks: {} {} does not divide by {}", s.tp_size, what, width, s.tp_size);
+  };
+  if (c.is_moe()) {
+    divides("the experts' FFN width", c.n_ff_exp);
+    divides("the shared expert's FFN width", c.n_ff_shexp);
+  } else {
+    divides("the FFN width", c.n_ff);
+  }
   for (int r = 0; r < s.tp_size; ++r) {
     ModelShard probe = s;
     probe.tp_rank = r;
     for (const LayerWeights& l : w.layers) {
       check_columns("the attention output projection", l.wo, even_part(c.n_q_dim(), s.tp_size, r), probe);
-      check_columns("the FFN down projection", l.w_down, even_part(c.n_ff, s.tp_size, r), probe);
+      if (!c.is_moe()) check_columns("the FFN down projection", l.w_down, even_part(c.n_ff, s.tp_size, r), probe);
+      for (const kernels::WeightView& d : l.down_exps)
+        check_columns("an expert's down projection", d, even_part(c.n_ff_exp, s.tp_size, r), probe);
+      if (c.n_ff_shexp > 0)
+        check_columns("the shared expert's down projection", l.down_shexp, even_part(c.n_ff_shexp, s.tp_size, r),
+                      probe);
     }
   }
   return s;
@@ -108,6 +123,8 @@ ModelConfig local_config(const ModelConfig& config, const ModelShard& shard) {
   c.n_head /= shard.tp_size;
   c.n_kv_head = std::max<int64_t>(1, c.n_kv_head / shard.tp_size);  // replicated when fewer than ranks
   c.n_ff /= shard.tp_size;
+  c.n_ff_exp /= shard.tp_size;
+  c.n_ff_shexp /= shard.tp_size;
   return c;
 }
 
@@ -143,9 +160,24 @@ void shard_weights(ModelWeights& w, const ModelConfig& c, const ModelShard& s,
     l.bk = vector_part(l.bk, kv_rows);
     l.bv = vector_part(l.bv, kv_rows);
     l.wo = column_copy(l.wo, q_rows, owned);
-    l.w_gate = row_view(l.w_gate, ff);
-    l.w_up = row_view(l.w_up, ff);
-    l.w_down = column_copy(l.w_down, ff, owned);
+    if (!c.is_moe()) {
+      l.w_gate = row_view(l.w_gate, ff);
+      l.w_up = row_view(l.w_up, ff);
+      l.w_down = column_copy(l.w_down, ff, owned);
+      continue;
+    }
+    const IndexRange ff_exp = even_part(c.n_ff_exp, s.tp_size, s.tp_rank);
+    for (size_t e = 0; e < l.gate_exps.size(); ++e) {
+      l.gate_exps[e] = row_view(l.gate_exps[e], ff_exp);
+      l.up_exps[e] = row_view(l.up_exps[e], ff_exp);
+      l.down_exps[e] = column_copy(l.down_exps[e], ff_exp, owned);
+    }
+    if (c.n_ff_shexp > 0) {
+      const IndexRange ff_sh = even_part(c.n_ff_shexp, s.tp_size, s.tp_rank);
+      l.gate_shexp = row_view(l.gate_shexp, ff_sh);
+      l.up_shexp = row_view(l.up_shexp, ff_sh);
+      l.down_shexp = column_copy(l.down_shexp, ff_sh, owned);
+    }
   }
   if (s.tp_size > 1) w.output = row_view(w.output, vocab_part(c, s));
 }

@@ -8,6 +8,7 @@
 #include <filesystem>
 #include <numbers>
 
+#include "model/synth_moe.h"
 #include "model/synth_random.h"
 #include "model/synth_vocab.h"
 #include "util/check.h"
@@ -42,6 +43,12 @@ const Preset kPresets[] = {
     {"qwen3-0.6b", {1024, 28, 16, 8, 3072, 151936, 128, 40960, 0, false}},
     {"olmo2-1b", {2048, 16, 16, 16, 8192, 100352, 0, 4096, 0, false}},
     {"granite3-2b", {2048, 40, 32, 8, 8192, 49155, 0, 4096, 0, false}},
+    // Qwen3-30B-A3B's proportions scaled down: 128 experts of 768 with 8 per
+    // token on n_embd 2048 become 64 of 384 with 8 per token on 1024, 48
+    // layers 16, the vocabulary 32000 (the output projection would
+    // otherwise dominate a model this size). About 1.3 B parameters, 0.23 B
+    // active per token.
+    {"qwen3moe-mini", {1024, 16, 16, 4, 3072, 32000, 64, 4096, 0, false, 0.0f, 0.0f, 64, 8, 384, 0}},
 };
 
 // Largest accepted size of any one dimension: keeps every product of two or
@@ -66,9 +73,8 @@ bool use_more_bits(int64_t layer, int64_t n_layer) {
 TensorType q4_k_m_type(std::string_view role, int64_t layer, const SynthShape& shape) {
   if (role == "output" || (role == "token_embd" && shape.tied_output)) return TensorType::Q6_K;
   if (role == "attn_qkv") return TensorType::Q5_K;
-  if ((role == "attn_v" || role == "ffn_down") && use_more_bits(layer, shape.n_layer)) {
-    return TensorType::Q6_K;
-  }
+  const bool down = role == "ffn_down" || role == "ffn_down_exps" || role == "ffn_down_shexp";
+  if ((role == "attn_v" || down) && use_more_bits(layer, shape.n_layer)) return TensorType::Q6_K;
   return TensorType::Q4_K;
 }
 
@@ -92,6 +98,18 @@ class Planner {
                                     gguf::tensor_type_info(wanted).block_size, gguf::tensor_type_name(type)));
     }
     tensors_.push_back({name, {n_in, n_out}, type, SynthInit::kMatrix});
+  }
+
+  // A stack of n matrices (mixture-of-experts tensors), one type for all.
+  void stacked(std::string_view role, int64_t layer, int64_t n_in, int64_t n_out, int64_t n) {
+    matrix(role, layer, n_in, n_out);
+    tensors_.back().dims.push_back(n);
+  }
+
+  // A matrix kept in F32 whatever the format (the router).
+  void f32_matrix(std::string_view role, int64_t layer, int64_t n_in, int64_t n_out) {
+    tensors_.push_back(
+        {fmt::format("blk.{}.{}.weight", layer, role), {n_in, n_out}, TensorType::F32, SynthInit::kMatrix});
   }
 
   std::vector<SynthTensor> take() { return std::move(tensors_); }
@@ -138,7 +156,9 @@ struct ShippedBpe {
 
 std::optional<ShippedBpe> shipped_bpe(SynthArch arch) {
   switch (arch) {
-    case SynthArch::kQwen3: return ShippedBpe{"qwen2", {"<|endoftext|>", "<|im_start|>", "<|im_end|>"}};
+    case SynthArch::kQwen3:
+    case SynthArch::kQwen2Moe:
+    case SynthArch::kQwen3Moe: return ShippedBpe{"qwen2", {"<|endoftext|>", "<|im_start|>", "<|im_end|>"}};
     case SynthArch::kOlmo2: return ShippedBpe{"dbrx", {"<|endoftext|>", "<|pad|>"}};
     case SynthArch::kGranite: return ShippedBpe{"refact", {"<|end_of_text|>", "<|start_of_role|>", "<|end_of_role|>"}};
     default: return std::nullopt;
@@ -227,6 +247,9 @@ std::optional<SynthArch> parse_synth_arch(std::string_view name) {
   if (name == "granite") return SynthArch::kGranite;
   if (name == "phi3") return SynthArch::kPhi3;
   if (name == "gemma2") return SynthArch::kGemma2;
+  if (name == "qwen2moe") return SynthArch::kQwen2Moe;
+  if (name == "qwen3moe") return SynthArch::kQwen3Moe;
+  if (name == "olmoe") return SynthArch::kOlmoe;
   return std::nullopt;
 }
 
@@ -240,6 +263,9 @@ std::string_view synth_arch_name(SynthArch arch) {
     case SynthArch::kGranite: return "granite";
     case SynthArch::kPhi3: return "phi3";
     case SynthArch::kGemma2: return "gemma2";
+    case SynthArch::kQwen2Moe: return "qwen2moe";
+    case SynthArch::kQwen3Moe: return "qwen3moe";
+    case SynthArch::kOlmoe: return "olmoe";
   }
   check_failed("known SynthArch", "value outside the enum");
 }
@@ -280,6 +306,14 @@ SynthShape resolve_synth_shape(SynthArch arch, std::string_view preset, const Sh
     fail("n_head {} is not a multiple of n_kv_head {}", s.n_head, s.n_kv_head);
   }
   s.tied_output = arch == SynthArch::kGemma3 || arch == SynthArch::kGemma2;
+  // OLMoE has no grouped-query attention: its k norm spans n_embd, which
+  // readers (llama.cpp) expect whatever the KV head count.
+  if (arch == SynthArch::kOlmoe) {
+    if (o.n_kv_head && *o.n_kv_head != s.n_head)
+      fail("--arch olmoe has as many KV heads as heads ({}), got --n-kv-head {}", s.n_head, *o.n_kv_head);
+    s.n_kv_head = s.n_head;
+  }
+  resolve_synth_experts(arch, o, s);
   return s;
 }
 
@@ -293,7 +327,9 @@ std::vector<SynthTensor> plan_synth_tensors(SynthArch arch, const SynthShape& s,
   const bool pre_norm = !olmo2;
   const bool post_norms = gemma || olmo2 || arch == SynthArch::kGemma2;
   const bool phi3 = arch == SynthArch::kPhi3;  // fused q/k/v and gate/up, as Phi-3's qkv_proj and gate_up_proj
-  const bool head_qk_norm = gemma || arch == SynthArch::kQwen3;
+  const bool head_qk_norm = gemma || arch == SynthArch::kQwen3 || arch == SynthArch::kQwen3Moe;
+  const bool full_qk_norm = olmo2 || arch == SynthArch::kOlmoe;  // over the whole projection
+  const bool qkv_bias = arch == SynthArch::kQwen2 || arch == SynthArch::kQwen2Moe;
   p.matrix("token_embd", -1, s.n_embd, s.vocab);
   p.vector("output_norm.weight", s.n_embd, SynthInit::kNorm);
   if (!s.tied_output) p.matrix("output", -1, s.n_embd, s.vocab);
@@ -307,25 +343,38 @@ std::vector<SynthTensor> plan_synth_tensors(SynthArch arch, const SynthShape& s,
       p.matrix("attn_k", i, s.n_embd, kv_dim);
       p.matrix("attn_v", i, s.n_embd, kv_dim);
     }
-    if (arch == SynthArch::kQwen2) {
+    if (qkv_bias) {
       p.vector(blk + "attn_q.bias", q_dim, SynthInit::kBias);
       p.vector(blk + "attn_k.bias", kv_dim, SynthInit::kBias);
       p.vector(blk + "attn_v.bias", kv_dim, SynthInit::kBias);
     }
-    if (head_qk_norm || olmo2) {
-      p.vector(blk + "attn_q_norm.weight", olmo2 ? q_dim : s.head_dim, SynthInit::kNorm);
-      p.vector(blk + "attn_k_norm.weight", olmo2 ? kv_dim : s.head_dim, SynthInit::kNorm);
+    if (head_qk_norm || full_qk_norm) {
+      p.vector(blk + "attn_q_norm.weight", full_qk_norm ? q_dim : s.head_dim, SynthInit::kNorm);
+      p.vector(blk + "attn_k_norm.weight", full_qk_norm ? kv_dim : s.head_dim, SynthInit::kNorm);
     }
     p.matrix("attn_output", i, q_dim, s.n_embd);
     if (post_norms) p.vector(blk + "post_attention_norm.weight", s.n_embd, SynthInit::kNorm);
     if (pre_norm) p.vector(blk + "ffn_norm.weight", s.n_embd, SynthInit::kNorm);
-    if (phi3) {
+    if (s.n_expert > 0) {
+      // The router (kept F32, as quantize keeps it), the stacked experts and
+      // (qwen2moe) the shared expert with its gate vector.
+      p.f32_matrix("ffn_gate_inp", i, s.n_embd, s.n_expert);
+      p.stacked("ffn_gate_exps", i, s.n_embd, s.n_ff_exp, s.n_expert);
+      p.stacked("ffn_up_exps", i, s.n_embd, s.n_ff_exp, s.n_expert);
+      p.stacked("ffn_down_exps", i, s.n_ff_exp, s.n_embd, s.n_expert);
+      if (s.n_ff_shexp > 0) {
+        p.vector(blk + "ffn_gate_inp_shexp.weight", s.n_embd, SynthInit::kMatrix);
+        p.matrix("ffn_gate_shexp", i, s.n_embd, s.n_ff_shexp);
+        p.matrix("ffn_up_shexp", i, s.n_embd, s.n_ff_shexp);
+        p.matrix("ffn_down_shexp", i, s.n_ff_shexp, s.n_embd);
+      }
+    } else if (phi3) {
       p.matrix("ffn_up", i, s.n_embd, 2 * s.n_ff);  // the gate rows, then the up rows
     } else {
       p.matrix("ffn_gate", i, s.n_embd, s.n_ff);
       p.matrix("ffn_up", i, s.n_embd, s.n_ff);
     }
-    p.matrix("ffn_down", i, s.n_ff, s.n_embd);
+    if (s.n_expert == 0) p.matrix("ffn_down", i, s.n_ff, s.n_embd);
     if (post_norms) p.vector(blk + "post_ffw_norm.weight", s.n_embd, SynthInit::kNorm);
   }
   return p.take();
@@ -362,10 +411,13 @@ void set_arch_keys(gguf::GgufWriter& w, SynthArch arch, const SynthShape& s) {
     f32("final_logit_softcapping", s.final_softcap > 0.0f ? s.final_softcap : 30.0f);
     return;
   }
-  const bool llama = arch == SynthArch::kLlama || arch == SynthArch::kGranite || arch == SynthArch::kPhi3;
+  set_expert_keys(w, arch, s);
+  // OLMoE: llama's RoPE base and norm epsilon.
+  const bool llama =
+      arch == SynthArch::kLlama || arch == SynthArch::kGranite || arch == SynthArch::kPhi3 || arch == SynthArch::kOlmoe;
   // Phi-3 files state a window that llama.cpp (and so tokenmill) ignores.
   if (arch == SynthArch::kPhi3) u32("attention.sliding_window", s.sliding_window);
-  if (arch == SynthArch::kQwen3 && s.head_dim * s.n_head == s.n_embd) {
+  if ((arch == SynthArch::kQwen3 || arch == SynthArch::kQwen3Moe) && s.head_dim * s.n_head == s.n_embd) {
     u32("attention.key_length", s.head_dim);  // Qwen 3 files always state it
     u32("attention.value_length", s.head_dim);
   }

@@ -21,7 +21,19 @@
 
 namespace tokenmill::model {
 
-enum class SynthArch { kLlama, kQwen2, kGemma3, kQwen3, kOlmo2, kGranite, kPhi3, kGemma2 };
+enum class SynthArch {
+  kLlama,
+  kQwen2,
+  kGemma3,
+  kQwen3,
+  kOlmo2,
+  kGranite,
+  kPhi3,
+  kGemma2,
+  kQwen2Moe,
+  kQwen3Moe,
+  kOlmoe
+};
 
 std::optional<SynthArch> parse_synth_arch(std::string_view name);  // general.architecture names: "llama", "qwen3" ...
 std::string_view synth_arch_name(SynthArch arch);
@@ -40,14 +52,22 @@ struct SynthShape {
   // gemma2's soft-capping; 0: the released models' 50 (attention) and 30 (logits).
   float attn_softcap = 0.0f;
   float final_softcap = 0.0f;
+  // Mixture of experts (n_expert > 0; synth_moe.h): experts, experts per
+  // token, each expert's width and the shared expert's (qwen2moe).
+  int64_t n_expert = 0;
+  int64_t n_expert_used = 0;
+  int64_t n_ff_exp = 0;
+  int64_t n_ff_shexp = 0;
 };
 
 // Command-line overrides of a preset's shape; unset fields keep the preset.
 struct ShapeOverrides {
   std::optional<int64_t> n_embd, n_layer, n_head, n_kv_head, n_ff, vocab, head_dim, ctx;
+  std::optional<int64_t> n_expert, n_expert_used, n_ff_exp, n_ff_shexp;
 };
 
-// "tiny", "tinyllama-1.1b", "llama-7b", "phi3-mini", "gemma2-2b".
+// "tiny", "tinyllama-1.1b", "llama-7b", "phi3-mini", "gemma2-2b", ...,
+// "qwen3moe-mini" (Qwen3-30B-A3B's proportions, scaled down).
 std::vector<std::string> synth_preset_names();
 
 // The preset's shape with the overrides applied, head_dim resolved and the

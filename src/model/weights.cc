@@ -19,6 +19,19 @@ class Binder {
     return {t.type, t.data, rows, cols};
   }
 
+  // A stacked tensor of `n` matrices with GGUF dims {cols, rows, n}, as one
+  // view per matrix.
+  std::vector<kernels::WeightView> stacked(const std::string& name, int64_t n, int64_t rows, int64_t cols) const {
+    const gguf::TensorInfo& t = require(name);
+    if (t.num_dims != 3 || t.dims[0] != cols || t.dims[1] != rows || t.dims[2] != n)
+      fail("{}: tensor '{}' has shape {}, expected [{}, {}, {}]", file_.name(), name, t.shape_string(), cols, rows, n);
+    const int64_t bytes = gguf::row_bytes(t.type, cols) * rows;
+    std::vector<kernels::WeightView> views;
+    for (int64_t e = 0; e < n; ++e)
+      views.push_back({t.type, static_cast<const uint8_t*>(t.data) + e * bytes, rows, cols});
+    return views;
+  }
+
   VectorView vector(const std::string& name, int64_t size) const {
     const gguf::TensorInfo& t = require(name);
     return vector_from(t, size);
@@ -100,6 +113,40 @@ void bind_gate_up(const Binder& b, const std::string& p, const ModelConfig& c, L
   l.w_up = row_range(fused, c.n_ff, c.n_ff);
 }
 
+// The mixture-of-experts FFN of a layer: router, stacked experts and (qwen2moe)
+// the shared expert. A file that stores each expert as its own tensor (the
+// first Mixtral conversions: blk.N.ffn_gate.E.weight) is refused by name.
+void bind_experts(const Binder& b, const std::string& p, const ModelConfig& c, LayerWeights& l) {
+  if (b.find(p + "ffn_gate_exps.weight") == nullptr && b.find(p + "ffn_gate.0.weight") != nullptr)
+    fail(
+        "{}: experts are stored one tensor each ('{}ffn_gate.0.weight'), an old layout tokenmill does not read; "
+        "convert the model again (stacked '{}ffn_gate_exps.weight')",
+        b.file_name(), p, p);
+  l.router = b.matrix(p + "ffn_gate_inp.weight", c.n_expert, c.n_embd);
+  l.gate_exps = b.stacked(p + "ffn_gate_exps.weight", c.n_expert, c.n_ff_exp, c.n_embd);
+  l.up_exps = b.stacked(p + "ffn_up_exps.weight", c.n_expert, c.n_ff_exp, c.n_embd);
+  l.down_exps = b.stacked(p + "ffn_down_exps.weight", c.n_expert, c.n_embd, c.n_ff_exp);
+  if (c.n_ff_shexp == 0) return;
+  l.shexp_gate = b.vector(p + "ffn_gate_inp_shexp.weight", c.n_embd);
+  l.gate_shexp = b.matrix(p + "ffn_gate_shexp.weight", c.n_ff_shexp, c.n_embd);
+  l.up_shexp = b.matrix(p + "ffn_up_shexp.weight", c.n_ff_shexp, c.n_embd);
+  l.down_shexp = b.matrix(p + "ffn_down_shexp.weight", c.n_embd, c.n_ff_shexp);
+}
+
+// q/k/v biases: required by qwen2, optional in the MoE files (Qwen2-MoE has
+// them; llama.cpp reads them wherever present there).
+void bind_qkv_biases(const Binder& b, const std::string& p, const ModelConfig& c, LayerWeights& l) {
+  if (c.arch == Arch::Qwen2) {
+    l.bq = b.vector(p + "attn_q.bias", c.n_q_dim());
+    l.bk = b.vector(p + "attn_k.bias", c.n_kv_dim());
+    l.bv = b.vector(p + "attn_v.bias", c.n_kv_dim());
+  } else if (c.is_moe()) {
+    l.bq = b.optional_vector(p + "attn_q.bias", c.n_q_dim());
+    l.bk = b.optional_vector(p + "attn_k.bias", c.n_kv_dim());
+    l.bv = b.optional_vector(p + "attn_v.bias", c.n_kv_dim());
+  }
+}
+
 }  // namespace
 
 kernels::WeightView row_range(const kernels::WeightView& w, int64_t begin, int64_t rows) {
@@ -122,7 +169,7 @@ ModelWeights ModelWeights::bind(const gguf::GgufFile& file, const ModelConfig& c
   w.rope_factors_long = b.optional_vector("rope_factors_long.weight", c.rope_dims / 2);
   w.rope_factors_short = b.optional_vector("rope_factors_short.weight", c.rope_dims / 2);
 
-  const bool qwen2 = c.arch == Arch::Qwen2;
+  const bool qkv_bias = c.arch == Arch::Qwen2 || c.is_moe();
   const bool full_width = c.qk_norm == ModelConfig::QkNorm::kFullWidth;
   const int64_t q_norm_size = full_width ? c.n_q_dim() : c.head_dim;
   const int64_t k_norm_size = full_width ? c.n_kv_dim() : c.head_dim;
@@ -130,15 +177,11 @@ ModelWeights ModelWeights::bind(const gguf::GgufFile& file, const ModelConfig& c
   for (int64_t i = 0; i < c.n_layer; ++i) {
     LayerWeights& l = w.layers[static_cast<size_t>(i)];
     const std::string p = fmt::format("blk.{}.", i);
-    refuse_unused_biases(file, p, qwen2);
+    refuse_unused_biases(file, p, qkv_bias);
     if (c.pre_norm) l.attn_norm = b.vector(p + "attn_norm.weight", c.n_embd);
     bind_qkv(b, p, c, l);
     l.wo = b.matrix(p + "attn_output.weight", c.n_embd, c.n_q_dim());
-    if (qwen2) {
-      l.bq = b.vector(p + "attn_q.bias", c.n_q_dim());
-      l.bk = b.vector(p + "attn_k.bias", c.n_kv_dim());
-      l.bv = b.vector(p + "attn_v.bias", c.n_kv_dim());
-    }
+    bind_qkv_biases(b, p, c, l);
     if (c.qk_norm != ModelConfig::QkNorm::kNone) {
       l.q_norm = b.vector(p + "attn_q_norm.weight", q_norm_size);
       l.k_norm = b.vector(p + "attn_k_norm.weight", k_norm_size);
@@ -148,8 +191,12 @@ ModelWeights ModelWeights::bind(const gguf::GgufFile& file, const ModelConfig& c
       l.post_ffn_norm = b.vector(p + "post_ffw_norm.weight", c.n_embd);
     }
     if (c.pre_norm) l.ffn_norm = b.vector(p + "ffn_norm.weight", c.n_embd);
-    bind_gate_up(b, p, c, l);
-    l.w_down = b.matrix(p + "ffn_down.weight", c.n_embd, c.n_ff);
+    if (c.is_moe()) {
+      bind_experts(b, p, c, l);
+    } else {
+      bind_gate_up(b, p, c, l);
+      l.w_down = b.matrix(p + "ffn_down.weight", c.n_embd, c.n_ff);
+    }
   }
   return w;
 }

@@ -36,6 +36,19 @@ struct LayerWeights {
   kernels::WeightView w_up;    // [n_ff, n_embd]
   kernels::WeightView w_down;  // [n_embd, n_ff]
   VectorView post_ffn_norm;    // gemma3, olmo2: [n_embd]
+
+  // Mixture of experts (ModelConfig::is_moe(); w_gate, w_up, w_down then
+  // absent). Expert e's matrices are views of slice e of the stacked GGUF
+  // tensors ffn_{gate,up,down}_exps [n_expert, rows, cols].
+  kernels::WeightView router;                  // ffn_gate_inp [n_expert, n_embd]
+  std::vector<kernels::WeightView> gate_exps;  // n_expert x [n_ff_exp, n_embd]
+  std::vector<kernels::WeightView> up_exps;    // n_expert x [n_ff_exp, n_embd]
+  std::vector<kernels::WeightView> down_exps;  // n_expert x [n_embd, n_ff_exp]
+  // The shared expert (qwen2moe): its sigmoid gate's weights and its FFN.
+  VectorView shexp_gate;           // ffn_gate_inp_shexp [n_embd]
+  kernels::WeightView gate_shexp;  // [n_ff_shexp, n_embd]
+  kernels::WeightView up_shexp;    // [n_ff_shexp, n_embd]
+  kernels::WeightView down_shexp;  // [n_embd, n_ff_shexp]
 };
 
 // Rows [begin, begin + rows) of w, viewing the same bytes. A row is whole

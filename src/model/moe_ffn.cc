@@ -1,0 +1,178 @@
+#include "model/moe_ffn.h"
+
+#include <algorithm>
+#include <cmath>
+#include <numeric>
+
+#include "kernels/matmul.h"
+#include "kernels/ops.h"
+#include "util/check.h"
+
+namespace tokenmill::model {
+namespace {
+
+// The smallest weight sum a renormalisation divides by (llama.cpp clamps
+// to the smallest normal fp16, 2^-14).
+constexpr float kMinWeightSum = 6.103515625e-5f;
+
+void grow(std::vector<float>& v, int64_t n) {
+  if (static_cast<int64_t>(v.size()) < n) v.resize(static_cast<size_t>(n));
+}
+
+// Rows of the grouped layout: expert e's (token, slot) pairs, in token
+// order, occupy rows [offsets[e], offsets[e + 1]); slot_row maps each pair
+// t * k + j to its row.
+void group_by_expert(const ExpertRouting& r, int64_t n_expert, MoeScratch& s) {
+  const int64_t pairs = r.num_tokens * r.k;
+  s.offsets.assign(static_cast<size_t>(n_expert) + 1, 0);
+  for (int64_t i = 0; i < pairs; ++i) ++s.offsets[static_cast<size_t>(r.experts[static_cast<size_t>(i)]) + 1];
+  std::partial_sum(s.offsets.begin(), s.offsets.end(), s.offsets.begin());
+  std::vector<int64_t> next(s.offsets.begin(), s.offsets.end() - 1);
+  s.slot_row.resize(static_cast<size_t>(pairs));
+  for (int64_t i = 0; i < pairs; ++i)
+    s.slot_row[static_cast<size_t>(i)] = next[static_cast<size_t>(r.experts[static_cast<size_t>(i)])]++;
+}
+
+// Every expert over its rows: gate and up in one grouped product, SwiGLU,
+// down in another. x, gate, up, y: the grouped rows (MoeScratch).
+void run_grouped(const LayerWeights& w, const ModelConfig& c, MoeScratch& s, ThreadPool& pool) {
+  const int64_t rows = s.offsets.back();
+  std::vector<kernels::GroupedProduct> gate_up, down;
+  for (int64_t e = 0; e < c.n_expert; ++e) {
+    const int64_t first = s.offsets[static_cast<size_t>(e)];
+    const int64_t n = s.offsets[static_cast<size_t>(e) + 1] - first;
+    if (n == 0) continue;
+    const auto ex = static_cast<size_t>(e);
+    gate_up.push_back({&w.gate_exps[ex], first, n, s.gate.data() + first * c.n_ff_exp});
+    gate_up.push_back({&w.up_exps[ex], first, n, s.up.data() + first * c.n_ff_exp});
+    down.push_back({&w.down_exps[ex], first, n, s.y.data() + first * c.n_embd});
+  }
+  kernels::matmul_grouped(gate_up, s.x.data(), rows, pool);
+  kernels::swiglu(s.gate.data(), s.up.data(), rows * c.n_ff_exp);
+  kernels::matmul_grouped(down, s.gate.data(), rows, pool);
+}
+
+// The reference order: token by token, expert by expert, one product each.
+void run_per_token(const LayerWeights& w, const ModelConfig& c, MoeScratch& s, ThreadPool& pool) {
+  const ExpertRouting& r = s.routing;
+  for (int64_t i = 0; i < r.num_tokens * r.k; ++i) {
+    const auto e = static_cast<size_t>(r.experts[static_cast<size_t>(i)]);
+    const int64_t row = s.slot_row[static_cast<size_t>(i)];
+    const kernels::WeightView ws[] = {w.gate_exps[e], w.up_exps[e]};
+    float* const ys[] = {s.gate.data() + row * c.n_ff_exp, s.up.data() + row * c.n_ff_exp};
+    kernels::matmul_many(ws, s.x.data() + row * c.n_embd, 1, ys, pool);
+    kernels::swiglu(ys[0], ys[1], c.n_ff_exp);
+    kernels::matmul(w.down_exps[e], ys[0], 1, s.y.data() + row * c.n_embd, pool);
+  }
+}
+
+// The shared expert (qwen2moe) over every token: shared = its FFN of in,
+// each row multiplied by sigmoid(shexp_gate . in[t]).
+void run_shared_expert(const LayerWeights& w, const ModelConfig& c, const float* in, int64_t T, MoeScratch& s,
+                       ThreadPool& pool) {
+  grow(s.shared, T * c.n_embd);
+  grow(s.shared_gate, T * c.n_ff_shexp);
+  grow(s.shared_up, T * c.n_ff_shexp);
+  const kernels::WeightView ws[] = {w.gate_shexp, w.up_shexp};
+  float* const ys[] = {s.shared_gate.data(), s.shared_up.data()};
+  kernels::matmul_many(ws, in, T, ys, pool);
+  kernels::swiglu(s.shared_gate.data(), s.shared_up.data(), T * c.n_ff_shexp);
+  kernels::matmul(w.down_shexp, s.shared_gate.data(), T, s.shared.data(), pool);
+  pool.parallel_for(T, [&](int, int64_t first, int64_t last) {
+    for (int64_t t = first; t < last; ++t) {
+      double dot = 0.0;
+      for (int64_t i = 0; i < c.n_embd; ++i) dot += static_cast<double>(w.shexp_gate.data[i]) * in[t * c.n_embd + i];
+      const float g = static_cast<float>(1.0 / (1.0 + std::exp(-dot)));
+      kernels::scale_inplace(s.shared.data() + t * c.n_embd, g, c.n_embd);
+    }
+  });
+}
+
+}  // namespace
+
+void route_tokens(const float* logits, int64_t num_tokens, int64_t n_expert, int64_t k, bool normalise,
+                  ExpertRouting& out) {
+  TM_CHECK(k >= 1 && k <= n_expert);
+  out.num_tokens = num_tokens;
+  out.k = k;
+  out.experts.resize(static_cast<size_t>(num_tokens * k));
+  out.weights.resize(static_cast<size_t>(num_tokens * k));
+  std::vector<float> probs(static_cast<size_t>(n_expert));
+  std::vector<int32_t> order(static_cast<size_t>(n_expert));
+  for (int64_t t = 0; t < num_tokens; ++t) {
+    const float* row = logits + t * n_expert;
+    const float max = *std::max_element(row, row + n_expert);
+    float sum = 0.0f;
+    for (int64_t e = 0; e < n_expert; ++e) sum += probs[static_cast<size_t>(e)] = std::exp(row[e] - max);
+    for (float& p : probs) p /= sum;
+    std::iota(order.begin(), order.end(), 0);
+    std::partial_sort(order.begin(), order.begin() + k, order.end(), [&](int32_t a, int32_t b) {
+      const float pa = probs[static_cast<size_t>(a)], pb = probs[static_cast<size_t>(b)];
+      return pa > pb || (pa == pb && a < b);
+    });
+    float picked = 0.0f;
+    for (int64_t j = 0; j < k; ++j) picked += probs[static_cast<size_t>(order[static_cast<size_t>(j)])];
+    const float divisor = normalise ? std::max(picked, kMinWeightSum) : 1.0f;
+    for (int64_t j = 0; j < k; ++j) {
+      const auto at = static_cast<size_t>(t * k + j);
+      out.experts[at] = order[static_cast<size_t>(j)];
+      out.weights[at] = probs[static_cast<size_t>(order[static_cast<size_t>(j)])] / divisor;
+    }
+  }
+}
+
+void moe_ffn(const LayerWeights& w, const ModelConfig& c, const float* in, int64_t num_tokens, float* out,
+             ExpertCompute mode, MoeScratch& s, ThreadPool& pool, std::span<int64_t> expert_tokens) {
+  TM_CHECK(c.is_moe() && static_cast<int64_t>(w.gate_exps.size()) == c.n_expert);
+  const int64_t T = num_tokens, k = c.n_expert_used, pairs = T * k;
+  if (T == 0) return;
+  // The router in float32 (kernels::matmul of the file's router type).
+  grow(s.logits, T * c.n_expert);
+  kernels::matmul(w.router, in, T, s.logits.data(), pool);
+  route_tokens(s.logits.data(), T, c.n_expert, k, c.expert_weights_norm, s.routing);
+  group_by_expert(s.routing, c.n_expert, s);
+  if (!expert_tokens.empty()) {
+    TM_CHECK(static_cast<int64_t>(expert_tokens.size()) == c.n_expert);
+    for (int64_t e = 0; e < c.n_expert; ++e)
+      expert_tokens[static_cast<size_t>(e)] +=
+          s.offsets[static_cast<size_t>(e) + 1] - s.offsets[static_cast<size_t>(e)];
+  }
+
+  grow(s.x, pairs * c.n_embd);
+  grow(s.gate, pairs * c.n_ff_exp);
+  grow(s.up, pairs * c.n_ff_exp);
+  grow(s.y, pairs * c.n_embd);
+  for (int64_t i = 0; i < pairs; ++i)
+    std::copy_n(in + (i / k) * c.n_embd, c.n_embd, s.x.data() + s.slot_row[static_cast<size_t>(i)] * c.n_embd);
+  if (mode == ExpertCompute::kGrouped) {
+    run_grouped(w, c, s, pool);
+  } else {
+    run_per_token(w, c, s, pool);
+  }
+  const bool shared = c.n_ff_shexp > 0 && w.shexp_gate.present();
+  if (shared) run_shared_expert(w, c, in, T, s, pool);
+
+  // Each token's experts summed in routing order (the same order in both
+  // modes, so the sum is too), then the shared expert.
+  pool.parallel_for(T, [&](int, int64_t first, int64_t last) {
+    for (int64_t t = first; t < last; ++t) {
+      float* o = out + t * c.n_embd;
+      for (int64_t j = 0; j < k; ++j) {
+        const auto at = static_cast<size_t>(t * k + j);
+        const float weight = s.routing.weights[at];
+        const float* y = s.y.data() + s.slot_row[at] * c.n_embd;
+        if (j == 0) {
+          for (int64_t i = 0; i < c.n_embd; ++i) o[i] = weight * y[i];
+        } else {
+          for (int64_t i = 0; i < c.n_embd; ++i) o[i] += weight * y[i];
+        }
+      }
+      if (shared) {
+        const float* sh = s.shared.data() + t * c.n_embd;
+        for (int64_t i = 0; i < c.n_embd; ++i) o[i] += sh[i];
+      }
+    }
+  });
+}
+
+}  // namespace tokenmill::model
