@@ -2,7 +2,9 @@
 architectures tokenmill runs (SUPPORTED_ARCHS), for tests.
 
 Written from the architectures' published definitions (the Llama, Qwen2,
-Phi-3, Gemma 2, Gemma 3, Qwen3, OLMo 2 and Granite 3 papers / model cards
+Phi-3, Gemma 2, Gemma 3, Qwen3, OLMo 2 and Granite 3 papers / model cards;
+for the mixture-of-experts models Mixtral, Qwen1.5-MoE / Qwen2-MoE,
+Qwen3-MoE and OLMoE
 and Hugging Face configurations, and the GGUF tensor naming
 and layout conventions), not from tokenmill's C++: weights are read with the PyPI `gguf`
 package (GGUFReader) and quantized tensors are dequantized with
@@ -39,7 +41,12 @@ GEMMA2_DEFAULT_ATTN_SOFTCAP = 50.0
 GEMMA2_DEFAULT_FINAL_SOFTCAP = 30.0
 GEMMA2_27B_LAYERS = 46
 
-SUPPORTED_ARCHS = ("llama", "qwen2", "gemma3", "phi3", "gemma2", "qwen3", "olmo2", "granite")
+SUPPORTED_ARCHS = ("llama", "qwen2", "gemma3", "phi3", "gemma2", "qwen3", "olmo2", "granite", "qwen2moe", "qwen3moe",
+                   "olmoe")
+# Mixture of experts: softmax over all experts, the top k, their
+# probabilities renormalised to sum to one (Mixtral, Qwen3-MoE) or used as
+# they are (Qwen2-MoE's and OLMoE's norm_topk_prob = false).
+MOE_NORMALISED = ("llama", "qwen3moe")
 
 
 def tensor_values(t):
@@ -108,11 +115,18 @@ class ReferenceModel:
         else:
             self.sliding_window = 0
         # Architecture traits; tests flip them to show the comparison notices.
-        self.rope_neox = arch in ("qwen2", "gemma3", "phi3", "gemma2", "qwen3", "olmo2")
+        self.rope_neox = arch in ("qwen2", "gemma3", "phi3", "gemma2", "qwen3", "olmo2", "qwen2moe", "qwen3moe",
+                                  "olmoe")
         # OLMo 2 normalises after each block instead of before, and its q/k
-        # norms span the whole projection (all heads) rather than one head.
+        # norms span the whole projection (all heads) rather than one head
+        # (OLMoE too, with llama's pre-norms).
         self.pre_norm = arch != "olmo2"
-        self.qk_norm_full_width = arch == "olmo2"
+        self.qk_norm_full_width = arch in ("olmo2", "olmoe")
+        # Mixture of experts (0: a dense FFN).
+        self.n_expert = int(get("expert_count", 0))
+        self.n_expert_used = int(get("expert_used_count", 0)) if self.n_expert else 0
+        self.n_ff_exp = int(get("expert_feed_forward_length", self.n_ff)) if self.n_expert else 0
+        self.moe_normalised = arch in MOE_NORMALISED
         gemma = arch in ("gemma3", "gemma2")
         self.ffn_gelu = gemma
         self.embd_scale = math.sqrt(self.n_embd) if gemma else 1.0
@@ -203,10 +217,11 @@ class ReferenceModel:
     def _layer(self, i):
         p = f"blk.{i}."
         q_dim, kv_dim = self.n_head * self.head_dim, self.n_kv_head * self.head_dim
-        L = {
-            "wo": self._matrix(p + "attn_output.weight", self.n_embd, q_dim),
-            "w_down": self._matrix(p + "ffn_down.weight", self.n_embd, self.n_ff),
-        }
+        L = {"wo": self._matrix(p + "attn_output.weight", self.n_embd, q_dim)}
+        if self.n_expert:
+            L.update(self._experts(p))
+        else:
+            L["w_down"] = self._matrix(p + "ffn_down.weight", self.n_embd, self.n_ff)
         if self.pre_norm:
             L["attn_norm"] = self._vector(p + "attn_norm.weight", self.n_embd)
             L["ffn_norm"] = self._vector(p + "ffn_norm.weight", self.n_embd)
@@ -218,18 +233,20 @@ class ReferenceModel:
             L["wq"] = self._matrix(p + "attn_q.weight", q_dim, self.n_embd)
             L["wk"] = self._matrix(p + "attn_k.weight", kv_dim, self.n_embd)
             L["wv"] = self._matrix(p + "attn_v.weight", kv_dim, self.n_embd)
-        if p + "ffn_gate.weight" in self._tensors:
+        if self.n_expert:
+            pass
+        elif p + "ffn_gate.weight" in self._tensors:
             L["w_gate"] = self._matrix(p + "ffn_gate.weight", self.n_ff, self.n_embd)
             L["w_up"] = self._matrix(p + "ffn_up.weight", self.n_ff, self.n_embd)
         else:
             # Fused (phi3's gate_up_proj): the gate rows, then the up rows.
             gate_up = self._matrix(p + "ffn_up.weight", 2 * self.n_ff, self.n_embd)
             L["w_gate"], L["w_up"] = gate_up[:self.n_ff], gate_up[self.n_ff:]
-        if self.arch == "qwen2":
+        if self.arch == "qwen2" or (self.n_expert and p + "attn_q.bias" in self._tensors):
             L["bq"] = self._vector(p + "attn_q.bias", q_dim)
             L["bk"] = self._vector(p + "attn_k.bias", kv_dim)
             L["bv"] = self._vector(p + "attn_v.bias", kv_dim)
-        if self.arch in ("gemma3", "qwen3"):
+        if self.arch in ("gemma3", "qwen3", "qwen3moe"):
             L["q_norm"] = self._vector(p + "attn_q_norm.weight", self.head_dim)
             L["k_norm"] = self._vector(p + "attn_k_norm.weight", self.head_dim)
         if self.qk_norm_full_width:
@@ -238,6 +255,27 @@ class ReferenceModel:
         if self.arch in ("gemma3", "gemma2", "olmo2"):
             L["post_attn_norm"] = self._vector(p + "post_attention_norm.weight", self.n_embd)
             L["post_ffn_norm"] = self._vector(p + "post_ffw_norm.weight", self.n_embd)
+        return L
+
+    def _experts(self, p):
+        """The router [n_expert, n_embd], the experts stacked as arrays
+        [n_expert, rows, cols] (GGUF dims {cols, rows, n_expert}) and, when
+        present, the shared expert with its gate vector."""
+        E, F = self.n_expert, self.n_ff_exp
+        L = {"router": self._matrix(p + "ffn_gate_inp.weight", E, self.n_embd)}
+        for key, name, shape in (("gate_exps", "ffn_gate_exps", (E, F, self.n_embd)),
+                                 ("up_exps", "ffn_up_exps", (E, F, self.n_embd)),
+                                 ("down_exps", "ffn_down_exps", (E, self.n_embd, F))):
+            w = self._array(p + name + ".weight")
+            if w.shape != shape:
+                raise ValueError(f"{name}: shape {w.shape}, expected {shape}")
+            L[key] = w
+        if p + "ffn_gate_inp_shexp.weight" in self._tensors:
+            L["shexp_gate"] = self._vector(p + "ffn_gate_inp_shexp.weight", self.n_embd)
+            shared = self._array(p + "ffn_gate_shexp.weight")
+            L["gate_shexp"] = shared
+            L["up_shexp"] = self._matrix(p + "ffn_up_shexp.weight", shared.shape[0], self.n_embd)
+            L["down_shexp"] = self._matrix(p + "ffn_down_shexp.weight", self.n_embd, shared.shape[0])
         return L
 
     # ---- layer kinds ----
@@ -268,6 +306,7 @@ class ReferenceModel:
             raise ValueError("token ids must be a non-empty list inside the vocabulary")
         T = len(ids)
         pos = np.arange(T)
+        self.router_gaps = []  # per MoE layer: [T] (see _moe)
         x = self.tok_embd[ids].copy()  # [T, n_embd]
         x *= self.embd_scale
         for i, L in enumerate(self.layers):
@@ -326,12 +365,43 @@ class ReferenceModel:
 
     def _ffn(self, L, x):
         h = rms_norm(x, L["ffn_norm"], self.eps) if "ffn_norm" in L else x
+        if "router" in L:
+            return self._moe(L, h)
         gate, up = h @ L["w_gate"].T, h @ L["w_up"].T
         act = gelu_tanh(gate) if self.ffn_gelu else silu(gate)
         f = (act * up) @ L["w_down"].T
         if "post_ffn_norm" in L:
             f = rms_norm(f, L["post_ffn_norm"], self.eps)
         return f
+
+
+    def _moe(self, L, h):
+        """Each token through its n_expert_used most probable experts
+        (softmax over the router's logits), their outputs weighted by the
+        probabilities; plus the sigmoid-gated shared expert."""
+        logits = h @ L["router"].T  # [T, n_expert]
+        probs = np.exp(logits - logits.max(axis=1, keepdims=True))
+        probs /= probs.sum(axis=1, keepdims=True)
+        # How close each token's choice was: the router logit of its last
+        # chosen expert minus that of the best one left out (inf: all chosen).
+        ranked = -np.sort(-logits, axis=1)
+        k = self.n_expert_used
+        gap = ranked[:, k - 1] - ranked[:, k] if k < self.n_expert else np.full(h.shape[0], np.inf)
+        self.router_gaps.append(gap)
+        out = np.zeros_like(h)
+        for t in range(h.shape[0]):
+            top = np.argsort(-probs[t], kind="stable")[: self.n_expert_used]
+            weights = probs[t, top]
+            if self.moe_normalised:
+                weights = weights / weights.sum()
+            for e, w in zip(top, weights):
+                gate, up = L["gate_exps"][e] @ h[t], L["up_exps"][e] @ h[t]
+                out[t] += w * (L["down_exps"][e] @ (silu(gate) * up))
+        if "shexp_gate" in L:
+            gate = 1.0 / (1.0 + np.exp(-(h @ L["shexp_gate"])))  # [T]
+            shared = (silu(h @ L["gate_shexp"].T) * (h @ L["up_shexp"].T)) @ L["down_shexp"].T
+            out += gate[:, None] * shared
+        return out
 
 
 # ---- the building blocks, each as its paper defines it ----

@@ -43,6 +43,7 @@ from reference_forward import ReferenceModel
 
 TOLERANCE = 1e-4
 INTEGER_PATH_TOLERANCE = 2e-3
+COIN_FLIP = 1e-3  # router logit gap within which a token may go to either expert
 FLOAT_TYPES = {"F32", "F16", "BF16"}
 PROMPT_LEN = 40
 PROMPT_SEED = 1234
@@ -55,6 +56,8 @@ SIX_LAYERS = ("--n-layer", "6")
 # Qwen 3 decouples the head size from n_embd / n_head (0.6B: 16 heads of 128
 # on n_embd 1024): 4 heads of 32 on n_embd 64 make q and k 128 wide.
 WIDE_HEADS = ("--head-dim", "32")
+# Mixtral: a llama file with experts.
+MOE = ("--n-expert", "4", "--n-expert-used", "2")
 
 CASES = [
     ("llama", "F32", ()),
@@ -112,6 +115,22 @@ CASES = [
     ("llama", "Q3_K", WIDE),
     ("llama", "Q5_K", WIDE),
     ("llama", "Q6_K", WIDE),
+    # Mixture of experts (4 experts, 2 per token; the router stays F32):
+    # qwen2moe with its gated shared expert and q/k/v biases, qwen3moe
+    # (renormalised top-k, per-head q/k norms), olmoe (full-width q/k
+    # norms, unnormalised top-k), and llama with experts (Mixtral).
+    ("qwen2moe", "F32", ()),
+    ("qwen3moe", "F32", ()),
+    ("olmoe", "F32", ()),
+    ("llama", "F32", MOE),
+    ("qwen2moe", "F16", ()),
+    ("qwen3moe", "Q8_0", ()),
+    ("olmoe", "Q8_0", ()),
+    ("llama", "Q8_0", MOE),
+    ("qwen2moe", "Q4_K", WIDE),
+    ("qwen3moe", "Q4_K_M", WIDE),
+    ("olmoe", "Q4_0", ()),
+    ("llama", "Q4_K_M", WIDE + MOE),
 ]
 
 
@@ -120,6 +139,7 @@ def case_id(case):
     suffix = "-wide" if "--n-embd" in extra else ""
     suffix += "-6layers" if "--n-layer" in extra else ""
     suffix += "-widehead" if "--head-dim" in extra else ""
+    suffix += "-moe" if "--n-expert" in extra else ""
     return f"{arch}-{wtype}{suffix}"
 
 
@@ -187,6 +207,12 @@ def test_logits_match_reference(tokenmill_bin, model_dir, monkeypatch, case):
 
     ids = prompt(ref_model.n_vocab)
     ref = ref_model.forward(ids)
+    # Mixture of experts: on the integer paths a token whose router logits
+    # tie within COIN_FLIP may go to either expert (the 16-bit activations
+    # move router logits by ~1e-5; float paths by ~1e-6); from its position
+    # on, logits may differ by O(1). Those runs are compared up to there.
+    flips = np.flatnonzero(np.array(ref_model.router_gaps).min(axis=0) < COIN_FLIP) if ref_model.n_expert else []
+    int_upto = int(flips[0]) if len(flips) else len(ids)
     out = os.path.join(model_dir, case_id(case) + ".npy")
     print(f"\n{case_id(case)}: layers {ref_model.n_layer}, n_embd {ref_model.n_embd}, weights {sorted(types)}")
     integer = wtype not in FLOAT_TYPES
@@ -194,10 +220,14 @@ def test_logits_match_reference(tokenmill_bin, model_dir, monkeypatch, case):
     runs = [("chunked -b 7", 7, 2, None, integer), ("one call -b 64", 64, 1, None, integer),
             ("decode -b 1", 1, 2, None, integer), ("scalar -b 7", 7, 2, "scalar", False)]
     for what, batch, threads, isa, int_acts in runs:
-        ours = tokenmill_logits(tokenmill_bin, path, ids, out, batch, threads, monkeypatch, isa)
-        assert_close(ours, ref, what, INTEGER_PATH_TOLERANCE if int_acts else TOLERANCE)
+        upto = int_upto if int_acts else len(ids)
+        if upto < len(ids):
+            print(f"  {what}: a routing coin flip at position {upto}; compared up to it")
+            assert upto >= len(ids) // 3
+        ours = tokenmill_logits(tokenmill_bin, path, ids, out, batch, threads, monkeypatch, isa)[:upto]
+        assert_close(ours, ref[:upto], what, INTEGER_PATH_TOLERANCE if int_acts else TOLERANCE)
         if int_acts:
-            same = (ours.argmax(axis=1) == ref.argmax(axis=1)).mean()
+            same = (ours.argmax(axis=1) == ref[:upto].argmax(axis=1)).mean()
             assert same == 1.0, f"{what}: top-1 agrees with the reference at {same:.1%} of positions"
 
 
@@ -285,6 +315,19 @@ def _no_logit_scale(m):
     m.logit_scale = 1.0
 
 
+def _moe_normalisation_flipped(m):
+    m.moe_normalised = not m.moe_normalised
+
+
+def _no_shared_expert(m):
+    for layer in m.layers:
+        layer.pop("shexp_gate")
+
+
+def _one_expert_per_token(m):
+    m.n_expert_used = 1
+
+
 MISTAKES = [
     ("llama", (), _neox_flipped),
     ("qwen2", (), _neox_flipped),
@@ -310,11 +353,17 @@ MISTAKES = [
     ("granite", (), _no_embedding_scale),
     ("granite", (), _default_attention_scale),
     ("granite", (), _no_logit_scale),
+    ("qwen3moe", (), _moe_normalisation_flipped),
+    ("qwen2moe", (), _moe_normalisation_flipped),
+    ("llama", MOE, _moe_normalisation_flipped),
+    ("qwen2moe", (), _no_shared_expert),
+    ("olmoe", (), _one_expert_per_token),
+    ("olmoe", (), _qk_norm_per_head),
 ]
 
 
 @pytest.mark.parametrize("arch,extra,mistake", MISTAKES,
-                         ids=[f"{a}-{f.__name__.strip('_')}" for a, _, f in MISTAKES])
+                         ids=[f"{a}{'-moe' if e == MOE else ''}-{f.__name__.strip('_')}" for a, e, f in MISTAKES])
 def test_reference_notices_mistakes(tokenmill_bin, model_dir, monkeypatch, arch, extra, mistake):
     path = synth(tokenmill_bin, model_dir, arch, "F32", extra)
     ref_model = ReferenceModel(path)
@@ -335,7 +384,8 @@ def test_reference_notices_mistakes(tokenmill_bin, model_dir, monkeypatch, arch,
 # still far below the 0.5..4 that the mistakes above cause.
 LLAMA_CPP_CASES = [("llama", (), 1e-4), ("qwen2", (), 1e-4), ("gemma3", SIX_LAYERS, 1e-2),
                    ("qwen3", (), 1e-4), ("qwen3", WIDE_HEADS, 1e-4), ("olmo2", (), 1e-4), ("granite", (), 1e-4),
-                   ("phi3", (), 1e-4), ("gemma2", SIX_LAYERS, 1e-2)]
+                   ("phi3", (), 1e-4), ("gemma2", SIX_LAYERS, 1e-2), ("qwen2moe", (), 1e-4), ("qwen3moe", (), 1e-4),
+                   ("olmoe", (), 1e-4), ("llama", MOE, 1e-4)]
 GGML_TYPE_F32 = 0
 
 
