@@ -27,7 +27,16 @@ using gguf::TensorType;
 
 bool is_float_type(TensorType t) { return t == TensorType::F32 || t == TensorType::F16 || t == TensorType::BF16; }
 
-bool is_matrix(const gguf::TensorInfo& t) { return t.num_dims == 2 && t.name.ends_with(".weight"); }
+// A mixture-of-experts router (ffn_gate_inp): kept as it is. It is small
+// (n_expert x n_embd), and its rounding error would move tokens across the
+// near-ties of routing, to other experts (llama.cpp keeps it too).
+bool is_router(const gguf::TensorInfo& t) { return parse_tensor_role(t.name).role == "ffn_gate_inp"; }
+
+// Weight matrices, and stacks of them (the experts, [n_expert, rows, cols]),
+// which are quantized row by row alike.
+bool is_matrix(const gguf::TensorInfo& t) {
+  return (t.num_dims == 2 || t.num_dims == 3) && t.name.ends_with(".weight") && !is_router(t);
+}
 
 // Everything the plan and the encoder need, validated once.
 struct Context {

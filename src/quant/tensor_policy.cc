@@ -53,7 +53,8 @@ namespace {
 TensorType mix_type(const QuantTarget& target, const TensorRole& role, int64_t n_layer, bool classifier) {
   if (target.mix == Mix::kNone) return target.base;
   if (classifier) return TensorType::Q6_K;
-  if ((role.role == "attn_v" || role.role == "ffn_down") && use_more_bits(role.layer, n_layer)) {
+  const bool down = role.role == "ffn_down" || role.role == "ffn_down_exps" || role.role == "ffn_down_shexp";
+  if ((role.role == "attn_v" || down) && use_more_bits(role.layer, n_layer)) {
     return TensorType::Q6_K;
   }
   return target.base;

@@ -13,6 +13,10 @@
 //     layers matter most (measured by llama.cpp's authors; our card repeats
 //     the measurement for Q4_K vs Q4_K_M);
 //   * every other matrix -> Q4_K (Q4_K_M) or Q5_K (Q5_K_M).
+// Mixture-of-experts layers: each stacked expert tensor (ffn_gate_exps,
+// ffn_up_exps, ffn_down_exps) gets one type for all its experts, by the
+// same rules (ffn_down_exps and the shared expert's ffn_down_shexp as
+// ffn_down); the router (ffn_gate_inp) is never quantized (quantizer.cc).
 // Uniform targets give every matrix the one type (like llama.cpp's --pure).
 // --keep-output-f16 keeps the classifier in F16 in every target.
 // 1-D tensors (norms, biases) are never quantized.

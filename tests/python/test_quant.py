@@ -150,3 +150,63 @@ def test_bad_input_fails_cleanly(tokenmill_bin, source, shared_dir):
     assert "blk.0.ffn_down.weight: row length 172 is not a multiple of the Q4_K block size 256; stored as F16" in proc.stderr
     assert tensors(out)["blk.0.ffn_down.weight"].tensor_type.name == "F16"
     assert tensors(out)["blk.0.attn_q.weight"].tensor_type.name == "Q5_0"
+
+
+@pytest.fixture(scope="module")
+def moe_source(tokenmill_bin, tmp_path_factory):
+    """A synthetic Qwen3-MoE (8 experts, 2 per token) with 256-wide rows, 8 layers."""
+    d = tmp_path_factory.mktemp("quant_moe")
+    path = str(d / "moe.gguf")
+    run_tokenmill(tokenmill_bin, "synth", "--arch", "qwen3moe", "--n-embd", "256", "--n-ff-exp", "256", "--n-layer",
+                  "8", "--n-expert", "8", "--n-expert-used", "2", "--vocab", "512", "--seed", "4", "-o", path)
+    return d, path
+
+
+@pytest.mark.parametrize("qtype", ["Q4_K_M", "Q4_0"])
+def test_moe_experts_quantized_router_kept(tokenmill_bin, moe_source, qtype):
+    """The stacked experts are quantized (Q4_K_M: ffn_down_exps in Q6_K in
+    the more-bits layers), the router stays F32; the file decodes in the
+    PyPI reader, tokenmill follows the float64 reference of the quantized
+    file, and llama.cpp loads it. Where llama.cpp and tokenmill disagree
+    (routing near-ties under llama.cpp's 8-bit activations), tokenmill is
+    the closer to the reference."""
+    from reference_forward import ReferenceModel
+    d, src = moe_source
+    out = str(d / f"moe_{qtype}.gguf")
+    run_tokenmill(tokenmill_bin, "quantize", src, out, "--type", qtype, "-t", "2")
+    quant = tensors(out)
+    for layer in range(8):
+        assert quant[f"blk.{layer}.ffn_gate_inp.weight"].tensor_type.name == "F32"
+        for role in ("ffn_gate_exps", "ffn_up_exps", "ffn_down_exps"):
+            t = quant[f"blk.{layer}.{role}.weight"]
+            assert list(t.shape) == [256, 256, 8], (role, list(t.shape))
+            more_bits = layer in (0, 7) or (layer - 1) % 3 == 2  # quant/tensor_policy.h, 8 layers
+            want = "Q4_0" if qtype == "Q4_0" else "Q6_K" if role == "ffn_down_exps" and more_bits else "Q4_K"
+            assert t.tensor_type.name == want, (layer, role, t.tensor_type.name)
+    ids = list(np.random.default_rng(9).integers(3, 512, 48))
+    npy = str(d / f"moe_{qtype}.npy")
+    run_tokenmill(tokenmill_bin, "logits", "-m", out, "--prompt-ids", ",".join(map(str, ids)), "-o", npy, "-t", "2")
+    ours = np.load(npy).astype(np.float64)
+    ref_model = ReferenceModel(out)
+    ref = ref_model.forward(ids)
+    # tokenmill stays within test_arch_reference.py's integer-path bound of
+    # the reference, except from a routing coin flip on (a router gap below
+    # 1e-3, which its 16-bit activations may tip either way).
+    coin_flip = np.array(ref_model.router_gaps).min(axis=0) < 1e-3
+    off = np.flatnonzero(np.abs(ours - ref).max(axis=1) > 2e-3)
+    upto = int(off[0]) if off.size else len(ids)
+    assert upto == len(ids) or coin_flip[upto], f"tokenmill leaves the reference at position {upto}"
+    assert upto >= 16, f"a routing coin flip at position {upto}: choose another text"
+
+    llama_cpp = require_module("llama_cpp", "llama-cpp-python", "loads the quantized files")
+    m = llama_cpp.Llama(model_path=out, n_ctx=64, logits_all=True, verbose=False, n_threads=2)
+    m.eval(ids)
+    theirs = np.array(m.scores[: len(ids)], dtype=np.float64)
+    err = lambda a: np.abs(a - ref).max(axis=1)
+    same = ours.argmax(axis=1) == theirs.argmax(axis=1)
+    disputed = np.flatnonzero((np.abs(ours - theirs).max(axis=1) > 0.25) | ~same)
+    disputed = disputed[disputed < upto]
+    print(f"\n{qtype}: top-1 with llama.cpp {same.mean():.1%}, disputed positions {disputed.tolist()}, "
+          f"max |dlogit| ours {err(ours)[:upto].max():.2e} vs llama.cpp's {err(theirs)[:upto].max():.2e}")
+    assert (err(ours)[disputed] < err(theirs)[disputed]).all()
+    assert same[:upto].mean() >= 0.8
