@@ -192,11 +192,14 @@ void run_throughput(const BenchOptions& o) {
   const std::vector<int32_t> fixed = o.prompt_file.empty() ? std::vector<int32_t>() : file_prompt(e, o.prompt_file);
   const int64_t prompt_len = fixed.empty() ? o.prompt_len : static_cast<int64_t>(fixed.size());
   const bool spec = e.config().spec.enabled();
-  std::printf("\n%11s %10s %10s %14s %14s %10s %10s %10s %8s%s\n", "concurrency", "prompt", "gen", "prefill tok/s",
-              "decode tok/s", "TPOT ms", "TTFT ms", "TTFT p99", "wall s", spec ? "   accept %  drafts  acc/draft" : "");
+  const bool moe = e.model_config().is_moe();
+  std::printf("\n%11s %10s %10s %14s %14s %10s %10s %10s %8s%s%s\n", "concurrency", "prompt", "gen", "prefill tok/s",
+              "decode tok/s", "TPOT ms", "TTFT ms", "TTFT p99", "wall s", moe ? "  imbalance" : "",
+              spec ? "   accept %  drafts  acc/draft" : "");
   for (int32_t c : parse_id_list(o.concurrency)) {
     if (c < 1) fail("--concurrency values must be >= 1, got {}", c);
     const engine::Histogram accepted_before = e.metrics().spec_accepted_length;
+    const engine::MetricsSnapshot level_start = e.metrics();
     const SteadyClock::time_point t0 = SteadyClock::now();
     std::vector<std::unique_ptr<TokenClock>> clocks;
     for (int32_t i = 0; i < c; ++i)
@@ -232,11 +235,17 @@ void run_throughput(const BenchOptions& o) {
                            drafted > 0 ? 100.0 * static_cast<double>(accepted) / drafted : 0.0, drafted,
                            verified > 0 ? (accepted_after.sum - accepted_before.sum) / verified : 0.0)
              : std::string();
+    const engine::MetricsSnapshot level_end = e.metrics();
+    const uint64_t moe_steps = level_end.expert_steps - level_start.expert_steps;
+    const std::string imbalance =
+        moe_steps > 0 ? fmt::format(" {:10.2f}", (level_end.expert_imbalance_sum - level_start.expert_imbalance_sum) /
+                                                     static_cast<double>(moe_steps))
+                      : std::string();
     std::printf(
-        "%11d %10lld %10lld %14.1f %14.1f %10.2f %10.1f %10.1f %8.2f%s%s\n", c, static_cast<long long>(prompt_len),
+        "%11d %10lld %10lld %14.1f %14.1f %10.2f %10.1f %10.1f %8.2f%s%s%s\n", c, static_cast<long long>(prompt_len),
         static_cast<long long>(o.gen_len), static_cast<double>(c * prompt_len) / std::max(max_ttft_s, 1e-9),
         decode_tokens / std::max(decode_window_ms / 1e3, 1e-9), mean(tpot), mean(ttft), bench::percentile(ttft, 0.99),
-        wall, acceptance.c_str(), c > e.config().max_seqs ? "  (queued: > max_seqs)" : "");
+        wall, imbalance.c_str(), acceptance.c_str(), c > e.config().max_seqs ? "  (queued: > max_seqs)" : "");
     std::fflush(stdout);
   }
   if (spec) {
@@ -254,7 +263,10 @@ void run_throughput(const BenchOptions& o) {
   }
   std::printf(
       "\nprefill tok/s: all prompt tokens / the last TTFT. decode tok/s: tokens of all requests that "
-      "arrived after every request had its first token / that window (steady-state decode).%s\n",
+      "arrived after every request had its first token / that window (steady-state decode).%s%s\n",
+      moe ? " imbalance: the experts' load per step (per layer the busiest expert's tokens over the mean, averaged "
+            "over layers and the level's steps; 1 = even)."
+          : "",
       spec ? " accept %: accepted / proposed draft tokens of all requests; acc/draft: accepted tokens per "
              "verified draft (mean accepted length)."
            : "");

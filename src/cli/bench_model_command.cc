@@ -77,8 +77,10 @@ Stats stats_of(std::vector<double> v) {
 }
 
 // Bytes of weights one decode step reads: every matrix and vector of every
-// layer, the output norm and matrix, and one embedding row.
-int64_t weight_bytes_per_token(const model::ModelWeights& w) {
+// layer, the output norm and matrix, and one embedding row; of a
+// mixture-of-experts layer the router, the shared expert and the
+// n_expert_used experts one token runs through.
+int64_t weight_bytes_per_token(const model::ModelWeights& w, int64_t experts_per_token) {
   const auto matrix = [](const kernels::WeightView& m) {
     return m.data == nullptr ? int64_t{0} : m.rows * gguf::row_bytes(m.type, m.cols);
   };
@@ -86,7 +88,10 @@ int64_t weight_bytes_per_token(const model::ModelWeights& w) {
   int64_t total = matrix(w.output) + vec(w.output_norm) + gguf::row_bytes(w.tok_embd.type, w.tok_embd.cols);
   for (const model::LayerWeights& l : w.layers) {
     total += matrix(l.wq) + matrix(l.wk) + matrix(l.wv) + matrix(l.wo) + matrix(l.w_gate) + matrix(l.w_up) +
-             matrix(l.w_down);
+             matrix(l.w_down) + matrix(l.router) + matrix(l.gate_shexp) + matrix(l.up_shexp) + matrix(l.down_shexp) +
+             vec(l.shexp_gate);
+    if (!l.gate_exps.empty())
+      total += experts_per_token * (matrix(l.gate_exps[0]) + matrix(l.up_exps[0]) + matrix(l.down_exps[0]));
     for (const model::VectorView* v :
          {&l.attn_norm, &l.bq, &l.bk, &l.bv, &l.q_norm, &l.k_norm, &l.post_attn_norm, &l.ffn_norm, &l.post_ffn_norm}) {
       total += vec(*v);
@@ -98,8 +103,9 @@ int64_t weight_bytes_per_token(const model::ModelWeights& w) {
 // weight_bytes_per_token with the matrices a runtime holds counted as it
 // holds them (packed FP8 is ~1.03 bytes per weight, not BF16's 2): the
 // hook's weight_bytes() covers every matrix the forward multiplies by.
-int64_t runtime_bytes_per_token(const model::ModelWeights& w, const quant::WeightRuntimeHook* hook) {
-  const int64_t total = weight_bytes_per_token(w);
+int64_t runtime_bytes_per_token(const model::ModelWeights& w, int64_t experts_per_token,
+                                const quant::WeightRuntimeHook* hook) {
+  const int64_t total = weight_bytes_per_token(w, experts_per_token);
   if (hook == nullptr) return total;
   int64_t matrices = w.output.data == nullptr ? 0 : w.output.rows * gguf::row_bytes(w.output.type, w.output.cols);
   for (const model::LayerWeights& l : w.layers) {
@@ -232,7 +238,7 @@ void bench_model(const BenchModelOptions& o) {
     print_row(name, type, gib, pb, pool.num_threads(), "tg" + std::to_string(o.n_gen), tg);
   }
   std::fflush(stdout);
-  const int64_t per_token = runtime_bytes_per_token(m->weights(), loaded->hook());
+  const int64_t per_token = runtime_bytes_per_token(m->weights(), m->config().n_expert_used, loaded->hook());
   std::printf("weights read per decoded token: %.1f MB\n", static_cast<double>(per_token) * 1e-6);
   if (o.bandwidth_mib > 0) {
     const double bw = read_bandwidth_gbs(o.bandwidth_mib << 20, pool, 5);

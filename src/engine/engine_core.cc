@@ -342,6 +342,7 @@ void EngineCore::execute(const sched::ScheduledBatch& batch, StepStats& stats) {
     const double comm_before = comm_stats().seconds;
     logits = runner_->run(batch, rows, hidden_rows(batch));
     stats.forward_ms = ms_since(forward_start);
+    record_expert_load(stats);
     stats.forward_comm_ms = (comm_stats().seconds - comm_before) * 1e3;
     if (stats.prefill_tokens == 0 && config_.spec.enabled()) {  // decode-only: the cost model's regime
       cost_model_.observe_step(batch.num_tokens(), ms_since(forward_start));
@@ -361,6 +362,16 @@ void EngineCore::execute(const sched::ScheduledBatch& batch, StepStats& stats) {
   charge_forward(batch, stats);
   const std::vector<std::unique_ptr<sched::Sequence>> finished = scheduler_->commit(batch, sampled, now);
   emit(sampled, finished, now);
+}
+
+// The target pass's tokens per expert (mixture-of-experts models).
+void EngineCore::record_expert_load(StepStats& stats) const {
+  const std::span<const int64_t> load = model_->expert_load();
+  const int64_t n_expert = model_->config().n_expert;
+  if (load.empty() || n_expert == 0) return;
+  stats.expert_tokens.assign(static_cast<size_t>(n_expert), 0);
+  for (size_t i = 0; i < load.size(); ++i) stats.expert_tokens[i % static_cast<size_t>(n_expert)] += load[i];
+  stats.expert_imbalance = expert_imbalance(load, n_expert);
 }
 
 // Which logits rows each entry needs: the last where it samples, every row

@@ -126,6 +126,7 @@ class EngineCore {
   void finish_sequence(const sched::Sequence& seq, SteadyClock::time_point now);
   // The step's phases after schedule (see the top of this file).
   void execute(const sched::ScheduledBatch& batch, StepStats& stats);
+  void record_expert_load(StepStats& stats) const;
   std::vector<model::LogitRows> logit_rows(const sched::ScheduledBatch& batch, StepStats& stats);
   // Per entry, whether the step outputs its chunk's final hidden states
   // (embedding requests that still need them).

@@ -154,7 +154,31 @@ void Metrics::on_step(const StepStats& step) {
   }
   s_.comm_bytes += static_cast<uint64_t>(step.comm_bytes);
   s_.comm_syncs += static_cast<uint64_t>(step.comm_syncs);
+  if (!step.expert_tokens.empty()) {
+    s_.expert_tokens.resize(step.expert_tokens.size(), 0);
+    for (size_t e = 0; e < step.expert_tokens.size(); ++e)
+      s_.expert_tokens[e] += static_cast<uint64_t>(step.expert_tokens[e]);
+    s_.expert_imbalance_sum += step.expert_imbalance;
+    ++s_.expert_steps;
+  }
   s_.last_step = step;
+}
+
+double expert_imbalance(std::span<const int64_t> per_layer, int64_t n_expert) {
+  if (n_expert <= 0 || per_layer.empty()) return 0;
+  const int64_t layers = static_cast<int64_t>(per_layer.size()) / n_expert;
+  double sum = 0;
+  int64_t counted = 0;
+  for (int64_t l = 0; l < layers; ++l) {
+    const std::span<const int64_t> row =
+        per_layer.subspan(static_cast<size_t>(l * n_expert), static_cast<size_t>(n_expert));
+    const int64_t total = std::accumulate(row.begin(), row.end(), int64_t{0});
+    if (total == 0) continue;
+    sum += static_cast<double>(*std::max_element(row.begin(), row.end())) * static_cast<double>(n_expert) /
+           static_cast<double>(total);
+    ++counted;
+  }
+  return counted > 0 ? sum / static_cast<double>(counted) : 0.0;
 }
 
 void Metrics::set_parallel_layout(int tp, int pp) {

@@ -65,7 +65,19 @@ struct StepStats {
   double comm_ms = 0;
   int64_t comm_bytes = 0;
   int64_t comm_syncs = 0;
+  // Mixture-of-experts models (empty otherwise): the forward pass's tokens
+  // per expert summed over the layers, and its load imbalance
+  // (expert_imbalance()).
+  std::vector<int64_t> expert_tokens;
+  double expert_imbalance = 0;
 };
+
+// Load imbalance of one forward pass of a mixture-of-experts model, from
+// its per-layer counts [layers, n_expert] (Model::expert_load): in each
+// layer the busiest expert's tokens over the mean per expert, averaged
+// over the layers. 1 when every expert gets as many tokens; n_expert /
+// n_expert_used when every token picks the same experts; 0 without tokens.
+double expert_imbalance(std::span<const int64_t> per_layer, int64_t n_expert);
 
 // The phases one engine step's time is split into; they add up to step_ms.
 // schedule: scheduling, commit and emitting (the rest); drafting: proposing
@@ -166,6 +178,11 @@ struct MetricsSnapshot {
   std::array<uint64_t, kNumStepKinds> steps_by_kind{};
   uint64_t comm_bytes = 0;
   uint64_t comm_syncs = 0;
+  // Mixture of experts: tokens each expert ran (summed over the layers of
+  // this rank), and the imbalance summed over the steps that ran experts.
+  std::vector<uint64_t> expert_tokens;
+  double expert_imbalance_sum = 0;
+  uint64_t expert_steps = 0;
   int parallel_tp = 1;  // the model's layout over ranks (1 x 1: one process)
   int parallel_pp = 1;
 

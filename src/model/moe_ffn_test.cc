@@ -212,10 +212,10 @@ TEST(MoeSynth, ShapesAndRefusals) {
   const SynthShape mini = resolve_synth_shape(SynthArch::kQwen3Moe, "qwen3moe-mini", {});
   EXPECT_EQ(mini.n_expert, 64);
   EXPECT_EQ(mini.n_expert_used, 8);
-  EXPECT_EQ(mini.n_ff_exp, 384);
+  EXPECT_EQ(mini.n_ff_exp, 512);
   // llama and olmoe store no expert width: it is the FFN width.
   const SynthShape mixtral = resolve_synth_shape(SynthArch::kLlama, "qwen3moe-mini", {});
-  EXPECT_EQ(mixtral.n_ff, 384);
+  EXPECT_EQ(mixtral.n_ff, 512);
   EXPECT_EQ(resolve_synth_shape(SynthArch::kLlama, "tiny", {}).n_expert, 0);
 }
 

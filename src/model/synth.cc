@@ -43,12 +43,12 @@ const Preset kPresets[] = {
     {"qwen3-0.6b", {1024, 28, 16, 8, 3072, 151936, 128, 40960, 0, false}},
     {"olmo2-1b", {2048, 16, 16, 16, 8192, 100352, 0, 4096, 0, false}},
     {"granite3-2b", {2048, 40, 32, 8, 8192, 49155, 0, 4096, 0, false}},
-    // Qwen3-30B-A3B's proportions scaled down: 128 experts of 768 with 8 per
-    // token on n_embd 2048 become 64 of 384 with 8 per token on 1024, 48
-    // layers 16, the vocabulary 32000 (the output projection would
-    // otherwise dominate a model this size). About 1.3 B parameters, 0.23 B
-    // active per token.
-    {"qwen3moe-mini", {1024, 16, 16, 4, 3072, 32000, 64, 4096, 0, false, 0.0f, 0.0f, 64, 8, 384, 0}},
+    // Qwen3-30B-A3B scaled down: 128 experts of 768 with 8 per token on
+    // n_embd 2048 become 64 of 512 (a multiple of the K-quants' 256-element
+    // blocks, as 768 is) with 8 per token on 1024; 48 layers 16; its
+    // 151936-token vocabulary 32000 (the output projection would otherwise
+    // dominate a model this size). 1.7 B parameters, 0.27 B active per token.
+    {"qwen3moe-mini", {1024, 16, 16, 4, 3072, 32000, 64, 4096, 0, false, 0.0f, 0.0f, 64, 8, 512, 0}},
 };
 
 // Largest accepted size of any one dimension: keeps every product of two or

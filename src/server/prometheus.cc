@@ -86,6 +86,28 @@ void write_requests(PrometheusWriter& w, const engine::MetricsSnapshot& m) {
   }
 }
 
+// Mixture-of-experts models only: tokens per expert (summed over this
+// rank's layers) since start and in the last step, and the load imbalance.
+void write_expert_load(PrometheusWriter& w, const engine::MetricsSnapshot& m) {
+  if (m.expert_tokens.empty()) return;
+  w.family("tokenmill_moe_expert_tokens_total", "counter",
+           "Tokens each expert ran, summed over the layers (a token counts once per layer it visits the expert).");
+  for (size_t e = 0; e < m.expert_tokens.size(); ++e)
+    w.sample("tokenmill_moe_expert_tokens_total", prometheus_label("expert", std::to_string(e)),
+             static_cast<double>(m.expert_tokens[e]));
+  w.family("tokenmill_moe_step_expert_tokens", "gauge",
+           "Tokens each expert ran in the last step, summed over the layers.");
+  for (size_t e = 0; e < m.last_step.expert_tokens.size(); ++e)
+    w.sample("tokenmill_moe_step_expert_tokens", prometheus_label("expert", std::to_string(e)),
+             static_cast<double>(m.last_step.expert_tokens[e]));
+  w.gauge(
+      "tokenmill_moe_expert_imbalance",
+      "Last step's expert load imbalance: per layer the busiest expert's tokens over the mean, averaged (1 = even).",
+      m.last_step.expert_imbalance);
+  w.gauge("tokenmill_moe_expert_imbalance_mean", "Expert load imbalance averaged over the steps since start.",
+          m.expert_steps > 0 ? m.expert_imbalance_sum / static_cast<double>(m.expert_steps) : 0.0);
+}
+
 void write_tokens(PrometheusWriter& w, const engine::MetricsSnapshot& m) {
   w.counter("tokenmill_prompt_tokens_total", "Prompt tokens of finished requests.",
             static_cast<double>(m.prompt_tokens));
@@ -144,6 +166,7 @@ void write_tokens(PrometheusWriter& w, const engine::MetricsSnapshot& m) {
                prometheus_label("pp", std::to_string(m.parallel_pp)) + "," +
                prometheus_label("ranks", std::to_string(m.parallel_tp * m.parallel_pp)),
            1.0);
+  write_expert_load(w, m);
   w.counter("tokenmill_preemptions_total", "Sequences preempted (KV freed, recomputed later).",
             static_cast<double>(m.preemptions));
   w.counter("tokenmill_kv_evicted_tokens_total",

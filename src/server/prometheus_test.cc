@@ -160,3 +160,24 @@ TEST(HttpStats, EndpointLabels) {
 
 }  // namespace
 }  // namespace tokenmill::server
+
+namespace tokenmill::server {
+namespace {
+
+TEST(Prometheus, ExpertLoadOnlyForMixtureOfExperts) {
+  engine::MetricsSnapshot m;
+  EXPECT_EQ(render_metrics(m, HttpStatsSnapshot{}, "ready", ProcessMemory{}).find("tokenmill_moe_"), std::string::npos);
+  m.expert_tokens = {10, 30, 0};
+  m.last_step.expert_tokens = {1, 3, 0};
+  m.last_step.expert_imbalance = 2.25;
+  m.expert_imbalance_sum = 6.0;
+  m.expert_steps = 4;
+  const std::string t = render_metrics(m, HttpStatsSnapshot{}, "ready", ProcessMemory{});
+  EXPECT_NE(t.find("tokenmill_moe_expert_tokens_total{expert=\"1\"} 30\n"), std::string::npos) << t;
+  EXPECT_NE(t.find("tokenmill_moe_step_expert_tokens{expert=\"2\"} 0\n"), std::string::npos);
+  EXPECT_NE(t.find("tokenmill_moe_expert_imbalance 2.25\n"), std::string::npos);
+  EXPECT_NE(t.find("tokenmill_moe_expert_imbalance_mean 1.5\n"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace tokenmill::server
