@@ -1,5 +1,6 @@
-// Tensor and pipeline parallelism from the command line: `mpirun -np N
-// tokenmill serve --tp A --pp B ...` (N = A x B). Every rank parses the same
+// Tensor, pipeline and expert parallelism from the command line: `mpirun
+// -np N tokenmill serve --tp A --pp B ...` (N = A x B), or `--ep E [--tp
+// E]` (N = E: the experts spread over E ranks). Every rank parses the same
 // flags; rank 0 goes on to build the engine (and the server), the others
 // become workers (dist/worker.h) that run their shard of each forward pass
 // until rank 0 stops.
@@ -18,6 +19,7 @@ namespace tokenmill::cli {
 struct ParallelFlags {
   int tp = 1;
   int pp = 1;
+  int ep = 1;                // expert parallel ranks (mixture-of-experts models; model/parallel.h)
   int64_t microbatches = 0;  // 0: one per stage
 };
 void add_parallel_flags(CLI::App& cmd, ParallelFlags& flags);

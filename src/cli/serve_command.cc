@@ -188,7 +188,8 @@ nlohmann::json server_info(const ServeOptions& o, const engine::EngineConfig& co
           {"chat_template", ctx.chat ? std::string(tokenizer::chat_template_name(ctx.chat->kind)) : "none"},
           {"base_model", ctx.model_profile.base_model},
           {"tp", o.engine.parallel.tp},
-          {"pp", o.engine.parallel.pp}};
+          {"pp", o.engine.parallel.pp},
+          {"ep", o.engine.parallel.ep}};
 }
 
 void serve(const ServeOptions& o) {

@@ -3,7 +3,9 @@
 #include <mpi.h>
 #include <sched.h>
 
+#include <algorithm>
 #include <chrono>
+#include <climits>
 #include <cstdlib>
 #include <cstring>
 #include <thread>
@@ -61,8 +63,14 @@ struct MpiRuntime::Impl {
   std::vector<MPI_Request> send_requests;
 };
 
-std::unique_ptr<MpiRuntime> MpiRuntime::start(int tp, int pp, int64_t microbatches) {
-  if (tp < 1 || pp < 1) fail("--tp and --pp must be at least 1 (got --tp {} --pp {})", tp, pp);
+std::unique_ptr<MpiRuntime> MpiRuntime::start(int tp, int pp, int64_t microbatches, int ep) {
+  if (tp < 1 || pp < 1 || ep < 1)
+    fail("--tp, --pp and --ep must be at least 1 (got --tp {} --pp {} --ep {})", tp, pp, ep);
+  if (tp > 1 && ep > 1 && tp != ep)
+    fail("--tp {} --ep {}: expert parallelism runs over the tensor-parallel ranks (give --tp {} or --tp 1)", tp, ep,
+         ep);
+  if (ep > 1 && pp > 1) fail("--ep with --pp is not supported (expert parallelism runs in one pipeline stage)");
+  const int group = std::max(tp, ep);
   int initialized = 0;
   MPI_Initialized(&initialized);
   if (!initialized) {
@@ -74,15 +82,18 @@ std::unique_ptr<MpiRuntime> MpiRuntime::start(int tp, int pp, int64_t microbatch
   rt->impl_ = std::make_unique<Impl>();
   MPI_Comm_rank(MPI_COMM_WORLD, &rt->world_rank_);
   MPI_Comm_size(MPI_COMM_WORLD, &rt->world_size_);
-  if (rt->world_size_ != tp * pp)
-    fail("--tp {} --pp {} needs {} ranks, mpirun started {} (mpirun -np {} tokenmill ...)", tp, pp, tp * pp,
-         rt->world_size_, tp * pp);
+  if (rt->world_size_ != group * pp)
+    fail("--tp {} --pp {}{} needs {} ranks, mpirun started {} (mpirun -np {} tokenmill ...)", tp, pp,
+         ep > 1 ? fmt::format(" --ep {}", ep) : std::string(), group * pp, rt->world_size_, group * pp);
+  const int group_rank = rt->world_rank_ % group;
   rt->shard_.tp_size = tp;
   rt->shard_.pp_size = pp;
-  rt->shard_.tp_rank = rt->world_rank_ % tp;
-  rt->shard_.pp_stage = rt->world_rank_ / tp;
+  rt->shard_.tp_rank = tp > 1 ? group_rank : 0;  // tp 1 under ep: attention replicated
+  rt->shard_.ep_size = ep;
+  rt->shard_.ep_rank = ep > 1 ? group_rank : 0;
+  rt->shard_.pp_stage = rt->world_rank_ / group;
   rt->shard_.microbatches = microbatches;
-  check_mpi(MPI_Comm_split(MPI_COMM_WORLD, rt->shard_.pp_stage, rt->shard_.tp_rank, &rt->impl_->tp_comm), "split");
+  check_mpi(MPI_Comm_split(MPI_COMM_WORLD, rt->shard_.pp_stage, group_rank, &rt->impl_->tp_comm), "split");
   return rt;
 }
 
@@ -182,6 +193,45 @@ void MpiRuntime::tp_gather_columns(const float* shard, int64_t rows, std::span<c
       std::memcpy(out + i * full + col, src + i * widths[r], static_cast<size_t>(widths[r]) * sizeof(float));
     col += widths[r];
   }
+}
+
+namespace {
+
+// MPI's int counts and displacements of byte counts (each under 2 GiB).
+void byte_layout(std::span<const int64_t> bytes, std::vector<int>& counts, std::vector<int>& displs) {
+  int64_t at = 0;
+  for (int64_t b : bytes) {
+    if (b < 0 || at + b > INT32_MAX) fail("an expert-parallel exchange of {} bytes exceeds MPI's 2 GiB count", at + b);
+    counts.push_back(static_cast<int>(b));
+    displs.push_back(static_cast<int>(at));
+    at += b;
+  }
+}
+
+}  // namespace
+
+void MpiRuntime::group_all_to_all(const void* send, std::span<const int64_t> send_bytes, void* recv,
+                                  std::span<const int64_t> recv_bytes) {
+  std::vector<int> sc, sd, rc, rd;
+  byte_layout(send_bytes, sc, sd);
+  byte_layout(recv_bytes, rc, rd);
+  int64_t moved = 0;  // what crosses to or from another rank
+  for (size_t r = 0; r < send_bytes.size(); ++r)
+    if (static_cast<int>(r) != shard_.ep_rank) moved += send_bytes[r] + recv_bytes[r];
+  Timed t(stats_, moved);
+  check_mpi(MPI_Alltoallv(send, sc.data(), sd.data(), MPI_BYTE, recv, rc.data(), rd.data(), MPI_BYTE, impl_->tp_comm),
+            "all-to-all");
+}
+
+void MpiRuntime::group_all_gather(const void* mine, std::span<const int64_t> bytes, void* out) {
+  std::vector<int> counts, displs;
+  byte_layout(bytes, counts, displs);
+  int64_t moved = 0;
+  for (int64_t b : bytes) moved += b;
+  Timed t(stats_, moved);  // its own bytes sent to the others, theirs received
+  check_mpi(MPI_Allgatherv(mine, counts[static_cast<size_t>(shard_.ep_rank)], MPI_BYTE, out, counts.data(),
+                           displs.data(), MPI_BYTE, impl_->tp_comm),
+            "all-gather");
 }
 
 void MpiRuntime::isend(const float* data, int64_t n, int dest, int tag) {

@@ -1,6 +1,7 @@
 // The MPI side of a sharded model (model/parallel.h): Open MPI, started by
-// `mpirun -np N tokenmill serve --tp A --pp B` with N = A x B. World rank r
-// is pipeline stage r / A, tensor rank r % A. Rank 0 runs the engine and
+// `mpirun -np N tokenmill serve --tp A --pp B` with N = A x B (or --ep E:
+// N = E, expert parallel). World rank r is pipeline stage r / A, tensor
+// rank r % A. Rank 0 runs the engine and
 // announces every forward pass; the other ranks run worker_loop()
 // (dist/worker.h), which waits for those announcements.
 //
@@ -31,9 +32,11 @@ void abort_parallel_run(int code);
 
 class MpiRuntime final : public model::ParallelComm {
  public:
-  // Initialises MPI and lays the ranks out. Throws Error when the world
-  // size is not tp x pp or MPI cannot give serialized threading.
-  static std::unique_ptr<MpiRuntime> start(int tp, int pp, int64_t microbatches);
+  // Initialises MPI and lays the ranks out: stages of max(tp, ep) ranks.
+  // Throws Error when the world size is not that times pp, tp and ep are
+  // both above 1 and differ, ep > 1 with pp > 1, or MPI cannot give
+  // serialized threading.
+  static std::unique_ptr<MpiRuntime> start(int tp, int pp, int64_t microbatches, int ep = 1);
   // The root tells the other ranks to stop; then MPI is finalised.
   ~MpiRuntime() override;
   MpiRuntime(const MpiRuntime&) = delete;
@@ -55,6 +58,9 @@ class MpiRuntime final : public model::ParallelComm {
                     std::span<const uint8_t> skip_layers) override;
   void tp_all_reduce_sum(float* data, int64_t n) override;
   void tp_gather_columns(const float* shard, int64_t rows, std::span<const int64_t> widths, float* out) override;
+  void group_all_to_all(const void* send, std::span<const int64_t> send_bytes, void* recv,
+                        std::span<const int64_t> recv_bytes) override;
+  void group_all_gather(const void* mine, std::span<const int64_t> bytes, void* out) override;
   void send_next(const float* data, int64_t n, int tag) override;
   void recv_prev(float* data, int64_t n, int tag) override;
   void send_logits(const float* data, int64_t n, int tag) override;

@@ -114,7 +114,7 @@ EngineCore::EngineCore(const EngineConfig& config, Metrics& metrics)
     std::vector<int64_t> blocks{sizes.blocks};
     if (groups.size() > 1) blocks.push_back(sizes.window_blocks);
     config_.parallel->publish_pool_sizes(blocks);
-    metrics_.set_parallel_layout(model_->shard().tp_size, model_->shard().pp_size);
+    metrics_.set_parallel_layout(model_->shard().tp_size, model_->shard().pp_size, model_->shard().ep_size);
   }
   if (config_.spec.method == spec::SpecMethod::kSelf)
     skip_layers_ = spec::resolve_skip_layers(config_.spec.skip_layers, mc.n_layer);

@@ -181,10 +181,11 @@ double expert_imbalance(std::span<const int64_t> per_layer, int64_t n_expert) {
   return counted > 0 ? sum / static_cast<double>(counted) : 0.0;
 }
 
-void Metrics::set_parallel_layout(int tp, int pp) {
+void Metrics::set_parallel_layout(int tp, int pp, int ep) {
   std::lock_guard<std::mutex> lock(mutex_);
   s_.parallel_tp = tp;
   s_.parallel_pp = pp;
+  s_.parallel_ep = ep;
 }
 
 const char* step_phase_name(StepPhase phase) {

@@ -185,6 +185,7 @@ struct MetricsSnapshot {
   uint64_t expert_steps = 0;
   int parallel_tp = 1;  // the model's layout over ranks (1 x 1: one process)
   int parallel_pp = 1;
+  int parallel_ep = 1;  // expert-parallel ranks (the stage's ranks; 1: none)
 
   // Gauges (as of the last step).
   int64_t running = 0;
@@ -261,7 +262,7 @@ class Metrics {
                         const kv::PrefixMissCounts& miss_tokens);
   void set_scheduler_gauges(const SchedulerGauges& g);
   // Called once by a sharded engine (model/parallel.h).
-  void set_parallel_layout(int tp, int pp);
+  void set_parallel_layout(int tp, int pp, int ep = 1);
   // Called once by the engine when it has allocated the KV pool.
   void set_kv_layout(std::string_view dtype, int64_t bytes_per_token, int64_t total_bytes);
 

@@ -13,6 +13,7 @@
 #include "model/layer_ops.h"
 #include "model/lora_apply.h"
 #include "model/microbatch.h"
+#include "model/moe_expert_parallel.h"
 #include "model/moe_ffn.h"
 #include "model/rope_config.h"
 #include "model/shard.h"
@@ -41,6 +42,7 @@ struct Model::Scratch {
   std::vector<LoraRows> lora_logits;
   LoraScratch lora;
   MoeScratch moe;
+  ExpertParallelScratch expert_parallel;
 };
 
 std::unique_ptr<Model> Model::load(const std::string& path, ParallelComm* comm, const RopeOverrides& rope) {
@@ -337,6 +339,9 @@ void Model::forward_part(std::span<const SequenceChunk> chunks, std::span<kv::Pa
   }
   if (hidden != nullptr) write_hidden_rows(chunks, hidden);
   if (R == 0) return;
+  // Expert parallel with replicated attention: the other ranks' logits
+  // would be the root's; nobody reads them.
+  if (logits == nullptr && shard_.pp_size == 1 && shard_.tp_size == 1) return;
 
   // Final norm and the output projection, only for the rows that need logits.
   resize(s.rows, R * c.n_embd);
@@ -586,7 +591,12 @@ void Model::ffn_block(int64_t layer, ThreadPool& pool) {
     const float* in = block_input(s.x.data(), w.ffn_norm, s.xb.data(), T, c.n_embd, c.rms_eps);
     const std::span<int64_t> load(expert_load_.data() + (layer - shard_.layer_begin) * c.n_expert,
                                   static_cast<size_t>(c.n_expert));
-    moe_ffn(w, c, in, T, s.xb.data(), expert_compute_, s.moe, pool, load);
+    if (shard_.expert_parallel()) {
+      moe_ffn_expert_parallel(w, c, shard_, *comm_, in, T, s.xb.data(), expert_compute_, s.moe, s.expert_parallel, pool,
+                              load);
+    } else {
+      moe_ffn(w, c, in, T, s.xb.data(), expert_compute_, s.moe, pool, load);
+    }
     finish_ffn(w);
     return;
   }
@@ -609,7 +619,9 @@ void Model::finish_ffn(const LayerWeights& w) {
   const ModelConfig& c = local_;
   Scratch& s = *scratch_;
   const int64_t T = s.num_tokens;
-  if (shard_.tp_size > 1) comm_->tp_all_reduce_sum(s.xb.data(), T * c.n_embd);
+  // Expert parallel: the rows were gathered whole (moe_expert_parallel.h).
+  if (shard_.tp_size > 1 && !(c.is_moe() && shard_.expert_parallel()))
+    comm_->tp_all_reduce_sum(s.xb.data(), T * c.n_embd);
   if (w.post_ffn_norm.present()) norm_rows(s.xb.data(), w.post_ffn_norm, s.xb.data(), T, c.n_embd, c.rms_eps);
   add_residual(s.x.data(), s.xb.data(), c.residual_scale, T * c.n_embd);
 }

@@ -34,13 +34,14 @@ void group_by_expert(const ExpertRouting& r, int64_t n_expert, MoeScratch& s) {
 }
 
 // Every expert over its rows: gate and up in one grouped product, SwiGLU,
-// down in another. x, gate, up, y: the grouped rows (MoeScratch).
-void run_grouped(const LayerWeights& w, const ModelConfig& c, MoeScratch& s, ThreadPool& pool) {
-  const int64_t rows = s.offsets.back();
+// down in another.
+void run_grouped(const LayerWeights& w, const ModelConfig& c, std::span<const int64_t> offsets, MoeScratch& s,
+                 ThreadPool& pool) {
+  const int64_t rows = offsets.back();
   std::vector<kernels::GroupedProduct> gate_up, down;
   for (int64_t e = 0; e < c.n_expert; ++e) {
-    const int64_t first = s.offsets[static_cast<size_t>(e)];
-    const int64_t n = s.offsets[static_cast<size_t>(e) + 1] - first;
+    const int64_t first = offsets[static_cast<size_t>(e)];
+    const int64_t n = offsets[static_cast<size_t>(e) + 1] - first;
     if (n == 0) continue;
     const auto ex = static_cast<size_t>(e);
     gate_up.push_back({&w.gate_exps[ex], first, n, s.gate.data() + first * c.n_ff_exp});
@@ -52,40 +53,19 @@ void run_grouped(const LayerWeights& w, const ModelConfig& c, MoeScratch& s, Thr
   kernels::matmul_grouped(down, s.gate.data(), rows, pool);
 }
 
-// The reference order: token by token, expert by expert, one product each.
-void run_per_token(const LayerWeights& w, const ModelConfig& c, MoeScratch& s, ThreadPool& pool) {
-  const ExpertRouting& r = s.routing;
-  for (int64_t i = 0; i < r.num_tokens * r.k; ++i) {
-    const auto e = static_cast<size_t>(r.experts[static_cast<size_t>(i)]);
-    const int64_t row = s.slot_row[static_cast<size_t>(i)];
-    const kernels::WeightView ws[] = {w.gate_exps[e], w.up_exps[e]};
-    float* const ys[] = {s.gate.data() + row * c.n_ff_exp, s.up.data() + row * c.n_ff_exp};
-    kernels::matmul_many(ws, s.x.data() + row * c.n_embd, 1, ys, pool);
-    kernels::swiglu(ys[0], ys[1], c.n_ff_exp);
-    kernels::matmul(w.down_exps[e], ys[0], 1, s.y.data() + row * c.n_embd, pool);
-  }
-}
-
-// The shared expert (qwen2moe) over every token: shared = its FFN of in,
-// each row multiplied by sigmoid(shexp_gate . in[t]).
-void run_shared_expert(const LayerWeights& w, const ModelConfig& c, const float* in, int64_t T, MoeScratch& s,
-                       ThreadPool& pool) {
-  grow(s.shared, T * c.n_embd);
-  grow(s.shared_gate, T * c.n_ff_shexp);
-  grow(s.shared_up, T * c.n_ff_shexp);
-  const kernels::WeightView ws[] = {w.gate_shexp, w.up_shexp};
-  float* const ys[] = {s.shared_gate.data(), s.shared_up.data()};
-  kernels::matmul_many(ws, in, T, ys, pool);
-  kernels::swiglu(s.shared_gate.data(), s.shared_up.data(), T * c.n_ff_shexp);
-  kernels::matmul(w.down_shexp, s.shared_gate.data(), T, s.shared.data(), pool);
-  pool.parallel_for(T, [&](int, int64_t first, int64_t last) {
-    for (int64_t t = first; t < last; ++t) {
-      double dot = 0.0;
-      for (int64_t i = 0; i < c.n_embd; ++i) dot += static_cast<double>(w.shexp_gate.data[i]) * in[t * c.n_embd + i];
-      const float g = static_cast<float>(1.0 / (1.0 + std::exp(-dot)));
-      kernels::scale_inplace(s.shared.data() + t * c.n_embd, g, c.n_embd);
+// The reference order: row by row (token by token), one product each.
+void run_per_token(const LayerWeights& w, const ModelConfig& c, std::span<const int64_t> offsets, MoeScratch& s,
+                   ThreadPool& pool) {
+  for (int64_t e = 0; e < c.n_expert; ++e) {
+    const auto ex = static_cast<size_t>(e);
+    for (int64_t row = offsets[ex]; row < offsets[ex + 1]; ++row) {
+      const kernels::WeightView ws[] = {w.gate_exps[ex], w.up_exps[ex]};
+      float* const ys[] = {s.gate.data() + row * c.n_ff_exp, s.up.data() + row * c.n_ff_exp};
+      kernels::matmul_many(ws, s.x.data() + row * c.n_embd, 1, ys, pool);
+      kernels::swiglu(ys[0], ys[1], c.n_ff_exp);
+      kernels::matmul(w.down_exps[ex], ys[0], 1, s.y.data() + row * c.n_embd, pool);
     }
-  });
+  }
 }
 
 }  // namespace
@@ -121,6 +101,64 @@ void route_tokens(const float* logits, int64_t num_tokens, int64_t n_expert, int
   }
 }
 
+void run_experts(const LayerWeights& w, const ModelConfig& c, std::span<const int64_t> offsets, ExpertCompute mode,
+                 MoeScratch& s, ThreadPool& pool) {
+  const int64_t rows = offsets.back();
+  grow(s.gate, rows * c.n_ff_exp);
+  grow(s.up, rows * c.n_ff_exp);
+  grow(s.y, rows * c.n_embd);
+  if (mode == ExpertCompute::kGrouped) {
+    run_grouped(w, c, offsets, s, pool);
+  } else {
+    run_per_token(w, c, offsets, s, pool);
+  }
+}
+
+void run_shared_expert(const LayerWeights& w, const ModelConfig& c, const float* in, int64_t T, MoeScratch& s,
+                       ThreadPool& pool) {
+  grow(s.shared, T * c.n_embd);
+  grow(s.shared_gate, T * c.n_ff_shexp);
+  grow(s.shared_up, T * c.n_ff_shexp);
+  const kernels::WeightView ws[] = {w.gate_shexp, w.up_shexp};
+  float* const ys[] = {s.shared_gate.data(), s.shared_up.data()};
+  kernels::matmul_many(ws, in, T, ys, pool);
+  kernels::swiglu(s.shared_gate.data(), s.shared_up.data(), T * c.n_ff_shexp);
+  kernels::matmul(w.down_shexp, s.shared_gate.data(), T, s.shared.data(), pool);
+  pool.parallel_for(T, [&](int, int64_t first, int64_t last) {
+    for (int64_t t = first; t < last; ++t) {
+      double dot = 0.0;
+      for (int64_t i = 0; i < c.n_embd; ++i) dot += static_cast<double>(w.shexp_gate.data[i]) * in[t * c.n_embd + i];
+      const float g = static_cast<float>(1.0 / (1.0 + std::exp(-dot)));
+      kernels::scale_inplace(s.shared.data() + t * c.n_embd, g, c.n_embd);
+    }
+  });
+}
+
+void combine_experts(const ExpertRouting& routing, std::span<const int64_t> slot_row, const float* y,
+                     const float* shared, int64_t n_embd, float* out, ThreadPool& pool) {
+  const int64_t k = routing.k;
+  // In routing order whatever the grouping, so the sum is the same.
+  pool.parallel_for(routing.num_tokens, [&](int, int64_t first, int64_t last) {
+    for (int64_t t = first; t < last; ++t) {
+      float* o = out + t * n_embd;
+      for (int64_t j = 0; j < k; ++j) {
+        const auto at = static_cast<size_t>(t * k + j);
+        const float weight = routing.weights[at];
+        const float* row = y + slot_row[at] * n_embd;
+        if (j == 0) {
+          for (int64_t i = 0; i < n_embd; ++i) o[i] = weight * row[i];
+        } else {
+          for (int64_t i = 0; i < n_embd; ++i) o[i] += weight * row[i];
+        }
+      }
+      if (shared != nullptr) {
+        const float* sh = shared + t * n_embd;
+        for (int64_t i = 0; i < n_embd; ++i) o[i] += sh[i];
+      }
+    }
+  });
+}
+
 void moe_ffn(const LayerWeights& w, const ModelConfig& c, const float* in, int64_t num_tokens, float* out,
              ExpertCompute mode, MoeScratch& s, ThreadPool& pool, std::span<int64_t> expert_tokens) {
   TM_CHECK(c.is_moe() && static_cast<int64_t>(w.gate_exps.size()) == c.n_expert);
@@ -137,42 +175,13 @@ void moe_ffn(const LayerWeights& w, const ModelConfig& c, const float* in, int64
       expert_tokens[static_cast<size_t>(e)] +=
           s.offsets[static_cast<size_t>(e) + 1] - s.offsets[static_cast<size_t>(e)];
   }
-
   grow(s.x, pairs * c.n_embd);
-  grow(s.gate, pairs * c.n_ff_exp);
-  grow(s.up, pairs * c.n_ff_exp);
-  grow(s.y, pairs * c.n_embd);
   for (int64_t i = 0; i < pairs; ++i)
     std::copy_n(in + (i / k) * c.n_embd, c.n_embd, s.x.data() + s.slot_row[static_cast<size_t>(i)] * c.n_embd);
-  if (mode == ExpertCompute::kGrouped) {
-    run_grouped(w, c, s, pool);
-  } else {
-    run_per_token(w, c, s, pool);
-  }
+  run_experts(w, c, s.offsets, mode, s, pool);
   const bool shared = c.n_ff_shexp > 0 && w.shexp_gate.present();
   if (shared) run_shared_expert(w, c, in, T, s, pool);
-
-  // Each token's experts summed in routing order (the same order in both
-  // modes, so the sum is too), then the shared expert.
-  pool.parallel_for(T, [&](int, int64_t first, int64_t last) {
-    for (int64_t t = first; t < last; ++t) {
-      float* o = out + t * c.n_embd;
-      for (int64_t j = 0; j < k; ++j) {
-        const auto at = static_cast<size_t>(t * k + j);
-        const float weight = s.routing.weights[at];
-        const float* y = s.y.data() + s.slot_row[at] * c.n_embd;
-        if (j == 0) {
-          for (int64_t i = 0; i < c.n_embd; ++i) o[i] = weight * y[i];
-        } else {
-          for (int64_t i = 0; i < c.n_embd; ++i) o[i] += weight * y[i];
-        }
-      }
-      if (shared) {
-        const float* sh = s.shared.data() + t * c.n_embd;
-        for (int64_t i = 0; i < c.n_embd; ++i) o[i] += sh[i];
-      }
-    }
-  });
+  combine_experts(s.routing, s.slot_row, s.y.data(), shared ? s.shared.data() : nullptr, c.n_embd, out, pool);
 }
 
 }  // namespace tokenmill::model

@@ -61,6 +61,24 @@ struct MoeScratch {
   std::vector<float> shared_gate, shared_up;  // [T, n_ff_shexp]
 };
 
+// The expert half of moe_ffn on grouped rows: s.x [offsets.back(),
+// n_embd] holds expert e's input rows at [offsets[e], offsets[e + 1]) (e
+// over all n_expert; only experts with rows are read); their outputs go
+// to the same rows of s.y [.., n_embd]. Grows s.gate, s.up and s.y.
+void run_experts(const LayerWeights& w, const ModelConfig& c, std::span<const int64_t> offsets, ExpertCompute mode,
+                 MoeScratch& s, ThreadPool& pool);
+
+// out[t] for each of `num_tokens` tokens: sum over its k experts (routing
+// order) of weight * the expert's output row slot_row[t * k + j] of y
+// [.., n_embd]; then + shared [t] when `shared` is not null.
+void combine_experts(const ExpertRouting& routing, std::span<const int64_t> slot_row, const float* y,
+                     const float* shared, int64_t n_embd, float* out, ThreadPool& pool);
+
+// The shared expert (qwen2moe) of in [T, n_embd] into s.shared [T, n_embd],
+// each row scaled by sigmoid(shexp_gate . in[t]).
+void run_shared_expert(const LayerWeights& w, const ModelConfig& c, const float* in, int64_t num_tokens, MoeScratch& s,
+                       ThreadPool& pool);
+
 // out [T, n_embd] = the MoE FFN of in [T, n_embd] with layer weights w
 // (config c, whose n_ff_exp / n_ff_shexp are this rank's share under tensor
 // parallelism: the output is then this rank's partial sum). For each token,

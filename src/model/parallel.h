@@ -9,6 +9,14 @@
 // of the vocabulary. World rank 0 (stage 0, tensor rank 0) runs the engine
 // and is the only rank that receives logits.
 //
+// Expert parallelism (mixture-of-experts models, ep_size > 1, one stage):
+// the stage's ep_size ranks each hold a contiguous share of every layer's
+// experts, whole; attention is split over the same ranks (tp_size ==
+// ep_size) or replicated on each (tp_size 1). Each rank routes a contiguous
+// share of the step's tokens and sends each (token, expert) row to the
+// expert's rank, which returns the expert's output (all-to-all both ways);
+// the combined rows are then gathered on every rank (model/moe_expert_parallel.h).
+//
 // Thread-safety: one caller at a time (the engine thread on rank 0, the
 // worker loop elsewhere).
 #pragma once
@@ -34,10 +42,15 @@ struct ModelShard {
   // Micro-batches a pipelined step is cut into (pp_size > 1), so that stage
   // s works on micro-batch m while stage s + 1 works on m - 1.
   int64_t microbatches = 1;
+  // Expert parallelism: this rank's share of the experts is part ep_rank
+  // of ep_size (the stage's ranks; 1: every rank holds every expert).
+  int ep_rank = 0;
+  int ep_size = 1;
 
   bool first_stage() const { return pp_stage == 0; }
   bool last_stage() const { return pp_stage == pp_size - 1; }
-  bool sharded() const { return tp_size > 1 || pp_size > 1; }
+  bool sharded() const { return tp_size > 1 || pp_size > 1 || ep_size > 1; }
+  bool expert_parallel() const { return ep_size > 1; }
 };
 
 // Time and traffic of this rank's collectives, cumulative. seconds include
@@ -71,6 +84,17 @@ class ParallelComm {
   // shard [rows, widths[r]]; the stage's tensor rank 0 gets out [rows,
   // sum(widths)] (others: out untouched).
   virtual void tp_gather_columns(const float* shard, int64_t rows, std::span<const int64_t> widths, float* out) = 0;
+
+  // Expert parallelism, among the stage's ranks (rank r = ep_rank r):
+  // each rank sends send_bytes[r] bytes (consecutive in `send`, rank 0's
+  // first) to rank r and receives recv_bytes[r] from it into `recv` (rank
+  // order). The counts must agree pairwise (exchange them first with a
+  // fixed-size call).
+  virtual void group_all_to_all(const void* send, std::span<const int64_t> send_bytes, void* recv,
+                                std::span<const int64_t> recv_bytes) = 0;
+  // Every rank's `bytes[self]` bytes from `mine`, concatenated in rank
+  // order into `out` on every rank.
+  virtual void group_all_gather(const void* mine, std::span<const int64_t> bytes, void* out) = 0;
 
   // Pipeline: activations to the next stage (same tensor rank), tagged by
   // micro-batch. send_next returns at once (the data is copied); every send

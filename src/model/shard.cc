@@ -74,6 +74,16 @@ ModelShard resolve_shard(const ModelShard& shard, const ModelConfig& c, const Mo
   s.layer_begin = layers.begin;
   s.layer_end = layers.end;
   if (s.microbatches < 1) s.microbatches = 1;
+  if (s.ep_size > 1) {
+    if (!c.is_moe())
+      fail("expert parallel over {} ranks: '{}' is a dense model (no experts); use --tp or --pp", s.ep_size,
+           c.arch_name);
+    if (c.n_expert < s.ep_size)
+      fail("expert parallel over {} ranks: the model has only {} experts per layer", s.ep_size, c.n_expert);
+    if (s.pp_size > 1) fail("expert parallelism with a pipeline (--pp) is not supported");
+    if (s.tp_size > 1 && s.tp_size != s.ep_size)
+      fail("expert parallel over {} ranks needs --tp {} or --tp 1, got --tp {}", s.ep_size, s.ep_size, s.tp_size);
+  }
   if (s.tp_size == 1) return s;
   // olmo2 normalises q and k over all heads at once: a rank holding some
   // heads cannot compute that mean without another all-reduce per layer.
@@ -97,8 +107,10 @@ ModelShard resolve_shard(const ModelShard& shard, const ModelConfig& c, const Mo
       fail("tensor parallel over {} ranks: {} {} does not divide by {}", s.tp_size, what, width, s.tp_size);
   };
   if (c.is_moe()) {
-    divides("the experts' FFN width", c.n_ff_exp);
-    divides("the shared expert's FFN width", c.n_ff_shexp);
+    if (s.ep_size == 1) {  // with experts spread over the ranks, each expert stays whole
+      divides("the experts' FFN width", c.n_ff_exp);
+      divides("the shared expert's FFN width", c.n_ff_shexp);
+    }
   } else {
     divides("the FFN width", c.n_ff);
   }
@@ -108,6 +120,7 @@ ModelShard resolve_shard(const ModelShard& shard, const ModelConfig& c, const Mo
     for (const LayerWeights& l : w.layers) {
       check_columns("the attention output projection", l.wo, even_part(c.n_q_dim(), s.tp_size, r), probe);
       if (!c.is_moe()) check_columns("the FFN down projection", l.w_down, even_part(c.n_ff, s.tp_size, r), probe);
+      if (s.ep_size > 1) continue;
       for (const kernels::WeightView& d : l.down_exps)
         check_columns("an expert's down projection", d, even_part(c.n_ff_exp, s.tp_size, r), probe);
       if (c.n_ff_shexp > 0)
@@ -123,8 +136,10 @@ ModelConfig local_config(const ModelConfig& config, const ModelShard& shard) {
   c.n_head /= shard.tp_size;
   c.n_kv_head = std::max<int64_t>(1, c.n_kv_head / shard.tp_size);  // replicated when fewer than ranks
   c.n_ff /= shard.tp_size;
-  c.n_ff_exp /= shard.tp_size;
-  c.n_ff_shexp /= shard.tp_size;
+  if (shard.ep_size == 1) {  // expert parallel: experts (and the shared one) whole
+    c.n_ff_exp /= shard.tp_size;
+    c.n_ff_shexp /= shard.tp_size;
+  }
   return c;
 }
 
@@ -132,6 +147,10 @@ IndexRange kv_head_part(const ModelConfig& c, const ModelShard& s) {
   if (c.n_kv_head >= s.tp_size) return even_part(c.n_kv_head, s.tp_size, s.tp_rank);
   const int64_t head = static_cast<int64_t>(s.tp_rank) * c.n_kv_head / s.tp_size;  // the one its queries use
   return IndexRange{head, head + 1};
+}
+
+IndexRange expert_part(const ModelConfig& config, const ModelShard& shard) {
+  return even_part(config.n_expert, shard.ep_size, shard.ep_rank);
 }
 
 IndexRange vocab_part(const ModelConfig& config, const ModelShard& shard) {
@@ -152,6 +171,13 @@ void shard_weights(ModelWeights& w, const ModelConfig& c, const ModelShard& s,
       l = LayerWeights{};  // another stage's layer: never read here
       continue;
     }
+    if (s.ep_size > 1) {
+      // Other ranks' experts: never read here (their pages stay on disk).
+      const IndexRange mine = expert_part(c, s);
+      for (std::vector<kernels::WeightView>* experts : {&l.gate_exps, &l.up_exps, &l.down_exps})
+        for (int64_t e = 0; e < c.n_expert; ++e)
+          if (e < mine.begin || e >= mine.end) (*experts)[static_cast<size_t>(e)] = kernels::WeightView{};
+    }
     if (s.tp_size == 1) continue;
     l.wq = row_view(l.wq, q_rows);
     l.wk = row_view(l.wk, kv_rows);
@@ -160,6 +186,7 @@ void shard_weights(ModelWeights& w, const ModelConfig& c, const ModelShard& s,
     l.bk = vector_part(l.bk, kv_rows);
     l.bv = vector_part(l.bv, kv_rows);
     l.wo = column_copy(l.wo, q_rows, owned);
+    if (s.ep_size > 1) continue;  // the FFN is the experts', whole on their ranks
     if (!c.is_moe()) {
       l.w_gate = row_view(l.w_gate, ff);
       l.w_up = row_view(l.w_up, ff);

@@ -41,6 +41,10 @@ ModelConfig local_config(const ModelConfig& config, const ModelShard& shard);
 // heads use when the model has fewer KV heads than ranks (replicated).
 IndexRange kv_head_part(const ModelConfig& config, const ModelShard& shard);
 
+// The experts of each layer rank ep_rank holds (all of them without
+// expert parallelism).
+IndexRange expert_part(const ModelConfig& config, const ModelShard& shard);
+
 // The vocabulary rows of the output projection rank tp_rank computes.
 IndexRange vocab_part(const ModelConfig& config, const ModelShard& shard);
 

@@ -164,7 +164,8 @@ void write_tokens(PrometheusWriter& w, const engine::MetricsSnapshot& m) {
   w.sample("tokenmill_parallel_info",
            prometheus_label("tp", std::to_string(m.parallel_tp)) + "," +
                prometheus_label("pp", std::to_string(m.parallel_pp)) + "," +
-               prometheus_label("ranks", std::to_string(m.parallel_tp * m.parallel_pp)),
+               prometheus_label("ep", std::to_string(m.parallel_ep)) + "," +
+               prometheus_label("ranks", std::to_string(std::max(m.parallel_tp, m.parallel_ep) * m.parallel_pp)),
            1.0);
   write_expert_load(w, m);
   w.counter("tokenmill_preemptions_total", "Sequences preempted (KV freed, recomputed later).",

@@ -1,0 +1,118 @@
+#include "model/moe_expert_parallel.h"
+
+#include <algorithm>
+#include <cstring>
+
+#include "kernels/matmul.h"
+#include "model/shard.h"
+#include "util/check.h"
+
+namespace tokenmill::model {
+namespace {
+
+template <typename T>
+void grow(std::vector<T>& v, int64_t n) {
+  if (static_cast<int64_t>(v.size()) < n) v.resize(static_cast<size_t>(n));
+}
+
+// Byte counts per rank of `rows` rows of `row_bytes` each.
+std::vector<int64_t> bytes_of(std::span<const int64_t> rows, int64_t row_bytes) {
+  std::vector<int64_t> b;
+  for (int64_t r : rows) b.push_back(r * row_bytes);
+  return b;
+}
+
+}  // namespace
+
+void moe_ffn_expert_parallel(const LayerWeights& w, const ModelConfig& c, const ModelShard& shard, ParallelComm& comm,
+                             const float* in, int64_t num_tokens, float* out, ExpertCompute mode, MoeScratch& s,
+                             ExpertParallelScratch& ep, ThreadPool& pool, std::span<int64_t> expert_tokens) {
+  TM_CHECK(c.is_moe() && shard.expert_parallel());
+  const int n = shard.ep_size;
+  const int64_t T = num_tokens, k = c.n_expert_used, D = c.n_embd;
+  const auto ranks = static_cast<size_t>(n);
+  // Every token's routing, as one process computes it.
+  grow(s.logits, T * c.n_expert);
+  if (T > 0) kernels::matmul(w.router, in, T, s.logits.data(), pool);
+  route_tokens(s.logits.data(), T, c.n_expert, k, c.expert_weights_norm, s.routing);
+  if (!expert_tokens.empty())
+    for (int32_t e : s.routing.experts) ++expert_tokens[static_cast<size_t>(e)];
+  std::vector<int> owner(static_cast<size_t>(c.n_expert));
+  for (int r = 0; r < n; ++r) {
+    ModelShard other = shard;
+    other.ep_rank = r;
+    const IndexRange part = expert_part(c, other);
+    for (int64_t e = part.begin; e < part.end; ++e) owner[static_cast<size_t>(e)] = r;
+  }
+
+  // Own tokens' pairs, by destination rank (pair order within each).
+  const IndexRange own = even_part(T, n, shard.ep_rank);
+  std::vector<int64_t> send_count(ranks, 0), recv_count(ranks, 0);
+  for (int64_t i = own.begin * k; i < own.end * k; ++i)
+    ++send_count[static_cast<size_t>(owner[static_cast<size_t>(s.routing.experts[static_cast<size_t>(i)])])];
+  std::vector<int64_t> next(ranks, 0);
+  for (size_t r = 1; r < ranks; ++r) next[r] = next[r - 1] + send_count[r - 1];
+  const int64_t sent = own.size() * k;
+  grow(ep.send_pairs, sent);
+  grow(ep.send_rows, sent * D);
+  grow(ep.send_ids, sent);
+  grow(ep.own_slot_row, sent);
+  for (int64_t i = own.begin * k; i < own.end * k; ++i) {
+    const int32_t e = s.routing.experts[static_cast<size_t>(i)];
+    const int64_t at = next[static_cast<size_t>(owner[static_cast<size_t>(e)])]++;
+    ep.send_pairs[static_cast<size_t>(at)] = i;
+    ep.send_ids[static_cast<size_t>(at)] = e;
+    std::memcpy(ep.send_rows.data() + at * D, in + (i / k) * D, static_cast<size_t>(D) * sizeof(float));
+    ep.own_slot_row[static_cast<size_t>(i - own.begin * k)] = at;
+  }
+
+  // Counts, then the experts' ids and rows.
+  comm.group_all_to_all(send_count.data(), std::vector<int64_t>(ranks, sizeof(int64_t)), recv_count.data(),
+                        std::vector<int64_t>(ranks, sizeof(int64_t)));
+  int64_t received = 0;
+  for (int64_t r : recv_count) received += r;
+  grow(ep.recv_ids, received);
+  grow(ep.recv_rows, received * D);
+  comm.group_all_to_all(ep.send_ids.data(), bytes_of(send_count, sizeof(int32_t)), ep.recv_ids.data(),
+                        bytes_of(recv_count, sizeof(int32_t)));
+  comm.group_all_to_all(ep.send_rows.data(), bytes_of(send_count, D * sizeof(float)), ep.recv_rows.data(),
+                        bytes_of(recv_count, D * sizeof(float)));
+
+  // This rank's experts over the rows they received: grouped by expert,
+  // in received order (source rank, then pair order: one process's order).
+  s.offsets.assign(static_cast<size_t>(c.n_expert) + 1, 0);
+  for (int64_t i = 0; i < received; ++i) ++s.offsets[static_cast<size_t>(ep.recv_ids[static_cast<size_t>(i)]) + 1];
+  for (size_t e = 1; e < s.offsets.size(); ++e) s.offsets[e] += s.offsets[e - 1];
+  std::vector<int64_t> row_of(static_cast<size_t>(received));
+  std::vector<int64_t> fill(s.offsets.begin(), s.offsets.end() - 1);
+  grow(s.x, received * D);
+  for (int64_t i = 0; i < received; ++i) {
+    const int64_t row = fill[static_cast<size_t>(ep.recv_ids[static_cast<size_t>(i)])]++;
+    row_of[static_cast<size_t>(i)] = row;
+    std::memcpy(s.x.data() + row * D, ep.recv_rows.data() + i * D, static_cast<size_t>(D) * sizeof(float));
+  }
+  if (received > 0) run_experts(w, c, s.offsets, mode, s, pool);
+  grow(ep.back_rows, received * D);
+  for (int64_t i = 0; i < received; ++i)
+    std::memcpy(ep.back_rows.data() + i * D, s.y.data() + row_of[static_cast<size_t>(i)] * D,
+                static_cast<size_t>(D) * sizeof(float));
+  grow(ep.returned, sent * D);
+  comm.group_all_to_all(ep.back_rows.data(), bytes_of(recv_count, D * sizeof(float)), ep.returned.data(),
+                        bytes_of(send_count, D * sizeof(float)));
+
+  // Own tokens combined as one process would, then everyone's gathered.
+  ep.own_routing.num_tokens = own.size();
+  ep.own_routing.k = k;
+  ep.own_routing.experts.assign(s.routing.experts.begin() + own.begin * k, s.routing.experts.begin() + own.end * k);
+  ep.own_routing.weights.assign(s.routing.weights.begin() + own.begin * k, s.routing.weights.begin() + own.end * k);
+  const bool shared = c.n_ff_shexp > 0 && w.shexp_gate.present();
+  if (shared && own.size() > 0) run_shared_expert(w, c, in + own.begin * D, own.size(), s, pool);
+  grow(ep.own_out, own.size() * D);
+  combine_experts(ep.own_routing, std::span<const int64_t>(ep.own_slot_row.data(), static_cast<size_t>(sent)),
+                  ep.returned.data(), shared ? s.shared.data() : nullptr, D, ep.own_out.data(), pool);
+  std::vector<int64_t> rows(ranks);
+  for (int r = 0; r < n; ++r) rows[static_cast<size_t>(r)] = even_part(T, n, r).size();
+  comm.group_all_gather(ep.own_out.data(), bytes_of(rows, D * sizeof(float)), out);
+}
+
+}  // namespace tokenmill::model
