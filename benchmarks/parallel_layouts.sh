@@ -4,8 +4,11 @@
 # set), on the same model and the same cores; then the parallel_comm_budget
 # card of TP1 -> TP2. Every layout uses 2 cores in all: one process with 2
 # threads, or two processes (ranks or replicas) with 1 thread each.
+# LAYOUTS picks the layouts (default "tp1 tp2 pp2 replicas2"); for a
+# mixture-of-experts model also ep2 (--ep 2, attention replicated) and
+# tp2ep2 (--tp 2 --ep 2), with a card of TP1 -> each.
 #
-#   benchmarks/parallel_layouts.sh MODEL.gguf [OUT_DIR] [--set key=value ...]
+#   [LAYOUTS="tp1 ep2 tp2ep2"] benchmarks/parallel_layouts.sh MODEL.gguf [OUT_DIR] [--set key=value ...]
 #
 # Run it on a quiet machine (docs/benchmarks.md): the figures are ratios
 # between layouts measured minutes apart.
@@ -62,10 +65,21 @@ PY
 }
 
 EXTRA=("$@")
-run_layout tp1 "$BIN" serve "${COMMON[@]}" -t 2 --port "$PORT"
-run_layout tp2 "${MPIRUN[@]}" "$BIN" serve "${COMMON[@]}" -t 1 --port "$PORT" --tp 2
-run_layout pp2 "${MPIRUN[@]}" "$BIN" serve "${COMMON[@]}" -t 1 --port "$PORT" --pp 2
-run_layout replicas2 "$BIN" route --spawn 2 --port "$PORT" -- "${COMMON[@]}" -t 1
-"$BIN" bench comm-card --before "$OUT/tp1/report.json" --after "$OUT/tp2/report.json" --phase decode \
-  --topology 1host_2ranks_tp2 -o "$OUT/tp2_card.yaml" >/dev/null
-cat "$OUT/tp2_card.yaml"
+for layout in ${LAYOUTS:-tp1 tp2 pp2 replicas2}; do
+  case $layout in
+    tp1) run_layout tp1 "$BIN" serve "${COMMON[@]}" -t 2 --port "$PORT" ;;
+    tp2) run_layout tp2 "${MPIRUN[@]}" "$BIN" serve "${COMMON[@]}" -t 1 --port "$PORT" --tp 2 ;;
+    pp2) run_layout pp2 "${MPIRUN[@]}" "$BIN" serve "${COMMON[@]}" -t 1 --port "$PORT" --pp 2 ;;
+    ep2) run_layout ep2 "${MPIRUN[@]}" "$BIN" serve "${COMMON[@]}" -t 1 --port "$PORT" --ep 2 ;;
+    tp2ep2) run_layout tp2ep2 "${MPIRUN[@]}" "$BIN" serve "${COMMON[@]}" -t 1 --port "$PORT" --tp 2 --ep 2 ;;
+    replicas2) run_layout replicas2 "$BIN" route --spawn 2 --port "$PORT" -- "${COMMON[@]}" -t 1 ;;
+    *) echo "unknown layout '$layout' (tp1 tp2 pp2 ep2 tp2ep2 replicas2)" >&2; exit 2 ;;
+  esac
+done
+# The cards: TP1 against each multi-rank layout that ran.
+for layout in tp2 ep2 tp2ep2; do
+  [ -f "$OUT/tp1/report.json" ] && [ -f "$OUT/$layout/report.json" ] || continue
+  "$BIN" bench comm-card --before "$OUT/tp1/report.json" --after "$OUT/$layout/report.json" --phase decode \
+    --topology "1host_2ranks_$layout" -o "$OUT/${layout}_card.yaml" >/dev/null
+  cat "$OUT/${layout}_card.yaml"
+done

@@ -70,6 +70,17 @@ Model::Model(gguf::GgufFile file, ParallelComm* comm, const RopeOverrides& rope)
   }
   if (config_.is_moe())
     expert_load_.assign(static_cast<size_t>((shard_.layer_end - shard_.layer_begin) * config_.n_expert), 0);
+  // TOKENMILL_EXPERTS=per-token: the reference order, for measuring what
+  // grouping buys (docs/benchmarks.md). Read on every model, so a bad
+  // value is an error everywhere.
+  if (const char* mode = std::getenv("TOKENMILL_EXPERTS"); mode != nullptr && *mode != '\0') {
+    const std::string_view m(mode);
+    if (m == "per-token") {
+      expert_compute_ = ExpertCompute::kPerToken;
+    } else if (m != "grouped") {
+      fail("TOKENMILL_EXPERTS='{}': expected 'grouped' (the default) or 'per-token'", m);
+    }
+  }
   interleave_weights();
 }
 
