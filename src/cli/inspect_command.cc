@@ -39,6 +39,7 @@ void print_shape(const gguf::GgufFile& f, const std::string& arch) {
       "context_length",       "embedding_length",     "block_count",
       "feed_forward_length",  "attention.head_count", "attention.head_count_kv",
       "attention.key_length", "rope.freq_base",       "attention.sliding_window",
+      "expert_count",         "expert_used_count",    "expert_feed_forward_length",
   };
   fmt::print("hyperparameters:\n");
   for (std::string_view key : kKeys) {
@@ -92,6 +93,11 @@ void print_model(const gguf::GgufFile& f) {
                                num_local, c.n_layer));
   const auto cap = [](float v) { return v > 0.0f ? fmt::format("{}", v) : std::string("none"); };
   fmt::print("  {:<15} attention {}, final logits {}\n", "soft-capping", cap(c.attn_softcap), cap(c.final_softcap));
+  if (c.is_moe()) {
+    fmt::print("  {:<15} {} per layer of width {}, {} per token ({}){}\n", "experts", c.n_expert, c.n_ff_exp,
+               c.n_expert_used, c.expert_weights_norm ? "weights renormalised" : "softmax weights as they are",
+               c.n_ff_shexp > 0 ? fmt::format(", a gated shared expert of width {}", c.n_ff_shexp) : std::string());
+  }
   const gguf::Value* tmpl = f.find("tokenizer.chat_template");
   fmt::print("  {:<15} {}\n", "chat template", tmpl != nullptr ? "yes" : "no");
 }

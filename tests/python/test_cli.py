@@ -116,6 +116,19 @@ def test_runtime_and_kv_dtype_flags(tokenmill_bin, tiny, tmp_path):
     assert "f32|f16|q8_0|fp8_e4m3" in help_text and "--runtime" in help_text
 
 
+def test_inspect_shows_the_experts(tokenmill_bin, tmp_path):
+    """Mixture-of-experts files: the expert keys and how tokens are routed."""
+    path = str(tmp_path / "qwen2moe.gguf")
+    run_tokenmill(tokenmill_bin, "synth", "--arch", "qwen2moe", "--n-expert", "6", "--n-expert-used", "3", "-o", path)
+    out = run_tokenmill(tokenmill_bin, "inspect", path).stdout
+    assert "expert_count               6" in out and "expert_used_count          3" in out
+    assert ("experts         6 per layer of width 64, 3 per token (softmax weights as they are), a gated shared "
+            "expert of width 128") in out
+    dense = str(tmp_path / "qwen3.gguf")
+    run_tokenmill(tokenmill_bin, "synth", "--arch", "qwen3", "-o", dense)
+    assert "experts " not in run_tokenmill(tokenmill_bin, "inspect", dense).stdout
+
+
 def test_inspect_shows_how_tokenmill_runs_the_model(tokenmill_bin, tmp_path):
     """inspect: architecture, RoPE scaling, context, sliding window (and its
     layers), soft-capping and the chat template; a file tokenmill cannot run
