@@ -11,6 +11,7 @@
 #include <filesystem>
 #include <numeric>
 
+#include "kernels/dispatch.h"
 #include "model/single_sequence.h"
 #include "model/synth.h"
 #include "model/test_gguf_variants.h"
@@ -87,13 +88,25 @@ std::vector<float> all_logits(Model& m, std::span<const int32_t> tokens, int64_t
 struct MoeCase {
   SynthArch arch;
   const char* type;
-  bool bit_exact;  // integer kernel paths: per-token results independent of the call's token count
+  gguf::TensorType experts;  // the experts' storage type
 };
+
+// Whether the active kernels multiply `type` on integer paths at every
+// token count (decode rows and the int16 packed prefill kernel share their
+// numerics, so a token's result does not depend on the call's token count).
+// Float weights, and tables without an int16 prefill kernel for the type
+// (NEON's K-quants), take float paths whose rounding does.
+bool integer_at_every_count(gguf::TensorType type) {
+  const kernels::KernelTable& kt = kernels::active_kernels();
+  const kernels::TypeKernels& k = kt.of(type);
+  return k.q16_rows != nullptr && k.q16_decode_row != nullptr && kt.gemm_q16_packed != nullptr;
+}
 
 class MoeGrouping : public ::testing::TestWithParam<MoeCase> {};
 
 // Prefill in chunks of 1 (decode-sized calls), 5 and 40 tokens: grouped and
-// per-token expert compute agree, and every layer routes every token to
+// per-token expert compute agree (bit for bit on integer paths, within
+// float rounding elsewhere), and every layer routes every token to
 // n_expert_used experts.
 TEST_P(MoeGrouping, GroupedEqualsPerToken) {
   const MoeCase c = GetParam();
@@ -117,22 +130,30 @@ TEST_P(MoeGrouping, GroupedEqualsPerToken) {
     m.set_expert_compute(ExpertCompute::kPerToken);
     const std::vector<float> per_token = all_logits(m, tokens, chunk, pool);
     ASSERT_EQ(grouped.size(), per_token.size());
-    if (c.bit_exact) {
+    if (integer_at_every_count(c.experts)) {
       EXPECT_EQ(0, std::memcmp(grouped.data(), per_token.data(), grouped.size() * sizeof(float)))
           << c.type << " chunk " << chunk;
     } else {
+      // One token per call takes the int16-activation decode path, many the
+      // float one: 2^-16 relative per activation block, a few 1e-4 on logits
+      // after the layers (test_arch_reference.py's integer-path bound); a
+      // wrong expert or weight moves them by 0.1..1.
       for (size_t i = 0; i < grouped.size(); ++i)
-        ASSERT_NEAR(grouped[i], per_token[i], 1e-4 * (1.0 + std::fabs(per_token[i]))) << c.type << " at " << i;
+        ASSERT_NEAR(grouped[i], per_token[i], 2e-3 * (1.0 + std::fabs(per_token[i]))) << c.type << " at " << i;
     }
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(
-    Formats, MoeGrouping,
-    ::testing::Values(MoeCase{SynthArch::kQwen3Moe, "Q4_K", true}, MoeCase{SynthArch::kQwen2Moe, "Q8_0", true},
-                      MoeCase{SynthArch::kOlmoe, "Q4_0", true}, MoeCase{SynthArch::kLlama, "Q6_K", true},
-                      MoeCase{SynthArch::kQwen3Moe, "F32", false}, MoeCase{SynthArch::kQwen2Moe, "F16", false}),
-    [](const auto& info) { return std::string(synth_arch_name(info.param.arch)) + "_" + info.param.type; });
+INSTANTIATE_TEST_SUITE_P(Formats, MoeGrouping,
+                         ::testing::Values(MoeCase{SynthArch::kQwen3Moe, "Q4_K", gguf::TensorType::Q4_K},
+                                           MoeCase{SynthArch::kQwen2Moe, "Q8_0", gguf::TensorType::Q8_0},
+                                           MoeCase{SynthArch::kOlmoe, "Q4_0", gguf::TensorType::Q4_0},
+                                           MoeCase{SynthArch::kLlama, "Q6_K", gguf::TensorType::Q6_K},
+                                           MoeCase{SynthArch::kQwen3Moe, "F32", gguf::TensorType::F32},
+                                           MoeCase{SynthArch::kQwen2Moe, "F16", gguf::TensorType::F16}),
+                         [](const auto& info) {
+                           return std::string(synth_arch_name(info.param.arch)) + "_" + info.param.type;
+                         });
 
 // The interleaved copies and the thread count do not change the bits.
 TEST(MoeGrouping, ThreadCountDoesNotChangeResults) {
