@@ -80,17 +80,13 @@ void moe_ffn_expert_parallel(const LayerWeights& w, const ModelConfig& c, const 
 
   // This rank's experts over the rows they received: grouped by expert,
   // in received order (source rank, then pair order: one process's order).
-  s.offsets.assign(static_cast<size_t>(c.n_expert) + 1, 0);
-  for (int64_t i = 0; i < received; ++i) ++s.offsets[static_cast<size_t>(ep.recv_ids[static_cast<size_t>(i)]) + 1];
-  for (size_t e = 1; e < s.offsets.size(); ++e) s.offsets[e] += s.offsets[e - 1];
-  std::vector<int64_t> row_of(static_cast<size_t>(received));
-  std::vector<int64_t> fill(s.offsets.begin(), s.offsets.end() - 1);
+  std::vector<int64_t> row_of;
+  group_rows_by_expert(std::span<const int32_t>(ep.recv_ids.data(), static_cast<size_t>(received)), c.n_expert,
+                       s.offsets, row_of);
   grow(s.x, received * D);
-  for (int64_t i = 0; i < received; ++i) {
-    const int64_t row = fill[static_cast<size_t>(ep.recv_ids[static_cast<size_t>(i)])]++;
-    row_of[static_cast<size_t>(i)] = row;
-    std::memcpy(s.x.data() + row * D, ep.recv_rows.data() + i * D, static_cast<size_t>(D) * sizeof(float));
-  }
+  for (int64_t i = 0; i < received; ++i)
+    std::memcpy(s.x.data() + row_of[static_cast<size_t>(i)] * D, ep.recv_rows.data() + i * D,
+                static_cast<size_t>(D) * sizeof(float));
   if (received > 0) run_experts(w, c, s.offsets, mode, s, pool);
   grow(ep.back_rows, received * D);
   for (int64_t i = 0; i < received; ++i)

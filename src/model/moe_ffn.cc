@@ -19,20 +19,6 @@ void grow(std::vector<float>& v, int64_t n) {
   if (static_cast<int64_t>(v.size()) < n) v.resize(static_cast<size_t>(n));
 }
 
-// Rows of the grouped layout: expert e's (token, slot) pairs, in token
-// order, occupy rows [offsets[e], offsets[e + 1]); slot_row maps each pair
-// t * k + j to its row.
-void group_by_expert(const ExpertRouting& r, int64_t n_expert, MoeScratch& s) {
-  const int64_t pairs = r.num_tokens * r.k;
-  s.offsets.assign(static_cast<size_t>(n_expert) + 1, 0);
-  for (int64_t i = 0; i < pairs; ++i) ++s.offsets[static_cast<size_t>(r.experts[static_cast<size_t>(i)]) + 1];
-  std::partial_sum(s.offsets.begin(), s.offsets.end(), s.offsets.begin());
-  std::vector<int64_t> next(s.offsets.begin(), s.offsets.end() - 1);
-  s.slot_row.resize(static_cast<size_t>(pairs));
-  for (int64_t i = 0; i < pairs; ++i)
-    s.slot_row[static_cast<size_t>(i)] = next[static_cast<size_t>(r.experts[static_cast<size_t>(i)])]++;
-}
-
 // Every expert over its rows: gate and up in one grouped product, SwiGLU,
 // down in another.
 void run_grouped(const LayerWeights& w, const ModelConfig& c, std::span<const int64_t> offsets, MoeScratch& s,
@@ -69,6 +55,16 @@ void run_per_token(const LayerWeights& w, const ModelConfig& c, std::span<const 
 }
 
 }  // namespace
+
+void group_rows_by_expert(std::span<const int32_t> experts, int64_t n_expert, std::vector<int64_t>& offsets,
+                          std::vector<int64_t>& row_of) {
+  offsets.assign(static_cast<size_t>(n_expert) + 1, 0);
+  for (int32_t e : experts) ++offsets[static_cast<size_t>(e) + 1];
+  std::partial_sum(offsets.begin(), offsets.end(), offsets.begin());
+  std::vector<int64_t> next(offsets.begin(), offsets.end() - 1);
+  row_of.resize(experts.size());
+  for (size_t i = 0; i < experts.size(); ++i) row_of[i] = next[static_cast<size_t>(experts[i])]++;
+}
 
 void route_tokens(const float* logits, int64_t num_tokens, int64_t n_expert, int64_t k, bool normalise,
                   ExpertRouting& out) {
@@ -168,7 +164,7 @@ void moe_ffn(const LayerWeights& w, const ModelConfig& c, const float* in, int64
   grow(s.logits, T * c.n_expert);
   kernels::matmul(w.router, in, T, s.logits.data(), pool);
   route_tokens(s.logits.data(), T, c.n_expert, k, c.expert_weights_norm, s.routing);
-  group_by_expert(s.routing, c.n_expert, s);
+  group_rows_by_expert(s.routing.experts, c.n_expert, s.offsets, s.slot_row);
   if (!expert_tokens.empty()) {
     TM_CHECK(static_cast<int64_t>(expert_tokens.size()) == c.n_expert);
     for (int64_t e = 0; e < c.n_expert; ++e)

@@ -47,6 +47,12 @@ struct ExpertRouting {
 void route_tokens(const float* logits, int64_t num_tokens, int64_t n_expert, int64_t k, bool normalise,
                   ExpertRouting& out);
 
+// The grouped layout of rows whose experts are `experts`: expert e's rows,
+// in their given order, occupy [offsets[e], offsets[e + 1]) (offsets:
+// [n_expert + 1]); row_of[i] is row i's place there.
+void group_rows_by_expert(std::span<const int32_t> experts, int64_t n_expert, std::vector<int64_t>& offsets,
+                          std::vector<int64_t>& row_of);
+
 // Buffers of moe_ffn, reused across calls (grown, never shrunk).
 struct MoeScratch {
   std::vector<float> logits;  // [T, n_expert]
