@@ -4,8 +4,11 @@
 // are quantized, so the stored codes are the nearest for the stored scale.
 #include <cmath>
 #include <cstring>
+#include <utility>
 
+#include "kernels/legacy_codes.h"
 #include "kernels/ref/quant_ref_internal.h"
+#include "util/check.h"
 #include "util/fp16.h"
 
 namespace tokenmill::kernels::detail {
@@ -137,3 +140,61 @@ void quantize_q8_k(const float* x, BlockQ8_K* y, int64_t nb) {
 }
 
 }  // namespace tokenmill::kernels::detail
+
+namespace tokenmill::kernels {
+
+void pack_legacy_block(gguf::TensorType type, uint16_t d, uint16_t m, const int* codes, void* dst) {
+  using gguf::TensorType;
+  const auto [lo, hi] = [type]() -> std::pair<int, int> {
+    switch (type) {
+      case TensorType::Q4_0:
+      case TensorType::Q4_1: return {0, 15};
+      case TensorType::Q5_0:
+      case TensorType::Q5_1: return {0, 31};
+      case TensorType::Q8_0: return {-128, 127};
+      default: return {1, 0};
+    }
+  }();
+  TM_CHECK_MSG(lo <= hi, "pack_legacy_block: not a legacy block type");
+  uint8_t q[32];
+  for (int j = 0; j < 32; ++j) {
+    TM_CHECK_MSG(codes[j] >= lo && codes[j] <= hi, "pack_legacy_block: code out of range");
+    q[j] = static_cast<uint8_t>(codes[j]);
+  }
+  switch (type) {
+    case TensorType::Q4_0: {
+      auto* b = static_cast<BlockQ4_0*>(dst);
+      b->d = d;
+      detail::pack_nibbles(q, b->qs);
+      return;
+    }
+    case TensorType::Q4_1: {
+      auto* b = static_cast<BlockQ4_1*>(dst);
+      b->d = d, b->m = m;
+      detail::pack_nibbles(q, b->qs);
+      return;
+    }
+    case TensorType::Q5_0: {
+      auto* b = static_cast<BlockQ5_0*>(dst);
+      b->d = d;
+      detail::pack_nibbles(q, b->qs);
+      detail::pack_fifth_bits(q, b->qh);
+      return;
+    }
+    case TensorType::Q5_1: {
+      auto* b = static_cast<BlockQ5_1*>(dst);
+      b->d = d, b->m = m;
+      detail::pack_nibbles(q, b->qs);
+      detail::pack_fifth_bits(q, b->qh);
+      return;
+    }
+    default: {
+      auto* b = static_cast<BlockQ8_0*>(dst);
+      b->d = d;
+      for (int j = 0; j < 32; ++j) b->qs[j] = static_cast<int8_t>(codes[j]);
+      return;
+    }
+  }
+}
+
+}  // namespace tokenmill::kernels
