@@ -1,19 +1,69 @@
 // `tokenmill quantize IN OUT --type TYPE`: re-encodes a model's weight
 // matrices (see quant/quantizer.h for the policy and the checks).
+#include <sys/resource.h>
+
 #include <cstdio>
+#include <filesystem>
 #include <memory>
 #include <string>
+#include <vector>
 
+#include "cli/cli_util.h"
 #include "cli/commands.h"
+#include "eval/loaded_model.h"
+#include "model/model.h"
 #include "quant/quant_target.h"
 #include "quant/quantizer.h"
+#include "util/error.h"
 
 namespace tokenmill::cli {
 namespace {
 
-void run_quantize(const quant::QuantizeOptions& o) {
+struct CalibrationFlags {
+  std::string text_file;
+  std::string tokens_file;
+  double memory_mb = 2048.0;
+};
+
+double peak_rss_mb() {
+  rusage u{};
+  getrusage(RUSAGE_SELF, &u);
+  return static_cast<double>(u.ru_maxrss) / 1024.0;
+}
+
+void print_calibration(const quant::QuantizeResult& r) {
+  if (!r.calibration) return;
+  const quant::CalibratedReport& c = *r.calibration;
+  std::fprintf(stderr,
+               "%s: %lld matrices from %lld calibration tokens in %lld pass(es); Hessians %.1f MB at once; "
+               "calibration %.1f s, awq search %.1f s, quantization %.1f s; peak RSS %.0f MB\n",
+               r.methods.name().c_str(), static_cast<long long>(c.matrices),
+               static_cast<long long>(c.calibration_tokens), static_cast<long long>(c.passes),
+               c.hessian_bytes_peak / 1e6, c.calibration_seconds, c.awq_seconds, c.gptq_seconds, peak_rss_mb());
+}
+
+void run_quantize(quant::QuantizeOptions o, const CalibrationFlags& cf) {
+  std::unique_ptr<model::Model> model;
+  std::vector<int32_t> tokens;
+  if (!cf.text_file.empty() && !cf.tokens_file.empty()) fail("give at most one of --calib and --calib-tokens");
+  if (!cf.text_file.empty() || !cf.tokens_file.empty()) {
+    if (!(cf.memory_mb > 0.0)) fail("--calib-memory must be > 0 MB");
+    model = model::Model::load(o.input);
+    if (!cf.text_file.empty()) {
+      tokens = eval::tokenize_text(*model, read_text_file(cf.text_file));
+    } else {
+      for (const std::vector<int32_t>& s : eval::parse_token_file(cf.tokens_file))
+        tokens.insert(tokens.end(), s.begin(), s.end());
+    }
+    o.calibration.model = model.get();
+    o.calibration.tokens = tokens;
+    o.calibration.memory_budget = static_cast<int64_t>(cf.memory_mb * 1e6);
+    o.calibration_name =
+        std::filesystem::path(cf.text_file.empty() ? cf.tokens_file : cf.text_file).filename().string();
+  }
   const quant::QuantizeResult r =
       quant::quantize_model(o, [](const std::string& line) { std::fprintf(stderr, "%s\n", line.c_str()); });
+  print_calibration(r);
   if (o.dry_run) {
     std::fputs(quant::format_plan(r).c_str(), stdout);
     return;
@@ -28,6 +78,7 @@ void run_quantize(const quant::QuantizeOptions& o) {
 
 void add_quantize_command(CLI::App& app) {
   auto o = std::make_shared<quant::QuantizeOptions>();
+  auto cf = std::make_shared<CalibrationFlags>();
   CLI::App* cmd = app.add_subcommand("quantize", "Quantize a GGUF model's weights to another type");
   cmd->add_option("input", o->input, "Input GGUF (F32/F16/BF16 weights)")->required()->check(CLI::ExistingFile);
   cmd->add_option("output", o->output, "Output GGUF (written atomically)");
@@ -40,8 +91,23 @@ void add_quantize_command(CLI::App& app) {
   cmd->add_option("--smooth-alpha", o->smooth_alpha, "SmoothQuant migration strength for W8A8 (0..1)")
       ->check(CLI::Range(0.0f, 1.0f))
       ->capture_default_str();
+  cmd->add_option("--method", o->method,
+                  "rtn, or '+'-joined awq, gptq, imatrix (e.g. awq+gptq+imatrix); awq/gptq need --calib");
+  cmd->add_option("--calib", cf->text_file, "Calibration text for awq/gptq")->check(CLI::ExistingFile);
+  cmd->add_option("--calib-tokens", cf->tokens_file, "Calibration token ids for awq/gptq (one sequence per line)")
+      ->check(CLI::ExistingFile);
+  cmd->add_option("--calib-ctx", o->calibration.spec.ctx, "Tokens per calibration chunk")->capture_default_str();
+  cmd->add_option("--calib-chunks", o->calibration.spec.max_chunks, "Use at most this many chunks (0: all)");
+  cmd->add_option("--calib-memory", cf->memory_mb, "MB of input Hessians held at once (more: more passes)")
+      ->capture_default_str();
+  cmd->add_option("--gptq-damp", o->calibration.damp, "GPTQ damping, fraction of the Hessian's mean diagonal")
+      ->check(CLI::Range(0.0, 1.0))
+      ->capture_default_str();
+  cmd->add_option("--awq-grid", o->calibration.awq.grid, "AWQ: alpha candidates in [0, 1)")
+      ->check(CLI::Range(1, 1000))
+      ->capture_default_str();
   cmd->add_option("-t,--threads", o->num_threads, "Threads (default: all cores)");
-  cmd->callback([o] { run_quantize(*o); });
+  cmd->callback([o, cf] { run_quantize(*o, *cf); });
 }
 
 }  // namespace tokenmill::cli

@@ -18,8 +18,9 @@ bool ImatrixCollector::matmul(const kernels::WeightView& w, const float* x, int6
   return false;
 }
 
-Imatrix calibrate(model::Model& model, std::span<const int32_t> tokens, const CalibrationSpec& spec, ThreadPool& pool,
-                  const std::function<void(int64_t, int64_t)>& progress) {
+int64_t run_calibration(model::Model& model, std::span<const int32_t> tokens, const CalibrationSpec& spec,
+                        ThreadPool& pool, model::MatmulHook& hook,
+                        const std::function<void(int64_t, int64_t)>& progress) {
   if (tokens.size() < 2) fail("calibration needs at least 2 tokens, got {}", tokens.size());
   if (spec.ctx < 2 || spec.ctx > model.config().n_ctx_train)
     fail("--ctx {} is outside [2, {}] (the model's training context)", spec.ctx, model.config().n_ctx_train);
@@ -27,8 +28,7 @@ Imatrix calibrate(model::Model& model, std::span<const int32_t> tokens, const Ca
   const int64_t per_chunk = spec.ctx - 1;
   int64_t total = (static_cast<int64_t>(tokens.size()) - 1 + per_chunk - 1) / per_chunk;
   if (spec.max_chunks > 0) total = std::min(total, spec.max_chunks);
-  ImatrixCollector collector(model);
-  model.set_matmul_hook(&collector);
+  model.set_matmul_hook(&hook);
   try {
     std::vector<float> logits;
     for (int64_t c = 0; c < total; ++c) {
@@ -48,6 +48,13 @@ Imatrix calibrate(model::Model& model, std::span<const int32_t> tokens, const Ca
     throw;
   }
   model.set_matmul_hook(nullptr);
+  return total;
+}
+
+Imatrix calibrate(model::Model& model, std::span<const int32_t> tokens, const CalibrationSpec& spec, ThreadPool& pool,
+                  const std::function<void(int64_t, int64_t)>& progress) {
+  ImatrixCollector collector(model);
+  const int64_t total = run_calibration(model, tokens, spec, pool, collector, progress);
   Imatrix out = std::move(collector.imatrix());
   out.chunk_count = total;
   out.chunk_size = spec.ctx;

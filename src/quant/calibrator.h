@@ -35,7 +35,18 @@ struct CalibrationSpec {
   int64_t batch = 64;      // tokens per forward call
 };
 
-// Splits tokens (tokens[0] = BOS) into chunks of ctx - 1 text tokens, each
+// Runs the model over the calibration tokens with `hook` observing every
+// product: tokens (tokens[0] = BOS) are split into chunks of ctx - 1 text
+// tokens, each run from a fresh context as [BOS, chunk...] with every row's
+// logits (so that the classifier sees every position too). Returns the
+// number of chunks run. `progress(done, total)` is called after each chunk
+// (may be empty). Throws Error when there are fewer than 2 tokens or ctx is
+// out of range; the hook is detached in every case.
+int64_t run_calibration(model::Model& model, std::span<const int32_t> tokens, const CalibrationSpec& spec,
+                        ThreadPool& pool, model::MatmulHook& hook,
+                        const std::function<void(int64_t, int64_t)>& progress);
+
+// run_calibration with an ImatrixCollector. Splits tokens (tokens[0] = BOS) into chunks of ctx - 1 text tokens, each
 // run from a fresh context as [BOS, chunk...] with every row's logits (so
 // that the classifier sees every position too), and returns the statistics.
 // `progress(done, total)` is called after each chunk (may be empty).

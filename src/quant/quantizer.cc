@@ -47,6 +47,7 @@ struct Context {
   std::optional<Imatrix> imatrix;
   SmoothingPlan smoothing;
   std::string classifier;  // output.weight, or token_embd.weight when tied
+  QuantMethods methods;
 };
 
 void check_paths(const QuantizeOptions& o) {
@@ -57,11 +58,32 @@ void check_paths(const QuantizeOptions& o) {
   }
 }
 
+QuantMethods resolve_methods(const QuantizeOptions& o, const QuantTarget& target) {
+  std::optional<QuantMethods> m =
+      o.method.empty() ? std::optional<QuantMethods>(QuantMethods{}) : parse_quant_methods(o.method);
+  if (!m) fail("unknown --method '{}' (rtn, or a '+'-joined subset of awq, gptq, imatrix, e.g. awq+gptq)", o.method);
+  if (!o.imatrix_path.empty()) m->weighted = true;
+  if (m->weighted && !m->calibrated() && o.imatrix_path.empty())
+    fail("--method {} needs an importance matrix (--imatrix FILE from `tokenmill calibrate`)", m->name());
+  if (m->calibrated()) {
+    if (o.calibration.model == nullptr || o.calibration.tokens.size() < 2)
+      fail("--method {} needs calibration text (--calib FILE)", m->name());
+    const bool block_target = target.runtime == WeightRuntime::kDense && target.base != TensorType::F32 &&
+                              target.base != TensorType::F16 && target.base != TensorType::BF16;
+    if (!block_target) {
+      fail("--method {} quantizes to block types (Q4_0, Q4_K_M, Q3_K ...); the target {} has none", m->name(),
+           target.name);
+    }
+  }
+  return *m;
+}
+
 Context open_context(const QuantizeOptions& o, const std::function<void(const std::string&)>& log) {
   const std::optional<QuantTarget> target = parse_quant_target(o.type);
   if (!target) fail("unknown quantization type '{}' (one of {})", o.type, quant_target_choices());
   check_paths(o);
-  Context c{o, *target, gguf::GgufFile::open(o.input), {}, std::nullopt, {}, {}};
+  const QuantMethods methods = resolve_methods(o, *target);
+  Context c{o, *target, gguf::GgufFile::open(o.input), {}, std::nullopt, {}, {}, methods};
   c.config = model::ModelConfig::from_gguf(c.file);   // unsupported architectures stop here
   (void)model::ModelWeights::bind(c.file, c.config);  // and missing or misshapen tensors here
   c.classifier = c.file.find_tensor("output.weight") ? "output.weight" : "token_embd.weight";
@@ -125,11 +147,6 @@ TensorPlan plan_tensor(const Context& c, const gguf::TensorInfo& t) {
   return p;
 }
 
-const std::vector<float>* find_factors(const std::map<std::string, std::vector<float>>& m, const std::string& name) {
-  const auto it = m.find(name);
-  return it == m.end() ? nullptr : &it->second;
-}
-
 // Re-encodes one tensor row by row over the pool: dequantize, smooth, round
 // to the FP8 grid, quantize with importance weights.
 std::vector<uint8_t> encode_tensor(const Context& c, const gguf::TensorInfo& t, const TensorPlan& p, ThreadPool& pool) {
@@ -178,7 +195,39 @@ void set_metadata(const Context& c, gguf::GgufWriter& w) {
   if (c.target.runtime != WeightRuntime::kDense) {
     w.set(std::string(kRuntimeKey), gguf::Value::str(std::string(runtime_name(c.target.runtime))));
   }
-  if (!c.smoothing.empty()) w.set("tokenmill.quantize.smooth_alpha", gguf::Value::f32(c.options.smooth_alpha));
+  if (!c.smoothing.empty() && !c.methods.awq)
+    w.set("tokenmill.quantize.smooth_alpha", gguf::Value::f32(c.options.smooth_alpha));
+  if (c.methods.calibrated() || c.methods.weighted)
+    w.set("tokenmill.quantize.method", gguf::Value::str(c.methods.name()));
+  if (c.methods.calibrated()) {
+    w.set("tokenmill.quantize.calibration", gguf::Value::str(c.options.calibration_name));
+    w.set("tokenmill.quantize.calibration_tokens",
+          gguf::Value::u32(static_cast<uint32_t>(c.options.calibration.tokens.size())));
+    if (c.methods.gptq)
+      w.set("tokenmill.quantize.gptq_damp", gguf::Value::f32(static_cast<float>(c.options.calibration.damp)));
+  }
+}
+
+// AWQ / GPTQ for the matrices they serve; their factors become the
+// context's smoothing plan, so the folds into norm vectors and ffn_up rows
+// happen in encode_tensor like SmoothQuant's. Updates the plans' flags.
+CalibratedOutput run_calibrated(Context& c, std::vector<TensorPlan>& plans, ThreadPool& pool,
+                                const std::function<void(const std::string&)>& log) {
+  std::map<std::string, TensorType> types;
+  for (const TensorPlan& p : plans) {
+    if (p.convert && p.dims.size() == 2 && !p.fp8_grid) types.emplace(p.name, p.to);
+  }
+  CalibratedOptions co = c.options.calibration;
+  co.methods = c.methods;
+  CalibratedOutput out = quantize_calibrated(c.file, c.config, types, co, pool, log);
+  c.smoothing = out.scaling;
+  for (TensorPlan& p : plans) {
+    if (const auto it = out.method.find(p.name); it != out.method.end()) p.method = it->second;
+    if (c.smoothing.vector_divide.contains(p.name)) p.convert = true;
+    p.smoothed = c.smoothing.col_scale.contains(p.name) || c.smoothing.row_divide.contains(p.name) ||
+                 c.smoothing.vector_divide.contains(p.name);
+  }
+  return out;
 }
 
 }  // namespace
@@ -226,13 +275,21 @@ QuantizeResult quantize_model(const QuantizeOptions& o, const std::function<void
     return result;
   }
   ThreadPool pool(o.num_threads);
+  result.methods = c.methods;
+  CalibratedOutput calibrated;
+  if (c.methods.calibrated()) {
+    calibrated = run_calibrated(c, result.tensors, pool, log);
+    result.calibration = calibrated.report;
+  }
   gguf::GgufWriter writer(c.file.alignment());
   set_metadata(c, writer);
   for (size_t i = 0; i < result.tensors.size(); ++i) {
     const gguf::TensorInfo& t = c.file.tensors()[i];
     const TensorPlan& p = result.tensors[i];
-    std::vector<uint8_t> bytes =
-        p.convert ? encode_tensor(c, t, p, pool) : std::vector<uint8_t>(t.data, t.data + t.num_bytes);
+    const auto done = calibrated.encoded.find(p.name);
+    std::vector<uint8_t> bytes = done != calibrated.encoded.end() ? std::move(done->second)
+                                 : p.convert                      ? encode_tensor(c, t, p, pool)
+                                                                  : std::vector<uint8_t>(t.data, t.data + t.num_bytes);
     writer.add_tensor(p.name, p.to, p.dims, std::move(bytes));
   }
   writer.write(o.output);
@@ -250,6 +307,7 @@ std::string format_plan(const QuantizeResult& r) {
     if (p.importance) flags += " imatrix";
     if (p.smoothed) flags += " smoothed";
     if (p.fp8_grid) flags += " fp8-grid";
+    if (!p.method.empty()) flags += " " + p.method;
     if (!p.note.empty()) flags += " (fallback)";
     out += fmt::format("{:<36} {:>16} {:>6} -> {:<6} {:>10.3f}{}\n", p.name, shape, gguf::tensor_type_name(p.from),
                        gguf::tensor_type_name(p.to), p.bytes / 1e6, flags);

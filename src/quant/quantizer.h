@@ -12,10 +12,12 @@
 
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "gguf/tensor_type.h"
+#include "quant/calibrated_quant.h"
 #include "quant/quant_target.h"
 
 namespace tokenmill::quant {
@@ -30,6 +32,12 @@ struct QuantizeOptions {
   bool allow_requantize = false;  // accept an already-quantized source
   float smooth_alpha = 0.5f;      // SmoothQuant migration strength (W8A8 with an imatrix)
   int num_threads = 0;            // 0: all cores
+  // Calibrated methods (calibrated_quant.h): "rtn", or a '+'-joined subset
+  // of awq, gptq, imatrix. Empty: "imatrix" with an imatrix file, else rtn.
+  // awq and gptq need `calibration` (model = the input, loaded, and tokens).
+  std::string method;
+  CalibratedOptions calibration;
+  std::string calibration_name;  // recorded in the file's metadata
 };
 
 struct TensorPlan {
@@ -40,7 +48,8 @@ struct TensorPlan {
   bool convert = false;     // false: bytes copied unchanged
   bool fp8_grid = false;    // rounded to the FP8 block grid (FP8 target)
   bool importance = false;  // quantized with imatrix weights
-  bool smoothed = false;    // SmoothQuant factors applied
+  bool smoothed = false;    // SmoothQuant (or AWQ) factors applied
+  std::string method;       // calibrated method applied ("awq+gptq" ...), if any
   std::string note;         // fallback explanation, if any
   int64_t bytes = 0;        // output bytes
 };
@@ -55,6 +64,8 @@ struct QuantizeResult {
   int64_t matrix_bytes = 0;       // output bytes of the weight matrices
   int64_t output_file_bytes = 0;  // 0 for a dry run
   double seconds = 0.0;
+  QuantMethods methods;
+  std::optional<CalibratedReport> calibration;  // when awq or gptq ran
 };
 
 // Plans (and unless dry_run, writes) the quantized model. `log` receives

@@ -6,6 +6,7 @@
 #include <cmath>
 
 #include "kernels/quant.h"
+#include "quant/input_groups.h"
 
 namespace tokenmill::quant {
 namespace {
@@ -33,30 +34,30 @@ std::vector<float> factors(const std::vector<float>& x_max, const std::vector<fl
   return s;
 }
 
-// Smooths one group: matrices `names` (sharing an input of `cols`), folding
-// 1/s into `vector_name` (a norm) or into the rows of `row_matrix`.
-void smooth_group(const gguf::GgufFile& file, const Imatrix& im, float alpha, const std::vector<std::string>& names,
-                  const std::string& vector_name, const std::string& row_matrix, SmoothingPlan& plan) {
-  const gguf::TensorInfo* first = file.find_tensor(names[0]);
-  if (first == nullptr) return;
-  // No norm to fold 1/s into (olmo2 has none in front of its blocks): the
-  // group's input is the raw residual stream and stays unsmoothed.
-  if (!vector_name.empty() && file.find_tensor(vector_name) == nullptr) return;
-  const int64_t cols = first->row_length();
-  const std::vector<float> x_max = activation_max(im, names, cols);
+// Smooths one group (its matrices share an input), folding 1/s into its
+// norm vector or the rows of its fold matrix.
+void smooth_group(const gguf::GgufFile& file, const Imatrix& im, float alpha, const InputGroup& g,
+                  SmoothingPlan& plan) {
+  const int64_t cols = file.tensor(g.matrices[0]).row_length();
+  const std::vector<float> x_max = activation_max(im, g.matrices, cols);
   if (x_max.empty()) return;
   std::vector<float> w_max(static_cast<size_t>(cols), 0.0f);
-  for (const std::string& n : names) {
+  for (const std::string& n : g.matrices) {
     const std::vector<float> m = column_abs_max(file.tensor(n));
     for (size_t c = 0; c < w_max.size(); ++c) w_max[c] = std::max(w_max[c], m[c]);
   }
   const std::vector<float> s = factors(x_max, w_max, alpha);
-  for (const std::string& n : names) plan.col_scale[n] = s;
-  if (!vector_name.empty()) plan.vector_divide[vector_name] = s;
-  if (!row_matrix.empty()) plan.row_divide[row_matrix] = s;
+  for (const std::string& n : g.matrices) plan.col_scale[n] = s;
+  if (!g.fold_vector.empty()) plan.vector_divide[g.fold_vector] = s;
+  if (!g.fold_rows.empty()) plan.row_divide[g.fold_rows] = s;
 }
 
 }  // namespace
+
+const std::vector<float>* find_factors(const std::map<std::string, std::vector<float>>& m, const std::string& name) {
+  const auto it = m.find(name);
+  return it == m.end() ? nullptr : &it->second;
+}
 
 std::vector<float> column_abs_max(const gguf::TensorInfo& t) {
   const int64_t cols = t.row_length();
@@ -73,22 +74,8 @@ std::vector<float> column_abs_max(const gguf::TensorInfo& t) {
 SmoothingPlan plan_smoothing(const gguf::GgufFile& file, const model::ModelConfig& config, const Imatrix& im,
                              float alpha) {
   SmoothingPlan plan;
-  for (int64_t l = 0; l < config.n_layer; ++l) {
-    const std::string p = fmt::format("blk.{}.", l);
-    // Fused files (phi3) hold q/k/v in attn_qkv and gate/up in ffn_up (gate
-    // rows first). Their ffn_down is left alone: its factors would have to
-    // divide only the up half of ffn_up's rows.
-    const bool fused_qkv = file.find_tensor(p + "attn_qkv.weight") != nullptr;
-    const bool fused_gate_up = file.find_tensor(p + "ffn_gate.weight") == nullptr;
-    const std::vector<std::string> qkv =
-        fused_qkv ? std::vector<std::string>{p + "attn_qkv.weight"}
-                  : std::vector<std::string>{p + "attn_q.weight", p + "attn_k.weight", p + "attn_v.weight"};
-    const std::vector<std::string> gate_up = fused_gate_up
-                                                 ? std::vector<std::string>{p + "ffn_up.weight"}
-                                                 : std::vector<std::string>{p + "ffn_gate.weight", p + "ffn_up.weight"};
-    smooth_group(file, im, alpha, qkv, p + "attn_norm.weight", "", plan);
-    smooth_group(file, im, alpha, gate_up, p + "ffn_norm.weight", "", plan);
-    if (!fused_gate_up) smooth_group(file, im, alpha, {p + "ffn_down.weight"}, "", p + "ffn_up.weight", plan);
+  for (const InputGroup& g : input_groups(file, config)) {
+    if (g.can_fold()) smooth_group(file, im, alpha, g, plan);
   }
   return plan;
 }

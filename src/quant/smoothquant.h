@@ -40,6 +40,9 @@ struct SmoothingPlan {
 SmoothingPlan plan_smoothing(const gguf::GgufFile& file, const model::ModelConfig& config, const Imatrix& im,
                              float alpha);
 
+// The factors `m` holds for `name`, or null.
+const std::vector<float>* find_factors(const std::map<std::string, std::vector<float>>& m, const std::string& name);
+
 // Column maxima max_r |W[r, c]| of one matrix tensor [cols].
 std::vector<float> column_abs_max(const gguf::TensorInfo& t);
 

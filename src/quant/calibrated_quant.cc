@@ -1,0 +1,271 @@
+#include "quant/calibrated_quant.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <memory>
+
+#include "kernels/quant.h"
+#include "quant/block_grid.h"
+#include "quant/gptq.h"
+#include "quant/hessian_collector.h"
+#include "quant/importance_quant.h"
+#include "quant/input_groups.h"
+#include "util/check.h"
+#include "util/clock.h"
+#include "util/error.h"
+
+namespace tokenmill::quant {
+namespace {
+
+using gguf::TensorType;
+
+constexpr int64_t kRowChunk = 1024;  // rows dequantized at a time outside AWQ searches
+
+// Rows [begin, end) of matrix t as float, with the AWQ factors applied:
+// columns times col, rows divided by rowdiv. out: [end - begin, cols].
+void load_rows(const gguf::TensorInfo& t, int64_t begin, int64_t end, const std::vector<float>* col,
+               const std::vector<float>* rowdiv, std::vector<float>& out) {
+  const int64_t cols = t.row_length(), in_row = gguf::row_bytes(t.type, cols);
+  out.resize(static_cast<size_t>((end - begin) * cols));
+  for (int64_t r = begin; r < end; ++r) {
+    float* x = out.data() + (r - begin) * cols;
+    kernels::dequantize_row_ref(t.type, t.data + r * in_row, x, cols);
+    const float div = rowdiv != nullptr ? (*rowdiv)[static_cast<size_t>(r)] : 1.0f;
+    for (int64_t j = 0; j < cols; ++j) {
+      if (col != nullptr) x[j] *= (*col)[static_cast<size_t>(j)];
+      if (rowdiv != nullptr) x[j] /= div;
+    }
+  }
+}
+
+// What the methods can do for one group.
+struct GroupWork {
+  size_t index = 0;
+  bool awq = false;
+  bool gptq = false;
+};
+
+bool is_tied_classifier(const InputGroup& g) { return g.layer < 0 && g.matrices[0] == "token_embd.weight"; }
+
+std::optional<GroupWork> plan_group(const InputGroup& g, size_t index, const std::map<std::string, TensorType>& types,
+                                    const QuantMethods& m) {
+  for (const std::string& n : g.matrices) {
+    if (!types.contains(n)) return std::nullopt;  // kept as it is (or a float type): nothing to calibrate
+  }
+  GroupWork w{index, m.awq && g.can_fold(), m.gptq && !is_tied_classifier(g)};
+  for (const std::string& n : g.matrices) {
+    const TensorType t = types.at(n);
+    if (!has_block_grid(t)) return std::nullopt;
+  }
+  if (!w.awq && !w.gptq && !m.weighted) return std::nullopt;
+  return w;
+}
+
+// Consecutive whole layers whose Hessians fit the budget (at least one
+// layer per pass).
+std::vector<std::vector<GroupWork>> split_passes(const std::vector<GroupWork>& work,
+                                                 const std::vector<InputGroup>& groups, const gguf::GgufFile& file,
+                                                 int64_t budget) {
+  std::vector<std::vector<GroupWork>> passes;
+  int64_t used = 0, layer = -2;
+  for (const GroupWork& w : work) {
+    const InputGroup& g = groups[w.index];
+    const int64_t cols = file.tensor(g.matrices[0]).row_length();
+    const int64_t bytes = cols * cols * 4;
+    if (passes.empty() || (g.layer != layer && used + bytes > budget)) {
+      passes.emplace_back();
+      used = 0;
+    }
+    passes.back().push_back(w);
+    used += bytes;
+    layer = g.layer;
+  }
+  return passes;
+}
+
+std::string method_name(const GroupWork& w, bool weighted) {
+  std::string s;
+  if (w.awq) s = "awq";
+  if (w.gptq) s += s.empty() ? "gptq" : "+gptq";
+  if (weighted) s += s.empty() ? "imatrix" : "+imatrix";
+  return s;
+}
+
+class PassRunner {
+ public:
+  PassRunner(const gguf::GgufFile& file, const std::vector<InputGroup>& groups,
+             const std::map<std::string, TensorType>& types, const CalibratedOptions& o, ThreadPool& pool,
+             const std::function<void(const std::string&)>& log, CalibratedOutput& out)
+      : file_(file), groups_(groups), types_(types), o_(o), pool_(pool), log_(log), out_(out) {}
+
+  void run(const std::vector<GroupWork>& pass);
+
+ private:
+  void search_awq(const GroupWork& w, const InputHessian& h);
+  void encode_group(const GroupWork& w, const InputHessian& h);
+  std::vector<uint8_t> encode_matrix(const std::string& name, const GptqFactor* factor, const float* importance);
+
+  const gguf::GgufFile& file_;
+  const std::vector<InputGroup>& groups_;
+  const std::map<std::string, TensorType>& types_;
+  const CalibratedOptions& o_;
+  ThreadPool& pool_;
+  const std::function<void(const std::string&)>& log_;
+  CalibratedOutput& out_;
+};
+
+void PassRunner::run(const std::vector<GroupWork>& pass) {
+  std::vector<size_t> indices;
+  int64_t bytes = 0;
+  for (const GroupWork& w : pass) {
+    indices.push_back(w.index);
+    const int64_t cols = file_.tensor(groups_[w.index].matrices[0]).row_length();
+    bytes += cols * cols * 4;
+  }
+  out_.report.hessian_bytes_peak = std::max(out_.report.hessian_bytes_peak, bytes);
+  SteadyClock::time_point start = SteadyClock::now();
+  HessianCollector collector(*o_.model, groups_, indices);
+  run_calibration(*o_.model, o_.tokens, o_.spec, pool_, collector, {});
+  out_.report.calibration_seconds += seconds_since(start);
+  start = SteadyClock::now();
+  for (const GroupWork& w : pass) {
+    if (w.awq) search_awq(w, *collector.find(w.index));
+  }
+  out_.report.awq_seconds += seconds_since(start);
+  start = SteadyClock::now();
+  for (const GroupWork& w : pass) {
+    const InputHessian& h = *collector.find(w.index);
+    if (out_.report.calibration_tokens == 0) out_.report.calibration_tokens = h.count();
+    encode_group(w, h);
+  }
+  out_.report.gptq_seconds += seconds_since(start);
+}
+
+void PassRunner::search_awq(const GroupWork& w, const InputHessian& h) {
+  const InputGroup& g = groups_[w.index];
+  const int64_t cols = file_.tensor(g.matrices[0]).row_length();
+  std::vector<std::vector<float>> weights(g.matrices.size());
+  std::vector<AwqMatrix> mats;
+  for (size_t i = 0; i < g.matrices.size(); ++i) {
+    const gguf::TensorInfo& t = file_.tensor(g.matrices[i]);
+    load_rows(t, 0, t.num_rows(), nullptr, nullptr, weights[i]);
+    mats.push_back({types_.at(g.matrices[i]), weights[i].data(), t.num_rows()});
+  }
+  AwqOptions ao = o_.awq;
+  ao.weighted = o_.methods.weighted;
+  const AwqResult r = search_awq_scales(mats, cols, h.mean_full(), h.mean_abs(), h.mean_sq(), ao, pool_);
+  for (const std::string& n : g.matrices) out_.scaling.col_scale[n] = r.scales;
+  if (!g.fold_vector.empty()) out_.scaling.vector_divide[g.fold_vector] = r.scales;
+  if (!g.fold_rows.empty()) out_.scaling.row_divide[g.fold_rows] = r.scales;
+  if (log_) {
+    log_(fmt::format("awq {}: alpha {:.2f}, output error {:.4g} -> {:.4g} ({:+.1f} %) on the rows searched",
+                     g.matrices[0], r.alpha, r.plain_error, r.error,
+                     r.plain_error > 0 ? 100.0 * (r.error / r.plain_error - 1.0) : 0.0));
+  }
+}
+
+void PassRunner::encode_group(const GroupWork& w, const InputHessian& h) {
+  const InputGroup& g = groups_[w.index];
+  const int64_t cols = h.cols();
+  // The stored matrices multiply X / s (AWQ), whose Hessian is
+  // D^-1 H D^-1 with D = diag(s).
+  const std::vector<float>* s = find_factors(out_.scaling.col_scale, g.matrices[0]);
+  std::vector<double> hs = h.mean_full();
+  if (s != nullptr) {
+    for (int64_t i = 0; i < cols; ++i) {
+      for (int64_t j = 0; j < cols; ++j) hs[static_cast<size_t>(i * cols + j)] /= double((*s)[i]) * (*s)[j];
+    }
+  }
+  std::vector<float> importance;
+  if (o_.methods.weighted) {
+    importance.resize(static_cast<size_t>(cols));
+    for (int64_t j = 0; j < cols; ++j) importance[j] = static_cast<float>(hs[static_cast<size_t>(j * cols + j)]);
+  }
+  std::unique_ptr<GptqFactor> factor;
+  if (w.gptq) factor = std::make_unique<GptqFactor>(gptq_factor(std::move(hs), cols, o_.damp, pool_));
+  for (const std::string& n : g.matrices) {
+    out_.encoded[n] = encode_matrix(n, factor.get(), importance.empty() ? nullptr : importance.data());
+    out_.method[n] = method_name(w, o_.methods.weighted);
+    ++out_.report.matrices;
+  }
+}
+
+std::vector<uint8_t> PassRunner::encode_matrix(const std::string& name, const GptqFactor* factor,
+                                               const float* importance) {
+  const gguf::TensorInfo& t = file_.tensor(name);
+  const TensorType type = types_.at(name);
+  const int64_t cols = t.row_length(), rows = t.num_rows(), out_row = gguf::row_bytes(type, cols);
+  const std::vector<float>* col = find_factors(out_.scaling.col_scale, name);
+  const std::vector<float>* rowdiv = find_factors(out_.scaling.row_divide, name);
+  std::vector<uint8_t> out(static_cast<size_t>(out_row * rows));
+  std::vector<float> w;
+  for (int64_t r0 = 0; r0 < rows; r0 += kRowChunk) {
+    const int64_t r1 = std::min(rows, r0 + kRowChunk);
+    load_rows(t, r0, r1, col, rowdiv, w);
+    uint8_t* dst = out.data() + r0 * out_row;
+    if (factor != nullptr) {
+      gptq_quantize(type, w.data(), r1 - r0, cols, *factor, importance, dst, pool_);
+    } else {
+      pool_.parallel_for(r1 - r0, [&](int, int64_t begin, int64_t end) {
+        for (int64_t r = begin; r < end; ++r)
+          quantize_row_weighted(type, w.data() + r * cols, dst + r * out_row, cols, importance);
+      });
+    }
+  }
+  return out;
+}
+
+}  // namespace
+
+std::string QuantMethods::name() const {
+  std::string s;
+  for (const auto& [on, n] : {std::pair{awq, "awq"}, std::pair{gptq, "gptq"}, std::pair{weighted, "imatrix"}}) {
+    if (on) s += (s.empty() ? "" : "+") + std::string(n);
+  }
+  return s.empty() ? "rtn" : s;
+}
+
+std::optional<QuantMethods> parse_quant_methods(std::string_view text) {
+  QuantMethods m;
+  if (text == "rtn") return m;
+  size_t pos = 0;
+  while (pos <= text.size()) {
+    const size_t plus = std::min(text.find('+', pos), text.size());
+    const std::string_view part = text.substr(pos, plus - pos);
+    if (part == "awq") {
+      m.awq = true;
+    } else if (part == "gptq") {
+      m.gptq = true;
+    } else if (part == "imatrix") {
+      m.weighted = true;
+    } else {
+      return std::nullopt;
+    }
+    pos = plus + 1;
+  }
+  return m;
+}
+
+CalibratedOutput quantize_calibrated(const gguf::GgufFile& file, const model::ModelConfig& config,
+                                     const std::map<std::string, TensorType>& types, const CalibratedOptions& o,
+                                     ThreadPool& pool, const std::function<void(const std::string&)>& log) {
+  TM_CHECK(o.model != nullptr);
+  const std::vector<InputGroup> groups = input_groups(file, config);
+  std::vector<GroupWork> work;
+  for (size_t i = 0; i < groups.size(); ++i) {
+    if (const std::optional<GroupWork> w = plan_group(groups[i], i, types, o.methods)) work.push_back(*w);
+  }
+  CalibratedOutput out;
+  const std::vector<std::vector<GroupWork>> passes = split_passes(work, groups, file, o.memory_budget);
+  out.report.passes = static_cast<int64_t>(passes.size());
+  PassRunner runner(file, groups, types, o, pool, log, out);
+  for (size_t p = 0; p < passes.size(); ++p) {
+    if (log && passes.size() > 1)
+      log(fmt::format("calibration pass {}/{}: {} input groups", p + 1, passes.size(), passes[p].size()));
+    runner.run(passes[p]);
+  }
+  return out;
+}
+
+}  // namespace tokenmill::quant

@@ -1,0 +1,172 @@
+#include "quant/gptq.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "quant/block_grid.h"
+#include "quant/importance_quant.h"
+#include "util/error.h"
+
+namespace tokenmill::quant {
+namespace {
+
+double dot(const double* a, const double* b, int64_t n) {
+  double s0 = 0, s1 = 0, s2 = 0, s3 = 0;
+  int64_t k = 0;
+  for (; k + 4 <= n; k += 4)
+    s0 += a[k] * b[k], s1 += a[k + 1] * b[k + 1], s2 += a[k + 2] * b[k + 2], s3 += a[k + 3] * b[k + 3];
+  for (; k < n; ++k) s0 += a[k] * b[k];
+  return (s0 + s1) + (s2 + s3);
+}
+
+// Lower Cholesky factor of m [n, n] in place (row by row); false when a
+// pivot is not positive.
+bool cholesky_lower(std::vector<double>& m, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) {
+    double* li = m.data() + i * n;
+    for (int64_t j = 0; j <= i; ++j) {
+      const double* lj = m.data() + j * n;
+      const double s = li[j] - dot(li, lj, j);
+      if (i == j) {
+        if (!(s > 0.0)) return false;
+        li[i] = std::sqrt(s);
+      } else {
+        li[j] = s / lj[j];
+      }
+    }
+  }
+  return true;
+}
+
+// Column j of L^-1 (lower) by forward substitution: x[i], i >= j.
+void inverse_column(const std::vector<double>& l, int64_t n, int64_t j, std::vector<double>& x) {
+  std::fill(x.begin(), x.end(), 0.0);
+  for (int64_t i = j; i < n; ++i) {
+    const double* li = l.data() + i * n;
+    const double s = (i == j ? 1.0 : 0.0) - dot(li + j, x.data() + j, i - j);
+    x[static_cast<size_t>(i)] = s / li[i];
+  }
+}
+
+int block_size(gguf::TensorType type) { return static_cast<int>(gguf::tensor_type_info(type).block_size); }
+
+// One tile of rows through every column. Each row's blocks are encoded at
+// their first column (scales) and rewritten at their last (codes).
+void quantize_tile(gguf::TensorType type, float* w, int64_t rows, int64_t cols, const GptqFactor& f,
+                   const float* importance, uint8_t* out, int64_t row_bytes) {
+  const int qb = block_size(type);
+  const int64_t block_bytes = gguf::tensor_type_info(type).bytes_per_block;
+  const int64_t lazy = std::max<int64_t>(qb, 128 / qb * qb);
+  std::vector<BlockGrid> grids(static_cast<size_t>(rows));
+  std::vector<uint8_t> codes(static_cast<size_t>(rows * qb));
+  std::vector<float> err(static_cast<size_t>(rows * lazy));
+  for (int64_t b0 = 0; b0 < cols; b0 += lazy) {
+    const int64_t b1 = std::min(cols, b0 + lazy);
+    for (int64_t j = b0; j < b1; ++j) {
+      const int e = static_cast<int>(j % qb);
+      uint8_t* block = out + (j / qb) * block_bytes;
+      if (e == 0) {
+        for (int64_t r = 0; r < rows; ++r) {
+          quantize_row_weighted(type, w + r * cols + j, block + r * row_bytes, qb,
+                                importance == nullptr ? nullptr : importance + j);
+          read_block_grid(type, block + r * row_bytes, grids[static_cast<size_t>(r)]);
+        }
+      }
+      const float d = f.u[static_cast<size_t>(j * cols + j)];
+      const float* uj = f.u.data() + j * cols;
+      for (int64_t r = 0; r < rows; ++r) {
+        float* wr = w + r * cols;
+        const BlockGrid& g = grids[static_cast<size_t>(r)];
+        const int c = g.nearest_code(e, wr[j]);
+        codes[static_cast<size_t>(r * qb + e)] = static_cast<uint8_t>(c);
+        const float q = f.dead[static_cast<size_t>(j)] ? wr[j] : g.value(e, c);
+        const float er = (wr[j] - q) / d;
+        err[static_cast<size_t>(r * lazy + (j - b0))] = er;
+        for (int64_t k = j + 1; k < b1; ++k) wr[k] -= er * uj[k];
+      }
+      if (e == qb - 1) {
+        for (int64_t r = 0; r < rows; ++r) write_block_codes(type, block + r * row_bytes, codes.data() + r * qb);
+      }
+    }
+    for (int64_t r = 0; r < rows; ++r) {
+      float* wr = w + r * cols;
+      for (int64_t j = b0; j < b1; ++j) {
+        const float er = err[static_cast<size_t>(r * lazy + (j - b0))];
+        if (er == 0.0f) continue;
+        const float* uj = f.u.data() + j * cols;
+        for (int64_t k = b1; k < cols; ++k) wr[k] -= er * uj[k];
+      }
+    }
+  }
+}
+
+}  // namespace
+
+GptqFactor gptq_factor(std::vector<double> h, int64_t n, double damp, ThreadPool& pool) {
+  GptqFactor f;
+  f.cols = n;
+  f.dead.assign(static_cast<size_t>(n), 0);
+  double mean_diag = 0.0;
+  for (int64_t i = 0; i < n; ++i) {
+    double& d = h[static_cast<size_t>(i * n + i)];
+    if (!(d > 0.0)) {
+      f.dead[static_cast<size_t>(i)] = 1;
+      for (int64_t k = 0; k < n; ++k) h[static_cast<size_t>(i * n + k)] = h[static_cast<size_t>(k * n + i)] = 0.0;
+      d = 1.0;
+    }
+    mean_diag += d;
+  }
+  mean_diag /= static_cast<double>(std::max<int64_t>(n, 1));
+  // Reversed order: the Cholesky factor L of J H J gives H^-1 = U^T U with
+  // U = J L^-1 J upper triangular.
+  std::vector<double> m(h.size());
+  for (double lambda = damp;; lambda *= 10.0) {
+    for (int64_t a = 0; a < n; ++a) {
+      for (int64_t b = 0; b < n; ++b)
+        m[static_cast<size_t>(a * n + b)] = h[static_cast<size_t>((n - 1 - a) * n + (n - 1 - b))];
+      m[static_cast<size_t>(a * n + a)] += lambda * mean_diag;
+    }
+    if (cholesky_lower(m, n)) {
+      f.damp_used = lambda;
+      break;
+    }
+    if (lambda >= 1.0)
+      fail("GPTQ: the calibration Hessian ({} columns) is not positive definite even with damping 1", n);
+  }
+  f.u.assign(static_cast<size_t>(n * n), 0.0f);
+  // Columns pair j with n - 1 - j so that each task has the same work.
+  pool.parallel_for((n + 1) / 2, [&](int, int64_t begin, int64_t end) {
+    std::vector<double> x(static_cast<size_t>(n));
+    const auto column = [&](int64_t j) {
+      inverse_column(m, n, j, x);
+      // L^-1[i, j] -> U[n-1-i, n-1-j]
+      for (int64_t i = j; i < n; ++i)
+        f.u[static_cast<size_t>((n - 1 - i) * n + (n - 1 - j))] = static_cast<float>(x[static_cast<size_t>(i)]);
+    };
+    for (int64_t p = begin; p < end; ++p) {
+      column(p);
+      if (n - 1 - p != p) column(n - 1 - p);
+    }
+  });
+  return f;
+}
+
+void gptq_quantize(gguf::TensorType type, float* w, int64_t rows, int64_t cols, const GptqFactor& f,
+                   const float* importance, uint8_t* out, ThreadPool& pool) {
+  const int64_t row_bytes = gguf::row_bytes(type, cols);
+  for (int64_t j = 0; j < cols; ++j) {
+    if (!f.dead[static_cast<size_t>(j)]) continue;
+    for (int64_t r = 0; r < rows; ++r) w[r * cols + j] = 0.0f;
+  }
+  // Tiles of rows share each row of U while it is in cache.
+  constexpr int64_t kTile = 16;
+  const int64_t tiles = (rows + kTile - 1) / kTile;
+  pool.parallel_for(tiles, [&](int, int64_t begin, int64_t end) {
+    for (int64_t t = begin; t < end; ++t) {
+      const int64_t r0 = t * kTile, n = std::min(kTile, rows - r0);
+      quantize_tile(type, w + r0 * cols, n, cols, f, importance, out + r0 * row_bytes, row_bytes);
+    }
+  });
+}
+
+}  // namespace tokenmill::quant
