@@ -6,7 +6,10 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstring>
 #include <filesystem>
+#include <fstream>
+#include <iterator>
 #include <random>
 #include <string>
 #include <vector>
@@ -260,6 +263,122 @@ TEST(Quantizer, MixPolicyAndModelRuns) {
   const std::vector<int32_t> ids = {1, 5, 9};
   seq.forward(ids, false, logits, pool);
   for (float v : logits) ASSERT_TRUE(std::isfinite(v));
+}
+
+// Logits of `path` over a fixed token sequence.
+std::vector<float> logits_of(const std::string& path) {
+  std::unique_ptr<model::Model> m = model::Model::load(path);
+  model::SingleSequence seq(*m, 32, kv::KvDtype::F32);
+  ThreadPool pool(1);
+  std::vector<float> logits;
+  std::vector<int32_t> ids;
+  for (int i = 0; i < 24; ++i) ids.push_back(1 + (i * 37) % 200);
+  seq.forward(ids, /*all_logits=*/true, logits, pool);
+  return logits;
+}
+
+double rms_diff(const std::vector<float>& a, const std::vector<float>& b) {
+  double s = 0.0;
+  for (size_t i = 0; i < a.size(); ++i) s += double(a[i] - b[i]) * double(a[i] - b[i]);
+  return std::sqrt(s / static_cast<double>(a.size()));
+}
+
+// Calibrated quantization of `src` with `method`; the model is loaded here
+// as the CLI does.
+QuantizeResult quantize_calibrated_file(const std::string& src, const std::string& out, const std::string& type,
+                                        const std::string& method, int64_t memory_budget = 2LL << 30) {
+  std::unique_ptr<model::Model> m = model::Model::load(src);
+  std::vector<int32_t> tokens = {1};
+  std::mt19937 rng(17);
+  for (int i = 0; i < 600; ++i) tokens.push_back(2 + static_cast<int32_t>(rng() % 250));
+  QuantizeOptions o;
+  o.input = src;
+  o.output = out;
+  o.type = type;
+  o.method = method;
+  o.num_threads = 2;
+  o.calibration.model = m.get();
+  o.calibration.tokens = tokens;
+  o.calibration.spec.ctx = 128;
+  o.calibration.memory_budget = memory_budget;
+  return quantize_model(o, {});
+}
+
+// AWQ moves factors between the norms (or ffn_up's rows) and the matrices:
+// in exact arithmetic the model is unchanged, so at 8 bits its logits stay
+// as close to the base as plain Q8_0's. A wrong fold would show at once.
+TEST(CalibratedQuant, AwqFoldsKeepTheFunction) {
+  TempDir dir;
+  for (model::SynthArch arch : {model::SynthArch::kLlama, model::SynthArch::kGemma3}) {
+    const std::string src = write_synth(dir, "f32.gguf", "F32", arch);
+    const std::vector<float> base = logits_of(src);
+    quantize(src, dir.file("q8.gguf"), "Q8_0");
+    const QuantizeResult r = quantize_calibrated_file(src, dir.file("awq.gguf"), "Q8_0", "awq");
+    ASSERT_TRUE(r.calibration.has_value());
+    EXPECT_GT(r.calibration->matrices, 0);
+    const gguf::GgufFile q = gguf::GgufFile::open(dir.file("awq.gguf"));
+    EXPECT_EQ(q.get_string("tokenmill.quantize.method"), "awq");
+    const gguf::GgufFile f = gguf::GgufFile::open(src);
+    const gguf::TensorInfo& n0 = f.tensor("blk.0.attn_norm.weight");
+    const gguf::TensorInfo& n1 = q.tensor("blk.0.attn_norm.weight");
+    EXPECT_NE(std::memcmp(n0.data, n1.data, n0.num_bytes), 0) << "the norm carries the factors";
+    const double plain = rms_diff(logits_of(dir.file("q8.gguf")), base);
+    const double awq = rms_diff(logits_of(dir.file("awq.gguf")), base);
+    EXPECT_LT(awq, 2.0 * plain + 1e-4) << "plain " << plain;
+    fs::remove(src);
+  }
+}
+
+// GPTQ at 4 bits: the model runs and its logits are closer to the base
+// than plain rounding's; splitting the Hessians over one pass per layer
+// (a tiny memory budget) changes no byte.
+TEST(CalibratedQuant, GptqBeatsPlainRoundingAndPassesChangeNothing) {
+  TempDir dir;
+  const std::string src = write_synth(dir, "f32.gguf", "F32");
+  const std::vector<float> base = logits_of(src);
+  quantize(src, dir.file("q4.gguf"), "Q4_0");
+  const QuantizeResult one = quantize_calibrated_file(src, dir.file("gptq.gguf"), "Q4_0", "gptq");
+  ASSERT_TRUE(one.calibration.has_value());
+  EXPECT_EQ(one.calibration->passes, 1);
+  const double plain = rms_diff(logits_of(dir.file("q4.gguf")), base);
+  const double gptq = rms_diff(logits_of(dir.file("gptq.gguf")), base);
+  EXPECT_LT(gptq, plain);
+  std::printf("synthetic llama Q4_0 logits rms vs base: plain %.4f, gptq %.4f\n", plain, gptq);
+  const QuantizeResult many = quantize_calibrated_file(src, dir.file("gptq_passes.gguf"), "Q4_0", "gptq", 1);
+  EXPECT_EQ(many.calibration->passes, 9);  // 8 layers, then the classifier
+  std::ifstream a(dir.file("gptq.gguf"), std::ios::binary), b(dir.file("gptq_passes.gguf"), std::ios::binary);
+  const std::string bytes_a((std::istreambuf_iterator<char>(a)), {}), bytes_b((std::istreambuf_iterator<char>(b)), {});
+  EXPECT_TRUE(bytes_a == bytes_b);
+}
+
+TEST(CalibratedQuant, RefusesWhatCannotWork) {
+  TempDir dir;
+  const std::string src = write_synth(dir, "f32.gguf", "F32");
+  const std::string out = dir.file("out.gguf");
+  QuantizeOptions o;
+  o.input = src;
+  o.output = out;
+  o.type = "Q4_0";
+  const auto expect_error = [&](const std::string& method, const std::string& type, const std::string& text) {
+    o.method = method;
+    o.type = type;
+    try {
+      quantize_model(o, {});
+      FAIL() << method << " " << type;
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find(text), std::string::npos) << e.what();
+    }
+    EXPECT_FALSE(fs::exists(out));
+  };
+  expect_error("gptq", "Q4_0", "needs calibration text");
+  expect_error("imatrix", "Q4_0", "needs an importance matrix");
+  expect_error("gptq+smooth", "Q4_0", "unknown --method");
+  std::unique_ptr<model::Model> m = model::Model::load(src);
+  const std::vector<int32_t> tokens = {1, 5, 6, 7};
+  o.calibration.model = m.get();
+  o.calibration.tokens = tokens;
+  expect_error("gptq", "F16", "has none");
+  expect_error("awq", "W8A8", "has none");
 }
 
 TEST(Quantizer, DryRunWritesNothingAndReportsSizes) {
