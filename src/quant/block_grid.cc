@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstring>
 
+#include "kernels/legacy_codes.h"
 #include "kernels/quant_blocks.h"
 #include "util/fp16.h"
 
@@ -95,23 +96,15 @@ void k_grid(TensorType type, const uint8_t* block, BlockGrid& g) {
   }
 }
 
-// Legacy nibbles: element j low nibble of byte j, element j + 16 high.
+// Legacy blocks through the kernels' packer, with the block's own scale
+// and offset bits; Q8_0's codes are stored as int8 (code - 128).
 void write_legacy(TensorType type, uint8_t* block, const uint8_t* c) {
-  if (type == TensorType::Q8_0) {
-    auto* b = reinterpret_cast<BlockQ8_0*>(block);
-    for (int j = 0; j < 32; ++j) b->qs[j] = static_cast<int8_t>(static_cast<int>(c[j]) - 128);
-    return;
-  }
-  const bool asym = type == TensorType::Q4_1 || type == TensorType::Q5_1;
-  const bool five = type == TensorType::Q5_0 || type == TensorType::Q5_1;
-  uint8_t* qh = block + (asym ? 4 : 2);
-  uint8_t* qs = qh + (five ? 4 : 0);
-  for (int j = 0; j < 16; ++j) qs[j] = static_cast<uint8_t>((c[j] & 15) | ((c[j + 16] & 15) << 4));
-  if (five) {
-    uint32_t bits = 0;
-    for (int j = 0; j < 32; ++j) bits |= static_cast<uint32_t>((c[j] >> 4) & 1) << j;
-    std::memcpy(qh, &bits, 4);
-  }
+  uint16_t d, m = 0;
+  std::memcpy(&d, block, 2);
+  if (type == TensorType::Q4_1 || type == TensorType::Q5_1) std::memcpy(&m, block + 2, 2);
+  int codes[32];
+  for (int j = 0; j < 32; ++j) codes[j] = type == TensorType::Q8_0 ? static_cast<int>(c[j]) - 128 : c[j];
+  kernels::pack_legacy_block(type, d, m, codes, block);
 }
 
 // Q4_K/Q5_K: sub-block k's element i: nibble (k & 1) of qs[32 (k / 2) + i];
