@@ -254,35 +254,45 @@ def test_dashboard_follows_load_and_places_the_ttft_median(tokenmill_bin, slow, 
             assert shown in config, (shown, config)
         time.sleep(1.5)  # the window starts before the load
         ttfts, errors = [], []
+        shown = threading.Event()
 
-        def client(n):
+        # The load lasts until the page has shown it (a page starved of CPU
+        # on a busy machine may poll late), at least three requests a client.
+        def client():
             c = s.client()
             try:
-                for _ in range(n):
+                done = 0
+                while done < 3 or not shown.is_set():
                     r = c.completions.create(model="slow", prompt="a b c d e f g", max_tokens=96, temperature=0)
                     ttfts.append(r.model_extra["timings"]["ttft_ms"])
+                    done += 1
             except Exception as e:  # noqa: BLE001 - reported by the assertion below
                 errors.append(e)
 
-        threads = [threading.Thread(target=client, args=(n,)) for n in (4, 4, 4, 3)]  # 15: an odd count
+        threads = [threading.Thread(target=client) for _ in range(4)]
         for t in threads:
             t.start()
-        seen_running = wait(browser, lambda d: (tile(d, "running") or 0) > 0 and (tile(d, "output-tok-s") or 0) > 0,
-                            what="the dashboard to show the load")
-        assert seen_running
-        shot(browser, artifacts, "console-dashboard")
-        for t in threads:
-            t.join()
+        try:
+            wait(browser, lambda d: (tile(d, "running") or 0) > 0 and (tile(d, "output-tok-s") or 0) > 0,
+                 timeout=120, what="the dashboard to show the load")
+            shot(browser, artifacts, "console-dashboard")
+        finally:
+            shown.set()
+            for t in threads:
+                t.join()
         assert not errors, errors
-        wait(browser, lambda d: tile(d, "completed") == 15 and tile(d, "running") == 0, what="the load to finish")
+        n = len(ttfts)
+        wait(browser, lambda d: tile(d, "completed") == n and tile(d, "running") == 0, what="the load to finish")
         # The engine's histogram has coarse buckets: the page's median must
-        # lie in the bucket that holds the median of the server's timings.
-        exact = statistics.median(ttfts)
+        # lie in the bucket that holds the median of the server's timings
+        # (the lower middle one for an even count: the n/2-th observation,
+        # where the bucket quantile lands).
+        exact = statistics.median_low(ttfts)
         bounds = s.http.get("/console/api/status").json()["latency_ms"]["ttft"]["bounds"]
         lo = max([0] + [b for b in bounds if b < exact])
         hi = min([b for b in bounds if b >= exact] or [float("inf")])
         p50 = tile(browser, "ttft-p50")
-        assert lo <= p50 <= hi, (p50, exact, lo, hi)
+        assert p50 is not None and lo <= p50 <= hi, (p50, exact, lo, hi, n)
         # Charts were drawn from the readings.
         assert browser.find_elements(By.CSS_SELECTOR, "#chart-throughput path.series")
         assert tile(browser, "kv-high-water") > 0
