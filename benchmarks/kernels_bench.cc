@@ -207,6 +207,16 @@ void gemm_args(benchmark::internal::Benchmark* b) {
       for (int64_t path : {4, 5}) b->Args({id(t), 2048, 5632, tokens, 1, path, 4});
     }
   }
+  // Batched decode with and without the interleaved copy (path 6), from
+  // DRAM, where the active table has one: Gemma 3 270M's FFN gate and up
+  // shape (2048 x 640; Q5_0 in its Q4_K_M file, whose 640-column rows have
+  // no K-quant), one thread.
+  for (TensorType t : {TensorType::Q4_0, TensorType::Q5_0, TensorType::Q8_0}) {
+    if (active_kernels().of(t).gemm_interleaved == nullptr) continue;
+    for (int64_t tokens : {1, 2, 3, 4, 6, 8, 16}) {
+      for (int64_t path : {0, 6}) b->Args({id(t), 2048, 640, tokens, 1, path, 64});
+    }
+  }
   // Prefill shapes of TinyLlama (512 tokens): attention output, FFN up, FFN down.
   for (TensorType t : {TensorType::Q4_0, TensorType::Q8_0, TensorType::Q4_K, TensorType::Q6_K, TensorType::F16}) {
     for (int threads : {1, 2}) {

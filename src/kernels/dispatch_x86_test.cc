@@ -101,6 +101,7 @@ TEST(Dispatch, EachIsaTableOwnsItsKernels) {
   // Q4_0, packed straight from its blocks, leaves the row kernel sooner.
   EXPECT_LT(a.of(TensorType::Q4_0).q16_row_max_tokens, a.of(TensorType::Q4_K).q16_row_max_tokens);
   EXPECT_EQ(a.of(TensorType::Q6_K).gemm_interleaved, avx2::InterleavedKernels<TensorType::Q6_K>::gemm_interleaved);
+  EXPECT_EQ(a.of(TensorType::Q5_0).gemm_interleaved, avx2::InterleavedKernels<TensorType::Q5_0>::gemm_interleaved);
   EXPECT_EQ(a.of(TensorType::Q5_K).gemm_interleaved, nullptr);
 
 #if defined(TOKENMILL_NO_AVX512_KERNELS)
@@ -115,6 +116,8 @@ TEST(Dispatch, EachIsaTableOwnsItsKernels) {
     EXPECT_NE(z.of(type).gemm_interleaved, nullptr);
     EXPECT_NE(z.of(type).gemm_interleaved, a.of(type).gemm_interleaved);
   }
+  // No 512-bit Q5_0 x 16 kernel, and not the AVX2 one (it would take prefill).
+  EXPECT_EQ(z.of(TensorType::Q5_0).gemm_interleaved, nullptr);
   // The AVX2 limit is not inherited: AVX-512 prefill reads the copy too, so
   // the model releases the file's pages of those matrices.
   EXPECT_LT(a.interleaved_max_tokens, KernelTable::kAnyTokens);

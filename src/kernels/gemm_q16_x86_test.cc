@@ -161,7 +161,7 @@ TEST(GemmQ16, DirectPackEqualsDecodeThenPack) {
   }
 }
 
-// Q4_0, Q8_0, Q4_K and Q6_K weights interleaved at load (interleave.h) and
+// Q4_0, Q5_0 (AVX2), Q8_0, Q4_K and Q6_K weights interleaved at load (interleave.h) and
 // multiplied by an ISA's interleaved kernels give the int16 path's numerics
 // bit for bit, for whole matrices and for row ranges (the units matmul
 // hands to threads), with tokens 1..7, 12, 13, 64 (token tiles of 3 or 6,
@@ -170,8 +170,8 @@ TEST(GemmQ16, DirectPackEqualsDecodeThenPack) {
 // chunk by chunk, then a block of 44 walked group by group).
 // y is checked for writes past the call's rows: [num_tokens, rows] and a
 // guard after it.
-void check_interleaved(const KernelTable& kt) {
-  for (TensorType type : {TensorType::Q4_0, TensorType::Q8_0, TensorType::Q4_K, TensorType::Q6_K}) {
+void check_interleaved(const KernelTable& kt, const std::vector<TensorType>& types) {
+  for (TensorType type : types) {
     const bool super_blocks = type == TensorType::Q4_K || type == TensorType::Q6_K;
     const Q16Layout layout = q16_layout(type);
     const TypeKernels::GemmInterleaved gemm = kt.of(type).gemm_interleaved;
@@ -217,12 +217,14 @@ void check_interleaved(const KernelTable& kt) {
 
 TEST(GemmQ16, InterleavedMatchesReferenceBitForBit) {
   if (!cpu_features().supports_avx2_kernels()) GTEST_SKIP() << "no AVX2";
-  check_interleaved(*kernels_for(Isa::kAvx2));
+  check_interleaved(*kernels_for(Isa::kAvx2),
+                    {TensorType::Q4_0, TensorType::Q5_0, TensorType::Q8_0, TensorType::Q4_K, TensorType::Q6_K});
 }
 
 TEST(GemmQ16, Avx512InterleavedMatchesReferenceBitForBit) {
   if (kernels_for(Isa::kAvx512) == nullptr) GTEST_SKIP() << "no AVX-512 F/BW/VNNI on this CPU, or not in this build";
-  check_interleaved(*kernels_for(Isa::kAvx512));
+  check_interleaved(*kernels_for(Isa::kAvx512),
+                    {TensorType::Q4_0, TensorType::Q8_0, TensorType::Q4_K, TensorType::Q6_K});
 }
 
 TEST(GemmQ16, MatchesReferenceBitForBit) {

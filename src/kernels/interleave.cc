@@ -96,11 +96,36 @@ void interleave_legacy(const WeightView& w, int64_t block_bytes, int64_t unit_by
   }
 }
 
+// Q5_0 (fp16 d, uint32 qh, 16 bytes of nibbles): the nibbles as Q4_0's,
+// the fifth bits regrouped by column pair (interleave.h).
+void interleave_q5_0(const WeightView& w, uint8_t* dst) {
+  const int64_t blocks = w.cols / 32;
+  const auto* src = static_cast<const uint8_t*>(w.data);
+  for (int64_t r = 0; r < w.rows; ++r) {
+    const int64_t g = r / kInterleaveRows, i = r % kInterleaveRows;
+    for (int64_t b = 0; b < blocks; ++b) {
+      const uint8_t* in = src + (r * blocks + b) * 22;
+      uint8_t* out = dst + (g * blocks + b) * kQ5_0x16BlockBytes;
+      for (int64_t p = 0; p < 8; ++p) std::memcpy(out + 32 * p + 2 * i, in + 6 + 2 * p, 2);
+      const uint32_t qh = static_cast<uint32_t>(in[2]) | static_cast<uint32_t>(in[3]) << 8 |
+                          static_cast<uint32_t>(in[4]) << 16 | static_cast<uint32_t>(in[5]) << 24;
+      for (int64_t p = 0; p < 8; ++p) {
+        const int64_t s = p / 4, k = p % 4;
+        for (int64_t e = 0; e < 2; ++e) {
+          const uint32_t low = (qh >> (2 * p + e)) & 1, high = (qh >> (16 + 2 * p + e)) & 1;
+          out[kQ5_0x16HighBits + 32 * s + 2 * i + e] |= static_cast<uint8_t>(low << (2 * k) | high << (2 * k + 1));
+        }
+      }
+      std::memcpy(out + kQ5_0x16HighBits + 64 + 2 * i, in, 2);
+    }
+  }
+}
+
 }  // namespace
 
 bool has_interleaved_layout(gguf::TensorType type) {
-  return type == gguf::TensorType::Q4_0 || type == gguf::TensorType::Q8_0 || type == gguf::TensorType::Q4_K ||
-         type == gguf::TensorType::Q6_K;
+  return type == gguf::TensorType::Q4_0 || type == gguf::TensorType::Q5_0 || type == gguf::TensorType::Q8_0 ||
+         type == gguf::TensorType::Q4_K || type == gguf::TensorType::Q6_K;
 }
 
 int64_t interleaved_bytes(const WeightView& w) {
@@ -110,6 +135,7 @@ int64_t interleaved_bytes(const WeightView& w) {
     case gguf::TensorType::Q4_K: return groups * (w.cols / 256) * kQ4_Kx16BlockBytes;
     case gguf::TensorType::Q6_K: return groups * (w.cols / 256) * kQ6_Kx16BlockBytes;
     case gguf::TensorType::Q8_0: return groups * (w.cols / 32) * kQ8_0x16BlockBytes;
+    case gguf::TensorType::Q5_0: return groups * (w.cols / 32) * kQ5_0x16BlockBytes;
     default: return groups * (w.cols / 32) * kQ4_0x16BlockBytes;
   }
 }
@@ -121,6 +147,7 @@ void interleave_weights(const WeightView& w, uint8_t* dst) {
     case gguf::TensorType::Q4_K: return interleave_q4_k(w, dst);
     case gguf::TensorType::Q6_K: return interleave_q6_k(w, dst);
     case gguf::TensorType::Q8_0: return interleave_legacy(w, 34, kQ8_0x16BlockBytes, dst);
+    case gguf::TensorType::Q5_0: return interleave_q5_0(w, dst);
     default: return interleave_legacy(w, 18, kQ4_0x16BlockBytes, dst);
   }
 }

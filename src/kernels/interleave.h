@@ -36,6 +36,20 @@
 //     pair p of all 16 rows interleaved;
 //   bytes [512, 544): the 16 rows' fp16 scales d.
 //
+// Q5_0 x 16 layout (cols a multiple of 32): groups of 16 rows as above, the
+// 32-column block b of group g at (g * (cols / 32) + b) * 352:
+//   bytes [32 p, 32 p + 32) for p = 0..7: the nibbles as in Q4_0 x 16
+//     (low: column 2 p + e, high: column 16 + 2 p + e of row i at byte
+//     2 i + e);
+//   bytes [256 + 32 s, + 32) for s = 0..1: byte 2 i + e holds the fifth
+//     bits of row i for the pairs p = 4 s + k, k = 0..3: bit 2 k that of
+//     column 2 p + e, bit 2 k + 1 that of column 16 + 2 p + e, so that
+//     shifting the widened segment right by 2 k and masking bit 4 after a
+//     left shift of 4 (or 3) places a pair's fifth bit beside its nibble;
+//   bytes [320, 352): the 16 rows' fp16 scales d.
+// The same bytes as the 16 Q5_0 rows (22 bytes per row and block), only
+// reordered.
+//
 // Q6_K x 16 layout (cols a multiple of 256): groups of 16 rows, the
 // super-block s of group g at (g * (cols / 256) + s) * 3360; inside it the
 // 32-column block j at + 384 j, with the 6-bit values q (0..63, x = d *
@@ -62,7 +76,9 @@ inline constexpr int64_t kInterleaveRows = 16;
 inline constexpr int64_t kQ4_0x16BlockBytes = 288;
 inline constexpr int64_t kQ4_Kx16BlockBytes = 2368;
 inline constexpr int64_t kQ8_0x16BlockBytes = 544;
-inline constexpr int64_t kQ4_Kx16Scales = 2048;  // offset of the d, dmin, scales, minimums
+inline constexpr int64_t kQ5_0x16BlockBytes = 352;
+inline constexpr int64_t kQ5_0x16HighBits = 256;  // offset of the fifth bits, then the fp16 d at 320
+inline constexpr int64_t kQ4_Kx16Scales = 2048;   // offset of the d, dmin, scales, minimums
 inline constexpr int64_t kQ6_Kx16BlockBytes = 3360;
 inline constexpr int64_t kQ6_Kx16Scales = 3072;  // offset of the int8 scales, then the fp16 d
 

@@ -146,14 +146,14 @@ TEST(Matmul, ThreadCountDoesNotChangeResults) {
   }
 }
 
-// A Q4_0 matrix with an interleaved copy (interleave.h): tables with a
+// Q4_0, Q5_0 and Q4_K matrices with an interleaved copy (interleave.h): tables with a
 // kernel for it use the copy for every token count, the others ignore it;
 // either way the result is close to the reference, the thread split does not
 // change a bit, and from the packed GEMM's token counts on it equals the
 // product without the copy exactly.
 TEST(Matmul, InterleavedWeightsAreUsedOnlyWhereSupported) {
   ThreadPool one(1), two(2);
-  for (TensorType type : {TensorType::Q4_0, TensorType::Q4_K}) {
+  for (TensorType type : {TensorType::Q4_0, TensorType::Q5_0, TensorType::Q4_K}) {
     Weights w(type, 203, 512, 9);
     std::vector<uint8_t> storage(static_cast<size_t>(interleaved_bytes(w.view)) + 64);
     auto* packed = reinterpret_cast<uint8_t*>((reinterpret_cast<uintptr_t>(storage.data()) + 63) / 64 * 64);

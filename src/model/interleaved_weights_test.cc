@@ -1,5 +1,5 @@
 // Model weights repacked at load (kernels/interleave.h): on tiny synthetic
-// Q4_0, Q8_0 and Q4_K_M llamas (and a Q8_0 phi3, whose matrices are row
+// Q4_0, Q5_0, Q8_0 and Q4_K_M llamas (and a Q8_0 phi3, whose matrices are row
 // views of fused tensors), a model loaded with the interleaved copies gives the logits of
 // one loaded without them (TOKENMILL_REPACK=0) within the integer decode
 // path's float reordering, chunked prefill and token-by-token decode alike;
@@ -121,7 +121,7 @@ TEST_P(InterleavedWeights, SameLogitsWithAndWithoutTheCopy) {
   for (int64_t i = 0; i < kPrefill * vocab; ++i) ASSERT_EQ(a[static_cast<size_t>(i)], b[static_cast<size_t>(i)]) << i;
 }
 
-INSTANTIATE_TEST_SUITE_P(Formats, InterleavedWeights, ::testing::Values("Q4_0", "Q8_0", "Q4_K_M"));
+INSTANTIATE_TEST_SUITE_P(Formats, InterleavedWeights, ::testing::Values("Q4_0", "Q5_0", "Q8_0", "Q4_K_M"));
 
 // phi3's q/k/v and gate/up are row ranges of two fused tensors: each view
 // gets its own copy of its rows, and the logits are those without copies.

@@ -1,5 +1,5 @@
 // AVX2 products of weights interleaved at load (interleave.h: Q4_0 x 16,
-// Q8_0 x 16, Q4_K x 16, Q6_K x 16) with int16 activations (quantize_act.h):
+// Q5_0 x 16, Q8_0 x 16, Q4_K x 16, Q6_K x 16) with int16 activations (quantize_act.h):
 // decode, batched decode and prefill, with no per-call packing or decoding.
 // The same layouts as the AVX-512 kernels (gemm_interleaved_avx512.cc): a
 // 32-byte segment holds a column pair of the 16 rows, bytes 0-15 for rows
@@ -11,7 +11,7 @@
 // Numerics: per 32-column block (Q6_K: 16-column half) the integer sums are
 // exact; then acc += float(sum) * (scale * d_act) and acc += bias * s32_act,
 // block after block, with the scale and bias computed as the row decoders
-// compute them (Q4_0: d and -8 d; Q4_K: sc * d and m * (0 - dmin); Q6_K:
+// compute them (Q4_0: d and -8 d; Q5_0: d and -16 d; Q4_K: sc * d and m * (0 - dmin); Q6_K:
 // sc * d). So the results equal gemm_q16_packed's and the AVX-512 kernels'
 // bit for bit (and the scalar reference gemm_q16_ref, gemm.h).
 #include <immintrin.h>
@@ -88,6 +88,17 @@ inline void flush(const InterleavedArgs& m, int64_t blk, const __m256i (&sums)[T
   }
 }
 
+// flush for the legacy types with an offset: the 16 rows' fp16 scales d at
+// `scales`, the additive term -offset d (Q4_0: 8, Q5_0: 16).
+template <int T>
+inline void flush_offset(const InterleavedArgs& m, int64_t blk, const __m256i (&sums)[T][2], const uint8_t* scales,
+                         float offset, __m256 (&acc)[T][2]) {
+  const RowPair scale{{fp16x8(scales), fp16x8(scales + 16)}};
+  const __m256 minus = _mm256_set1_ps(-offset);
+  const RowPair bias{{_mm256_mul_ps(scale.r[0], minus), _mm256_mul_ps(scale.r[1], minus)}};
+  flush<T, true>(m, blk, sums, scale, bias, acc);
+}
+
 // Sums of the n column pairs of the n 32-byte segments at seg: the low
 // nibbles into sa (pair p at activation column qa + 2 p) when kLow, the high
 // ones into sb (at qb + 2 p) when kHigh. sa and sb may be the same sums.
@@ -118,10 +129,44 @@ inline void q4_0_unit(const InterleavedArgs& m, int64_t u, __m256 (&acc)[T][2]) 
   __m256i sums[T][2];
   clear(sums);
   nibble_pairs<T, true, true>(m, bp, 8, 32 * u, 32 * u + 16, sums, sums);
-  const RowPair scale{{fp16x8(bp + 256), fp16x8(bp + 272)}};
-  const __m256 minus8 = _mm256_set1_ps(-8.0f);
-  const RowPair bias{{_mm256_mul_ps(scale.r[0], minus8), _mm256_mul_ps(scale.r[1], minus8)}};
-  flush<T, true>(m, u, sums, scale, bias, acc);
+  flush_offset<T>(m, u, sums, bp + 256, 8.0f, acc);
+}
+
+// Q5_0 x 16, one 32-column block per unit: segment p holds the nibbles of
+// pairs p and p + 8 as in Q4_0; their fifth bits sit in high-bit segment
+// p / 4 at bits 2 (p % 4) and 2 (p % 4) + 1, moved to bit 4 by shifting
+// that segment right by 2 after each pair (constant shifts only). The
+// values are put together in int16 lanes after widening: doing it on the
+// 32 bytes first and widening after (one extract per half) was 5-25 %
+// slower (kernels_bench Gemm/6/2048/640, one thread).
+template <int T>
+inline void q5_0_unit(const InterleavedArgs& m, int64_t u, __m256 (&acc)[T][2]) {
+  const uint8_t* bp = m.w + u * kQ5_0x16BlockBytes;
+  prefetch_lines(bp + m.prefetch, kQ5_0x16BlockBytes);
+  __m256i sums[T][2];
+  clear(sums);
+  const __m256i low4 = _mm256_set1_epi16(15);
+  const __m256i bit4 = _mm256_set1_epi16(16);
+  const int64_t col = 32 * u;
+#pragma GCC unroll 2
+  for (int s = 0; s < 2; ++s) {
+    __m256i hb[2] = {widen_u8(bp + kQ5_0x16HighBits + 32 * s), widen_u8(bp + kQ5_0x16HighBits + 32 * s + 16)};
+#pragma GCC unroll 4
+    for (int k = 0; k < 4; ++k) {
+      const int p = 4 * s + k;
+      __m256i lo[2], hi[2];
+#pragma GCC unroll 2
+      for (int h = 0; h < 2; ++h) {
+        const __m256i v = widen_u8(bp + 32 * p + 16 * h);
+        lo[h] = _mm256_or_si256(_mm256_and_si256(v, low4), _mm256_and_si256(_mm256_slli_epi16(hb[h], 4), bit4));
+        hi[h] = _mm256_or_si256(_mm256_srli_epi16(v, 4), _mm256_and_si256(_mm256_slli_epi16(hb[h], 3), bit4));
+        hb[h] = _mm256_srli_epi16(hb[h], 2);
+      }
+      dot_pair<T>(m, lo, col + 2 * p, sums);
+      dot_pair<T>(m, hi, col + 16 + 2 * p, sums);
+    }
+  }
+  flush_offset<T>(m, u, sums, bp + kQ5_0x16HighBits + 64, 16.0f, acc);
 }
 
 // Q8_0 x 16, one 32-column block per unit: segment p, sign-extended, is
@@ -252,6 +297,8 @@ void micro(const InterleavedArgs& m) {
       q6_k_unit<T>(m, u, acc);
     } else if constexpr (L == gguf::TensorType::Q8_0) {
       q8_0_unit<T>(m, u, acc);
+    } else if constexpr (L == gguf::TensorType::Q5_0) {
+      q5_0_unit<T>(m, u, acc);
     } else {
       q4_0_unit<T>(m, u, acc);
     }
@@ -288,6 +335,7 @@ template <gguf::TensorType T>
 constinit const TypeKernels::GemmInterleaved InterleavedKernels<T>::gemm_interleaved = gemm<T>;
 
 template struct InterleavedKernels<gguf::TensorType::Q4_0>;
+template struct InterleavedKernels<gguf::TensorType::Q5_0>;
 template struct InterleavedKernels<gguf::TensorType::Q8_0>;
 template struct InterleavedKernels<gguf::TensorType::Q4_K>;
 template struct InterleavedKernels<gguf::TensorType::Q6_K>;

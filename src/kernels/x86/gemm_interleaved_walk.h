@@ -130,11 +130,13 @@ inline void walk_interleaved(const uint8_t* packed, int64_t rows, int64_t cols, 
 // The bytes of one unit of each interleaved layout, and its columns.
 template <gguf::TensorType kType>
 constexpr int64_t kInterleavedUnitBytes = kType == gguf::TensorType::Q4_0   ? kQ4_0x16BlockBytes
+                                          : kType == gguf::TensorType::Q5_0 ? kQ5_0x16BlockBytes
                                           : kType == gguf::TensorType::Q8_0 ? kQ8_0x16BlockBytes
                                           : kType == gguf::TensorType::Q4_K ? kQ4_Kx16BlockBytes
                                                                             : kQ6_Kx16BlockBytes;
 template <gguf::TensorType kType>
-constexpr int64_t kInterleavedUnitCols = kType == gguf::TensorType::Q4_0 || kType == gguf::TensorType::Q8_0 ? 32 : 256;
+constexpr int64_t kInterleavedUnitCols =
+    kType == gguf::TensorType::Q4_0 || kType == gguf::TensorType::Q5_0 || kType == gguf::TensorType::Q8_0 ? 32 : 256;
 
 }  // namespace
 }  // namespace tokenmill::kernels

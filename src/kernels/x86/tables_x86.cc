@@ -73,8 +73,8 @@ KernelTable make_avx2_table() {
   set_q16_kernels<avx2::Q16KQuantKernels, TensorType::Q2_K, TensorType::Q3_K, TensorType::Q4_K, TensorType::Q5_K,
                   TensorType::Q6_K>(t);
   t.of(TensorType::Q4_0).pack_q16_blocks = avx2::PackBlocksKernels<TensorType::Q4_0>::pack_q16_blocks;
-  set_interleaved_kernels<avx2::InterleavedKernels, TensorType::Q4_0, TensorType::Q8_0, TensorType::Q4_K,
-                          TensorType::Q6_K>(t);
+  set_interleaved_kernels<avx2::InterleavedKernels, TensorType::Q4_0, TensorType::Q5_0, TensorType::Q8_0,
+                          TensorType::Q4_K, TensorType::Q6_K>(t);
   // With 16 registers the interleaved tile is 3 tokens and decodes the
   // nibbles once per tile, where the packed GEMM decodes once per call: the
   // interleaved kernel wins at decode and up to 16 tokens and loses at 32
@@ -100,6 +100,10 @@ KernelTable make_avx512_table() {
   t.paged_attend_group = avx512::paged_attend_group;
   set_interleaved_kernels<avx512::InterleavedKernels, TensorType::Q4_0, TensorType::Q8_0, TensorType::Q4_K,
                           TensorType::Q6_K>(t);
+  // No 512-bit Q5_0 x 16 kernel: the AVX2 one would also take AVX-512
+  // prefill (any token count), where the 512-bit packed GEMM is the faster,
+  // so Q5_0 keeps the row kernels and the packed GEMM here.
+  t.of(TensorType::Q5_0).gemm_interleaved = nullptr;
   t.interleaved_max_tokens = KernelTable::kAnyTokens;
   // The faster micro-kernel repays the per-call packing sooner (packed
   // against row kernel: docs/benchmarks.md, kernel tuning).
