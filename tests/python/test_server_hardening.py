@@ -289,8 +289,12 @@ def test_tenants_come_from_keys(tokenmill_bin, tiny):
         assert m['tokenmill_prefix_cache_hit_tokens_total{tenant="alice"}'] == 2 * hits
         assert m['tokenmill_prefix_cache_hit_tokens_total{tenant="bob"}'] == 0
         assert m['tokenmill_prefix_cache_miss_tokens_total{tenant="bob",reason="isolated"}'] >= hits
-        log = [e for e in s.events() if e.get("event") == "request" and e.get("path") == "/v1/completions"]
-        assert {e.get("tenant") for e in log if e.get("status") == 200} == {"alice", "bob", "gateway"}
+        # A request's log line is written just after its response is sent:
+        # wait for the five answered ones (a CI run under ASan read the log
+        # before the last one was there).
+        log = s.wait_events(lambda e: e.get("event") == "request" and e.get("path") == "/v1/completions"
+                            and e.get("status") == 200, count=5)
+        assert {e.get("tenant") for e in log} == {"alice", "bob", "gateway"}
 
 
 def test_per_tenant_limits(tokenmill_bin, slow):
