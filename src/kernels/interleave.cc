@@ -18,24 +18,25 @@ void unpack_scales_mins(const uint8_t* q, uint8_t sc[8], uint8_t mn[8]) {
   }
 }
 
-// Calls place(in, out, i) for every 256-column super-block of every row:
-// `in` the row's block of kBlockBytes, `out` the interleaved unit of
-// kUnitBytes that holds it, as row i of its group.
-template <int64_t kBlockBytes, int64_t kUnitBytes, class Place>
-void for_each_super_block(const WeightView& w, uint8_t* dst, const Place& place) {
-  const int64_t supers = w.cols / 256;
+// Calls place(in, out, i) for every kCols-column block of every row (32:
+// the legacy types, 256: the K-quant super-blocks): `in` the row's block of
+// kBlockBytes, `out` the interleaved unit of kUnitBytes that holds it, as
+// row i of its group.
+template <int64_t kCols, int64_t kBlockBytes, int64_t kUnitBytes, class Place>
+void for_each_block(const WeightView& w, uint8_t* dst, const Place& place) {
+  const int64_t blocks = w.cols / kCols;
   const auto* src = static_cast<const uint8_t*>(w.data);
   for (int64_t r = 0; r < w.rows; ++r) {
     const int64_t g = r / kInterleaveRows, i = r % kInterleaveRows;
-    for (int64_t s = 0; s < supers; ++s) {
-      place(src + (r * supers + s) * kBlockBytes, dst + (g * supers + s) * kUnitBytes, i);
+    for (int64_t b = 0; b < blocks; ++b) {
+      place(src + (r * blocks + b) * kBlockBytes, dst + (g * blocks + b) * kUnitBytes, i);
     }
   }
 }
 
 void interleave_q4_k(const WeightView& w, uint8_t* dst) {
   // Q4_K: d, dmin, 12 bytes of scales, 128 bytes of nibbles.
-  for_each_super_block<144, kQ4_Kx16BlockBytes>(w, dst, [](const uint8_t* in, uint8_t* out, int64_t i) {
+  for_each_block<256, 144, kQ4_Kx16BlockBytes>(w, dst, [](const uint8_t* in, uint8_t* out, int64_t i) {
     for (int64_t k = 0; k < 4; ++k) {
       for (int64_t p = 0; p < 16; ++p) std::memcpy(out + 512 * k + 32 * p + 2 * i, in + 16 + 32 * k + 2 * p, 2);
     }
@@ -62,7 +63,7 @@ int q6_k_value(const uint8_t* block, int64_t c) {
 
 void interleave_q6_k(const WeightView& w, uint8_t* dst) {
   // Q6_K: ql[128], qh[64], int8 scales[16], fp16 d.
-  for_each_super_block<210, kQ6_Kx16BlockBytes>(w, dst, [](const uint8_t* in, uint8_t* out, int64_t i) {
+  for_each_block<256, 210, kQ6_Kx16BlockBytes>(w, dst, [](const uint8_t* in, uint8_t* out, int64_t i) {
     for (int64_t c = 0; c < 256; ++c) {
       const int v = q6_k_value(in, c);
       const int64_t j = c / 32, p = (c % 32) / 2, e = c % 2;
@@ -81,44 +82,31 @@ void interleave_q6_k(const WeightView& w, uint8_t* dst) {
 // Q4_0 (fp16 d, 16 bytes of nibbles) and Q8_0 (fp16 d, 32 int8 values):
 // a block's value bytes go two at a time to segment p, the scale after the
 // 16 rows' values.
-void interleave_legacy(const WeightView& w, int64_t block_bytes, int64_t unit_bytes, uint8_t* dst) {
-  const int64_t blocks = w.cols / 32;
-  const int64_t values = block_bytes - 2;
-  const auto* src = static_cast<const uint8_t*>(w.data);
-  for (int64_t r = 0; r < w.rows; ++r) {
-    const int64_t g = r / kInterleaveRows, i = r % kInterleaveRows;
-    for (int64_t b = 0; b < blocks; ++b) {
-      const uint8_t* in = src + (r * blocks + b) * block_bytes;
-      uint8_t* out = dst + (g * blocks + b) * unit_bytes;
-      for (int64_t p = 0; p < values / 2; ++p) std::memcpy(out + 32 * p + 2 * i, in + 2 + 2 * p, 2);
-      std::memcpy(out + 16 * values + 2 * i, in, 2);
-    }
-  }
+template <int64_t kBlockBytes, int64_t kUnitBytes>
+void interleave_legacy(const WeightView& w, uint8_t* dst) {
+  constexpr int64_t kValues = kBlockBytes - 2;
+  for_each_block<32, kBlockBytes, kUnitBytes>(w, dst, [](const uint8_t* in, uint8_t* out, int64_t i) {
+    for (int64_t p = 0; p < kValues / 2; ++p) std::memcpy(out + 32 * p + 2 * i, in + 2 + 2 * p, 2);
+    std::memcpy(out + 16 * kValues + 2 * i, in, 2);
+  });
 }
 
 // Q5_0 (fp16 d, uint32 qh, 16 bytes of nibbles): the nibbles as Q4_0's,
 // the fifth bits regrouped by column pair (interleave.h).
 void interleave_q5_0(const WeightView& w, uint8_t* dst) {
-  const int64_t blocks = w.cols / 32;
-  const auto* src = static_cast<const uint8_t*>(w.data);
-  for (int64_t r = 0; r < w.rows; ++r) {
-    const int64_t g = r / kInterleaveRows, i = r % kInterleaveRows;
-    for (int64_t b = 0; b < blocks; ++b) {
-      const uint8_t* in = src + (r * blocks + b) * 22;
-      uint8_t* out = dst + (g * blocks + b) * kQ5_0x16BlockBytes;
-      for (int64_t p = 0; p < 8; ++p) std::memcpy(out + 32 * p + 2 * i, in + 6 + 2 * p, 2);
-      const uint32_t qh = static_cast<uint32_t>(in[2]) | static_cast<uint32_t>(in[3]) << 8 |
-                          static_cast<uint32_t>(in[4]) << 16 | static_cast<uint32_t>(in[5]) << 24;
-      for (int64_t p = 0; p < 8; ++p) {
-        const int64_t s = p / 4, k = p % 4;
-        for (int64_t e = 0; e < 2; ++e) {
-          const uint32_t low = (qh >> (2 * p + e)) & 1, high = (qh >> (16 + 2 * p + e)) & 1;
-          out[kQ5_0x16HighBits + 32 * s + 2 * i + e] |= static_cast<uint8_t>(low << (2 * k) | high << (2 * k + 1));
-        }
+  for_each_block<32, 22, kQ5_0x16BlockBytes>(w, dst, [](const uint8_t* in, uint8_t* out, int64_t i) {
+    for (int64_t p = 0; p < 8; ++p) std::memcpy(out + 32 * p + 2 * i, in + 6 + 2 * p, 2);
+    uint32_t qh;
+    std::memcpy(&qh, in + 2, sizeof(qh));  // little-endian host
+    for (int64_t p = 0; p < 8; ++p) {
+      const int64_t s = p / 4, k = p % 4;
+      for (int64_t e = 0; e < 2; ++e) {
+        const uint32_t low = (qh >> (2 * p + e)) & 1, high = (qh >> (16 + 2 * p + e)) & 1;
+        out[kQ5_0x16HighBits + 32 * s + 2 * i + e] |= static_cast<uint8_t>(low << (2 * k) | high << (2 * k + 1));
       }
-      std::memcpy(out + kQ5_0x16HighBits + 64 + 2 * i, in, 2);
     }
-  }
+    std::memcpy(out + kQ5_0x16HighBits + 64 + 2 * i, in, 2);
+  });
 }
 
 }  // namespace
@@ -146,9 +134,9 @@ void interleave_weights(const WeightView& w, uint8_t* dst) {
   switch (w.type) {
     case gguf::TensorType::Q4_K: return interleave_q4_k(w, dst);
     case gguf::TensorType::Q6_K: return interleave_q6_k(w, dst);
-    case gguf::TensorType::Q8_0: return interleave_legacy(w, 34, kQ8_0x16BlockBytes, dst);
+    case gguf::TensorType::Q8_0: return interleave_legacy<34, kQ8_0x16BlockBytes>(w, dst);
     case gguf::TensorType::Q5_0: return interleave_q5_0(w, dst);
-    default: return interleave_legacy(w, 18, kQ4_0x16BlockBytes, dst);
+    default: return interleave_legacy<18, kQ4_0x16BlockBytes>(w, dst);
   }
 }
 
