@@ -31,6 +31,21 @@ constexpr int kTokens = 3;
 // Decode prefetch distance along a row, in bytes (see the AVX-512 kernels).
 constexpr int64_t kDecodePrefetchBytes = 16 * kQ4_0x16BlockBytes;
 
+// Prefetches the `bytes` at p (lines of the unit m.prefetch bytes ahead).
+// Decode (one tile) reads each weight line once, so non-temporally: on a
+// Zen 2 core (EPYC Rome) the interleaved GEMVs streamed more bytes per second so
+// (docs/benchmarks.md, "Decode prefetch"). Several tiles read a chunk again
+// from L1, where a line marked for early eviction would have to come back
+// from DRAM: the default hint there. Inline assembly because GCC 12 dropped
+// the _mm_prefetch(p, _MM_HINT_NTA) of this branch (no instruction emitted).
+inline void prefetch_unit(const InterleavedArgs& m, const uint8_t* p, int64_t bytes) {
+  if (m.once) {
+    for (int64_t line = 0; line < bytes; line += 64) __asm__ volatile("prefetchnta %0" : : "m"(p[line]));
+  } else {
+    prefetch_lines(p, bytes);
+  }
+}
+
 // Half h (rows 8 h .. 8 h + 7) of the 32-byte segment at p, widened to int16.
 inline __m256i widen_u8(const uint8_t* p) {
   return _mm256_cvtepu8_epi16(_mm_load_si128(reinterpret_cast<const __m128i*>(p)));
@@ -125,7 +140,7 @@ inline void nibble_pairs(const InterleavedArgs& m, const uint8_t* seg, int n, in
 template <int T>
 inline void q4_0_unit(const InterleavedArgs& m, int64_t u, __m256 (&acc)[T][2]) {
   const uint8_t* bp = m.w + u * kQ4_0x16BlockBytes;
-  prefetch_lines(bp + m.prefetch, kQ4_0x16BlockBytes);
+  prefetch_unit(m, bp + m.prefetch, kQ4_0x16BlockBytes);
   __m256i sums[T][2];
   clear(sums);
   nibble_pairs<T, true, true>(m, bp, 8, 32 * u, 32 * u + 16, sums, sums);
@@ -142,7 +157,7 @@ inline void q4_0_unit(const InterleavedArgs& m, int64_t u, __m256 (&acc)[T][2]) 
 template <int T>
 inline void q5_0_unit(const InterleavedArgs& m, int64_t u, __m256 (&acc)[T][2]) {
   const uint8_t* bp = m.w + u * kQ5_0x16BlockBytes;
-  prefetch_lines(bp + m.prefetch, kQ5_0x16BlockBytes);
+  prefetch_unit(m, bp + m.prefetch, kQ5_0x16BlockBytes);
   __m256i sums[T][2];
   clear(sums);
   const __m256i low4 = _mm256_set1_epi16(15);
@@ -174,7 +189,7 @@ inline void q5_0_unit(const InterleavedArgs& m, int64_t u, __m256 (&acc)[T][2]) 
 template <int T>
 inline void q8_0_unit(const InterleavedArgs& m, int64_t u, __m256 (&acc)[T][2]) {
   const uint8_t* bp = m.w + u * kQ8_0x16BlockBytes;
-  prefetch_lines(bp + m.prefetch, kQ8_0x16BlockBytes);
+  prefetch_unit(m, bp + m.prefetch, kQ8_0x16BlockBytes);
   __m256i sums[T][2];
   clear(sums);
 #pragma GCC unroll 16
@@ -209,7 +224,7 @@ inline void q4_k_unit(const InterleavedArgs& m, int64_t u, __m256 (&acc)[T][2]) 
   for (int k = 0; k < 4; ++k) {
     // The next unit's bytes, a quarter per sub-block pair (its scales sit
     // 2 KB past its quants, where the hardware prefetcher arrives late).
-    prefetch_lines(bp + m.prefetch + k * (kQ4_Kx16BlockBytes / 4), kQ4_Kx16BlockBytes / 4);
+    prefetch_unit(m, bp + m.prefetch + k * (kQ4_Kx16BlockBytes / 4), kQ4_Kx16BlockBytes / 4);
     const uint8_t* seg = bp + 512 * k;
     const int64_t col = 256 * u + 64 * k;
     if constexpr (T <= 2) {
@@ -252,7 +267,7 @@ inline void q6_k_unit(const InterleavedArgs& m, int64_t u, __m256 (&acc)[T][2]) 
   };
   for (int64_t j = 0; j < 8; ++j) {
     // The next unit's bytes, an eighth per block (see q4_k_unit).
-    prefetch_lines(bp + m.prefetch + j * (kQ6_Kx16BlockBytes / 8), kQ6_Kx16BlockBytes / 8);
+    prefetch_unit(m, bp + m.prefetch + j * (kQ6_Kx16BlockBytes / 8), kQ6_Kx16BlockBytes / 8);
     const uint8_t* blk = bp + 384 * j;
     const int64_t col = 256 * u + 32 * j;
     const uint8_t* sc = bp + kQ6_Kx16Scales + 32 * j;

@@ -29,6 +29,7 @@ struct InterleavedArgs {
   int64_t y_stride;
   int64_t valid;     // rows of the group that exist (16 but for the last group)
   int64_t prefetch;  // bytes from a unit to the one whose lines it prefetches
+  bool once;         // one token tile (decode): each weight line is read once
 };
 
 // Activations (int16) up to this size are walked group by group.
@@ -97,7 +98,8 @@ inline void walk_interleaved_block(const uint8_t* packed, int64_t rows, int64_t 
                               y + t0 * y_stride + r0,
                               y_stride,
                               valid,
-                              prefetch};
+                              prefetch,
+                              num_tokens <= kTokens};
       micro(m, nt, c0 == 0, valid < kInterleaveRows);
     }
   };
