@@ -6,8 +6,8 @@
 // a second instruction to reach int32).
 //
 // Why pairs: whether two instructions share an execution port decides
-// which kernels can outrun which. On a Zen 2 core (EPYC, family 23 model 49) vpmaddwd
-// runs one per cycle and vpmaddubsw shares its port (together: one of
+// which kernels can outrun which. On a Zen 2 core (EPYC, family 23 model 49)
+// vpmaddwd runs one per cycle and vpmaddubsw shares its port (together: one of
 // either per cycle), while FMAs run two per cycle and one of them beside
 // each vpmaddwd (docs/benchmarks.md, "The multiply port").
 //
@@ -48,41 +48,44 @@ __attribute__((target("avx2,fma"), noinline)) int run_chains(int64_t loops) {
   TM_CHAINS(TM_INIT)
 #define TM_INITF(i) __m256 f##i = _mm256_set1_ps(0.5f * i);
   TM_CHAINS(TM_INITF)
-  // Macros, not lambdas: a lambda would not inherit the target attribute.
-#define madd(v) v = _mm256_madd_epi16(v, ones)
-#define maddubs(v) v = _mm256_maddubs_epi16(v, ones)
-#define fma(f) f = _mm256_fmadd_ps(f, mul, add)
+  // One step of a chain. Macros, not lambdas: a lambda would not inherit
+  // the target attribute.
+#define TM_STEP_MADD(v) v = _mm256_madd_epi16(v, ones)
+#define TM_STEP_MADDUBS(v) v = _mm256_maddubs_epi16(v, ones)
+#define TM_STEP_FMA(f) f = _mm256_fmadd_ps(f, mul, add)
   for (int64_t n = 0; n < loops; ++n) {
     if constexpr (kOp == Op::kMadd) {
-#define TM_MADD(i) madd(v##i);
+#define TM_MADD(i) TM_STEP_MADD(v##i);
       TM_CHAINS(TM_MADD)
       TM_KEEP(v);
     } else if constexpr (kOp == Op::kMaddubs) {
-#define TM_MADDUBS(i) maddubs(v##i);
+#define TM_MADDUBS(i) TM_STEP_MADDUBS(v##i);
       TM_CHAINS(TM_MADDUBS)
       TM_KEEP(v);
     } else if constexpr (kOp == Op::kFma) {
-#define TM_FMA(i) fma(f##i);
+#define TM_FMA(i) TM_STEP_FMA(f##i);
       TM_CHAINS(TM_FMA)
       TM_KEEP(f);
     } else if constexpr (kOp == Op::kMaddAndMaddubs) {
-      madd(v0), maddubs(v1), madd(v2), maddubs(v3), madd(v4), maddubs(v5);
-      madd(v6), maddubs(v7), madd(v8), maddubs(v9), madd(v10), maddubs(v11);
-      TM_KEEP(v);
+#define TM_MADD_AND_MADDUBS(i, j) TM_STEP_MADD(v##i), TM_STEP_MADDUBS(v##j);
+      TM_MADD_AND_MADDUBS(0, 1)
+      TM_MADD_AND_MADDUBS(2, 3) TM_MADD_AND_MADDUBS(4, 5) TM_MADD_AND_MADDUBS(6, 7) TM_MADD_AND_MADDUBS(8, 9)
+          TM_MADD_AND_MADDUBS(10, 11) TM_KEEP(v);
     } else {
-      madd(v0), fma(f1), madd(v2), fma(f3), madd(v4), fma(f5);
-      madd(v6), fma(f7), madd(v8), fma(f9), madd(v10), fma(f11);
-      TM_KEEP6(v, f);
+#define TM_MADD_AND_FMA(i, j) TM_STEP_MADD(v##i), TM_STEP_FMA(f##j);
+      TM_MADD_AND_FMA(0, 1)
+      TM_MADD_AND_FMA(2, 3) TM_MADD_AND_FMA(4, 5) TM_MADD_AND_FMA(6, 7) TM_MADD_AND_FMA(8, 9) TM_MADD_AND_FMA(10, 11)
+          TM_KEEP6(v, f);
     }
   }
-#undef madd
-#undef maddubs
-#undef fma
   int sink = 0;
 #define TM_SINK(i) sink += _mm256_extract_epi32(v##i, 0) + static_cast<int>(_mm256_cvtss_f32(f##i));
   TM_CHAINS(TM_SINK)
   return sink;
 }
+#undef TM_STEP_MADD
+#undef TM_STEP_MADDUBS
+#undef TM_STEP_FMA
 
 // Multiply-adds per instruction of each op, and the op's label.
 struct OpInfo {
