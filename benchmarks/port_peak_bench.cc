@@ -67,15 +67,23 @@ __attribute__((target("avx2,fma"), noinline)) int run_chains(int64_t loops) {
       TM_CHAINS(TM_FMA)
       TM_KEEP(f);
     } else if constexpr (kOp == Op::kMaddAndMaddubs) {
-#define TM_MADD_AND_MADDUBS(i, j) TM_STEP_MADD(v##i), TM_STEP_MADDUBS(v##j);
-      TM_MADD_AND_MADDUBS(0, 1)
-      TM_MADD_AND_MADDUBS(2, 3) TM_MADD_AND_MADDUBS(4, 5) TM_MADD_AND_MADDUBS(6, 7) TM_MADD_AND_MADDUBS(8, 9)
-          TM_MADD_AND_MADDUBS(10, 11) TM_KEEP(v);
+#define TM_MADD_AND_MADDUBS(i, j) TM_STEP_MADD(v##i), TM_STEP_MADDUBS(v##j)
+      TM_MADD_AND_MADDUBS(0, 1);
+      TM_MADD_AND_MADDUBS(2, 3);
+      TM_MADD_AND_MADDUBS(4, 5);
+      TM_MADD_AND_MADDUBS(6, 7);
+      TM_MADD_AND_MADDUBS(8, 9);
+      TM_MADD_AND_MADDUBS(10, 11);
+      TM_KEEP(v);
     } else {
-#define TM_MADD_AND_FMA(i, j) TM_STEP_MADD(v##i), TM_STEP_FMA(f##j);
-      TM_MADD_AND_FMA(0, 1)
-      TM_MADD_AND_FMA(2, 3) TM_MADD_AND_FMA(4, 5) TM_MADD_AND_FMA(6, 7) TM_MADD_AND_FMA(8, 9) TM_MADD_AND_FMA(10, 11)
-          TM_KEEP6(v, f);
+#define TM_MADD_AND_FMA(i, j) TM_STEP_MADD(v##i), TM_STEP_FMA(f##j)
+      TM_MADD_AND_FMA(0, 1);
+      TM_MADD_AND_FMA(2, 3);
+      TM_MADD_AND_FMA(4, 5);
+      TM_MADD_AND_FMA(6, 7);
+      TM_MADD_AND_FMA(8, 9);
+      TM_MADD_AND_FMA(10, 11);
+      TM_KEEP6(v, f);
     }
   }
   int sink = 0;
