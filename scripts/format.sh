@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Formats the project's C++ sources with clang-format (.clang-format), or
-# with --check lists the files that differ and fails. The files are the
+# with --check lists the files that differ and fails (formatting also ends
+# with the check). The files are the
 # tracked *.cc and *.h under src/, tests/, benchmarks/ and fuzz/.
 #
 # Usage: scripts/format.sh [--check]
@@ -9,10 +10,14 @@ cd "$(dirname "$0")/.."
 command -v clang-format >/dev/null || { echo "format: clang-format is not installed (scripts/setup.sh installs it)"; exit 1; }
 mapfile -t files < <(git ls-files -- 'src/*.cc' 'src/*.h' 'tests/*.cc' 'tests/*.h' 'benchmarks/*.cc' 'benchmarks/*.h' \
   'fuzz/*.cc' 'fuzz/*.h')
+formatted=0
 if [[ "${1:-}" != "--check" ]]; then
   clang-format -i "${files[@]}"
-  exit 0
+  formatted=1
 fi
+# After formatting, the check runs too: clang-format is not always
+# idempotent (a macro call without a semicolon can be re-wrapped on every
+# pass), and a file it leaves differing would fail CI's format stage.
 # Batches of files on every core; a file that differs is named in the
 # diagnostics clang-format prints for it ("FILE:LINE:COL: error: ..."). Any
 # other failure (xargs exits non-zero with no such line) fails the check too.
@@ -22,6 +27,12 @@ mapfile -t bad < <(sed -n 's/^\([^:]*\):[0-9]*:[0-9]*: error: .*/\1/p' <<<"$out"
 if ((rc != 0)) && ((${#bad[@]} == 0)); then
   echo "format: clang-format failed (exit $rc):"
   echo "$out"
+  exit 1
+fi
+if ((${#bad[@]})) && ((formatted)); then
+  echo "format: clang-format's output is not stable on ${#bad[@]} file(s): formatting them again changes them, so the check fails."
+  echo "  Rewrite the lines it keeps re-wrapping (often a macro call without a trailing semicolon):"
+  printf '  %s\n' "${bad[@]}"
   exit 1
 fi
 if ((${#bad[@]})); then
