@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Formats the project's C++ sources with clang-format (.clang-format), or
 # with --check lists the files that differ and fails (formatting also ends
-# with the check). The files are the
-# tracked *.cc and *.h under src/, tests/, benchmarks/ and fuzz/.
+# with the check). The files are the tracked *.cc and *.h under src/,
+# tests/, benchmarks/ and fuzz/.
 #
 # Usage: scripts/format.sh [--check]
 set -euo pipefail
