@@ -15,7 +15,7 @@ namespace {
 
 using namespace tokenmill::server;
 
-constexpr ParseLimits kLimits{/*n_vocab=*/512};
+constexpr ParseLimits kLimits{/*n_vocab=*/512, /*json=*/{}};
 
 void require(bool ok) {
   if (!ok) std::abort();

@@ -60,6 +60,10 @@ void add_engine_flags(CLI::App& cmd, EngineFlags& f, EngineFlagSet set) {
   cmd.add_option("--max-batch-tokens", f.max_batch_tokens, "Tokens per step")->capture_default_str();
   cmd.add_option("--max-seqs", f.max_seqs, "Sequences running at once")->capture_default_str();
   cmd.add_option("--prefill-chunk", f.prefill_chunk, "Prefill chunk; 0 = unchunked")->capture_default_str();
+  if (set == EngineFlagSet::kRun)
+    cmd.add_option("-c,--ctx-size,--max-model-len", f.max_model_len,
+                   "Context size (default: prompt + n, capped by the model's; beyond it extends the context, warning "
+                   "unless RoPE is scaled; a --kv-policy that evicts runs past it)");
   if (set == EngineFlagSet::kServe) {
     cmd.add_option("-c,--ctx-size,--max-model-len", f.max_model_len,
                    "Prompt + max_tokens cap; 0 = the model's context; beyond it extends the context (warns "

@@ -95,7 +95,7 @@ struct EngineFlags {
   int64_t max_batch_tokens = 512;
   int32_t max_seqs = 32;
   int64_t prefill_chunk = 256;
-  int64_t max_model_len = 0;  // serve only
+  int64_t max_model_len = 0;  // serve and run (-c)
   int64_t max_waiting = 0;    // serve only
   double slo_ttft_ms = 0;     // serve only: SLO-aware admission targets (0 = none)
   double slo_tpot_ms = 0;
@@ -130,6 +130,9 @@ kv::KvPolicy kv_policy(const EngineFlags& flags);
 enum class EngineFlagSet {
   kServe,  // every flag
   kBench,  // without the admission limits (--max-model-len, --max-waiting)
+  // `run`: every flag but the serving ones (--max-waiting, --slo-*,
+  // --tenant-limit, --tp/--pp); -c is its one request's context.
+  kRun,
 };
 void add_engine_flags(CLI::App& cmd, EngineFlags& flags, EngineFlagSet set);
 

@@ -15,6 +15,8 @@
 #include "engine/engine.h"
 #include "gguf/reader.h"
 #include "kv/kv_dtype.h"
+#include "model/config.h"
+#include "sched/admission.h"
 #include "server/chat_prompt.h"
 #include "tokenizer/chat_template.h"
 #include "tokenizer/tokenizer.h"
@@ -35,17 +37,20 @@ struct RunOptions {
   bool chat = false;
   bool print_ids = false;
   int64_t n_predict = 128;
-  int64_t ctx_size = 0;  // 0: prompt + n_predict, capped by the model's context
-  int64_t batch = 512;
-  std::string kv_dtype = "f16";
-  std::string runtime = "auto";
-  int threads = 0;
+  int64_t batch = 0;  // -b: the prefill chunk and the step's tokens; 0 = the engine flags' (512 when neither is given)
   std::optional<uint64_t> seed;
   std::vector<std::string> logit_bias;
   sample::SamplingParams sampling;
-  SpecFlags spec;
-  RopeFlags rope;
   LoraFlags lora;
+  // The serving engine's flags, as serve and bench engine take them
+  // (engine_flags.h); -c is the context (0: prompt + n_predict).
+  EngineFlags engine;
+  // Which of them the command line gave (run picks its own defaults for
+  // the others: one sequence, a KV pool of exactly its context).
+  bool kv_size_given = false;
+  bool batch_given = false;
+  bool step_given = false;
+  bool positions_given = false;
 };
 
 std::vector<std::pair<int32_t, float>> parse_logit_bias(const std::vector<std::string>& items) {
@@ -86,24 +91,70 @@ std::vector<int32_t> prompt_tokens(const RunOptions& o, const tokenizer::Tokeniz
   return server::chat_prompt_tokens(*format, *tok, messages, /*add_generation_prompt=*/true);
 }
 
-// One sequence on the serving engine, sized for it: a KV pool of exactly
-// the context's blocks, one sequence, prefill chunks of --batch tokens.
-engine::EngineConfig run_engine_config(const RunOptions& o, int64_t context) {
-  engine::EngineConfig c;
-  c.model_path = o.model_path;
-  c.num_threads = o.threads;
-  c.kv_dtype = parse_kv_dtype(o.kv_dtype);
-  c.matmul_hook_factory = runtime_hook_factory(o.runtime);
-  c.block_size = 16;
-  c.kv_num_blocks = (context + c.block_size - 1) / c.block_size;
+// Past the trained context a KV policy that evicts must re-rotate, and
+// the positions it spans (sinks, window and one step) must fit the trained
+// context: picks rerotate and the largest fitting step unless the command
+// line chose them, and says in one line what to change when they cannot.
+void fit_policy_past_context(RunOptions& o, int64_t context, int64_t n_ctx_train) {
+  EngineFlags& f = o.engine;
+  const kv::KvPolicy probe = kv_policy(f);
+  if (!probe.evicts() || context <= n_ctx_train) return;
+  if (f.kv_positions != "rerotate") {
+    if (o.positions_given)
+      fail(
+          "{} tokens run past the model's trained context of {}: --kv-positions preserve stops there; use "
+          "--kv-positions rerotate",
+          context, n_ctx_train);
+    f.kv_positions = "rerotate";
+    std::fprintf(stderr, "[--kv-policy %s past the trained context of %lld tokens: --kv-positions rerotate]\n",
+                 f.kv_policy.c_str(), static_cast<long long>(n_ctx_train));
+  }
+  const int64_t bs = f.block_size;
+  auto span = [&](int64_t step) { return kv_policy(f).max_blocks(bs, step) * bs; };
+  int64_t step = sched::max_step_tokens(f.max_batch_tokens, f.prefill_chunk);
+  if (span(step) <= n_ctx_train) return;
+  if (o.step_given)
+    fail(
+        "--kv-policy {} with steps of {} tokens spans {} positions, more than the trained context of {}: use a "
+        "smaller -b or --kv-window",
+        f.kv_policy, step, span(step), n_ctx_train);
+  while (step > 1 && span(step) > n_ctx_train) step = std::max<int64_t>(step / 2, 1);
+  if (span(step) > n_ctx_train)
+    fail(
+        "--kv-policy {} keeps {} positions, more than the trained context of {}: use a smaller --kv-window or "
+        "--kv-sinks{}",
+        f.kv_policy, span(step), n_ctx_train, f.kv_policy == "h2o" ? " or --kv-budget" : "");
+  f.prefill_chunk = step;
+  f.max_batch_tokens = step;
+}
+
+// One sequence on the serving engine, sized for it: one sequence, a KV
+// pool of exactly the blocks it can hold (unless --kv-memory or
+// --kv-fraction says otherwise), prefill chunks of -b tokens; every other
+// engine flag as given.
+engine::EngineConfig run_engine_config(RunOptions& o, int64_t context, int64_t n_ctx_train) {
+  EngineFlags& f = o.engine;
+  if (o.batch_given) {
+    f.prefill_chunk = o.batch;
+    f.max_batch_tokens = o.batch;
+  } else if (!o.step_given) {
+    f.prefill_chunk = 512;
+    f.max_batch_tokens = 512;
+  }
+  fit_policy_past_context(o, context, n_ctx_train);
+  // -c beyond the model's context extends it (with a warning unless RoPE is
+  // scaled); the context of this one request is the sequence's limit.
+  engine::EngineConfig c = engine_config(o.model_path, f);
   c.max_model_len = context;
   c.max_seqs = 1;
-  c.max_batch_tokens = o.batch;
-  c.prefill_chunk = o.batch;
   c.prefix_cache = false;
-  c.spec = spec_config(o.spec);
-  // -c beyond the model's context extends it (with a warning unless RoPE is scaled).
-  c.rope = rope_overrides(o.rope, o.ctx_size);
+  if (!o.kv_size_given) {
+    int64_t blocks = (context + c.block_size - 1) / c.block_size;
+    if (c.kv_policy.evicts())
+      blocks = std::min(
+          blocks, c.kv_policy.max_blocks(c.block_size, sched::max_step_tokens(c.max_batch_tokens, c.prefill_chunk)));
+    c.kv_num_blocks = blocks;
+  }
   c.validate();
   return c;
 }
@@ -111,9 +162,10 @@ engine::EngineConfig run_engine_config(const RunOptions& o, int64_t context) {
 void run(RunOptions o) {
   const SteadyClock::time_point start = SteadyClock::now();
   if (o.n_predict < 0) fail("-n must be >= 0, got {}", o.n_predict);
-  if (o.batch < 1) fail("--batch must be >= 1, got {}", o.batch);
+  if (o.batch_given && o.batch < 1) fail("--batch must be >= 1, got {}", o.batch);
   std::vector<int32_t> prompt;
   std::shared_ptr<const tokenizer::Tokenizer> tok;
+  int64_t n_ctx_train = 0;
   {
     // The prompt decides the context (and so the KV pool) the engine is
     // built with: tokenize from the file's metadata before loading weights;
@@ -122,17 +174,20 @@ void run(RunOptions o) {
     if (tokenizer::Tokenizer::present_in(file))
       tok = std::make_shared<const tokenizer::Tokenizer>(tokenizer::Tokenizer::from_gguf(file));
     prompt = prompt_tokens(o, tok.get(), file);
+    n_ctx_train = model::ModelConfig::from_gguf(file).n_ctx_train;
   }
   if (prompt.empty()) fail("the prompt is empty");
   const int64_t prompt_len = static_cast<int64_t>(prompt.size());
   // -n 0 still runs the prefill (and samples one token, not shown).
   const int64_t wanted = std::max<int64_t>(o.n_predict, 1);
-  const int64_t context = o.ctx_size > 0 ? o.ctx_size : prompt_len + wanted;
-  engine::EngineConfig config = run_engine_config(o, context);
+  const int64_t context = o.engine.max_model_len > 0 ? o.engine.max_model_len : prompt_len + wanted;
+  engine::EngineConfig config = run_engine_config(o, context, n_ctx_train);
   warn_about_rope(o.model_path, config.rope);
   config.tokenizer = std::move(tok);
   engine::Engine engine(config);
-  const int64_t max_len = engine.limits().max_model_len();  // the context, capped by the model's
+  // The context, capped by the model's; a policy that re-rotates runs past it.
+  const int64_t max_len =
+      sched::runs_past_context(engine.limits().capacity) ? context : engine.limits().max_model_len();
   if (prompt_len >= max_len) fail("the prompt has {} tokens but the context holds {}", prompt_len, max_len);
 
   engine::GenerateRequest request;
@@ -206,14 +261,10 @@ void add_run_command(CLI::App& app) {
   cmd->add_option("--system", opts->system_prompt, "System message for --chat");
   cmd->add_option("--chat-template", opts->chat_template, "gemma|llama2|llama3|chatml|mistral|phi3");
   cmd->add_option("-n,--n-predict", opts->n_predict, "Tokens to generate")->capture_default_str();
-  cmd->add_option("-c,--ctx-size", opts->ctx_size,
-                  "Context size (default: prompt + n, capped by the model's; beyond it warns unless RoPE is scaled)");
-  add_rope_flags(*cmd, opts->rope);
+  add_engine_flags(*cmd, opts->engine, EngineFlagSet::kRun);
   add_lora_options(*cmd, opts->lora);
-  cmd->add_option("-b,--batch", opts->batch, "Prefill chunk size in tokens")->capture_default_str();
-  cmd->add_option("-t,--threads", opts->threads, "Threads (default: all cores)");
-  add_kv_dtype_option(*cmd, opts->kv_dtype);
-  add_runtime_option(*cmd, opts->runtime);
+  cmd->add_option("-b,--batch", opts->batch,
+                  "Prefill chunk and step size in tokens (default 512; sets --prefill-chunk and --max-batch-tokens)");
   cmd->add_option("-s,--seed", opts->seed, "Sampling seed (default: random, printed)");
   auto& s = opts->sampling;
   s.temperature = 0.8f;
@@ -231,8 +282,13 @@ void add_run_command(CLI::App& app) {
   cmd->add_option("--logit-bias", opts->logit_bias, "ID=VALUE, repeatable; -inf bans a token");
   cmd->add_option("--stop", s.stop, "Stop string, repeatable");
   cmd->add_flag("--ignore-eos", s.ignore_eos, "Keep generating past end-of-generation tokens");
-  add_spec_flags(*cmd, opts->spec);
-  cmd->callback([opts] { run(*opts); });
+  cmd->callback([opts, cmd] {
+    opts->kv_size_given = cmd->count("--kv-memory") > 0 || cmd->count("--kv-fraction") > 0;
+    opts->step_given =
+        cmd->count("--batch") > 0 || cmd->count("--prefill-chunk") > 0 || cmd->count("--max-batch-tokens") > 0;
+    opts->positions_given = cmd->count("--kv-positions") > 0;
+    run(*opts);
+  });
 }
 
 }  // namespace tokenmill::cli

@@ -37,11 +37,14 @@ struct ServeOptions {
   int port = 8080;
   std::vector<std::string> api_keys;
   std::vector<std::string> trusted_api_keys;
+  std::vector<std::string> admin_api_keys;
   std::string api_key_file;
   std::vector<std::string> aliases;
   std::string chat_template;
   std::string max_body = "8M";
   std::string max_header = "16K";
+  std::string max_request_parse = "64M";
+  std::string max_parse = "256M";
   int http_threads = 256;
   int max_connections = 4096;
   int max_connections_per_client = 1024;
@@ -69,6 +72,8 @@ server::ServerOptions server_options(const ServeOptions& o) {
   s.port = o.port;
   for (const std::string& k : o.api_keys) s.api_keys.push_back(server::parse_api_key(k));
   for (const std::string& k : o.trusted_api_keys) s.api_keys.push_back(server::parse_api_key(k, /*trusted=*/true));
+  for (const std::string& k : o.admin_api_keys)
+    s.api_keys.push_back(server::parse_api_key(k, /*trusted=*/false, /*admin=*/true));
   if (!o.api_key_file.empty())
     for (server::ApiKey& k : server::load_api_key_file(o.api_key_file)) s.api_keys.push_back(std::move(k));
   s.model_names = o.aliases;
@@ -79,6 +84,12 @@ server::ServerOptions server_options(const ServeOptions& o) {
   s.max_body_bytes = static_cast<size_t>(engine::parse_byte_size(o.max_body));
   s.max_header_bytes = static_cast<size_t>(engine::parse_byte_size(o.max_header));
   if (s.max_header_bytes < 1024) fail("--max-header-bytes must be at least 1K, got {}", o.max_header);
+  s.max_request_parse_bytes = static_cast<size_t>(engine::parse_byte_size(o.max_request_parse));
+  s.max_parse_bytes = static_cast<size_t>(engine::parse_byte_size(o.max_parse));
+  if (s.max_request_parse_bytes < (size_t{1} << 20))
+    fail("--max-request-parse-bytes must be at least 1M, got {}", o.max_request_parse);
+  if (s.max_parse_bytes < s.max_request_parse_bytes)
+    fail("--max-parse-bytes ({}) must be at least --max-request-parse-bytes ({})", o.max_parse, o.max_request_parse);
   if (o.http_threads < 4 || o.http_threads > 4096) fail("--http-threads must be in [4, 4096], got {}", o.http_threads);
   s.http_threads = o.http_threads;
   if (o.max_connections < 1) fail("--max-connections must be at least 1, got {}", o.max_connections);
@@ -184,7 +195,8 @@ nlohmann::json server_info(const ServeOptions& o, const engine::EngineConfig& co
           {"slo", {{"ttft_ms", slo.ttft_ms}, {"tpot_ms", slo.tpot_ms}, {"e2e_p99_ms", slo.e2e_ms}}},
           {"request_timeout_s", o.request_timeout_s},
           {"default_max_tokens", o.default_max_tokens},
-          {"api_keys", !o.api_keys.empty() || !o.trusted_api_keys.empty() || !o.api_key_file.empty()},
+          {"api_keys",
+           !o.api_keys.empty() || !o.trusted_api_keys.empty() || !o.admin_api_keys.empty() || !o.api_key_file.empty()},
           {"chat_template", ctx.chat ? std::string(tokenizer::chat_template_name(ctx.chat->kind)) : "none"},
           {"base_model", ctx.model_profile.base_model},
           {"tp", o.engine.parallel.tp},
@@ -250,13 +262,21 @@ void add_serve_command(CLI::App& app) {
                   "Require 'Authorization: Bearer KEY'; KEY:TENANT names the key's tenant (repeatable)");
   cmd->add_option("--trusted-api-key", o->trusted_api_keys,
                   "A key that may choose the tenant with X-Tenant (a gateway); KEY or KEY:TENANT (repeatable)");
-  cmd->add_option("--api-key-file", o->api_key_file, "Keys, one per line: KEY [TENANT] [trusted]")
+  cmd->add_option("--admin-api-key", o->admin_api_keys,
+                  "A key that sees every tenant's requests in flight (GET /slots); KEY or KEY:TENANT (repeatable)");
+  cmd->add_option("--api-key-file", o->api_key_file, "Keys, one per line: KEY [TENANT] [trusted] [admin]")
       ->check(CLI::ExistingFile);
   cmd->add_option("--model-alias", o->aliases,
                   "Name clients use for the model (repeatable; the file stem always works)");
   cmd->add_option("--chat-template", o->chat_template, "gemma|llama2|llama3|chatml|mistral|phi3, or a Jinja file");
   cmd->add_option("--max-body-bytes", o->max_body, "Largest request body, e.g. 8M (413 beyond)")->capture_default_str();
   cmd->add_option("--max-header-bytes", o->max_header, "Largest request head (431 beyond)")->capture_default_str();
+  cmd->add_option("--max-request-parse-bytes", o->max_request_parse,
+                  "Memory one request body's parsed JSON may take (413 beyond)")
+      ->capture_default_str();
+  cmd->add_option("--max-parse-bytes", o->max_parse,
+                  "Memory all request bodies being parsed at once may take (503 + Retry-After beyond)")
+      ->capture_default_str();
   cmd->add_option("--max-connections", o->max_connections, "Open connections at most (503 beyond)")
       ->capture_default_str();
   cmd->add_option("--max-connections-per-client", o->max_connections_per_client,

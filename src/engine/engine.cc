@@ -5,6 +5,8 @@
 #include <algorithm>
 #include <chrono>
 
+#include "engine/slo_calibration.h"
+
 namespace tokenmill::engine {
 
 void Engine::Inbox::push_cancel(RequestId id) {
@@ -26,6 +28,17 @@ void Engine::Inbox::push_pause(RequestId id, bool paused) {
 Engine::Engine(const EngineConfig& config)
     : core_(std::make_unique<EngineCore>(config, metrics_)), inbox_(std::make_shared<Inbox>()) {
   thread_ = std::thread([this] { loop(); });
+  if (config.slo.enabled() && config.slo_calibration) {
+    try {
+      calibrate_slo_costs(*this);
+    } catch (...) {
+      stop(StopMode::kAbort);
+      throw;
+    }
+    // Clients see their own requests only; the step-cost model keeps what
+    // it learned.
+    metrics_.reset_counts();
+  }
 }
 
 Engine::~Engine() { stop(StopMode::kAbort); }

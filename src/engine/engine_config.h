@@ -88,6 +88,10 @@ struct EngineConfig {
   // SLO-aware admission (slo_admission.h): requests forecast to miss a
   // target are refused (kSloUnattainable). None set: admission as before.
   SloTargets slo;
+  // With targets: run a few calibration steps when the engine starts, so
+  // the gate forecasts from the first request (slo_calibration.h). Off
+  // only for tests of the uncalibrated gate.
+  bool slo_calibration = true;
 
   bool prefix_cache = true;
   PrefixIsolation prefix_isolation = PrefixIsolation::kShared;

@@ -73,6 +73,46 @@ Metrics::Metrics() {
   for (SloPredictionStats& p : s_.slo_prediction) p.ratio = Histogram::with_bounds(prediction_ratio_bounds());
 }
 
+void Metrics::reset_counts() {
+  const MetricsSnapshot fresh = Metrics().snapshot();
+  std::lock_guard<std::mutex> lock(mutex_);
+  MetricsSnapshot keep = std::move(s_);
+  s_ = fresh;
+  s_.spec_step_fixed_ms = keep.spec_step_fixed_ms;
+  s_.spec_step_per_token_ms = keep.spec_step_per_token_ms;
+  s_.spec_draft_ms_per_token = keep.spec_draft_ms_per_token;
+  s_.slo_step_fixed_ms = keep.slo_step_fixed_ms;
+  s_.slo_step_per_decode_ms = keep.slo_step_per_decode_ms;
+  s_.slo_step_per_prefill_token_ms = keep.slo_step_per_prefill_token_ms;
+  s_.prefill_seconds_per_token = keep.prefill_seconds_per_token;
+  s_.expert_tokens.assign(keep.expert_tokens.size(), 0);
+  s_.parallel_tp = keep.parallel_tp;
+  s_.parallel_pp = keep.parallel_pp;
+  s_.parallel_ep = keep.parallel_ep;
+  s_.kv_dtype = std::move(keep.kv_dtype);
+  s_.kv_bytes_per_token = keep.kv_bytes_per_token;
+  s_.kv_bytes_total = keep.kv_bytes_total;
+  // The gauges and the scheduler's cumulative counters, as of now.
+  s_.running = keep.running;
+  s_.waiting = keep.waiting;
+  s_.paused = keep.paused;
+  s_.free_seq_slots = keep.free_seq_slots;
+  s_.kv_blocks_total = keep.kv_blocks_total;
+  s_.kv_blocks_used = keep.kv_blocks_used;
+  s_.kv_blocks_free = keep.kv_blocks_free;
+  s_.kv_blocks_evictable = keep.kv_blocks_evictable;
+  s_.kv_blocks_high_water = keep.kv_blocks_high_water;
+  s_.kv_window_blocks_total = keep.kv_window_blocks_total;
+  s_.kv_window_blocks_used = keep.kv_window_blocks_used;
+  s_.prefix_cache_blocks = keep.prefix_cache_blocks;
+  s_.preemptions = keep.preemptions;
+  s_.kv_evicted_tokens = keep.kv_evicted_tokens;
+  s_.prefix_cache_lookups = keep.prefix_cache_lookups;
+  s_.prefix_cache_hit_tokens = keep.prefix_cache_hit_tokens;
+  s_.prefix_cache_miss_tokens = keep.prefix_cache_miss_tokens;
+  s_.prefix_cache_evictions = keep.prefix_cache_evictions;
+}
+
 std::vector<double> prediction_ratio_bounds() { return {0.25, 0.5, 0.67, 0.8, 0.9, 1.0, 1.1, 1.25, 1.5, 2.0, 4.0}; }
 
 const char* slo_metric_name(SloMetric metric) { return metric == SloMetric::kTtft ? "ttft" : "tpot"; }

@@ -268,6 +268,13 @@ class Metrics {
 
   MetricsSnapshot snapshot() const;
 
+  // Zeroes what counts requests, tokens and steps (and their histograms),
+  // keeping the layouts, the gauges and the fitted cost models: the engine
+  // calls it after its start-up calibration (slo_calibration.h). The
+  // scheduler's own cumulative counters (preemptions, prefix lookups)
+  // come with its next gauges and are not reset.
+  void reset_counts();
+
  private:
   // The tenant's entry in s_.prefix_by_tenant (or "_other"'s), made on first use.
   static PrefixStats& labelled_prefix_stats(std::vector<PrefixStats>& all, std::string_view label);

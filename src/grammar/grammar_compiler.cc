@@ -5,6 +5,7 @@
 #include "grammar/gbnf_parser.h"
 #include "grammar/json_schema.h"
 #include "grammar/regex.h"
+#include "util/bounded_json.h"
 #include "util/error.h"
 
 namespace tokenmill::grammar {
@@ -21,9 +22,10 @@ std::string constraint_to_gbnf(const ConstraintSpec& spec, const GrammarLimits& 
       // follows (a model writes the fields in the order it was shown).
       nlohmann::ordered_json schema;
       try {
-        schema = nlohmann::ordered_json::parse(spec.text);
-      } catch (const nlohmann::json::exception& e) {
-        fail("the JSON Schema is not valid JSON: {}", e.what());
+        schema = util::parse_bounded<nlohmann::ordered_json>(spec.text, util::JsonLimits{});
+      } catch (const util::JsonLimitError& e) {
+        fail("the JSON Schema {}: {}", e.why() == util::JsonRefusal::kSyntax ? "is not valid JSON" : "is too large",
+             e.what());
       }
       return json_schema_to_gbnf(schema, limits, deadline);
     }

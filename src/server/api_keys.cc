@@ -40,9 +40,10 @@ std::string tenant_for_key(std::string_view key) {
   return fmt::format("key-{:012x}", XXH3_64bits(key.data(), key.size()) >> 16);
 }
 
-ApiKey parse_api_key(std::string_view spec, bool trusted) {
+ApiKey parse_api_key(std::string_view spec, bool trusted, bool admin) {
   ApiKey k;
   k.trusted = trusted;
+  k.admin = admin;
   const size_t colon = spec.rfind(':');
   k.key = std::string(colon == std::string_view::npos ? spec : spec.substr(0, colon));
   if (k.key.empty()) fail("--api-key: the key must not be empty (KEY or KEY:TENANT)");
@@ -66,12 +67,15 @@ std::vector<ApiKey> load_api_key_file(const std::string& path) {
     std::vector<std::string> w;
     for (std::string x; words >> x;) w.push_back(x);
     if (w.empty()) continue;
-    if (w.size() > 3 || (w.size() == 3 && w[2] != "trusted"))
-      fail("{}:{}: expected 'KEY [TENANT] [trusted]', got '{}'", path, n, line);
     ApiKey k;
+    for (size_t i = 2; i < w.size(); ++i) {
+      bool& mark = w[i] == "trusted" ? k.trusted : k.admin;
+      if ((w[i] != "trusted" && w[i] != "admin") || mark)
+        fail("{}:{}: expected 'KEY [TENANT] [trusted] [admin]', got '{}'", path, n, line);
+      mark = true;
+    }
     k.key = w[0];
     k.tenant = w.size() >= 2 ? w[1] : tenant_for_key(k.key);
-    k.trusted = w.size() == 3;
     check_tenant_name(k.tenant, fmt::format("{}:{}", path, n));
     keys.push_back(std::move(k));
   }
@@ -82,8 +86,8 @@ ApiKeyTable::ApiKeyTable(std::vector<ApiKey> keys) : keys_(std::move(keys)) {
   std::map<std::string, const ApiKey*> seen;
   for (const ApiKey& k : keys_) {
     auto [it, fresh] = seen.emplace(k.key, &k);
-    if (!fresh && (it->second->tenant != k.tenant || it->second->trusted != k.trusted))
-      fail("API key '{}...' is listed twice with different tenants", k.key.substr(0, 4));
+    if (!fresh && (it->second->tenant != k.tenant || it->second->trusted != k.trusted || it->second->admin != k.admin))
+      fail("API key '{}...' is listed twice with different tenants or marks", k.key.substr(0, 4));
   }
 }
 

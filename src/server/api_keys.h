@@ -20,13 +20,17 @@ struct ApiKey {
   std::string key;
   std::string tenant;
   bool trusted = false;  // may assert any tenant with X-Tenant
+  // Sees every tenant's requests in the views of requests in flight
+  // (GET /slots); other keys see only their own tenant's.
+  bool admin = false;
 };
 
 // "KEY" or "KEY:TENANT" (the tenant after the last ':'). Throws Error for
 // an empty key or a tenant that is not a valid tenant name.
-ApiKey parse_api_key(std::string_view spec, bool trusted = false);
-// One key per line: "KEY [TENANT] [trusted]", '#' starts a comment, blank
-// lines skipped. Throws Error naming the file and line of a bad entry.
+ApiKey parse_api_key(std::string_view spec, bool trusted = false, bool admin = false);
+// One key per line: "KEY [TENANT] [trusted] [admin]" (the marks in either
+// order), '#' starts a comment, blank lines skipped. Throws Error naming
+// the file and line of a bad entry.
 std::vector<ApiKey> load_api_key_file(const std::string& path);
 
 // The tenant of a key without an explicit one: "key-" + 12 hex digits.

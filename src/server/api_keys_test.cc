@@ -17,6 +17,8 @@ TEST(ApiKeys, ParsesKeyAndTenant) {
   EXPECT_EQ(k.tenant, "alice");
   EXPECT_FALSE(k.trusted);
   EXPECT_TRUE(parse_api_key("g:gw", true).trusted);
+  EXPECT_TRUE(parse_api_key("o:ops", false, true).admin);
+  EXPECT_FALSE(parse_api_key("o:ops", false, true).trusted);
 }
 
 TEST(ApiKeys, KeyWithoutTenantGetsAHashedTenantThatHidesTheKey) {
@@ -46,15 +48,26 @@ TEST(ApiKeys, ReadsAKeyFile) {
   EXPECT_EQ(keys[0].tenant, "alice");
   EXPECT_EQ(keys[1].tenant, tenant_for_key("k2"));
   EXPECT_TRUE(keys[2].trusted);
+  EXPECT_FALSE(keys[0].admin || keys[1].admin || keys[2].admin);
   {
     std::ofstream f(path);
-    f << "k1 alice admin\n";
+    f << "op ops admin\ngw gateway admin trusted\n";
   }
-  try {
-    load_api_key_file(path);
-    FAIL() << "a bad third word must be refused";
-  } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find(":1:"), std::string::npos) << e.what();
+  const std::vector<ApiKey> marked = load_api_key_file(path);
+  ASSERT_EQ(marked.size(), 2u);
+  EXPECT_TRUE(marked[0].admin && !marked[0].trusted);
+  EXPECT_TRUE(marked[1].admin && marked[1].trusted);
+  for (const char* bad : {"k1 alice root\n", "k1 alice admin admin\n", "k1 alice trusted admin x\n"}) {
+    {
+      std::ofstream f(path);
+      f << bad;
+    }
+    try {
+      load_api_key_file(path);
+      ADD_FAILURE() << "a bad mark must be refused: " << bad;
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find(":1:"), std::string::npos) << e.what();
+    }
   }
   std::remove(path.c_str());
 }

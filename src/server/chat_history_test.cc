@@ -9,7 +9,7 @@
 namespace tokenmill::server {
 namespace {
 
-const ParseLimits kHistoryLimits{/*n_vocab=*/1000};
+const ParseLimits kHistoryLimits{/*n_vocab=*/1000, /*json=*/{}};
 
 constexpr const char* kToolHistory = R"({"messages": [
   {"role": "user", "content": "weather in Paris?"},

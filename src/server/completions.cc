@@ -113,7 +113,7 @@ void respond_stream(ServingContext& ctx, engine::Engine* engine, Job& job, HttpR
   std::unique_ptr<Generation> gen;
   if (job.needs_engine()) {
     gen = std::make_unique<Generation>(*engine, job.prompts, job.request(), job.common.n, ctx.stats);
-    gen->wait_first_events(std::chrono::steady_clock::now() + ctx.first_event_wait);
+    gen->wait_first_events(ctx.first_event_deadline(*engine));
   }
   StreamSpec spec;
   spec.kind = job.kind;

@@ -5,6 +5,7 @@
 #include <utility>
 
 #include "server/api_error.h"
+#include "util/bounded_json.h"
 #include "util/check.h"
 
 namespace tokenmill::server {
@@ -24,8 +25,12 @@ std::string schema_text(const RequestJson& value, const std::string& param, bool
   const RequestJson* schema = &value;
   if (allow_text && value.is_string()) {
     try {
-      parsed = RequestJson::parse(value.get_ref<const std::string&>());
-    } catch (const RequestJson::exception&) {
+      // Within the body's own budget: the text is part of a body that
+      // already passed it, so the default limits bound it the same way.
+      parsed = util::parse_bounded<RequestJson>(value.get_ref<const std::string&>(), util::JsonLimits{});
+    } catch (const util::JsonLimitError& e) {
+      if (e.why() != util::JsonRefusal::kSyntax)
+        bad_request(param, "'{}' is a JSON Schema as text that is too large: {}", param, e.what());
       bad_request(param, "'{}' is a string but not valid JSON (a JSON Schema as text)", param);
     }
     schema = &parsed;

@@ -67,7 +67,7 @@ EmbeddingEncoding parse_encoding_format(const JsonFields& f) {
 }  // namespace
 
 EmbeddingRequest parse_embedding_request(std::string_view body, const ParseLimits& limits) {
-  const RequestJson root = parse_json_object(body);
+  const RequestJson root = parse_json_object(body, limits.json);
   const JsonFields f(root);
   f.reject_unknown({"input", "model", "encoding_format", "dimensions", "user"});
   const RequestJson* input = f.find("input");
@@ -82,7 +82,7 @@ EmbeddingRequest parse_embedding_request(std::string_view body, const ParseLimit
 }
 
 EmbeddingRequest parse_llama_embedding_request(std::string_view body, const ParseLimits& limits) {
-  const RequestJson root = parse_json_object(body);
+  const RequestJson root = parse_json_object(body, limits.json);
   const JsonFields f(root);
   f.reject_unknown({"content", "input", "model", "embd_normalize"});
   if (f.has("content") == f.has("input")) bad_request("content", "give exactly one of 'content' and 'input'");

@@ -10,7 +10,7 @@
 namespace tokenmill::server {
 namespace {
 
-const ParseLimits kEmbeddingLimits{/*n_vocab=*/1000};
+const ParseLimits kEmbeddingLimits{/*n_vocab=*/1000, /*json=*/{}};
 
 // Parses with `parse`, expecting ApiError 400 whose param and message name
 // the problem.

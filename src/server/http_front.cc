@@ -501,7 +501,8 @@ struct HttpFront::Impl {
     bool ok = true;
     bool head_sent = false;
     bool failed = false;  // a handler threw: answer 500 (if still possible) and close
-    const bool keep_alive = c->keep_alive && !stopping.load();
+    // Once the listener is closed every answer ends its connection.
+    const bool keep_alive = c->keep_alive && !stopping.load() && !accept_closed.load();
     try {
       hooks.handle(req, res);
       if (res.stream) {
@@ -626,7 +627,11 @@ struct HttpFront::Impl {
       if (c->phase == Phase::kLingering && now > c->linger_until) expired.emplace_back(c, 0);
       if (c->phase != Phase::kReading) continue;
       if (!c->reading_request) {
-        if (now - c->idle_since > opt.keep_alive_timeout || accept_closed.load()) expired.emplace_back(c, 0);
+        // Idle connections outlive the listener (until their keep-alive
+        // timeout or stop()): a request a client sends on one during the
+        // drain is answered 503 with Connection: close (docs/api.md,
+        // Shutdown), not met by a connection closed under it.
+        if (now - c->idle_since > opt.keep_alive_timeout) expired.emplace_back(c, 0);
       } else if (!c->parser.head_complete()) {
         if (now - c->request_start > opt.header_timeout) expired.emplace_back(c, 408);
       } else if (now - c->head_done > opt.body_timeout) {

@@ -78,8 +78,9 @@ class HttpFront {
   int bind();
   // Starts the event loop; returns at once.
   void start();
-  // Closes the listener and the idle keep-alive connections; requests in
-  // progress go on.
+  // Closes the listener; requests in progress go on, and open connections
+  // stay until their keep-alive timeout, each answer now closing its
+  // connection (the handlers refuse new requests during the drain).
   void stop_accepting();
   // Closes every connection and waits for the loop and the workers (a
   // handler still running is waited for: end the engine's work first).

@@ -32,8 +32,12 @@ struct HttpRequest {
   std::vector<std::pair<std::string, std::string>> headers;
   std::string body;
   std::string remote_addr;
-  std::vector<std::string> matches;                  // the route's regex groups; [0] is the whole path
-  std::string tenant;                                // who the request's API key stands for (api_keys.h)
+  std::vector<std::string> matches;  // the route's regex groups; [0] is the whole path
+  std::string tenant;                // who the request's API key stands for (api_keys.h)
+  // Whether views of requests in flight (GET /slots) may show other
+  // tenants' requests: an admin key, or a server without keys (which
+  // cannot tell clients apart).
+  bool sees_all_tenants = true;
   std::shared_ptr<const ConnectionView> connection;  // null in tests that call handlers directly
 
   // The first header of that name (case-insensitive); "" when absent.

@@ -88,6 +88,8 @@ HttpServer::HttpServer(ServerOptions options)
   ctx_.allow_runtime_lora = options_.allow_runtime_lora;
   ctx_.created = static_cast<int64_t>(std::time(nullptr));
   ctx_.policy = options_.generation;
+  ctx_.max_request_parse_bytes = options_.max_request_parse_bytes;
+  ctx_.parse_memory = std::make_unique<util::SharedByteBudget>(options_.max_parse_bytes);
   register_routes();
 }
 
@@ -216,6 +218,11 @@ void HttpServer::dispatch(HttpRequest& req, HttpResponse& res) {
   }
   run_guarded(res, [&] {
     const std::string x_tenant = req.header("X-Tenant");
+    // Draining after SIGTERM: every API request is refused (the probes,
+    // /health and /metrics, still answer, and say "stopping").
+    if (found->authed && ctx_.state.load() == ServerState::kStopping)
+      throw ApiError(503, "the server is shutting down", "service_unavailable", std::nullopt, "shutting_down")
+          .with_retry_after(5);
     if (found->authed) {
       const ApiKey* key = nullptr;
       if (keys_.enabled()) {
@@ -230,6 +237,7 @@ void HttpServer::dispatch(HttpRequest& req, HttpResponse& res) {
         }
       }
       req.tenant = resolve_tenant(key, keys_.enabled(), x_tenant);
+      req.sees_all_tenants = !keys_.enabled() || key->admin;
     }
     found->fn(req, res);
   });
@@ -309,9 +317,16 @@ HttpStatsSnapshot HttpServer::http_stats() const {
   return http;
 }
 
-void HttpServer::handle_metrics(const HttpRequest&, HttpResponse& res) {
+void HttpServer::handle_metrics(const HttpRequest& req, HttpResponse& res) {
   const engine::Engine* e = ctx_.engine.load();
-  const engine::MetricsSnapshot m = e ? e->metrics() : engine::MetricsSnapshot{};
+  engine::MetricsSnapshot m = e ? e->metrics() : engine::MetricsSnapshot{};
+  // /metrics answers without a key (probes and scrapers), so with keys the
+  // tenants' names and usage go only to an admin key's scrape; others get
+  // the sums under tenant="_all".
+  if (keys_.enabled()) {
+    const ApiKey* key = keys_.find(req.header("Authorization"));
+    if (!key || !key->admin) fold_tenants(m);
+  }
   res.set_content(render_metrics(m, http_stats(), state_name(), read_process_memory(), ctx_.loras->stats()),
                   "text/plain; version=0.0.4; charset=utf-8");
 }
@@ -356,6 +371,17 @@ void HttpServer::handle_tokenize(const HttpRequest& req, HttpResponse& res) {
   const TokenizeRequest r = parse_tokenize_request(req.body, ctx_.parse_limits());
   ctx_.check_model(r.model);
   const tokenizer::Tokenizer& tok = ctx_.require_tokenizer(r.is_chat ? "messages" : "prompt");
+  // Tokenizing costs CPU per byte (a few MB/s): no more text than a prompt
+  // could hold, as generation requests check before they tokenize.
+  size_t bytes = r.prompt.size();
+  for (const tokenizer::ChatMessage& m : r.messages) bytes += m.content.size();
+  const int64_t max_len = e.limits().max_model_len();
+  if (max_len > 0 && ctx_.max_token_bytes > 0 && bytes > static_cast<size_t>(max_len) * ctx_.max_token_bytes)
+    throw ApiError(413,
+                   fmt::format("the text to tokenize is {} bytes; this server tokenizes at most {} bytes, what this "
+                               "model's context of {} tokens can hold",
+                               bytes, static_cast<size_t>(max_len) * ctx_.max_token_bytes, max_len),
+                   "invalid_request_error", std::string(r.is_chat ? "messages" : "prompt"), "request_too_large");
   std::vector<int32_t> ids;
   if (r.is_chat) {
     if (!ctx_.chat) bad_request("messages", "the model has no recognised chat template");

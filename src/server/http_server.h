@@ -44,6 +44,12 @@ struct ServerOptions {
   std::vector<std::string> model_names;  // served names; [0] is reported by /v1/models
   std::string chat_template;             // --chat-template NAME|FILE; "" = the GGUF's
   size_t max_body_bytes = size_t{8} << 20;
+  // Memory a body's parsed JSON may take (413 beyond), and what all bodies
+  // being parsed at once may take together (503 + Retry-After beyond):
+  // parsed JSON costs 10-45x its text, so the body limit alone does not
+  // bound it (util/bounded_json.h).
+  size_t max_request_parse_bytes = size_t{64} << 20;
+  size_t max_parse_bytes = size_t{256} << 20;
   size_t max_header_bytes = 16 * 1024;
   int http_threads = 256;
   int max_connections = 4096;

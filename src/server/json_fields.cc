@@ -8,39 +8,44 @@
 #include <vector>
 
 #include "server/api_error.h"
+#include "util/bounded_json.h"
 
 namespace tokenmill::server {
 
 namespace {
 
-// Thrown from the parser callback to stop at the first level too deep.
-struct TooDeep {};
+template <typename Json>
+Json parse_request_json(std::string_view text, const util::JsonLimits& limits) {
+  try {
+    return util::parse_bounded<Json>(text, limits);
+  } catch (const util::JsonLimitError& e) {
+    switch (e.why()) {
+      case util::JsonRefusal::kSyntax: bad_request("", "the request body is not valid JSON: {}", e.what());
+      case util::JsonRefusal::kTooDeep:
+        bad_request("", "the request body nests JSON deeper than {} levels", limits.max_depth);
+      case util::JsonRefusal::kTooManyKeys:
+      case util::JsonRefusal::kTooLarge:
+        throw ApiError(413, fmt::format("the request body is too large to parse: {}", e.what()),
+                       "invalid_request_error", std::nullopt, "request_too_large");
+      case util::JsonRefusal::kBusy:
+        throw ApiError(503, e.what(), "unavailable_error", std::nullopt, "server_busy").with_retry_after(1);
+    }
+    throw;
+  }
+}
 
 }  // namespace
 
-RequestJson parse_json_object(std::string_view body) {
-  RequestJson j;
-  // Each level of nesting costs a node (and a stack frame to destroy it):
-  // an 8 MB body of nested brackets would cost hundreds of MB. Stop at the
-  // first level past the bound instead of building the document.
-  const RequestJson::parser_callback_t depth_guard = [](int depth, RequestJson::parse_event_t event, RequestJson&) {
-    if (depth >= kMaxJsonDepth &&
-        (event == RequestJson::parse_event_t::object_start || event == RequestJson::parse_event_t::array_start))
-      throw TooDeep{};
-    return true;
-  };
-  try {
-    j = RequestJson::parse(body.begin(), body.end(), depth_guard);
-  } catch (const TooDeep&) {
-    bad_request("", "the request body nests JSON deeper than {} levels", kMaxJsonDepth);
-  } catch (const RequestJson::exception& e) {
-    // parse_error names the byte offset of the problem; out_of_range is a
-    // number too large for a double (found by fuzz_openai_request).
-    std::string what = e.what();
-    const size_t bracket = what.find("] ");
-    bad_request("", "the request body is not valid JSON: {}",
-                bracket == std::string::npos ? what : what.substr(bracket + 2));
-  }
+RequestJson parse_json_value(std::string_view text, const util::JsonLimits& limits) {
+  return parse_request_json<RequestJson>(text, limits);
+}
+
+nlohmann::json parse_unordered_json(std::string_view text, const util::JsonLimits& limits) {
+  return parse_request_json<nlohmann::json>(text, limits);
+}
+
+RequestJson parse_json_object(std::string_view body, const util::JsonLimits& limits) {
+  RequestJson j = parse_json_value(body, limits);
   if (!j.is_object()) bad_request("", "the request body must be a JSON object, got {}", describe_json(j));
   return j;
 }

@@ -12,6 +12,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "util/bounded_json.h"
+
 namespace tokenmill::server {
 
 // Request bodies keep their keys in the order sent: a JSON Schema's
@@ -20,15 +22,17 @@ namespace tokenmill::server {
 // the prompt as the client wrote them.
 using RequestJson = nlohmann::ordered_json;
 
-// Deepest nesting a request body may have: twice what a JSON schema may
-// nest (the grammar compiler's own bound, 512, then names the field), far
-// beyond anything real, and small enough that a body of brackets costs
-// nothing before it is refused.
-constexpr int kMaxJsonDepth = 1024;
-
-// Parses a request body; throws ApiError 400 for malformed JSON, nesting
-// deeper than kMaxJsonDepth, or a body that is not a JSON object.
-RequestJson parse_json_object(std::string_view body);
+// Parses a request body within `limits` (util/bounded_json.h: linear time,
+// a key limit per object, a memory bound per document and, when
+// limits.shared is set, server-wide). Throws ApiError: 400 for malformed
+// JSON, nesting deeper than limits.max_depth, or (parse_json_object) a
+// body that is not a JSON object; 413 for a document over the key or
+// memory limit; 503 with Retry-After while the shared budget is spent.
+RequestJson parse_json_value(std::string_view text, const util::JsonLimits& limits);
+// The same into nlohmann::json (keys sorted), for bodies whose key order
+// means nothing.
+nlohmann::json parse_unordered_json(std::string_view text, const util::JsonLimits& limits);
+RequestJson parse_json_object(std::string_view body, const util::JsonLimits& limits);
 
 // A short rendering of a value for error messages (at most ~40 chars).
 std::string describe_json(const RequestJson& value);

@@ -231,7 +231,7 @@ void LlamaCppApi::respond(engine::Engine& engine, const LlamaBody& body, Complet
 
   auto session = std::make_shared<LlamaSession>(ctx_, engine, slots_, std::move(job));
   if (c.stream) {
-    session->wait_first_events(std::chrono::steady_clock::now() + ctx_.first_event_wait);
+    session->wait_first_events(ctx_.first_event_deadline(engine));
     res.set_header("Cache-Control", "no-cache");
     res.set_header("X-Accel-Buffering", "no");
     // The whole stream is written in this one call on the worker's thread.
@@ -270,7 +270,10 @@ void LlamaCppApi::handle_props(const HttpRequest&, HttpResponse& res) {
 
 void LlamaCppApi::handle_slots(const HttpRequest& req, HttpResponse& res) {
   const engine::Engine& engine = ctx_.require_engine();
-  const std::vector<SlotState> board = slots_.snapshot();
+  // Another tenant's request shows as a busy slot and nothing more, as the
+  // requests of the other endpoints do: its settings, stop strings,
+  // grammar and progress are its own.
+  const std::vector<SlotState> board = slots_.snapshot_for(req.tenant, req.sees_all_tenants);
   const int64_t n_ctx = engine.limits().max_model_len();
   int64_t known = 0;
   for (const SlotState& s : board) known += s.busy ? 1 : 0;
@@ -286,7 +289,7 @@ void LlamaCppApi::handle_slots(const HttpRequest& req, HttpResponse& res) {
   for (const SlotState& s : board) {
     const bool other = !s.busy && unknown > 0;
     if (other) --unknown;
-    out.push_back(slot_json(s, s.busy || other, s.busy ? s.params : defaults, n_ctx));
+    out.push_back(slot_json(s, s.busy || other, s.busy && !s.params.is_null() ? s.params : defaults, n_ctx));
   }
   res.set_content(dump_json(out), "application/json");
 }

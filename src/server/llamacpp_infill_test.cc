@@ -109,7 +109,7 @@ TEST(LlamaInfill, PromptInLlamaCppOrder) {
   in.suffix = "ca";
   in.prompt = "b";
   in.extra = {InfillChunk{"f", "cc"}};
-  const ParseLimits limits{tok.vocab_size()};
+  const ParseLimits limits{tok.vocab_size(), {}};
   const InfillPrompt p = build_infill_prompt(fim, tok, in, limits, 1000);
   // No repository tokens: the extra context goes first behind a snippet marker.
   std::vector<int32_t> want = plain(tok, "\n\n--- snippet ---\n\n");
@@ -131,7 +131,7 @@ TEST(LlamaInfill, RepositoryContextWithRepoAndSepTokens) {
                 *tok.find_token("<|repo_name|>"), *tok.find_token("<|file_sep|>")};
   InfillFields in;
   in.extra = {InfillChunk{"x.py", "a"}};
-  const InfillPrompt p = build_infill_prompt(fim, tok, in, ParseLimits{tok.vocab_size()}, 1000);
+  const InfillPrompt p = build_infill_prompt(fim, tok, in, ParseLimits{tok.vocab_size(), {}}, 1000);
   std::vector<int32_t> want = {fim.rep};
   append_ids(want, plain(tok, "myproject\n"));
   want.push_back(fim.sep);
@@ -151,7 +151,7 @@ TEST(LlamaInfill, TrimsToTheBudget) {
   in.prefix = std::string(40, 'a');
   in.suffix = std::string(40, 'b');
   in.extra = {InfillChunk{"f", std::string(40, 'c')}};
-  const ParseLimits limits{tok.vocab_size()};
+  const ParseLimits limits{tok.vocab_size(), {}};
   const std::vector<int32_t> prefix = plain(tok, in.prefix), suffix = plain(tok, in.suffix);
   const InfillPrompt p = build_infill_prompt(fim, tok, in, limits, 24);
   EXPECT_TRUE(p.trimmed);

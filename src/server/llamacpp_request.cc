@@ -195,7 +195,7 @@ std::vector<RequestJson> split_prompts(const RequestJson& v) {
 LlamaBody translate_llama_body(std::string_view body, bool infill, const tokenizer::Tokenizer* tok,
                                const ParseLimits& limits) {
   LlamaBody out;
-  out.sampling = parse_json_object(body);
+  out.sampling = parse_json_object(body, limits.json);
   RequestJson& j = out.sampling;
   if (j.contains("echo")) bad_request("echo", "'echo' is not part of this endpoint; use /v1/completions");
   if (!infill) {

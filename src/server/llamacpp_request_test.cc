@@ -23,7 +23,7 @@ const tokenizer::Tokenizer& test_tok() {
   return tok;
 }
 
-ParseLimits limits() { return ParseLimits{test_tok().vocab_size()}; }
+ParseLimits limits() { return ParseLimits{test_tok().vocab_size(), {}}; }
 
 LlamaBody translate(const std::string& body, bool infill = false) {
   return translate_llama_body(body, infill, &test_tok(), limits());

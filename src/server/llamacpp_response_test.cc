@@ -186,5 +186,32 @@ TEST(SlotBoard, LeasesTakeAndReturnSlots) {
   EXPECT_EQ(c.id(), 0);
 }
 
+TEST(SlotBoard, ATenantSeesOnlyItsOwnSlotsWhole) {
+  SlotBoard board;
+  board.set_total(3);
+  SlotBoard::Lease a = board.acquire(-1, {{"stop", {"secret"}}, {"grammar", "root ::= \"x\""}}, 10, "alice");
+  SlotBoard::Lease b = board.acquire(-1, {{"stop", {"mine"}}}, 5, "bob");
+  a.on_token(true);
+  const std::vector<SlotState> seen_by_bob = board.snapshot_for("bob", /*sees_all=*/false);
+  ASSERT_EQ(seen_by_bob.size(), 3u);
+  // Alice's slot: busy, and nothing of hers.
+  EXPECT_TRUE(seen_by_bob[0].busy);
+  EXPECT_TRUE(seen_by_bob[0].params.is_null());
+  EXPECT_EQ(seen_by_bob[0].id_task, -1);
+  EXPECT_EQ(seen_by_bob[0].n_decoded, 0);
+  EXPECT_EQ(seen_by_bob[0].n_remain, -1);
+  EXPECT_FALSE(seen_by_bob[0].has_new_line);
+  EXPECT_TRUE(seen_by_bob[0].tenant.empty());
+  // His own: whole.
+  EXPECT_EQ(seen_by_bob[1].params["stop"][0], "mine");
+  EXPECT_EQ(seen_by_bob[1].n_remain, 5);
+  EXPECT_FALSE(seen_by_bob[2].busy);
+  // An admin sees both whole.
+  const std::vector<SlotState> all = board.snapshot_for("ops", /*sees_all=*/true);
+  EXPECT_EQ(all[0].params["stop"][0], "secret");
+  EXPECT_EQ(all[0].n_decoded, 1);
+  EXPECT_EQ(all[1].params["stop"][0], "mine");
+}
+
 }  // namespace
 }  // namespace tokenmill::server

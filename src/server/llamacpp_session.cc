@@ -29,7 +29,8 @@ LlamaSession::LlamaSession(ServingContext& ctx, engine::Engine& engine, SlotBoar
     c.out.index = static_cast<int>(i);
     c.out.prompt_text = job_.prompt_texts[gen_.prompt_index(i)];
     c.out.result.final.usage.prompt_tokens = static_cast<int64_t>(job_.prompts[gen_.prompt_index(i)].size());
-    c.lease = board.acquire(i == 0 ? job_.wanted_slot : -1, job_.spec.settings, job_.request.max_tokens);
+    c.lease =
+        board.acquire(i == 0 ? job_.wanted_slot : -1, job_.spec.settings, job_.request.max_tokens, job_.request.tenant);
     c.out.id_slot = c.lease.id();
   }
 }

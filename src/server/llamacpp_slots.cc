@@ -50,7 +50,7 @@ int SlotBoard::total() const {
   return static_cast<int>(slots_.size());
 }
 
-SlotBoard::Lease SlotBoard::acquire(int wanted, nlohmann::json params, int64_t n_remain) {
+SlotBoard::Lease SlotBoard::acquire(int wanted, nlohmann::json params, int64_t n_remain, std::string tenant) {
   std::lock_guard<std::mutex> lock(mutex_);
   int id = -1;
   if (wanted >= 0 && wanted < static_cast<int>(slots_.size()) && !slots_[static_cast<size_t>(wanted)].busy) {
@@ -68,12 +68,26 @@ SlotBoard::Lease SlotBoard::acquire(int wanted, nlohmann::json params, int64_t n
   s.id_task = next_task_++;
   s.params = std::move(params);
   s.n_remain = n_remain;
+  s.tenant = std::move(tenant);
   return Lease(this, id);
 }
 
 std::vector<SlotState> SlotBoard::snapshot() const {
   std::lock_guard<std::mutex> lock(mutex_);
   return slots_;
+}
+
+std::vector<SlotState> SlotBoard::snapshot_for(const std::string& tenant, bool sees_all) const {
+  std::vector<SlotState> out = snapshot();
+  if (sees_all) return out;
+  for (SlotState& s : out) {
+    if (!s.busy || s.tenant == tenant) continue;
+    SlotState hidden;
+    hidden.id = s.id;
+    hidden.busy = true;
+    s = std::move(hidden);
+  }
+  return out;
 }
 
 int SlotBoard::num_busy() const {

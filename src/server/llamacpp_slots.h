@@ -12,6 +12,7 @@
 
 #include <cstdint>
 #include <mutex>
+#include <string>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -26,6 +27,7 @@ struct SlotState {
   int64_t n_decoded = 0;
   int64_t n_remain = -1;  // tokens still allowed (-1: unknown)
   bool has_new_line = false;
+  std::string tenant;  // whose request holds it (api_keys.h): /slots shows a tenant only its own
 };
 
 class SlotBoard {
@@ -59,10 +61,15 @@ class SlotBoard {
   void set_total(int total);
   int total() const;
 
-  // The slot `wanted` when it is free, else the lowest free one.
-  Lease acquire(int wanted, nlohmann::json params, int64_t n_remain);
+  // The slot `wanted` when it is free, else the lowest free one, held for
+  // `tenant`'s request.
+  Lease acquire(int wanted, nlohmann::json params, int64_t n_remain, std::string tenant = {});
 
   std::vector<SlotState> snapshot() const;
+  // What `tenant` may see: its own slots whole, another tenant's busy slot
+  // as busy with nothing else (no settings, task or progress: params
+  // null). `sees_all`: every slot whole (admin keys; servers without keys).
+  std::vector<SlotState> snapshot_for(const std::string& tenant, bool sees_all) const;
   int num_busy() const;
 
  private:

@@ -37,8 +37,8 @@ void require_runtime_lora(const ServingContext& ctx) {
 
 }  // namespace
 
-LoraLoadRequest parse_load_lora_request(std::string_view body) {
-  const RequestJson j = parse_json_object(body);
+LoraLoadRequest parse_load_lora_request(std::string_view body, const util::JsonLimits& limits) {
+  const RequestJson j = parse_json_object(body, limits);
   const JsonFields f(j);
   f.reject_unknown({"lora_name", "lora_path", "load_inplace"});
   check_load_inplace(f);
@@ -48,8 +48,8 @@ LoraLoadRequest parse_load_lora_request(std::string_view body) {
   return r;
 }
 
-std::string parse_unload_lora_request(std::string_view body) {
-  const RequestJson j = parse_json_object(body);
+std::string parse_unload_lora_request(std::string_view body, const util::JsonLimits& limits) {
+  const RequestJson j = parse_json_object(body, limits);
   const JsonFields f(j);
   // vLLM's clients may send the id it once used as well; it names nothing here.
   f.reject_unknown({"lora_name", "lora_int_id"});
@@ -59,7 +59,7 @@ std::string parse_unload_lora_request(std::string_view body) {
 void handle_load_lora_adapter(ServingContext& ctx, const HttpRequest& req, HttpResponse& res) {
   require_runtime_lora(ctx);
   ctx.require_engine();  // the base model the adapter binds to
-  const LoraLoadRequest r = parse_load_lora_request(req.body);
+  const LoraLoadRequest r = parse_load_lora_request(req.body, ctx.parse_limits().json);
   current_record().model = r.name;
   ctx.loras->load(r.name, r.path);
   res.set_content(fmt::format("Success: LoRA adapter '{}' added successfully.", r.name), "text/plain; charset=utf-8");
@@ -68,7 +68,7 @@ void handle_load_lora_adapter(ServingContext& ctx, const HttpRequest& req, HttpR
 void handle_unload_lora_adapter(ServingContext& ctx, const HttpRequest& req, HttpResponse& res) {
   require_runtime_lora(ctx);
   ctx.require_engine();
-  const std::string name = parse_unload_lora_request(req.body);
+  const std::string name = parse_unload_lora_request(req.body, ctx.parse_limits().json);
   current_record().model = name;
   ctx.loras->unload(name);
   res.set_content(fmt::format("Success: LoRA adapter '{}' removed successfully.", name), "text/plain; charset=utf-8");

@@ -26,8 +26,8 @@ struct LoraLoadRequest {
 // The bodies of the two runtime endpoints. ApiError 400 naming the field
 // for a missing or non-string field, an unknown field, or vLLM's
 // load_inplace: true (unload, then load).
-LoraLoadRequest parse_load_lora_request(std::string_view body);
-std::string parse_unload_lora_request(std::string_view body);
+LoraLoadRequest parse_load_lora_request(std::string_view body, const util::JsonLimits& limits = {});
+std::string parse_unload_lora_request(std::string_view body, const util::JsonLimits& limits = {});
 
 void handle_load_lora_adapter(ServingContext& ctx, const HttpRequest& req, HttpResponse& res);
 void handle_unload_lora_adapter(ServingContext& ctx, const HttpRequest& req, HttpResponse& res);

@@ -255,7 +255,7 @@ std::optional<engine::Priority> parse_priority_name(std::string_view name) {
 }
 
 CompletionRequest parse_completion_request(std::string_view body, const ParseLimits& limits) {
-  const RequestJson j = parse_json_object(body);
+  const RequestJson j = parse_json_object(body, limits.json);
   JsonFields f(j);
   Known known = with_constraint_fields(common_fields());
   known.insert({"prompt", "echo", "suffix"});
@@ -282,7 +282,7 @@ CompletionRequest parse_completion_request(std::string_view body, const ParseLim
 }
 
 ChatRequest parse_chat_request(std::string_view body, const ParseLimits& limits) {
-  const RequestJson j = parse_json_object(body);
+  const RequestJson j = parse_json_object(body, limits.json);
   JsonFields f(j);
   Known known = with_constraint_fields(common_fields());
   known.insert({"messages", "max_completion_tokens", "top_logprobs", "add_generation_prompt", "tools", "tool_choice",
@@ -313,8 +313,8 @@ ChatRequest parse_chat_request(std::string_view body, const ParseLimits& limits)
   return r;
 }
 
-TokenizeRequest parse_tokenize_request(std::string_view body, const ParseLimits&) {
-  const RequestJson j = parse_json_object(body);
+TokenizeRequest parse_tokenize_request(std::string_view body, const ParseLimits& limits) {
+  const RequestJson j = parse_json_object(body, limits.json);
   JsonFields f(j);
   f.reject_unknown({"model", "prompt", "messages", "content", "add_special_tokens", "add_special", "parse_special",
                     "add_generation_prompt", "with_pieces"});
@@ -344,7 +344,7 @@ TokenizeRequest parse_tokenize_request(std::string_view body, const ParseLimits&
 }
 
 DetokenizeRequest parse_detokenize_request(std::string_view body, const ParseLimits& limits) {
-  const RequestJson j = parse_json_object(body);
+  const RequestJson j = parse_json_object(body, limits.json);
   JsonFields f(j);
   f.reject_unknown({"model", "tokens"});
   DetokenizeRequest r;

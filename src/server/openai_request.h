@@ -41,6 +41,9 @@ inline constexpr double kMaxAbsLogitBias = 100.0;
 
 struct ParseLimits {
   int32_t n_vocab = 0;  // token ids must lie in [0, n_vocab)
+  // How a body's JSON is parsed: keys per object, memory per request and
+  // the server's shared parse budget (ServingContext::parse_limits).
+  util::JsonLimits json;
 };
 
 // One prompt as the client gave it: text, or token ids.

@@ -10,7 +10,7 @@
 namespace tokenmill::server {
 namespace {
 
-const ParseLimits kLimits{/*n_vocab=*/1000};
+const ParseLimits kLimits{/*n_vocab=*/1000, /*json=*/{}};
 
 // Runs fn, expecting ApiError 400 whose param and message name the problem.
 template <typename Fn>

@@ -363,6 +363,16 @@ ProcessMemory read_process_memory() {
   return parse_process_status(s.str());
 }
 
+void fold_tenants(engine::MetricsSnapshot& m) {
+  engine::PrefixStats all;
+  all.label = std::string(kAllTenants);
+  for (const engine::PrefixStats& t : m.prefix_by_tenant) {
+    all.hit_tokens += t.hit_tokens;
+    for (size_t r = 0; r < all.miss_tokens.size(); ++r) all.miss_tokens[r] += t.miss_tokens[r];
+  }
+  m.prefix_by_tenant.assign(1, std::move(all));
+}
+
 std::string render_metrics(const engine::MetricsSnapshot& m, const HttpStatsSnapshot& http, std::string_view state,
                            const ProcessMemory& memory, const LoraServingStats& lora) {
   PrometheusWriter w;

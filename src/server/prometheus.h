@@ -54,6 +54,11 @@ ProcessMemory read_process_memory();
 // Parses the text of /proc/<pid>/status.
 ProcessMemory parse_process_status(std::string_view status);
 
+// Folds m.prefix_by_tenant into one entry labelled kAllTenants (what a
+// scrape without an admin key sees: no tenant's name or usage).
+void fold_tenants(engine::MetricsSnapshot& m);
+inline constexpr std::string_view kAllTenants = "_all";
+
 std::string render_metrics(const engine::MetricsSnapshot& m, const HttpStatsSnapshot& http, std::string_view state,
                            const ProcessMemory& memory, const LoraServingStats& lora = {});
 

@@ -11,7 +11,7 @@
 namespace tokenmill::server {
 namespace {
 
-const ParseLimits kExtLimits{/*n_vocab=*/1000};
+const ParseLimits kExtLimits{/*n_vocab=*/1000, /*json=*/{}};
 
 CompletionRequest ext_completion(const std::string& fields) {
   return parse_completion_request(R"({"prompt": "x", )" + fields + "}", kExtLimits);

@@ -20,9 +20,22 @@ engine::Engine& ServingContext::require_engine() const {
   return *e;
 }
 
+std::chrono::steady_clock::time_point ServingContext::first_event_deadline(const engine::Engine& e) const {
+  const engine::SloTargets& slo = e.config().slo;
+  // The refusal comes by the target at the latest (the forecast includes
+  // the time already waited); a second on top covers one long step.
+  const double refusable_ms = std::max(slo.ttft_ms, slo.e2e_ms);
+  const auto wait = refusable_ms > 0 ? std::max(first_event_wait,
+                                                std::chrono::milliseconds(static_cast<int64_t>(refusable_ms) + 1000))
+                                     : first_event_wait;
+  return std::chrono::steady_clock::now() + wait;
+}
+
 ParseLimits ServingContext::parse_limits() const {
   ParseLimits l;
   if (const engine::Engine* e = engine.load()) l.n_vocab = e->limits().n_vocab;
+  l.json.max_bytes = max_request_parse_bytes;
+  l.json.shared = parse_memory.get();
   return l;
 }
 

@@ -19,6 +19,7 @@
 #include "server/lora_registry.h"
 #include "server/model_profile.h"
 #include "server/openai_request.h"
+#include "util/bounded_json.h"
 
 namespace tokenmill::server {
 
@@ -62,6 +63,12 @@ struct ServingContext {
   // How long a streaming request waits for its first event before the 200
   // headers go out (a refusal after that arrives as an error event).
   std::chrono::milliseconds first_event_wait{2000};
+  // When a streaming request's headers may go out at the latest: after
+  // first_event_wait, or, with SLO-aware admission, once the engine can no
+  // longer refuse it (a queued request is refused when its TTFT or
+  // end-to-end target is out of reach): so a refusal is always a 503
+  // before any byte, never an error event inside a 200.
+  std::chrono::steady_clock::time_point first_event_deadline(const engine::Engine& engine) const;
   // A stream that has nothing to send for this long writes an SSE comment,
   // which is also how a client that went away is noticed.
   std::chrono::milliseconds keep_alive{500};
@@ -70,6 +77,12 @@ struct ServingContext {
   // vocabulary): a text over max_model_len times this many bytes cannot
   // fit the context whatever it tokenizes to. 0: no tokenizer.
   size_t max_token_bytes = 0;
+  // Request bodies' JSON (util/bounded_json.h): the memory one body's tree
+  // may take, and the budget all bodies being parsed at once draw from
+  // (serve --max-request-parse-bytes, --max-parse-bytes); made with the
+  // server.
+  size_t max_request_parse_bytes = size_t{64} << 20;
+  std::unique_ptr<util::SharedByteBudget> parse_memory;
 
   // The engine, or ApiError 503 (loading / shutting down).
   engine::Engine& require_engine() const;

@@ -10,7 +10,7 @@
 namespace tokenmill::server {
 namespace {
 
-const ParseLimits kToolLimits{/*n_vocab=*/1000};
+const ParseLimits kToolLimits{/*n_vocab=*/1000, /*json=*/{}};
 constexpr const char* kWeatherTool =
     R"({"type": "function", "function": {"name": "get_weather", "description": "Weather in a city.",
         "parameters": {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]},

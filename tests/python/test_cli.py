@@ -44,6 +44,32 @@ def test_run_stops_where_the_context_is_full(tokenmill_bin, tiny):
     assert none.stdout.strip() == "" and "generated 0 tokens" in none.stderr
 
 
+def test_run_takes_the_engine_flags_and_streams_past_the_context(tokenmill_bin, tiny):
+    """`run` drives the serving engine, so it takes its flags (one flag set
+    with serve and bench engine); and --kv-policy streaming past the trained
+    context (256 tokens here) needs only that one flag: run picks rerotate
+    and a step whose span fits, and says so."""
+    args = ["run", "-m", tiny, "--prompt-ids", "1,20,30,40", "--temp", "0", "--ignore-eos", "--print-ids"]
+    same = run_tokenmill(tokenmill_bin, *args, "-n", "8").stdout.strip()
+    flagged = run_tokenmill(tokenmill_bin, *args, "-n", "8", "--block-size", "32", "--max-seqs", "2",
+                            "--no-prefix-cache", "--kv-exhausted", "queue", "--priority-aging", "5").stdout.strip()
+    assert flagged == same
+    long = run_tokenmill(tokenmill_bin, *args, "-n", "600", "--kv-policy", "streaming", "--kv-window", "128")
+    assert len(long.stdout.strip().split(",")) == 600, long.stderr
+    assert "--kv-positions rerotate" in long.stderr and "generated 600 tokens" in long.stderr
+    # The first tokens are the full cache's (nothing evicted yet).
+    assert long.stdout.strip().split(",")[:8] == same.split(",")
+    # What cannot work is one line naming the flag to change.
+    for extra, words in ((["--kv-window", "128", "--kv-positions", "preserve"], "use --kv-positions rerotate"),
+                         (["--kv-window", "128", "-b", "256"], "use a smaller -b or --kv-window"),
+                         (["--kv-window", "1024"], "use a smaller --kv-window")):
+        bad = run_tokenmill(tokenmill_bin, *args, "-n", "600", "--kv-policy", "streaming", *extra, check=False)
+        assert bad.returncode != 0 and words in bad.stderr, (extra, bad.stderr)
+    # Serving-only flags are not run's.
+    bad = run_tokenmill(tokenmill_bin, *args, "-n", "1", "--slo-ttft-ms", "100", check=False)
+    assert bad.returncode != 0 and "slo-ttft-ms" in bad.stderr
+
+
 def test_text_round_trip_and_inspect(tokenmill_bin, tiny):
     ids = run_tokenmill(tokenmill_bin, "tokenize", "-m", tiny, input_text="hello world").stdout.strip()
     assert ids.startswith("1,")  # BOS of the built-in vocabulary

@@ -6,13 +6,14 @@ keys, request deadlines, backpressure on a client that stops reading,
 clients that leave, burst admission and JSON amplification."""
 import json
 import resource
+import signal
 import socket
 import threading
 import time
 
 import pytest
 
-from test_server_common import Server, sse_events
+from test_server_common import Server, parse_metrics, sse_events
 
 
 @pytest.fixture(scope="module")
@@ -260,12 +261,87 @@ def test_deep_json_and_huge_prompts_are_refused_cheaply(server):
     assert seconds < 1, seconds
 
 
+def test_objects_with_many_keys_are_refused_in_linear_time(server):
+    """An object's keys cost linear time and are bounded per object: 100 000
+    keys took 10 s of handler CPU before (a linear search per key)."""
+    before = rss_hwm_mb(server.proc.pid)
+    for field, value in (("logit_bias", 1), ("metadata", '"v"')):
+        body = ('{"prompt": "x", "max_tokens": 1, "%s": {' % field
+                + ",".join(f'"{i}": {value}' for i in range(100_000)) + "}}").encode()
+        r, seconds = timed(lambda: server.http.post("/v1/completions", content=body))
+        print(f"{field} with 100 000 keys ({len(body) / 1e6:.1f} MB): {r.status_code} in {seconds * 1000:.0f} ms")
+        assert r.status_code == 413 and r.json()["error"]["code"] == "request_too_large", r.text
+        assert "more than 4096 keys" in r.json()["error"]["message"], r.text
+        assert seconds < 1, seconds  # 10-12 s before; tens of ms now
+    assert rss_hwm_mb(server.proc.pid) - before < 50
+    # Within the bound, large objects still work (and quickly): the tiny
+    # model's whole vocabulary biased, and 4096 keys of metadata.
+    bias = {str(i): -1 for i in range(512)}
+    metadata = {f"k{i}": "v" for i in range(4096)}
+    r, seconds = timed(lambda: server.http.post("/v1/completions", json={
+        "prompt": "x", "max_tokens": 1, "logit_bias": bias, "metadata": metadata}))
+    assert r.status_code == 200 and seconds < 5, (r.text, seconds)
+
+
+def test_concurrent_large_bodies_stay_within_the_parse_budget(tokenmill_bin, tiny):
+    """Eight 8 MB bodies of small values at once: each would take ~220 MB as
+    a parsed tree (four at once peaked at 889 MB before). Each is refused
+    with 413 when its tree passes the per-request bound, or 503 when the
+    server-wide budget (bodies being parsed and their trees) is spent, and
+    peak memory grows by at most that budget plus the bodies as received
+    (the request and the HTTP buffers: twice each)."""
+    with Server(tokenmill_bin, tiny, "-t", "1", "--kv-memory", "16M", "--max-request-parse-bytes", "16M",
+                "--max-parse-bytes", "32M") as s:
+        # Warm the handler threads' allocator arenas on small requests, so
+        # the growth measured is what parsing holds.
+        for _ in range(4):
+            assert s.http.post("/v1/completions", json={"prompt": "x", "max_tokens": 1}).status_code == 200
+        before = rss_hwm_mb(s.proc.pid)
+        body = b'{"prompt": "x", "metadata": [' + b"[]," * 2_600_000 + b"[]]}"
+        assert len(body) < 8 << 20
+        statuses, lock = [], threading.Lock()
+
+        def post():
+            r = s.http.post("/v1/completions", content=body)
+            with lock:
+                statuses.append((r.status_code, r.json()["error"].get("code")))
+
+        threads = [threading.Thread(target=post) for _ in range(8)]
+        t0 = time.perf_counter()
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        seconds = time.perf_counter() - t0
+        growth = rss_hwm_mb(s.proc.pid) - before
+        bound = 32 + 8 * 2 * len(body) / 2**20 + 40
+        print(f"8 x {len(body) / 1e6:.1f} MB bodies at once: {sorted(statuses)} in {seconds:.2f} s, "
+              f"peak RSS grew {growth:.0f} MB (bound {bound:.0f} MB: budget 32 MB + twice the bodies + 40)")
+        assert all(st in ((413, "request_too_large"), (503, "server_busy")) for st in statuses), statuses
+        assert growth < bound, growth
+        # The budget is whole again: a normal request parses.
+        assert s.http.post("/v1/completions", json={"prompt": "x", "max_tokens": 1}).status_code == 200
+
+
+def test_tokenize_is_bounded_like_a_prompt(server):
+    # The tiny model: 256 tokens of context, so 6 MB of text is refused
+    # before any tokenization.
+    r, seconds = timed(lambda: server.http.post("/tokenize", json={"prompt": " " * 6_000_000}))
+    assert r.status_code == 413 and r.json()["error"]["code"] == "request_too_large", r.text
+    assert "what this model's context of 256 tokens can hold" in r.json()["error"]["message"], r.text
+    assert seconds < 1, seconds
+    r = server.http.post("/tokenize", json={"messages": [{"role": "user", "content": "x" * 6_000_000}]})
+    assert r.status_code == 413 and r.json()["error"]["param"] == "messages", r.text
+    assert server.http.post("/tokenize", json={"prompt": "hello world"}).json()["count"] > 0
+
+
 # --- Tenants --------------------------------------------------------------
 
 def test_tenants_come_from_keys(tokenmill_bin, tiny):
     prompt = "one two three four five six seven eight nine ten " * 4  # ~140 tokens
     with Server(tokenmill_bin, tiny, "-t", "1", "--kv-memory", "8M", "--prefix-isolation", "tenant",
-                "--api-key", "K1:alice", "--api-key", "K2:bob", "--trusted-api-key", "G:gateway") as s:
+                "--api-key", "K1:alice", "--api-key", "K2:bob", "--trusted-api-key", "G:gateway",
+                "--admin-api-key", "A:ops") as s:
         def cached(key, headers=None):
             r = s.http.post("/v1/completions", json={"prompt": prompt, "max_tokens": 1},
                             headers={"Authorization": f"Bearer {key}", **(headers or {})})
@@ -285,7 +361,8 @@ def test_tenants_come_from_keys(tokenmill_bin, tiny):
         # A trusted gateway may act for alice.
         assert cached("G", {"X-Tenant": "alice"})[0] == hits
         assert cached("G")[0] == 0  # as itself, it is tenant "gateway"
-        m = s.metrics()
+        # Tenants by name: an admin key's scrape (test_slots_and_metrics_...).
+        m = parse_metrics(s.http.get("/metrics", headers={"Authorization": "Bearer A"}).text)
         assert m['tokenmill_prefix_cache_hit_tokens_total{tenant="alice"}'] == 2 * hits
         assert m['tokenmill_prefix_cache_hit_tokens_total{tenant="bob"}'] == 0
         assert m['tokenmill_prefix_cache_miss_tokens_total{tenant="bob",reason="isolated"}'] >= hits
@@ -295,6 +372,56 @@ def test_tenants_come_from_keys(tokenmill_bin, tiny):
         log = s.wait_events(lambda e: e.get("event") == "request" and e.get("path") == "/v1/completions"
                             and e.get("status") == 200, count=5)
         assert {e.get("tenant") for e in log} == {"alice", "bob", "gateway"}
+
+
+def test_slots_and_metrics_show_a_tenant_only_its_own(tokenmill_bin, slow):
+    """bob's key must not read alice's request in flight through GET /slots
+    (its settings: stop strings, logit_bias, a grammar; its progress), nor her name and
+    usage through /metrics; an admin key sees both."""
+    with Server(tokenmill_bin, slow, "-t", "1", "--kv-memory", "64M", "--max-seqs", "2", "--max-unsent-bytes", "1K",
+                "--api-key", "K1:alice", "--api-key", "K2:bob", "--admin-api-key", "A:ops",
+                "--prefix-isolation", "tenant") as s:
+        def get(path, key):
+            r = s.http.get(path, headers={"Authorization": f"Bearer {key}"})
+            assert r.status_code == 200, r.text
+            return r
+
+        # alice streams with secrets in her settings and reads nothing, so
+        # her stream pauses and her slot stays busy while we look.
+        sock = connect(s, rcvbuf=2048)
+        body = json.dumps({"prompt": "Once upon a time", "n_predict": 400, "ignore_eos": True, "temperature": 0,
+                           "stream": True, "stop": ["ALICE-SECRET-STOP"], "logit_bias": [[7, -3.25]]}).encode()
+        sock.sendall(b"POST /completion HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer K1\r\n"
+                     b"Content-Type: application/json\r\nContent-Length: " + str(len(body)).encode()
+                     + b"\r\n\r\n" + body)
+        deadline = time.time() + 20
+        while True:
+            admin_view = get("/slots", "A").text
+            if any(x["is_processing"] and x["next_token"]["n_decoded"] > 0 for x in json.loads(admin_view)):
+                break
+            assert time.time() < deadline, admin_view
+            time.sleep(0.05)
+        assert "ALICE-SECRET-STOP" in admin_view and "-3.25" in admin_view
+        for key, sees in (("K2", False), ("K1", True)):
+            text = get("/slots", key).text
+            slots = json.loads(text)
+            assert sum(1 for x in slots if x["is_processing"]) == 1, slots
+            for secret in ("ALICE-SECRET-STOP", "-3.25"):
+                assert (secret in text) == sees, (key, secret, text)
+            busy = next(x for x in slots if x["is_processing"])
+            if not sees:
+                assert busy["id_task"] == -1 and busy["next_token"]["n_decoded"] == 0, busy
+        # /metrics: tenants by name for an admin scrape only.
+        s.http.post("/v1/completions", json={"prompt": "hi", "max_tokens": 1},
+                    headers={"Authorization": "Bearer K2"})
+        for key in (None, "K2"):
+            r = s.http.get("/metrics", headers={"Authorization": f"Bearer {key}"} if key else None)
+            assert r.status_code == 200
+            assert 'tenant="alice"' not in r.text and 'tenant="bob"' not in r.text, key
+            assert 'tokenmill_prefix_cache_hit_tokens_total{tenant="_all"}' in r.text
+        full = get("/metrics", "A").text
+        assert 'tenant="alice"' in full and 'tenant="bob"' in full
+        sock.close()
 
 
 def test_per_tenant_limits(tokenmill_bin, slow):
@@ -421,6 +548,45 @@ def test_non_streaming_client_that_leaves_is_cancelled(tokenmill_bin, slow):
         e = s.wait_events(lambda e: e.get("event") == "request" and e.get("path") == "/v1/completions")[0]
         assert e["client_disconnected"] is True and e["completion_tokens"] < 2000
         assert s.metrics()['tokenmill_requests_finished_total{reason="cancelled"}'] == 1
+
+
+def test_idle_keep_alive_connection_gets_503_during_the_drain(tokenmill_bin, slow):
+    """docs/api.md (Shutdown): after SIGTERM, requests on open connections
+    are answered 503, not met by a connection closed under them."""
+    s = Server(tokenmill_bin, slow, "-t", "1", "--kv-memory", "64M", "--shutdown-grace", "60")
+    try:
+        idle = connect(s)
+        reader = Reader(idle)
+        req = b"GET /v1/models HTTP/1.1\r\nHost: x\r\n\r\n"
+        idle.sendall(req)
+        status, headers, _ = reader.response()
+        assert status == 200 and headers.get("connection") == "keep-alive"
+        # A request in flight keeps the server draining.
+        busy = connect(s)
+        body = json.dumps(long_request(300, stream=True)).encode()
+        busy.sendall(b"POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                     b"Content-Length: " + str(len(body)).encode() + b"\r\n\r\n" + body)
+        assert busy.recv(64).startswith(b"HTTP/1.1 200")
+        s.proc.send_signal(signal.SIGTERM)
+        # The listener closes right after the server enters its drain: wait
+        # for that event (a refused connection), not for a time.
+        deadline = time.time() + 30
+        while True:
+            try:
+                connect(s).close()
+            except OSError:
+                break
+            assert time.time() < deadline, "still accepting connections after SIGTERM"
+            time.sleep(0.02)
+        idle.sendall(req)
+        status, headers, body = reader.response()
+        assert status == 503 and headers.get("connection") == "close", (status, headers, body)
+        assert json.loads(body)["error"]["code"] == "shutting_down" and headers.get("retry-after")
+        assert idle.recv(1) == b""  # then closed
+        busy.close()
+        assert s.proc.wait(timeout=60) == 0
+    finally:
+        s.kill()
 
 
 def test_chat_default_max_tokens(tokenmill_bin, tiny):
