@@ -86,11 +86,13 @@ std::string capacity_markdown(const json& cap) {
       closed ? "concurrent clients (closed loop)" : "traffic.rate (req/s)", s["requests_per_step"].get<int64_t>(),
       closed ? "" : fmt::format(" over {} client connections", s["clients"].get<int64_t>()),
       s["cache_hit_rate"].get<double>(), cap["stop_reason"].get<std::string>());
+  // Beside the swept rate: its mean with the bursts, and the arrivals the
+  // step's finite sample really had (what ok req/s is bounded by).
   md += fmt::format(
-      "| step | {} | ok req/s | goodput | goodput req/s | TTFT p50/p99 ms | TPOT p50/p99 ms | "
-      "E2E p50/p99 ms | errors | rejected | verdict |\n",
+      "| step | {} | mean offered req/s | arrived req/s | ok req/s | goodput | goodput req/s | TTFT p50/p99 ms | "
+      "TPOT p50/p99 ms | E2E p50/p99 ms | errors | rejected | verdict |\n",
       closed ? "clients" : "rate req/s");
-  md += "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|\n";
+  md += "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|\n";
   for (const json* p : by_load(cap)) {
     const json& t = *p;
     const json& l = t["latency_ms"];
@@ -98,9 +100,14 @@ std::string capacity_markdown(const json& cap) {
         t["meets"].get<bool>()
             ? "meets"
             : fmt::format("fails: {}", fmt::join(t["reasons"].get<std::vector<std::string>>(), "; "));
+    const auto rate_or_dash = [&](const char* key) {
+      return t.contains(key) && t[key].is_number() ? fmt::format("{:.2f}", t[key].get<double>()) : std::string("-");
+    };
     md += fmt::format(
-        "| {} | {:g} | {:.2f} | {:.1f} % | {:.2f} | {} / {} | {} / {} | {} / {} | {:.1f} % | {:.1f} % | {} |\n",
-        t["index"].get<int64_t>(), t["offered_load"].get<double>(), t["achieved_req_per_s"].get<double>(),
+        "| {} | {:g} | {} | {} | {:.2f} | {:.1f} % | {:.2f} | {} / {} | {} / {} | {} / {} | {:.1f} % | {:.1f} % | {} "
+        "|\n",
+        t["index"].get<int64_t>(), t["offered_load"].get<double>(), rate_or_dash("offered_req_per_s"),
+        rate_or_dash("arrived_req_per_s"), t["achieved_req_per_s"].get<double>(),
         100 * t["goodput_share"].get<double>(), t["goodput_req_per_s"].get<double>(), whole_ms(l["ttft"]["p50"]),
         whole_ms(l["ttft"]["p99"]), whole_ms(l["tpot"]["p50"]), whole_ms(l["tpot"]["p99"]), whole_ms(l["e2e"]["p50"]),
         whole_ms(l["e2e"]["p99"]), 100 * (t["error_rate"].get<double>() + t["timeout_rate"].get<double>()),

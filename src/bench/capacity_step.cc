@@ -44,9 +44,12 @@ StepMeasure measure_step(const CellRun& cell, const StepCriteria& c) {
   StepMeasure m;
   std::vector<double> ttft, tpot, e2e;
   double output_tokens = 0;
+  double first_arrival = INFINITY, last_arrival = -INFINITY;
   for (const RequestRecord& r : cell.records) {
     if (r.status == RequestStatus::kNotSent) continue;
     ++m.sent;
+    first_arrival = std::min(first_arrival, arrival_ms(r));
+    last_arrival = std::max(last_arrival, arrival_ms(r));
     switch (r.status) {
       case RequestStatus::kCancelled: ++m.cancelled; break;
       case RequestStatus::kError: ++m.errors; break;
@@ -68,6 +71,8 @@ StepMeasure measure_step(const CellRun& cell, const StepCriteria& c) {
     if (within(t, c.slo.ttft_ms) && tpot_ok && within(e, c.slo.e2e_ms)) ++m.good;
   }
   m.window_s = (cell.window_end_ms - cell.window_start_ms) / 1000.0;
+  if (m.sent > 1 && last_arrival > first_arrival)
+    m.arrived_req_per_s = double(m.sent - 1) / ((last_arrival - first_arrival) / 1000.0);
   m.achieved_req_per_s = ratio_or_zero(double(m.ok), m.window_s);
   m.output_tok_per_s = ratio_or_zero(output_tokens, m.window_s);
   m.goodput_share = ratio_or_zero(double(m.good), double(m.sent - m.cancelled));
@@ -113,6 +118,7 @@ nlohmann::json step_measure_json(const StepMeasure& m) {
         {"rejected", m.rejected},
         {"oom", m.oom}}},
       {"window_s", m.window_s},
+      {"arrived_req_per_s", m.arrived_req_per_s},
       {"achieved_req_per_s", m.achieved_req_per_s},
       {"output_tok_per_s", m.output_tok_per_s},
       {"goodput_share", m.goodput_share},

@@ -57,6 +57,28 @@ TEST(CapacityStep, LatencyCountsFromTheScheduledArrival) {
   EXPECT_DOUBLE_EQ(measure_step(cell, criteria(350, 0, 0)).ttft.p50, 100);
 }
 
+TEST(CapacityStep, ArrivalRateIsTheSamplesOwnBesideTheServedRate) {
+  // Five arrivals one second apart, each served in 500 ms: 4 gaps over 4 s
+  // is 1 req/s arrived; 5 ok over the 4.5 s from the first send to the
+  // last end is 1.11 ok req/s (so a short step's ok req/s may pass its
+  // arrival rate: the window counts n requests, the arrivals n - 1 gaps).
+  CellRun cell;
+  for (int i = 0; i < 5; ++i) cell.records.push_back(ok_request(1000.0 * i, 1000.0 * i, 100, 5, 100));
+  cell.window_start_ms = 0;
+  cell.window_end_ms = 4500;
+  const StepMeasure m = measure_step(cell, criteria(0, 0, 0));
+  EXPECT_DOUBLE_EQ(m.arrived_req_per_s, 1.0);
+  EXPECT_DOUBLE_EQ(m.window_s, 4.5);
+  EXPECT_DOUBLE_EQ(m.achieved_req_per_s, 5 / 4.5);
+  EXPECT_DOUBLE_EQ(step_measure_json(m)["arrived_req_per_s"].get<double>(), 1.0);
+  // Late sends do not move the arrivals: they are the schedule's.
+  cell.records[4].send_ms = 4400;
+  EXPECT_DOUBLE_EQ(measure_step(cell, criteria(0, 0, 0)).arrived_req_per_s, 1.0);
+  // One request has no rate of arrival.
+  cell.records.resize(1);
+  EXPECT_EQ(measure_step(cell, criteria(0, 0, 0)).arrived_req_per_s, 0.0);
+}
+
 TEST(CapacityStep, GoodputCountsFailuresButNotCancellations) {
   CellRun cell;
   for (int i = 0; i < 16; ++i) cell.records.push_back(ok_request(kNaN, 100.0 * i, 50, 4, 20));

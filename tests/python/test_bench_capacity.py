@@ -124,6 +124,14 @@ def test_open_loop_rate_converges_on_the_known_capacity(tokenmill_bin, fake, tmp
     md = (out / "capacity.md").read_text()
     assert proc.stdout.strip() in md
     assert md.count("| meets |") == sum(s["meets"] for s in cap["steps"])
+    # Each step's arrivals as they were, beside the rate swept: a constant
+    # schedule arrives at its rate, and no step serves more than arrived
+    # (bar the one request a window holds beyond its gaps).
+    assert "| mean offered req/s | arrived req/s | ok req/s |" in md
+    for step in cap["steps"]:
+        assert abs(step["arrived_req_per_s"] - step["offered_load"]) <= 0.02 * step["offered_load"], step
+        n = step["requests"]["sent"]
+        assert step["achieved_req_per_s"] <= step["arrived_req_per_s"] * n / (n - 1) * 1.001, step
     # The plot: data sorted by load, a gnuplot script, the image where gnuplot is.
     rows = [line.split() for line in (out / "plots" / "capacity.dat").read_text().splitlines()
             if not line.startswith("#")]
