@@ -34,7 +34,7 @@ struct LatencyPercentiles {
 struct StepMeasure {
   int64_t sent = 0, ok = 0, good = 0, cancelled = 0;
   int64_t errors = 0, timeouts = 0, rejected = 0, oom = 0;
-  double window_s = 0;            // first send to last end
+  double window_s = 0;  // first send to last end
   // The arrivals this step really had: (sent - 1) gaps over the span from
   // the first scheduled arrival to the last. A finite sample of a bursty
   // process, so it may differ from the offered mean; ok req/s is bounded by

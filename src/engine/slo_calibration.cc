@@ -67,6 +67,13 @@ void calibrate_slo_costs(Engine& engine) {
     together.push_back(engine.submit(
         calibration_request(synthetic_prompt(short_prompt, n_vocab, static_cast<int32_t>(i + 1)), 2 * kDecodeSteps)));
   wait_all(together);
+  // A third prefill of another size: the model trusts its prefill cost
+  // after kMinSteps of forgotten weight, which two steps fall just short of.
+  std::vector<RequestHandle> last;
+  last.push_back(engine.submit(calibration_request(
+      synthetic_prompt(std::max<int64_t>(long_prompt / 2, 1), n_vocab, static_cast<int32_t>(batch + 1)),
+      kDecodeSteps)));
+  wait_all(last);
 }
 
 }  // namespace tokenmill::engine

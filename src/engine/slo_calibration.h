@@ -6,9 +6,10 @@
 // of them over a 500 ms TTFT target).
 //
 // The calibration runs real steps of the loaded model through the engine:
-// one prompt of a prefill chunk (prefill steps), then a batch of short
-// prompts decoding together (decode steps at a second batch size, for the
-// line's slope), each long enough for the model's kMinSteps. The steps
+// one prompt of a prefill chunk, a batch of short prompts decoding
+// together (decode steps at a second batch size, for the line's slope),
+// and a prompt of half a chunk: at least three prefill steps and a dozen
+// decode steps, past the model's kMinSteps of each. The steps
 // are what SloAdmission observes anyway; the requests' own counts are
 // then cleared from the metrics, so clients never see them. Cost: one
 // chunk of prefill and about ten decode steps, once, at start-up.
