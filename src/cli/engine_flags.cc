@@ -82,20 +82,8 @@ void add_engine_flags(CLI::App& cmd, EngineFlags& f, EngineFlagSet set) {
         ->capture_default_str();
   }
   cmd.add_option("--kv-exhausted", f.kv_exhausted, "When KV runs out: preempt|queue|reject")->capture_default_str();
-  cmd.add_option("--kv-policy", f.kv_policy,
-                 "What a long sequence keeps in its KV cache: full, streaming (attention sinks + recent window) or "
-                 "h2o (sinks + window + the most-attended blocks, within --kv-budget) (preempt|queue|reject: the "
-                 "older spelling of --kv-exhausted)")
-      ->capture_default_str();
-  cmd.add_option("--kv-sinks", f.kv_sinks, "streaming/h2o: first positions always kept (rounded up to blocks)")
-      ->capture_default_str();
-  cmd.add_option("--kv-window", f.kv_window, "streaming/h2o: most recent positions kept")->capture_default_str();
-  cmd.add_option("--kv-budget", f.kv_budget, "h2o: most positions a sequence keeps (sinks + window + heavy hitters)")
-      ->capture_default_str();
-  cmd.add_option("--kv-positions", f.kv_positions,
-                 "streaming/h2o: preserve (keys keep their true RoPE positions) or rerotate (positions are cache "
-                 "slots; moved keys are rotated back, so a request may run past the trained context)")
-      ->capture_default_str();
+  add_kv_policy_flags(cmd, {f.kv_policy, f.kv_sinks, f.kv_window, f.kv_budget, f.kv_positions},
+                      /*older_spelling=*/true);
   cmd.add_flag("--no-prefix-cache", f.no_prefix_cache, "Disable the prefix cache");
   cmd.add_flag("--no-window-pool", f.no_window_pool,
                "Keep sliding-window layers' K/V in the one pool for every position (gemma3)");
@@ -112,6 +100,23 @@ void add_engine_flags(CLI::App& cmd, EngineFlags& f, EngineFlagSet set) {
                    "Per-tenant bounds, TENANT:running=N,waiting=N,prefix_blocks=N ('*' = each other tenant; "
                    "repeatable)");
   }
+}
+
+void add_kv_policy_flags(CLI::App& cmd, const KvPolicyFlagRefs& f, bool older_spelling) {
+  cmd.add_option("--kv-policy", f.policy,
+                 std::string("What a long sequence keeps in its KV cache: full, streaming (attention sinks + recent "
+                             "window) or h2o (sinks + window + the most-attended blocks, within --kv-budget)") +
+                     (older_spelling ? " (preempt|queue|reject: the older spelling of --kv-exhausted)" : ""))
+      ->capture_default_str();
+  cmd.add_option("--kv-sinks", f.sinks, "streaming/h2o: first positions always kept (rounded up to blocks)")
+      ->capture_default_str();
+  cmd.add_option("--kv-window", f.window, "streaming/h2o: most recent positions kept")->capture_default_str();
+  cmd.add_option("--kv-budget", f.budget, "h2o: most positions a sequence keeps (sinks + window + heavy hitters)")
+      ->capture_default_str();
+  cmd.add_option("--kv-positions", f.positions,
+                 "streaming/h2o: preserve (keys keep their true RoPE positions) or rerotate (positions are cache "
+                 "slots; moved keys are rotated back, so a sequence may run past the trained context)")
+      ->capture_default_str();
 }
 
 sched::TenantPolicy parse_tenant_limits(const std::vector<std::string>& specs) {

@@ -118,6 +118,21 @@ struct EngineFlags {
   std::vector<std::string> tenant_limits;  // serve only: --tenant-limit TENANT:KEY=N,...
 };
 
+// The long-context KV policy flags, bound to the caller's fields:
+// --kv-policy full|streaming|h2o, --kv-sinks, --kv-window, --kv-budget,
+// --kv-positions. One definition for every command that takes them (run,
+// serve, bench engine through add_engine_flags; eval), so names, help and
+// defaults cannot drift apart. `older_spelling`: --kv-policy also accepts
+// preempt|queue|reject (the serving engine's older name of --kv-exhausted).
+struct KvPolicyFlagRefs {
+  std::string& policy;
+  int64_t& sinks;
+  int64_t& window;
+  int64_t& budget;
+  std::string& positions;
+};
+void add_kv_policy_flags(CLI::App& cmd, const KvPolicyFlagRefs& f, bool older_spelling);
+
 // The --tenant-limit values: "TENANT:running=N,waiting=N,prefix_blocks=N"
 // (any subset of the keys; 0 = no limit), "*:..." for every tenant not
 // listed. Throws Error naming the bad value.

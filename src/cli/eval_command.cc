@@ -11,6 +11,7 @@
 
 #include "cli/cli_util.h"
 #include "cli/commands.h"
+#include "cli/engine_flags.h"
 #include "eval/evaluator.h"
 #include "eval/loaded_model.h"
 #include "eval/logit_math.h"
@@ -28,23 +29,16 @@ using eval::LoadedModel;
 
 void add_load_options(CLI::App* cmd, eval::LoadOptions& o) {
   cmd->add_option("-m,--model", o.model_path, "GGUF model")->required()->check(CLI::ExistingFile);
-  cmd->add_option("--kv-dtype", o.kv_dtype, "KV cache type: " + kv::kv_dtype_choices())->capture_default_str();
-  cmd->add_option("--runtime", o.runtime, "Weights runtime: auto (the file's) | dense | w8a8 | fp8_e4m3")
-      ->capture_default_str();
+  add_kv_dtype_option(*cmd, o.kv_dtype);
+  add_runtime_option(*cmd, o.runtime);
   cmd->add_option("-t,--threads", o.threads, "Threads (default: all cores)");
   cmd->add_option("--lora", o.lora_path, "LoRA adapter GGUF applied to the model (not to --base)")
       ->check(CLI::ExistingFile);
   cmd->add_option("--lora-scale", o.lora_scale, "Multiplier of the adapter's deltas")->capture_default_str();
-  cmd->add_option("--kv-policy", o.kv_policy,
-                  "What the cache keeps: full, streaming (sinks + recent window) or h2o (sinks + window + the "
-                  "most-attended blocks within --kv-budget); each --batch is one step")
-      ->capture_default_str();
-  cmd->add_option("--kv-sinks", o.kv_sinks, "streaming/h2o: first positions kept (rounded up to blocks)")
-      ->capture_default_str();
-  cmd->add_option("--kv-window", o.kv_window, "streaming/h2o: most recent positions kept")->capture_default_str();
-  cmd->add_option("--kv-budget", o.kv_budget, "h2o: most positions kept")->capture_default_str();
-  cmd->add_option("--kv-positions", o.kv_positions, "streaming/h2o: preserve | rerotate (kv_policy.h)")
-      ->capture_default_str();
+  // The serving engine's definitions (engine_flags.h); each --batch is
+  // one step of the policy.
+  add_kv_policy_flags(*cmd, {o.kv_policy, o.kv_sinks, o.kv_window, o.kv_budget, o.kv_positions},
+                      /*older_spelling=*/false);
 }
 
 struct EvalFlags {

@@ -70,6 +70,28 @@ def test_run_takes_the_engine_flags_and_streams_past_the_context(tokenmill_bin, 
     assert bad.returncode != 0 and "slo-ttft-ms" in bad.stderr
 
 
+def test_commands_share_one_definition_of_the_engine_flags(tokenmill_bin):
+    """run, serve, bench engine and eval spell, explain and default the
+    flags they share the same way (one definition, cli/engine_flags.h)."""
+    def help_lines(*cmd):
+        out = run_tokenmill(tokenmill_bin, *cmd, "--help").stdout
+        return {line.split()[0]: " ".join(line.split()) for line in out.splitlines() if line.strip().startswith("--")}
+
+    helps = {name: help_lines(*cmd) for name, cmd in
+             (("run", ["run"]), ("serve", ["serve"]), ("bench engine", ["bench", "engine"]), ("eval", ["eval", "kld"]))}
+    for flag in ("--kv-sinks", "--kv-window", "--kv-budget", "--kv-positions", "--kv-dtype", "--runtime"):
+        lines = {name: h[flag] for name, h in helps.items()}
+        # eval's KV type defaults to f32 on purpose (a quality reference);
+        # every other default, and every explanation, is the same.
+        if flag == "--kv-dtype":
+            lines = {name: line.split(" ", 2)[2] for name, line in lines.items()}
+        assert len(set(lines.values())) == 1, lines
+    for name in ("run", "serve", "bench engine"):
+        for flag in ("--kv-policy", "--spec", "--block-size", "--prefill-chunk", "--max-batch-tokens", "--kv-memory",
+                     "--no-prefix-cache", "--prefix-isolation", "--rope-scaling"):
+            assert any(k.startswith(flag) for k in helps[name]), (name, flag)
+
+
 def test_text_round_trip_and_inspect(tokenmill_bin, tiny):
     ids = run_tokenmill(tokenmill_bin, "tokenize", "-m", tiny, input_text="hello world").stdout.strip()
     assert ids.startswith("1,")  # BOS of the built-in vocabulary
