@@ -14,7 +14,7 @@ SpecialTokenMatcher::SpecialTokenMatcher(const Vocabulary& vocab, std::vector<in
   terminal_rank_.push_back(-1);
   for (size_t rank = 0; rank < order_.size(); ++rank) {
     const std::string& text = vocab.text(order_[rank]);
-    lengths_.push_back(text.size());
+    texts_.push_back(text);
     first_byte_[static_cast<uint8_t>(text[0])] = true;
     int32_t node = 0;
     for (char c : text) {
@@ -28,8 +28,8 @@ SpecialTokenMatcher::SpecialTokenMatcher(const Vocabulary& vocab, std::vector<in
   }
 }
 
-std::vector<SpecialTokenMatcher::Occurrence> SpecialTokenMatcher::find_occurrences(std::string_view text) const {
-  std::vector<Occurrence> found;
+std::vector<bool> SpecialTokenMatcher::ranks_present(std::string_view text) const {
+  std::vector<bool> present(order_.size(), false);
   for (size_t i = 0; i < text.size(); ++i) {
     if (!first_byte_[static_cast<uint8_t>(text[i])]) continue;
     int32_t node = 0;
@@ -37,13 +37,10 @@ std::vector<SpecialTokenMatcher::Occurrence> SpecialTokenMatcher::find_occurrenc
       auto it = edges_.find((static_cast<uint64_t>(node) << 8) | static_cast<uint8_t>(text[j]));
       if (it == edges_.end()) break;
       node = it->second;
-      if (terminal_rank_[node] >= 0) found.push_back({terminal_rank_[node], i});
+      if (terminal_rank_[node] >= 0) present[static_cast<size_t>(terminal_rank_[node])] = true;
     }
   }
-  std::sort(found.begin(), found.end(), [](const Occurrence& a, const Occurrence& b) {
-    return a.rank != b.rank ? a.rank < b.rank : a.pos < b.pos;
-  });
-  return found;
+  return present;
 }
 
 std::vector<Fragment> SpecialTokenMatcher::split(std::string_view text) const {
@@ -51,34 +48,36 @@ std::vector<Fragment> SpecialTokenMatcher::split(std::string_view text) const {
   if (text.empty()) return fragments;
   fragments.push_back({kNoToken, 0, text.size()});
   if (empty()) return fragments;
-  const std::vector<Occurrence> found = find_occurrences(text);
+  // Each token, longest first, takes its leftmost non-overlapping
+  // occurrences out of what is still raw text. Only the tokens the text
+  // holds at all are searched for (one trie pass finds them), each with
+  // one pass of string search over the raw fragments: time O(text x trie
+  // depth + text x tokens present), memory O(fragments). (Listing every
+  // occurrence first cost O(text x depth) memory: 200 KB of spaces, which
+  // Gemma's vocabulary has tokens of every run length up to 31 for, took
+  // 200 MB.)
+  const std::vector<bool> present = ranks_present(text);
   std::vector<Fragment> next;
-  for (size_t g = 0; g < found.size();) {
-    // One group: all occurrences of one token, by position.
-    size_t g_end = g;
-    while (g_end < found.size() && found[g_end].rank == found[g].rank) ++g_end;
-    const int32_t rank = found[g].rank;
-    const size_t len = lengths_[static_cast<size_t>(rank)];
+  for (size_t rank = 0; rank < order_.size(); ++rank) {
+    if (!present[rank]) continue;
+    const std::string_view needle = texts_[rank];
+    const int32_t token = order_[rank];
     next.clear();
-    size_t k = g;
     for (const Fragment& f : fragments) {
-      if (f.token != kNoToken) {
+      if (f.token != kNoToken || f.end - f.begin < needle.size()) {
         next.push_back(f);
         continue;
       }
       size_t cur = f.begin;
-      while (k < g_end && found[k].pos < cur) ++k;
-      for (; k < g_end && found[k].pos + len <= f.end; ++k) {
-        size_t pos = found[k].pos;
-        if (pos < cur) continue;  // overlaps the previous match
+      const std::string_view raw = text.substr(0, f.end);
+      for (size_t pos = raw.find(needle, cur); pos != std::string_view::npos; pos = raw.find(needle, cur)) {
         if (pos > cur) next.push_back({kNoToken, cur, pos});
-        next.push_back({order_[static_cast<size_t>(rank)], pos, pos + len});
-        cur = pos + len;
+        next.push_back({token, pos, pos + needle.size()});
+        cur = pos + needle.size();
       }
       if (cur < f.end) next.push_back({kNoToken, cur, f.end});
     }
     fragments.swap(next);
-    g = g_end;
   }
   return fragments;
 }

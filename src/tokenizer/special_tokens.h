@@ -11,6 +11,7 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
 #include <string_view>
 #include <unordered_map>
 #include <vector>
@@ -39,14 +40,11 @@ class SpecialTokenMatcher {
   std::vector<Fragment> split(std::string_view text) const;
 
  private:
-  struct Occurrence {
-    int32_t rank;  // index into order_
-    size_t pos;
-  };
-  std::vector<Occurrence> find_occurrences(std::string_view text) const;
+  // Per rank: whether the token's text occurs anywhere in `text`.
+  std::vector<bool> ranks_present(std::string_view text) const;
 
-  std::vector<int32_t> order_;   // token ids, longest text first
-  std::vector<size_t> lengths_;  // text length per rank
+  std::vector<int32_t> order_;      // token ids, longest text first
+  std::vector<std::string> texts_;  // text per rank
   // Trie over the texts: edge (node << 8 | byte) -> child; node 0 is the root.
   std::unordered_map<uint64_t, int32_t> edges_;
   std::vector<int32_t> terminal_rank_;  // per node: rank ending here, or -1
