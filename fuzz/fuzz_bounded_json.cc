@@ -4,6 +4,7 @@
 // is refused by the bounded parser alone for a stated limit (depth, keys,
 // memory) that the input really exceeds. The shared budget must be whole
 // again after every call.
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <cstdlib>
@@ -19,10 +20,12 @@ void require(bool ok) {
   if (!ok) std::abort();
 }
 
-int depth_of(const nlohmann::ordered_json& j) {
-  if (!j.is_structured()) return 0;
+// Nesting depth, counted up to `cap` (so a deep document does not recurse
+// deeply here).
+int depth_of(const nlohmann::ordered_json& j, int cap) {
+  if (!j.is_structured() || cap == 0) return 0;
   int d = 0;
-  for (const auto& e : j) d = std::max(d, depth_of(e));
+  for (const auto& e : j) d = std::max(d, depth_of(e, cap - 1));
   return d + 1;
 }
 
@@ -52,7 +55,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       case JsonRefusal::kSyntax: require(!they_parse); break;
       // Refused for a limit: never a document nlohmann calls malformed
       // past the point of refusal is checked; a valid one must exceed it.
-      case JsonRefusal::kTooDeep: require(!they_parse || depth_of(theirs) > limits.max_depth); break;
+      case JsonRefusal::kTooDeep:
+        require(!they_parse || depth_of(theirs, limits.max_depth + 1) > limits.max_depth);
+        break;
       case JsonRefusal::kTooManyKeys:
       case JsonRefusal::kTooLarge: break;              // counted on the way (duplicates included): no cheap recount
       case JsonRefusal::kBusy: require(false); break;  // nothing else holds the budget
