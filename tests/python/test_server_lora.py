@@ -335,9 +335,9 @@ def test_unload_and_reload_under_load_lose_no_request(tokenmill_bin, slow, tmp_p
     # under ASan (the loop below then ran out of time). One sequence at a
     # time and no prefix cache: every request then runs the very products
     # the expected one ran. Batched beside others (or prefilling only the
-    # tail the cache lacks), a row can take another kernel path (int16
-    # decode tiles against the FP32 packed GEMM, whose thresholds differ
-    # between AVX2 and AVX-512) and greedy decoding can flip at a near-tie:
+    # tail the cache lacks), a row can take another kernel path (decode
+    # tiles against a packed GEMM, with thresholds that differ between AVX2
+    # and AVX-512) and greedy decoding can flip at a near-tie:
     # on an AVX-512 machine 1 run in 3 failed that way, with no adapter
     # change at all. The requests still queue, stream and drain across the
     # unload and reload.
