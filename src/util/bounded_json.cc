@@ -1,7 +1,6 @@
 #include "util/bounded_json.h"
 
 #include <fmt/format.h>
-#include <malloc.h>
 
 #include <algorithm>
 #include <optional>
@@ -247,12 +246,7 @@ Json parse_bounded(std::string_view text, const JsonLimits& limits) {
       if (ok && !builder.refused()) return builder.take();
     }
     refusal = builder.refused() ? builder.error() : JsonLimitError(JsonRefusal::kSyntax, "not valid JSON");
-  }  // the partial tree is freed here
-  // A tree refused for its size was up to max_bytes of small blocks: give
-  // their pages back now. Left in this thread's malloc arena they would
-  // stay resident beside the next large parse in another thread's arena,
-  // and the server-wide bound would bound what is in use but not memory.
-  if (refusal->why() == JsonRefusal::kTooLarge) malloc_trim(0);
+  }  // the partial tree is freed here, before the refusal travels
   throw *refusal;
 }
 
