@@ -41,7 +41,7 @@ void check_tenant_name(std::string_view tenant, std::string_view what);
 class ApiKeyTable {
  public:
   ApiKeyTable() = default;
-  // Throws Error for a key listed twice with different tenants.
+  // Throws Error for a key listed twice with different tenants or marks.
   explicit ApiKeyTable(std::vector<ApiKey> keys);
   bool enabled() const { return !keys_.empty(); }
   // The key an "Authorization: Bearer KEY" header carries, or null. Every
