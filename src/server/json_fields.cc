@@ -14,23 +14,37 @@ namespace tokenmill::server {
 
 namespace {
 
+// The answer to a refused body. Built and returned, then thrown in one
+// place: clang 14 under ASan destroyed the string temporaries of
+// [[noreturn]] bad_request(...) calls in the other cases of a switch when
+// one case threw (stack-use-after-scope, a crashed server), so no case
+// here creates temporaries that outlive it.
+ApiError refusal_error(const util::JsonLimitError& e, const util::JsonLimits& limits) {
+  switch (e.why()) {
+    case util::JsonRefusal::kSyntax:
+      return ApiError(400, fmt::format("the request body is not valid JSON: {}", e.what()), "invalid_request_error");
+    case util::JsonRefusal::kTooDeep:
+      return ApiError(400, fmt::format("the request body nests JSON deeper than {} levels", limits.max_depth),
+                      "invalid_request_error");
+    case util::JsonRefusal::kTooManyKeys:
+    case util::JsonRefusal::kTooLarge:
+      return ApiError(413, fmt::format("the request body is too large to parse: {}", e.what()), "invalid_request_error",
+                      std::nullopt, "request_too_large");
+    case util::JsonRefusal::kBusy: {
+      ApiError busy(503, e.what(), "unavailable_error", std::nullopt, "server_busy");
+      busy.with_retry_after(1);
+      return busy;
+    }
+  }
+  return ApiError(400, fmt::format("the request body could not be parsed: {}", e.what()), "invalid_request_error");
+}
+
 template <typename Json>
 Json parse_request_json(std::string_view text, const util::JsonLimits& limits) {
   try {
     return util::parse_bounded<Json>(text, limits);
   } catch (const util::JsonLimitError& e) {
-    switch (e.why()) {
-      case util::JsonRefusal::kSyntax: bad_request("", "the request body is not valid JSON: {}", e.what());
-      case util::JsonRefusal::kTooDeep:
-        bad_request("", "the request body nests JSON deeper than {} levels", limits.max_depth);
-      case util::JsonRefusal::kTooManyKeys:
-      case util::JsonRefusal::kTooLarge:
-        throw ApiError(413, fmt::format("the request body is too large to parse: {}", e.what()),
-                       "invalid_request_error", std::nullopt, "request_too_large");
-      case util::JsonRefusal::kBusy:
-        throw ApiError(503, e.what(), "unavailable_error", std::nullopt, "server_busy").with_retry_after(1);
-    }
-    throw;
+    throw refusal_error(e, limits);
   }
 }
 
