@@ -82,6 +82,13 @@ def rss_hwm_mb(pid):
     raise AssertionError("no VmHWM")
 
 
+def sanitized(binary):
+    """Whether the binary was built with ASan or TSan (their runtimes' entry points are in it)."""
+    with open(binary, "rb") as f:
+        data = f.read()
+    return b"__asan_init" in data or b"__tsan_init" in data
+
+
 def timed(fn):
     t = time.perf_counter()
     out = fn()
@@ -318,7 +325,11 @@ def test_concurrent_large_bodies_stay_within_the_parse_budget(tokenmill_bin, tin
         print(f"8 x {len(body) / 1e6:.1f} MB bodies at once: {sorted(statuses)} in {seconds:.2f} s, "
               f"peak RSS grew {growth:.0f} MB (bound {bound:.0f} MB: budget 32 MB + twice the bodies + 40)")
         assert all(st in ((413, "request_too_large"), (503, "server_busy")) for st in statuses), statuses
-        assert growth < bound, growth
+        # A sanitizer's allocator keeps freed memory in quarantine and adds
+        # redzones and shadow: its RSS says nothing about the budget (the
+        # statuses above, and no report, are what that build checks).
+        if not sanitized(tokenmill_bin):
+            assert growth < bound, growth
         # The budget is whole again: a normal request parses.
         assert s.http.post("/v1/completions", json={"prompt": "x", "max_tokens": 1}).status_code == 200
 
