@@ -159,6 +159,29 @@ engine::EngineConfig run_engine_config(RunOptions& o, int64_t context, int64_t n
   return c;
 }
 
+// The timing line (and the speculation line) on stderr.
+void print_summary(const engine::Engine& engine, const engine::FinalEvent& final, int64_t prompt_len,
+                   int64_t num_generated, uint64_t seed, SteadyClock::time_point start) {
+  const engine::Timings& t = final.timings;
+  // Decode rate counts the forward steps after the first token.
+  const double decode_steps = static_cast<double>(std::max<int64_t>(num_generated - 1, 0));
+  std::fprintf(stderr,
+               "prompt %lld tokens | prefill %.1f tok/s | TTFT %.1f ms | generated %lld tokens | "
+               "decode %.1f tok/s | threads %d | runtime %s | KV %s | seed %llu | total %.2f s\n",
+               static_cast<long long>(prompt_len), prompt_len / std::max(t.prefill_ms * 1e-3, 1e-9), t.ttft_ms,
+               static_cast<long long>(num_generated), decode_steps / std::max(t.decode_ms * 1e-3, 1e-9),
+               engine.num_threads(), runtime_name(engine.matmul_hook()).c_str(),
+               std::string(kv::kv_dtype_name(engine.config().kv_dtype)).c_str(), static_cast<unsigned long long>(seed),
+               seconds_since(start));
+  if (engine.config().spec.enabled()) {
+    const engine::SpecStats& sp = final.spec;
+    std::fprintf(stderr, "speculative %s: %lld draft tokens, %lld accepted (%.1f %%)\n",
+                 std::string(spec::spec_method_name(engine.config().spec.method)).c_str(),
+                 static_cast<long long>(sp.draft_tokens), static_cast<long long>(sp.accepted_tokens),
+                 sp.draft_tokens > 0 ? 100.0 * static_cast<double>(sp.accepted_tokens) / sp.draft_tokens : 0.0);
+  }
+}
+
 void run(RunOptions o) {
   const SteadyClock::time_point start = SteadyClock::now();
   if (o.n_predict < 0) fail("-n must be >= 0, got {}", o.n_predict);
@@ -227,24 +250,7 @@ void run(RunOptions o) {
   if (final->reason == engine::FinishReason::kLength && request.max_tokens < wanted)
     std::fprintf(stderr, "[context full at %lld tokens]\n", static_cast<long long>(max_len));
 
-  const engine::Timings& t = final->timings;
-  // Decode rate counts the forward steps after the first token.
-  const double decode_steps = static_cast<double>(std::max<int64_t>(static_cast<int64_t>(generated.size()) - 1, 0));
-  std::fprintf(stderr,
-               "prompt %lld tokens | prefill %.1f tok/s | TTFT %.1f ms | generated %lld tokens | "
-               "decode %.1f tok/s | threads %d | runtime %s | KV %s | seed %llu | total %.2f s\n",
-               static_cast<long long>(prompt_len), prompt_len / std::max(t.prefill_ms * 1e-3, 1e-9), t.ttft_ms,
-               static_cast<long long>(generated.size()), decode_steps / std::max(t.decode_ms * 1e-3, 1e-9),
-               engine.num_threads(), runtime_name(engine.matmul_hook()).c_str(),
-               std::string(kv::kv_dtype_name(engine.config().kv_dtype)).c_str(),
-               static_cast<unsigned long long>(request.sampling.seed), seconds_since(start));
-  if (engine.config().spec.enabled()) {
-    const engine::SpecStats& sp = final->spec;
-    std::fprintf(stderr, "speculative %s: %lld draft tokens, %lld accepted (%.1f %%)\n",
-                 std::string(spec::spec_method_name(engine.config().spec.method)).c_str(),
-                 static_cast<long long>(sp.draft_tokens), static_cast<long long>(sp.accepted_tokens),
-                 sp.draft_tokens > 0 ? 100.0 * static_cast<double>(sp.accepted_tokens) / sp.draft_tokens : 0.0);
-  }
+  print_summary(engine, *final, prompt_len, static_cast<int64_t>(generated.size()), request.sampling.seed, start);
 }
 
 }  // namespace

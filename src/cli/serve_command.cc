@@ -66,6 +66,19 @@ struct ServeOptions {
   EngineFlags engine;   // shared with `bench engine` (engine_flags.h)
 };
 
+// --max-body-bytes, --max-header-bytes and the JSON parse budgets.
+void set_size_limits(const ServeOptions& o, server::ServerOptions& s) {
+  s.max_body_bytes = static_cast<size_t>(engine::parse_byte_size(o.max_body));
+  s.max_header_bytes = static_cast<size_t>(engine::parse_byte_size(o.max_header));
+  if (s.max_header_bytes < 1024) fail("--max-header-bytes must be at least 1K, got {}", o.max_header);
+  s.max_request_parse_bytes = static_cast<size_t>(engine::parse_byte_size(o.max_request_parse));
+  s.max_parse_bytes = static_cast<size_t>(engine::parse_byte_size(o.max_parse));
+  if (s.max_request_parse_bytes < (size_t{1} << 20))
+    fail("--max-request-parse-bytes must be at least 1M, got {}", o.max_request_parse);
+  if (s.max_parse_bytes < s.max_request_parse_bytes)
+    fail("--max-parse-bytes ({}) must be at least --max-request-parse-bytes ({})", o.max_parse, o.max_request_parse);
+}
+
 server::ServerOptions server_options(const ServeOptions& o) {
   server::ServerOptions s;
   s.host = o.host;
@@ -81,15 +94,7 @@ server::ServerOptions server_options(const ServeOptions& o) {
   std::string stem = std::filesystem::path(o.model_path).stem().string();
   if (std::find(s.model_names.begin(), s.model_names.end(), stem) == s.model_names.end()) s.model_names.push_back(stem);
   s.chat_template = o.chat_template;
-  s.max_body_bytes = static_cast<size_t>(engine::parse_byte_size(o.max_body));
-  s.max_header_bytes = static_cast<size_t>(engine::parse_byte_size(o.max_header));
-  if (s.max_header_bytes < 1024) fail("--max-header-bytes must be at least 1K, got {}", o.max_header);
-  s.max_request_parse_bytes = static_cast<size_t>(engine::parse_byte_size(o.max_request_parse));
-  s.max_parse_bytes = static_cast<size_t>(engine::parse_byte_size(o.max_parse));
-  if (s.max_request_parse_bytes < (size_t{1} << 20))
-    fail("--max-request-parse-bytes must be at least 1M, got {}", o.max_request_parse);
-  if (s.max_parse_bytes < s.max_request_parse_bytes)
-    fail("--max-parse-bytes ({}) must be at least --max-request-parse-bytes ({})", o.max_parse, o.max_request_parse);
+  set_size_limits(o, s);
   if (o.http_threads < 4 || o.http_threads > 4096) fail("--http-threads must be in [4, 4096], got {}", o.http_threads);
   s.http_threads = o.http_threads;
   if (o.max_connections < 1) fail("--max-connections must be at least 1, got {}", o.max_connections);

@@ -217,33 +217,31 @@ void HttpServer::dispatch(HttpRequest& req, HttpResponse& res) {
     return;
   }
   run_guarded(res, [&] {
-    const std::string x_tenant = req.header("X-Tenant");
-    // Draining after SIGTERM: every API request is refused (the probes,
-    // /health and /metrics, still answer, and say "stopping").
-    if (found->authed && ctx_.state.load() == ServerState::kStopping)
-      throw ApiError(503, "the server is shutting down", "service_unavailable", std::nullopt, "shutting_down")
-          .with_retry_after(5);
-    if (found->authed) {
-      const ApiKey* key = nullptr;
-      if (keys_.enabled()) {
-        const std::string auth = req.header("Authorization");
-        key = keys_.find(auth);
-        if (!key) {
-          ctx_.stats.on_auth_failure();
-          throw ApiError(
-              401,
-              auth.empty() ? "missing API key: send it as 'Authorization: Bearer KEY'" : "incorrect API key provided",
-              "invalid_request_error", std::nullopt, "invalid_api_key");
-        }
-      }
-      req.tenant = resolve_tenant(key, keys_.enabled(), x_tenant);
-      req.sees_all_tenants = !keys_.enabled() || key->admin;
-    }
+    if (found->authed) authorize(req);
     found->fn(req, res);
   });
   // Counted before the response leaves, so that /metrics read right after
   // an answer already includes it.
   ctx_.stats.on_response(endpoint_label(req.path), res.status);
+}
+
+void HttpServer::authorize(HttpRequest& req) {
+  // Draining after SIGTERM: every API request is refused (the probes,
+  // /health and /metrics, still answer, and say "stopping").
+  ctx_.refuse_if_stopping();
+  const ApiKey* key = nullptr;
+  if (keys_.enabled()) {
+    const std::string auth = req.header("Authorization");
+    key = keys_.find(auth);
+    if (!key) {
+      ctx_.stats.on_auth_failure();
+      throw ApiError(
+          401, auth.empty() ? "missing API key: send it as 'Authorization: Bearer KEY'" : "incorrect API key provided",
+          "invalid_request_error", std::nullopt, "invalid_api_key");
+    }
+  }
+  req.tenant = resolve_tenant(key, keys_.enabled(), req.header("X-Tenant"));
+  req.sees_all_tenants = !keys_.enabled() || key->admin;
 }
 
 void HttpServer::register_routes() {

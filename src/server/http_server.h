@@ -123,6 +123,9 @@ class HttpServer {
   // The front's handler: request id and log record, routing (404, 405),
   // the key check, exceptions -> error bodies, the response counters.
   void dispatch(HttpRequest& req, HttpResponse& res);
+  // For a route that needs a key: 503 while draining, 401 for a missing or
+  // wrong key; sets the request's tenant and what it may see of others.
+  void authorize(HttpRequest& req);
   void handle_health(const HttpRequest& req, HttpResponse& res);
   void handle_metrics(const HttpRequest& req, HttpResponse& res);
   void handle_models(const HttpRequest& req, HttpResponse& res);

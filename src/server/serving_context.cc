@@ -9,10 +9,14 @@
 
 namespace tokenmill::server {
 
-engine::Engine& ServingContext::require_engine() const {
+void ServingContext::refuse_if_stopping() const {
   if (state.load() == ServerState::kStopping)
     throw ApiError(503, "the server is shutting down", "service_unavailable", std::nullopt, "shutting_down")
         .with_retry_after(5);
+}
+
+engine::Engine& ServingContext::require_engine() const {
+  refuse_if_stopping();
   engine::Engine* e = engine.load();
   if (!e)
     throw ApiError(503, "the model is still loading", "service_unavailable", std::nullopt, "loading")

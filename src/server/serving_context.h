@@ -84,6 +84,8 @@ struct ServingContext {
   size_t max_request_parse_bytes = size_t{64} << 20;
   std::unique_ptr<util::SharedByteBudget> parse_memory;
 
+  // ApiError 503 shutting_down (Retry-After) once the server drains.
+  void refuse_if_stopping() const;
   // The engine, or ApiError 503 (loading / shutting down).
   engine::Engine& require_engine() const;
   ParseLimits parse_limits() const;
