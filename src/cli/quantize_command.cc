@@ -12,6 +12,7 @@
 #include "cli/commands.h"
 #include "eval/loaded_model.h"
 #include "model/model.h"
+#include "quant/gptq_search.h"
 #include "quant/quant_target.h"
 #include "quant/quantizer.h"
 #include "util/error.h"
@@ -23,6 +24,9 @@ struct CalibrationFlags {
   std::string text_file;
   std::string tokens_file;
   double memory_mb = 2048.0;
+  std::string gptq_damp = "auto";
+  std::string gptq_order = "auto";
+  bool float_inputs = false;
 };
 
 double peak_rss_mb() {
@@ -40,12 +44,18 @@ void print_calibration(const quant::QuantizeResult& r) {
                r.methods.name().c_str(), static_cast<long long>(c.matrices),
                static_cast<long long>(c.calibration_tokens), static_cast<long long>(c.passes),
                c.hessian_bytes_peak / 1e6, c.calibration_seconds, c.awq_seconds, c.gptq_seconds, peak_rss_mb());
+  for (const auto& [settings, groups] : c.gptq_choices)
+    std::fprintf(stderr, "gptq: %s in %lld group(s)\n", settings.c_str(), static_cast<long long>(groups));
+  if (c.clip_blocks > 0)
+    std::fprintf(stderr, "awq clipping: %lld of %lld blocks clipped\n", static_cast<long long>(c.clipped_blocks),
+                 static_cast<long long>(c.clip_blocks));
 }
 
 void run_quantize(quant::QuantizeOptions o, const CalibrationFlags& cf) {
   std::unique_ptr<model::Model> model;
   std::vector<int32_t> tokens;
   if (!cf.text_file.empty() && !cf.tokens_file.empty()) fail("give at most one of --calib and --calib-tokens");
+  o.calibration.gptq_candidates = quant::parse_gptq_candidates(cf.gptq_damp, cf.gptq_order);
   if (!cf.text_file.empty() || !cf.tokens_file.empty()) {
     if (!(cf.memory_mb > 0.0)) fail("--calib-memory must be > 0 MB");
     model = model::Model::load(o.input);
@@ -58,6 +68,7 @@ void run_quantize(quant::QuantizeOptions o, const CalibrationFlags& cf) {
     o.calibration.model = model.get();
     o.calibration.tokens = tokens;
     o.calibration.memory_budget = static_cast<int64_t>(cf.memory_mb * 1e6);
+    o.calibration.sequential = !cf.float_inputs;
     o.calibration_name =
         std::filesystem::path(cf.text_file.empty() ? cf.tokens_file : cf.text_file).filename().string();
   }
@@ -100,8 +111,20 @@ void add_quantize_command(CLI::App& app) {
   cmd->add_option("--calib-chunks", o->calibration.spec.max_chunks, "Use at most this many chunks (0: all)");
   cmd->add_option("--calib-memory", cf->memory_mb, "MB of input Hessians held at once (more: more passes)")
       ->capture_default_str();
-  cmd->add_option("--gptq-damp", o->calibration.damp, "GPTQ damping, fraction of the Hessian's mean diagonal")
-      ->check(CLI::Range(0.0, 1.0))
+  cmd->add_option("--gptq-damp", cf->gptq_damp,
+                  "GPTQ damping, fraction of the Hessian's mean diagonal, or auto: 0.001, 0.01 or 0.1 per group, "
+                  "whichever gives the least output error on the calibration data")
+      ->capture_default_str();
+  cmd->add_option("--gptq-order", cf->gptq_order,
+                  "GPTQ column order: natural, act-order (decreasing input energy, static block scales), "
+                  "or auto (chosen per group with the damping)")
+      ->capture_default_str();
+  cmd->add_flag("--gptq-float-inputs", cf->float_inputs,
+                "GPTQ Hessians from the float model in one pass instead of layer by layer from the quantized "
+                "layers' outputs (faster, usually worse)");
+  cmd->add_option("--awq-clip-steps", o->calibration.awq.clip_steps,
+                  "AWQ clipping candidates per block (max|w| x 1, 0.95, ...); 1: no clipping search")
+      ->check(CLI::Range(1, 20))
       ->capture_default_str();
   cmd->add_option("--awq-grid", o->calibration.awq.grid, "AWQ: alpha candidates in [0, 1)")
       ->check(CLI::Range(1, 1000))

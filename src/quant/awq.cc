@@ -6,6 +6,7 @@
 #include "kernels/matmul.h"
 #include "kernels/quant.h"
 #include "quant/importance_quant.h"
+#include "quant/output_error.h"
 
 namespace tokenmill::quant {
 namespace {
@@ -26,12 +27,9 @@ std::vector<float> factors_for(const std::vector<float>& mean_abs, float alpha) 
   return s;
 }
 
-// Rows searched per matrix: evenly spaced.
+// Rows searched per matrix: as many as the budget allows (at least 8).
 std::vector<int64_t> sample_rows(int64_t rows, int64_t cols, int64_t budget) {
-  const int64_t n = std::clamp<int64_t>(budget / std::max<int64_t>(cols * cols, 1), 8, rows);
-  std::vector<int64_t> out(static_cast<size_t>(n));
-  for (int64_t k = 0; k < n; ++k) out[static_cast<size_t>(k)] = k * rows / n;
-  return out;
+  return evenly_spaced_rows(rows, std::clamp<int64_t>(budget / std::max<int64_t>(cols * cols, 1), 8, rows));
 }
 
 }  // namespace
@@ -49,8 +47,7 @@ AwqResult search_awq_scales(const std::vector<AwqMatrix>& group, int64_t cols, c
   }
   const int64_t num_jobs = static_cast<int64_t>(jobs.size());
   const std::vector<float> hf(h.begin(), h.end());
-  const kernels::WeightView hw{gguf::TensorType::F32, hf.data(), cols, cols, nullptr};
-  std::vector<float> diffs(static_cast<size_t>(num_jobs * cols)), products(diffs.size());
+  std::vector<float> diffs(static_cast<size_t>(num_jobs * cols));
   AwqResult best;
   best.error = -1.0;
   for (int k = 0; k < o.grid; ++k) {
@@ -61,8 +58,7 @@ AwqResult search_awq_scales(const std::vector<AwqMatrix>& group, int64_t cols, c
       importance.resize(static_cast<size_t>(cols));
       for (int64_t j = 0; j < cols; ++j) importance[j] = mean_sq[j] / (s[j] * s[j]);
     }
-    // d for every row searched, then d^T H d for all of them as one product
-    // D H in the float matmul kernels.
+    // d for every row searched, then d^T H d for all of them at once.
     pool.parallel_for(static_cast<int64_t>(jobs.size()), [&](int, int64_t begin, int64_t end) {
       std::vector<float> x(static_cast<size_t>(cols)), xr(static_cast<size_t>(cols));
       std::vector<uint8_t> q;
@@ -77,13 +73,61 @@ AwqResult search_awq_scales(const std::vector<AwqMatrix>& group, int64_t cols, c
         for (int64_t j = 0; j < cols; ++j) d[j] = w[j] - xr[j] / s[j];
       }
     });
-    kernels::matmul(hw, diffs.data(), num_jobs, products.data(), pool);
-    double error = 0.0;
-    for (size_t i = 0; i < diffs.size(); ++i) error += double(diffs[i]) * products[i];
+    const double error = output_error(hf, cols, diffs.data(), num_jobs, pool);
     if (k == 0) best.plain_error = error;
     if (best.error < 0.0 || error < best.error) best.error = error, best.alpha = alpha, best.scales = s;
   }
   return best;
+}
+
+std::vector<float> search_awq_clip(gguf::TensorType type, const float* w, int64_t rows, int64_t cols,
+                                   const std::vector<double>& h, const float* importance, int steps, ThreadPool& pool) {
+  const int64_t qb = gguf::tensor_type_info(type).block_size, blocks = cols / qb;
+  std::vector<float> ratios(static_cast<size_t>(rows * blocks), 1.0f);
+  pool.parallel_for(rows * blocks, [&](int, int64_t begin, int64_t end) {
+    std::vector<float> clipped(static_cast<size_t>(qb)), back(static_cast<size_t>(qb));
+    std::vector<double> d(static_cast<size_t>(qb));
+    std::vector<uint8_t> q(static_cast<size_t>(gguf::row_bytes(type, qb)));
+    for (int64_t i = begin; i < end; ++i) {
+      const int64_t c0 = (i % blocks) * qb;
+      const float* x = w + (i / blocks) * cols + c0;
+      double best = -1.0;
+      for (int k = 0; k < steps; ++k) {
+        const float ratio = 1.0f - static_cast<float>(k) / 20.0f;
+        std::copy(x, x + qb, clipped.begin());
+        clip_block(clipped.data(), qb, ratio);
+        quantize_row_weighted(type, clipped.data(), q.data(), qb, importance == nullptr ? nullptr : importance + c0);
+        kernels::dequantize_row_ref(type, q.data(), back.data(), qb);
+        for (int64_t j = 0; j < qb; ++j) d[j] = double(x[j]) - back[j];
+        double e = 0.0;
+        for (int64_t a = 0; a < qb; ++a) {
+          const double* ha = h.data() + (c0 + a) * cols + c0;
+          double s = 0.0;
+          for (int64_t b = 0; b < qb; ++b) s += ha[b] * d[b];
+          e += s * d[a];
+        }
+        if (best < 0.0 || e < best) best = e, ratios[static_cast<size_t>(i)] = ratio;
+      }
+    }
+  });
+  return ratios;
+}
+
+void clip_block(float* x, int64_t n, float ratio) {
+  if (ratio >= 1.0f) return;
+  float m = 0.0f;
+  for (int64_t j = 0; j < n; ++j) m = std::max(m, std::fabs(x[j]));
+  m *= ratio;
+  for (int64_t j = 0; j < n; ++j) x[j] = std::clamp(x[j], -m, m);
+}
+
+void apply_awq_clip(gguf::TensorType type, float* w, int64_t first_row, int64_t rows, int64_t cols,
+                    const std::vector<float>& ratios) {
+  const int64_t qb = gguf::tensor_type_info(type).block_size, blocks = cols / qb;
+  for (int64_t r = 0; r < rows; ++r) {
+    for (int64_t b = 0; b < blocks; ++b)
+      clip_block(w + r * cols + b * qb, qb, ratios[static_cast<size_t>((first_row + r) * blocks + b)]);
+  }
 }
 
 }  // namespace tokenmill::quant

@@ -37,11 +37,35 @@ struct AwqOptions {
   int grid = 20;                      // alpha in {0, 1/grid, ..., (grid-1)/grid}
   int64_t eval_budget = 256LL << 20;  // multiply-adds per matrix and alpha: rows searched ~ budget / cols^2
   bool weighted = false;              // importance-weighted rounding (mean x^2 / s^2)
+  int clip_steps = 10;                // clipping candidates (search_awq_clip); 1: no clipping
 };
 
 // h: [cols, cols] mean x x^T (float64, full); mean_abs, mean_sq: [cols].
 AwqResult search_awq_scales(const std::vector<AwqMatrix>& group, int64_t cols, const std::vector<double>& h,
                             const std::vector<float>& mean_abs, const std::vector<float>& mean_sq,
                             const AwqOptions& options, ThreadPool& pool);
+
+// AWQ's clipping search: per row and block of `type` (32 elements, or a
+// K-quant's 256), the fraction of the block's max|w| above which weights
+// are clamped, among {1, 1 - 1/20, ..., 1 - (steps-1)/20}, chosen to
+// minimise the block's output error d^T H_bb d against the unclipped
+// weights (H_bb: the block's diagonal sub-block of the input Hessian; the
+// cross-block terms are left out, as the paper's per-group search leaves
+// them). Clipping trades a larger error on a few outliers for a finer grid
+// on the rest. w: [rows, cols] as they will be stored (AWQ factors
+// applied); h: the Hessian of that matrix's input, [cols, cols] (full,
+// double); importance [cols] or null (the rounding's weights). Returns
+// [rows, cols / block] ratios. Cost: rows x cols x steps x (block + a
+// block's quantization) multiply-adds, over the pool.
+std::vector<float> search_awq_clip(gguf::TensorType type, const float* w, int64_t rows, int64_t cols,
+                                   const std::vector<double>& h, const float* importance, int steps, ThreadPool& pool);
+
+// Clamps x[0, n) to ratio x its largest magnitude.
+void clip_block(float* x, int64_t n, float ratio);
+
+// Clamps each block of w, rows [first_row, first_row + rows) of the matrix,
+// by its ratio from search_awq_clip (ratios of the whole matrix).
+void apply_awq_clip(gguf::TensorType type, float* w, int64_t first_row, int64_t rows, int64_t cols,
+                    const std::vector<float>& ratios);
 
 }  // namespace tokenmill::quant

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cmath>
 #include <memory>
 
 #include "kernels/quant.h"
@@ -11,6 +12,8 @@
 #include "quant/hessian_collector.h"
 #include "quant/importance_quant.h"
 #include "quant/input_groups.h"
+#include "quant/output_error.h"
+#include "quant/sequential_hook.h"
 #include "util/check.h"
 #include "util/clock.h"
 #include "util/error.h"
@@ -63,17 +66,17 @@ std::optional<GroupWork> plan_group(const InputGroup& g, size_t index, const std
 }
 
 // Consecutive whole layers whose Hessians fit the budget (at least one
-// layer per pass).
+// layer per pass); with per_layer, one layer per pass.
 std::vector<std::vector<GroupWork>> split_passes(const std::vector<GroupWork>& work,
                                                  const std::vector<InputGroup>& groups, const gguf::GgufFile& file,
-                                                 int64_t budget) {
+                                                 int64_t budget, bool per_layer) {
   std::vector<std::vector<GroupWork>> passes;
   int64_t used = 0, layer = -2;
   for (const GroupWork& w : work) {
     const InputGroup& g = groups[w.index];
     const int64_t cols = file.tensor(g.matrices[0]).row_length();
     const int64_t bytes = cols * cols * 4;
-    if (passes.empty() || (g.layer != layer && used + bytes > budget)) {
+    if (passes.empty() || (g.layer != layer && (per_layer || used + bytes > budget))) {
       passes.emplace_back();
       used = 0;
     }
@@ -95,24 +98,41 @@ std::string method_name(const GroupWork& w, bool weighted) {
 class PassRunner {
  public:
   PassRunner(const gguf::GgufFile& file, const std::vector<InputGroup>& groups,
-             const std::map<std::string, TensorType>& types, const CalibratedOptions& o, ThreadPool& pool,
-             const std::function<void(const std::string&)>& log, CalibratedOutput& out)
-      : file_(file), groups_(groups), types_(types), o_(o), pool_(pool), log_(log), out_(out) {}
+             const std::map<std::string, TensorType>& types, const CalibratedOptions& o, bool sequential,
+             ThreadPool& pool, const std::function<void(const std::string&)>& log, CalibratedOutput& out)
+      : file_(file),
+        groups_(groups),
+        types_(types),
+        o_(o),
+        sequential_(sequential),
+        pool_(pool),
+        log_(log),
+        out_(out) {}
 
   void run(const std::vector<GroupWork>& pass);
 
  private:
+  void calibrate(const std::vector<size_t>& indices, int64_t layer, HessianCollector& collector);
   void search_awq(const GroupWork& w, const InputHessian& h);
+  void search_clip(const GroupWork& w, const InputHessian& h);
   void encode_group(const GroupWork& w, const InputHessian& h);
+  GptqChoice choose_settings(const InputGroup& g, const std::vector<double>& hs, const float* importance);
+  std::vector<double> scaled_hessian(const InputGroup& g, const InputHessian& h) const;
+  void load_stored_rows(const std::string& name, int64_t begin, int64_t end, std::vector<float>& out, bool clip) const;
+  const std::vector<float>* clip_ratios(const std::string& name) const;
   std::vector<uint8_t> encode_matrix(const std::string& name, const GptqFactor* factor, const float* importance);
 
   const gguf::GgufFile& file_;
   const std::vector<InputGroup>& groups_;
   const std::map<std::string, TensorType>& types_;
   const CalibratedOptions& o_;
+  const bool sequential_;
   ThreadPool& pool_;
   const std::function<void(const std::string&)>& log_;
   CalibratedOutput& out_;
+  // AWQ clipping per matrix (search_awq_clip's ratios): applied to the
+  // weights, or with GPTQ to the copies its block scales are chosen from.
+  std::map<std::string, std::vector<float>> clip_;
 };
 
 void PassRunner::run(const std::vector<GroupWork>& pass) {
@@ -126,11 +146,16 @@ void PassRunner::run(const std::vector<GroupWork>& pass) {
   out_.report.hessian_bytes_peak = std::max(out_.report.hessian_bytes_peak, bytes);
   SteadyClock::time_point start = SteadyClock::now();
   HessianCollector collector(*o_.model, groups_, indices);
-  run_calibration(*o_.model, o_.tokens, o_.spec, pool_, collector, {});
+  calibrate(indices, groups_[pass[0].index].layer, collector);
   out_.report.calibration_seconds += seconds_since(start);
   start = SteadyClock::now();
   for (const GroupWork& w : pass) {
     if (w.awq) search_awq(w, *collector.find(w.index));
+  }
+  // Clipping after every factor of the pass is known: a matrix's stored
+  // rows may be divided by the next group's factors.
+  for (const GroupWork& w : pass) {
+    if (w.awq && o_.awq.clip_steps > 1) search_clip(w, *collector.find(w.index));
   }
   out_.report.awq_seconds += seconds_since(start);
   start = SteadyClock::now();
@@ -140,6 +165,32 @@ void PassRunner::run(const std::vector<GroupWork>& pass) {
     encode_group(w, h);
   }
   out_.report.gptq_seconds += seconds_since(start);
+}
+
+// One calibration run into the collector. Layer by layer, the matrices
+// encoded so far run quantized and those after `layer` are skipped.
+void PassRunner::calibrate(const std::vector<size_t>& indices, int64_t layer, HessianCollector& collector) {
+  if (!sequential_) {
+    run_calibration(*o_.model, o_.tokens, o_.spec, pool_, collector, {});
+    return;
+  }
+  const gguf::GgufFile& model_file = o_.model->file();
+  SequentialHook hook(collector);
+  for (const auto& [name, bytes] : out_.encoded) {
+    const gguf::TensorInfo& t = file_.tensor(name);
+    hook.substitute(model_file.tensor(name).data,
+                    kernels::WeightView{types_.at(name), bytes.data(), t.num_rows(), t.row_length(), nullptr},
+                    find_factors(out_.scaling.col_scale, name), find_factors(out_.scaling.row_divide, name));
+  }
+  for (const InputGroup& g : groups_) {
+    const bool later = layer >= 0 && (g.layer > layer || g.layer < 0);
+    if (!later || std::find(indices.begin(), indices.end(), static_cast<size_t>(&g - groups_.data())) != indices.end())
+      continue;
+    for (const std::string& n : g.matrices) {
+      if (!out_.encoded.contains(n)) hook.skip(model_file.tensor(n).data);
+    }
+  }
+  run_calibration(*o_.model, o_.tokens, o_.spec, pool_, hook, {});
 }
 
 void PassRunner::search_awq(const GroupWork& w, const InputHessian& h) {
@@ -165,11 +216,36 @@ void PassRunner::search_awq(const GroupWork& w, const InputHessian& h) {
   }
 }
 
-void PassRunner::encode_group(const GroupWork& w, const InputHessian& h) {
+// AWQ's clipping of the group's matrices but attn_q and attn_k (as the
+// paper's code: their products go through softmax(q k^T), which a per-
+// matrix output error does not model).
+void PassRunner::search_clip(const GroupWork& w, const InputHessian& h) {
   const InputGroup& g = groups_[w.index];
+  const std::vector<double> hs = scaled_hessian(g, h);
+  std::vector<float> importance;
+  if (o_.methods.weighted) {
+    importance.resize(static_cast<size_t>(h.cols()));
+    for (int64_t j = 0; j < h.cols(); ++j)
+      importance[j] = static_cast<float>(hs[static_cast<size_t>(j * h.cols() + j)]);
+  }
+  std::vector<float> rows;
+  for (const std::string& n : g.matrices) {
+    if (n.find("attn_q.") != std::string::npos || n.find("attn_k.") != std::string::npos) continue;
+    const gguf::TensorInfo& t = file_.tensor(n);
+    load_stored_rows(n, 0, t.num_rows(), rows, false);
+    std::vector<float> ratios =
+        search_awq_clip(types_.at(n), rows.data(), t.num_rows(), t.row_length(), hs,
+                        importance.empty() ? nullptr : importance.data(), o_.awq.clip_steps, pool_);
+    out_.report.clipped_blocks += std::count_if(ratios.begin(), ratios.end(), [](float r) { return r < 1.0f; });
+    out_.report.clip_blocks += static_cast<int64_t>(ratios.size());
+    clip_[n] = std::move(ratios);
+  }
+}
+
+// The stored matrices multiply X / s (AWQ), whose Hessian is D^-1 H D^-1
+// with D = diag(s).
+std::vector<double> PassRunner::scaled_hessian(const InputGroup& g, const InputHessian& h) const {
   const int64_t cols = h.cols();
-  // The stored matrices multiply X / s (AWQ), whose Hessian is
-  // D^-1 H D^-1 with D = diag(s).
   const std::vector<float>* s = find_factors(out_.scaling.col_scale, g.matrices[0]);
   std::vector<double> hs = h.mean_full();
   if (s != nullptr) {
@@ -177,18 +253,74 @@ void PassRunner::encode_group(const GroupWork& w, const InputHessian& h) {
       for (int64_t j = 0; j < cols; ++j) hs[static_cast<size_t>(i * cols + j)] /= double((*s)[i]) * (*s)[j];
     }
   }
+  return hs;
+}
+
+// Rows [begin, end) of a matrix as they will be stored: AWQ factors applied
+// (load_rows), then, with `clip`, its clipping.
+void PassRunner::load_stored_rows(const std::string& name, int64_t begin, int64_t end, std::vector<float>& out,
+                                  bool clip) const {
+  load_rows(file_.tensor(name), begin, end, find_factors(out_.scaling.col_scale, name),
+            find_factors(out_.scaling.row_divide, name), out);
+  if (const std::vector<float>* ratios = clip_ratios(name); clip && ratios != nullptr)
+    apply_awq_clip(types_.at(name), out.data(), begin, end - begin, file_.tensor(name).row_length(), *ratios);
+}
+
+const std::vector<float>* PassRunner::clip_ratios(const std::string& name) const {
+  const auto it = clip_.find(name);
+  return it == clip_.end() ? nullptr : &it->second;
+}
+
+void PassRunner::encode_group(const GroupWork& w, const InputHessian& h) {
+  const InputGroup& g = groups_[w.index];
+  const int64_t cols = h.cols();
+  std::vector<double> hs = scaled_hessian(g, h);
   std::vector<float> importance;
   if (o_.methods.weighted) {
     importance.resize(static_cast<size_t>(cols));
     for (int64_t j = 0; j < cols; ++j) importance[j] = static_cast<float>(hs[static_cast<size_t>(j * cols + j)]);
   }
-  std::unique_ptr<GptqFactor> factor;
-  if (w.gptq) factor = std::make_unique<GptqFactor>(gptq_factor(std::move(hs), cols, o_.damp, pool_));
+  const float* imp = importance.empty() ? nullptr : importance.data();
+  std::optional<GptqChoice> choice;
+  if (w.gptq) choice = choose_settings(g, hs, imp);
   for (const std::string& n : g.matrices) {
-    out_.encoded[n] = encode_matrix(n, factor.get(), importance.empty() ? nullptr : importance.data());
+    out_.encoded[n] = encode_matrix(n, choice ? &choice->factor : nullptr, imp);
     out_.method[n] = method_name(w, o_.methods.weighted);
     ++out_.report.matrices;
   }
+}
+
+// GPTQ's damping and order for the group, measured on evenly spaced rows of
+// each of its matrices.
+GptqChoice PassRunner::choose_settings(const InputGroup& g, const std::vector<double>& hs, const float* importance) {
+  const int64_t cols = file_.tensor(g.matrices[0]).row_length();
+  std::vector<GptqSample> samples;
+  if (o_.gptq_candidates.size() > 1) {
+    for (const std::string& n : g.matrices) {
+      GptqSample& s = samples.emplace_back();
+      s.type = types_.at(n);
+      std::vector<float> row;
+      const std::vector<float>* ratios = clip_ratios(n);
+      const int64_t blocks = cols / gguf::tensor_type_info(s.type).block_size;
+      for (const int64_t r : evenly_spaced_rows(file_.tensor(n).num_rows(), o_.gptq_sample_rows)) {
+        load_stored_rows(n, r, r + 1, row, false);
+        s.rows.insert(s.rows.end(), row.begin(), row.end());
+        if (ratios != nullptr)
+          s.clip.insert(s.clip.end(), ratios->begin() + r * blocks, ratios->begin() + (r + 1) * blocks);
+        ++s.n;
+      }
+    }
+  }
+  GptqChoice c = choose_gptq(hs, cols, samples, importance, o_.gptq_candidates, pool_);
+  const std::string key =
+      fmt::format("damp {:g}, {}", c.settings.damp, c.settings.act_order ? "act-order" : "natural order");
+  ++out_.report.gptq_choices[key];
+  if (c.first_loss > 0.0) out_.report.gptq_search_gain += 1.0 - c.loss / c.first_loss;
+  if (log_ && o_.gptq_candidates.size() > 1) {
+    log_(fmt::format("gptq {}: {} (output error {:.4g}, {:+.1f} % against the first candidate)", g.matrices[0], key,
+                     c.loss, c.first_loss > 0 ? 100.0 * (c.loss / c.first_loss - 1.0) : 0.0));
+  }
+  return c;
 }
 
 std::vector<uint8_t> PassRunner::encode_matrix(const std::string& name, const GptqFactor* factor,
@@ -196,16 +328,17 @@ std::vector<uint8_t> PassRunner::encode_matrix(const std::string& name, const Gp
   const gguf::TensorInfo& t = file_.tensor(name);
   const TensorType type = types_.at(name);
   const int64_t cols = t.row_length(), rows = t.num_rows(), out_row = gguf::row_bytes(type, cols);
-  const std::vector<float>* col = find_factors(out_.scaling.col_scale, name);
-  const std::vector<float>* rowdiv = find_factors(out_.scaling.row_divide, name);
   std::vector<uint8_t> out(static_cast<size_t>(out_row * rows));
   std::vector<float> w;
+  const std::vector<float>* ratios = clip_ratios(name);
+  const int64_t blocks = cols / gguf::tensor_type_info(type).block_size;
   for (int64_t r0 = 0; r0 < rows; r0 += kRowChunk) {
     const int64_t r1 = std::min(rows, r0 + kRowChunk);
-    load_rows(t, r0, r1, col, rowdiv, w);
+    load_stored_rows(name, r0, r1, w, factor == nullptr);
     uint8_t* dst = out.data() + r0 * out_row;
     if (factor != nullptr) {
-      gptq_quantize(type, w.data(), r1 - r0, cols, *factor, importance, dst, pool_);
+      gptq_quantize(type, w.data(), r1 - r0, cols, *factor, importance, dst, pool_,
+                    ratios == nullptr ? nullptr : ratios->data() + r0 * blocks);
     } else {
       pool_.parallel_for(r1 - r0, [&](int, int64_t begin, int64_t end) {
         for (int64_t r = begin; r < end; ++r)
@@ -257,12 +390,14 @@ CalibratedOutput quantize_calibrated(const gguf::GgufFile& file, const model::Mo
     if (const std::optional<GroupWork> w = plan_group(groups[i], i, types, o.methods)) work.push_back(*w);
   }
   CalibratedOutput out;
-  const std::vector<std::vector<GroupWork>> passes = split_passes(work, groups, file, o.memory_budget);
+  const bool sequential = o.methods.gptq && o.sequential;
+  const std::vector<std::vector<GroupWork>> passes = split_passes(work, groups, file, o.memory_budget, sequential);
   out.report.passes = static_cast<int64_t>(passes.size());
-  PassRunner runner(file, groups, types, o, pool, log, out);
+  PassRunner runner(file, groups, types, o, sequential, pool, log, out);
   for (size_t p = 0; p < passes.size(); ++p) {
     if (log && passes.size() > 1)
-      log(fmt::format("calibration pass {}/{}: {} input groups", p + 1, passes.size(), passes[p].size()));
+      log(fmt::format("calibration pass {}/{}: {} input groups{}", p + 1, passes.size(), passes[p].size(),
+                      sequential ? " (inputs from the layers encoded so far)" : ""));
     runner.run(passes[p]);
   }
   return out;

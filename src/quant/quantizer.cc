@@ -203,8 +203,11 @@ void set_metadata(const Context& c, gguf::GgufWriter& w) {
     w.set("tokenmill.quantize.calibration", gguf::Value::str(c.options.calibration_name));
     w.set("tokenmill.quantize.calibration_tokens",
           gguf::Value::u32(static_cast<uint32_t>(c.options.calibration.tokens.size())));
-    if (c.methods.gptq)
-      w.set("tokenmill.quantize.gptq_damp", gguf::Value::f32(static_cast<float>(c.options.calibration.damp)));
+    if (c.methods.gptq) {
+      const CalibratedOptions& o = c.options.calibration;
+      w.set("tokenmill.quantize.gptq_settings", gguf::Value::str(gptq_candidates_name(o.gptq_candidates)));
+      w.set("tokenmill.quantize.gptq_inputs", gguf::Value::str(o.sequential ? "layer by layer" : "float model"));
+    }
   }
 }
 

@@ -89,5 +89,38 @@ def test_misuse_fails_clearly(tokenmill_bin, source):
                    "has none")
     expect_failure(tokenmill_bin, ["quantize", src, out, "--type", "Q4_0", "--method", "squeeze", "--calib-tokens",
                                    calib], "unknown --method")
+    expect_failure(tokenmill_bin, ["quantize", src, out, "--type", "Q4_0", "--method", "gptq", "--calib-tokens", calib,
+                                   "--gptq-damp", "lots"], "--gptq-damp: 'lots'")
+    expect_failure(tokenmill_bin, ["quantize", src, out, "--type", "Q4_0", "--method", "gptq", "--calib-tokens", calib,
+                                   "--gptq-order", "sorted"], "--gptq-order: 'sorted'")
     import os
     assert not os.path.exists(out) and not os.path.exists(out + ".tmp")
+
+
+def string_field(reader, key):
+    return bytes(reader.fields[key].parts[-1]).decode()
+
+
+def test_gptq_is_layer_by_layer_and_chooses_its_settings(tokenmill_bin, source):
+    """GPTQ's Hessians come from the quantized layers' outputs: one pass per
+    layer (and the classifier), whose inputs differ from the float model's,
+    so the files differ from --gptq-float-inputs' from the second layer on
+    (the first layer's inputs are the embeddings either way); the settings
+    searched are recorded, and the report says which each group chose."""
+    d, src, calib = source
+    seq, flt = str(d / "seq.gguf"), str(d / "float_inputs.gguf")
+    args = ["--type", "Q4_0", "--method", "gptq", "--calib-tokens", calib, "--calib-ctx", "256", "-t", "2"]
+    r = run_tokenmill(tokenmill_bin, "quantize", src, seq, *args)
+    assert "in 5 pass(es)" in r.stderr, r.stderr
+    chosen = [line for line in r.stderr.splitlines() if line.startswith("gptq: damp ")]
+    assert chosen and sum(int(line.split(" in ")[1].split()[0]) for line in chosen) == 4 * 4 + 1, r.stderr  # 4 groups a layer, the classifier
+    r = run_tokenmill(tokenmill_bin, "quantize", src, flt, *args, "--gptq-float-inputs")
+    assert "in 1 pass(es)" in r.stderr, r.stderr
+    a, b = gguf.GGUFReader(seq), gguf.GGUFReader(flt)
+    assert string_field(a, "tokenmill.quantize.gptq_inputs") == "layer by layer"
+    assert string_field(b, "tokenmill.quantize.gptq_inputs") == "float model"
+    assert "act-order" in string_field(a, "tokenmill.quantize.gptq_settings")
+    ta, tb = ({t.name: t.data for t in x.tensors} for x in (a, b))
+    assert np.array_equal(ta["blk.0.attn_q.weight"], tb["blk.0.attn_q.weight"])
+    for name in ("blk.1.attn_q.weight", "blk.3.ffn_down.weight"):
+        assert not np.array_equal(ta[name], tb[name]), name
