@@ -143,7 +143,7 @@ TEST_F(EvalOnModel, PerplexityMatchesDirectComputation) {
   spec.ctx = 16;
   spec.stride = 5;
   spec.batch = 3;  // batches straddle the first scored row
-  const EvalResult r = evaluate({model_.get(), nullptr, kv::KvDtype::F32}, nullptr, seqs_, spec, pool);
+  const EvalResult r = evaluate({model_.get(), nullptr, kv::KvDtype::F32, nullptr, {}}, nullptr, seqs_, spec, pool);
   EXPECT_EQ(r.num_scored, 40 + 9);
   EXPECT_NEAR(std::log(r.buckets.total().ppl) * r.num_scored, direct_nll(16, 5), 1e-3);
   EXPECT_FALSE(r.buckets.has_base());
@@ -155,8 +155,8 @@ TEST_F(EvalOnModel, KldAgainstItselfIsZeroAndSavedLogitsMatch) {
   std::unique_ptr<model::Model> same = model::Model::load(path_);
   EvalSpec spec;
   spec.ctx = 16;
-  const ModelUnderTest m{model_.get(), nullptr, kv::KvDtype::F32};
-  const ModelUnderTest base{same.get(), nullptr, kv::KvDtype::F32};
+  const ModelUnderTest m{model_.get(), nullptr, kv::KvDtype::F32, nullptr, {}};
+  const ModelUnderTest base{same.get(), nullptr, kv::KvDtype::F32, nullptr, {}};
   const std::string saved = (dir_ / "base.logits").string();
   const EvalResult r = evaluate(m, &base, seqs_, spec, pool, saved);
   EXPECT_EQ(r.buckets.total().mean_kl, 0.0);
@@ -164,7 +164,7 @@ TEST_F(EvalOnModel, KldAgainstItselfIsZeroAndSavedLogitsMatch) {
   EXPECT_DOUBLE_EQ(r.buckets.total().ppl, r.buckets.total().base_ppl);
   // Against a quantized KV cache the model differs a little, and the saved
   // base logits give exactly the live numbers.
-  const ModelUnderTest q8{model_.get(), nullptr, kv::KvDtype::Q8_0};
+  const ModelUnderTest q8{model_.get(), nullptr, kv::KvDtype::Q8_0, nullptr, {}};
   const EvalResult live = evaluate(q8, &base, seqs_, spec, pool);
   const EvalResult from_file = evaluate_saved(q8, SavedLogits::open(saved), spec.batch, pool);
   EXPECT_GT(live.buckets.total().mean_kl, 0.0);
@@ -216,7 +216,7 @@ TEST_F(EvalOnModel, TasksRunAndCountEverySlice) {
   std::vector<TaskItem> items = builtin_task_set();
   items.resize(3);
   items.push_back({"json", "record", "x", "{\"a\": 1}", TaskCheck::kJson, 3});
-  const TaskResult r = run_tasks({model_.get(), nullptr, kv::KvDtype::F32}, tok, items, pool);
+  const TaskResult r = run_tasks({model_.get(), nullptr, kv::KvDtype::F32, nullptr, {}}, tok, items, pool);
   ASSERT_EQ(r.answers.size(), 4u);
   int64_t total = 0;
   for (const SliceScore& s : r.slices) total += s.total;

@@ -33,11 +33,17 @@ struct AwqResult {
   double plain_error = 0.0;  // ... of plain rounding (alpha = 0)
 };
 
+inline constexpr int kClipSteps = 10;  // max|w| x {1, 0.95, ..., 0.55}
+
 struct AwqOptions {
   int grid = 20;                      // alpha in {0, 1/grid, ..., (grid-1)/grid}
   int64_t eval_budget = 256LL << 20;  // multiply-adds per matrix and alpha: rows searched ~ budget / cols^2
   bool weighted = false;              // importance-weighted rounding (mean x^2 / s^2)
-  int clip_steps = 10;                // clipping candidates (search_awq_clip); 1: no clipping
+  // Clipping candidates (search_awq_clip); 1: no clipping; 0: automatic,
+  // kClipSteps where the rounding is plain and none with GPTQ or the
+  // imatrix's weighted scales (measured worse on top of them,
+  // docs/quantization.md).
+  int clip_steps = 0;
 };
 
 // h: [cols, cols] mean x x^T (float64, full); mean_abs, mean_sq: [cols].

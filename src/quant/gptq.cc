@@ -20,22 +20,32 @@ double dot(const double* a, const double* b, int64_t n) {
   return (s0 + s1) + (s2 + s3);
 }
 
-// Lower Cholesky factor of m [n, n] in place (row by row); false when a
-// pivot is not positive.
-bool cholesky_lower(std::vector<double>& m, int64_t n) {
-  for (int64_t i = 0; i < n; ++i) {
-    double* li = m.data() + i * n;
-    for (int64_t j = 0; j <= i; ++j) {
-      const double* lj = m.data() + j * n;
-      const double s = li[j] - dot(li, lj, j);
-      if (i == j) {
-        if (!(s > 0.0)) return false;
-        li[i] = std::sqrt(s);
-      } else {
-        li[j] = s / lj[j];
+// Lower Cholesky factor of m [n, n] in place, column by column: each
+// column's entries below the diagonal depend only on earlier columns, so
+// they are computed in parallel (every dot product reads two rows,
+// contiguous). False when a pivot is not positive.
+bool cholesky_lower(std::vector<double>& m, int64_t n, ThreadPool& pool) {
+  for (int64_t j = 0; j < n; ++j) {
+    double* lj = m.data() + j * n;
+    const double d = lj[j] - dot(lj, lj, j);
+    if (!(d > 0.0)) return false;
+    lj[j] = std::sqrt(d);
+    const double pivot = lj[j];
+    const int64_t below = n - j - 1;
+    const auto column = [&](int, int64_t begin, int64_t end) {
+      for (int64_t i = j + 1 + begin; i < j + 1 + end; ++i) {
+        double* li = m.data() + i * n;
+        li[j] = (li[j] - dot(li, lj, j)) / pivot;
       }
+    };
+    // Small columns are not worth waking the pool for.
+    if (below * j < 16384) {
+      column(0, 0, below);
+    } else {
+      pool.parallel_for(below, column);
     }
   }
+  // The upper triangle held H; the callers read only the lower one.
   return true;
 }
 
@@ -204,7 +214,7 @@ GptqFactor gptq_factor(std::vector<double> h, int64_t n, double damp, ThreadPool
         m[static_cast<size_t>(a * n + b)] = h[static_cast<size_t>((n - 1 - a) * n + (n - 1 - b))];
       m[static_cast<size_t>(a * n + a)] += lambda * mean_diag;
     }
-    if (cholesky_lower(m, n)) {
+    if (cholesky_lower(m, n, pool)) {
       f.damp_used = lambda;
       break;
     }

@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <charconv>
 
 #include "kernels/quant.h"
@@ -66,8 +67,9 @@ std::string gptq_candidates_name(std::span<const GptqSettings> candidates) {
   return s;
 }
 
-GptqChoice choose_gptq(const std::vector<double>& h, int64_t cols, std::span<const GptqSample> samples,
-                       const float* importance, std::span<const GptqSettings> candidates, ThreadPool& pool) {
+GptqChoice choose_gptq(const std::vector<double>& h, const std::vector<double>* held_out, int64_t cols,
+                       std::span<const GptqSettings> candidates, std::span<const GptqSample> samples,
+                       const float* importance, ThreadPool& pool) {
   if (candidates.empty()) fail("GPTQ: no damping/order candidate to choose from");
   GptqChoice best;
   if (candidates.size() == 1) {
@@ -75,15 +77,47 @@ GptqChoice choose_gptq(const std::vector<double>& h, int64_t cols, std::span<con
     best.factor = gptq_factor(h, cols, best.settings.damp, pool, best.settings.act_order);
     return best;
   }
-  const std::vector<float> hf(h.begin(), h.end());
-  for (size_t i = 0; i < candidates.size(); ++i) {
-    GptqFactor f = gptq_factor(h, cols, candidates[i].damp, pool, candidates[i].act_order);
+  const std::vector<double>& judge = held_out != nullptr ? *held_out : h;
+  const std::vector<float> hf(judge.begin(), judge.end());
+  bool first = true;
+  const auto measure = [&](const GptqSettings& c) {
+    GptqFactor f = gptq_factor(h, cols, c.damp, pool, c.act_order);
     const double loss = sample_loss(hf, cols, samples, importance, f, pool);
-    if (i == 0) best.first_loss = loss;
-    if (i == 0 || loss < best.loss) {
+    if (first) best.first_loss = loss;
+    if (first || loss < best.loss) {
       best.loss = loss;
-      best.settings = candidates[i];
+      best.settings = c;
       best.factor = std::move(f);
+    }
+    first = false;
+  };
+  // The order first, at the first candidate's damping; then the other
+  // dampings in the order chosen (each factorisation is the search's cost).
+  const double damp0 = candidates[0].damp;
+  for (const GptqSettings& c : candidates) {
+    if (c.damp == damp0) measure(c);
+  }
+  const bool order = best.settings.act_order;
+  double lo = damp0, hi = damp0;
+  for (const GptqSettings& c : candidates) {
+    if (c.damp == damp0 || c.act_order != order) continue;
+    measure(c);
+    lo = std::min(lo, c.damp);
+    hi = std::max(hi, c.damp);
+  }
+  // A damping at the edge of the candidates wins: go on tenfold that way
+  // while it keeps winning (few calibration tokens for the width want
+  // more damping than any fixed grid offers), up to 1.
+  if (lo != hi) {
+    for (double d = best.settings.damp; d == hi && d < 1.0;) {
+      hi = d = std::min(1.0, d * 10.0);
+      measure({d, order});
+      d = best.settings.damp;
+    }
+    for (double d = best.settings.damp; d == lo && d > 1e-6;) {
+      lo = d = d / 10.0;
+      measure({d, order});
+      d = best.settings.damp;
     }
   }
   return best;

@@ -125,6 +125,8 @@ TEST(Gptq, ResultDoesNotDependOnThreads) {
   ThreadPool one(1), three(3);
   const Layer l = make_layer(9, one);
   const GptqFactor f = gptq_factor(l.hessian.mean_full(), l.cols, 0.01, one);
+  // The factorisation splits its columns over the pool: the same bits.
+  EXPECT_EQ(f.u, gptq_factor(l.hessian.mean_full(), l.cols, 0.01, three).u);
   std::vector<uint8_t> a(static_cast<size_t>(gguf::row_bytes(TensorType::Q4_K, l.cols) * l.rows)), b(a.size());
   std::vector<float> w1 = l.w, w3 = l.w;
   gptq_quantize(TensorType::Q4_K, w1.data(), l.rows, l.cols, f, nullptr, a.data(), one);

@@ -19,17 +19,30 @@ namespace tokenmill::quant {
 
 class HessianCollector : public model::MatmulHook {
  public:
-  // groups: indices into `all` to record.
-  HessianCollector(const model::Model& model, const std::vector<InputGroup>& all, std::span<const size_t> groups);
+  // groups: indices into `all` to record. held_out_every > 0: the calls
+  // alternate in runs of that many (one calibration chunk's forward calls)
+  // between a fitting half and a held-out half, so that a choice made on
+  // the calibration data (GPTQ's damping) can be checked on inputs its fit
+  // did not see; 0: one collection.
+  HessianCollector(const model::Model& model, const std::vector<InputGroup>& all, std::span<const size_t> groups,
+                   int64_t held_out_every = 0);
   bool matmul(const kernels::WeightView& w, const float* x, int64_t num_tokens, float* y, ThreadPool& pool) override;
 
-  // The statistics of group `index` (an index into `all`); null when it was
-  // not chosen.
+  // The statistics of group `index` (an index into `all`) over every call
+  // (the two halves merged on first use); null when it was not chosen.
   InputHessian* find(size_t index);
+  // The fitting and the held-out half; null without a split, or when the
+  // held-out half saw nothing (a single chunk).
+  const InputHessian* fitted(size_t index) const;
+  const InputHessian* held_out(size_t index) const;
 
  private:
+  struct Entry {
+    std::unique_ptr<InputHessian> fit, check, merged;
+    int64_t calls = 0;
+  };
+  int64_t held_out_every_;
   std::unordered_map<const void*, size_t> leaders_;  // first matrix's data -> group index
-  std::map<size_t, std::unique_ptr<InputHessian>> hessians_;
+  std::map<size_t, Entry> entries_;
 };
-
 }  // namespace tokenmill::quant

@@ -29,6 +29,12 @@ void InputHessian::add(const float* x, int64_t num_tokens, ThreadPool& pool) {
   count_ += num_tokens;
 }
 
+void InputHessian::merge(const InputHessian& other) {
+  for (size_t i = 0; i < h_.size(); ++i) h_[i] += other.h_[i];
+  for (size_t c = 0; c < sum_abs_.size(); ++c) sum_abs_[c] += other.sum_abs_[c];
+  count_ += other.count_;
+}
+
 std::vector<double> InputHessian::mean_full() const {
   const int64_t n = cols_;
   std::vector<double> out(static_cast<size_t>(n * n));

@@ -23,6 +23,8 @@ class InputHessian {
 
   // x: [num_tokens, cols].
   void add(const float* x, int64_t num_tokens, ThreadPool& pool);
+  // Adds another collection's statistics (same cols) to these.
+  void merge(const InputHessian& other);
 
   int64_t cols() const { return cols_; }
   int64_t count() const { return count_; }
