@@ -15,11 +15,15 @@ void InputHessian::add(const float* x, int64_t num_tokens, ThreadPool& pool) {
   // float matmul kernels (the ISA-dispatched ones): y = x W^T with W = x =
   // X^T. It computes the whole square, twice the triangle's work, at the
   // kernels' speed.
-  std::vector<float> xt(static_cast<size_t>(n * num_tokens));
+  // Scratch kept across calls (the forward thread's own): allocated on
+  // every call, the product (4 n^2 bytes) would be fresh pages each time
+  // where large buffers are mapped (quantize fixes glibc's mmap threshold).
+  thread_local std::vector<float> xt, y;
+  xt.resize(static_cast<size_t>(n * num_tokens));
   for (int64_t t = 0; t < num_tokens; ++t) {
     for (int64_t c = 0; c < n; ++c) xt[static_cast<size_t>(c * num_tokens + t)] = x[t * n + c];
   }
-  std::vector<float> y(static_cast<size_t>(n * n));
+  y.resize(static_cast<size_t>(n * n));
   const kernels::WeightView w{gguf::TensorType::F32, xt.data(), n, num_tokens, nullptr};
   kernels::matmul(w, xt.data(), n, y.data(), pool);
   for (size_t i = 0; i < y.size(); ++i) h_[i] += y[i];
