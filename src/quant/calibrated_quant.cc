@@ -127,6 +127,7 @@ class PassRunner {
   GptqFactor choose_settings(const InputGroup& g, const std::vector<double>& hs, const InputHessian* fitted,
                              const InputHessian* held_out, const float* importance);
   std::vector<double> scaled_hessian(const InputGroup& g, const InputHessian& h) const;
+  std::vector<float> rounding_importance(const std::vector<double>& hs, int64_t cols) const;
   void load_stored_rows(const std::string& name, int64_t begin, int64_t end, std::vector<float>& out, bool clip) const;
   const std::vector<float>* clip_ratios(const std::string& name) const;
   std::vector<uint8_t> encode_matrix(const std::string& name, const GptqFactor* factor, const float* importance);
@@ -234,12 +235,7 @@ void PassRunner::search_awq(const GroupWork& w, const InputHessian& h) {
 void PassRunner::search_clip(const GroupWork& w, const InputHessian& h) {
   const InputGroup& g = groups_[w.index];
   const std::vector<double> hs = scaled_hessian(g, h);
-  std::vector<float> importance;
-  if (o_.methods.weighted) {
-    importance.resize(static_cast<size_t>(h.cols()));
-    for (int64_t j = 0; j < h.cols(); ++j)
-      importance[j] = static_cast<float>(hs[static_cast<size_t>(j * h.cols() + j)]);
-  }
+  const std::vector<float> importance = rounding_importance(hs, h.cols());
   std::vector<float> rows;
   for (const std::string& n : g.matrices) {
     if (n.find("attn_q.") != std::string::npos || n.find("attn_k.") != std::string::npos) continue;
@@ -251,6 +247,16 @@ void PassRunner::search_clip(const GroupWork& w, const InputHessian& h) {
     out_.report.clip_blocks += static_cast<int64_t>(ratios.size());
     clip_[n] = std::move(ratios);
   }
+}
+
+// The rounding's weights with `imatrix` in the method: the diagonal of the
+// (scaled) Hessian; empty without it.
+std::vector<float> PassRunner::rounding_importance(const std::vector<double>& hs, int64_t cols) const {
+  std::vector<float> importance;
+  if (!o_.methods.weighted) return importance;
+  importance.resize(static_cast<size_t>(cols));
+  for (int64_t j = 0; j < cols; ++j) importance[j] = static_cast<float>(hs[static_cast<size_t>(j * cols + j)]);
+  return importance;
 }
 
 // The stored matrices multiply X / s (AWQ), whose Hessian is D^-1 H D^-1
@@ -287,11 +293,7 @@ void PassRunner::encode_group(const GroupWork& w, const InputHessian& h, const I
   const InputGroup& g = groups_[w.index];
   const int64_t cols = h.cols();
   std::vector<double> hs = scaled_hessian(g, h);
-  std::vector<float> importance;
-  if (o_.methods.weighted) {
-    importance.resize(static_cast<size_t>(cols));
-    for (int64_t j = 0; j < cols; ++j) importance[j] = static_cast<float>(hs[static_cast<size_t>(j * cols + j)]);
-  }
+  const std::vector<float> importance = rounding_importance(hs, cols);
   const float* imp = importance.empty() ? nullptr : importance.data();
   std::optional<GptqFactor> factor;
   if (w.gptq) factor = choose_settings(g, hs, fitted, held_out, imp);

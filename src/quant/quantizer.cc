@@ -233,13 +233,9 @@ CalibratedOutput run_calibrated(Context& c, std::vector<TensorPlan>& plans, Thre
   return out;
 }
 
-}  // namespace
-
-QuantizeResult quantize_model(const QuantizeOptions& o, const std::function<void(const std::string&)>& log) {
-  const SteadyClock::time_point start = SteadyClock::now();
-  Context c = open_context(o, log);
-  QuantizeResult result;
-  result.target = c.target;
+// Every tensor's plan and the sizes into `result`; refuses an
+// already-quantized source unless allowed (then warns).
+void plan_tensors(const Context& c, const QuantizeOptions& o, QuantizeResult& result) {
   std::vector<std::string> requantized;
   for (const gguf::TensorInfo& t : c.file.tensors()) {
     result.tensors.push_back(plan_tensor(c, t));
@@ -262,6 +258,16 @@ QuantizeResult quantize_model(const QuantizeOptions& o, const std::function<void
         c.target.base == TensorType::F32 ? "F32 holds its values exactly, its quantization error stays"
                                          : "the errors of both quantizations add up"));
   }
+}
+
+}  // namespace
+
+QuantizeResult quantize_model(const QuantizeOptions& o, const std::function<void(const std::string&)>& log) {
+  const SteadyClock::time_point start = SteadyClock::now();
+  Context c = open_context(o, log);
+  QuantizeResult result;
+  result.target = c.target;
+  plan_tensors(c, o, result);
   for (const TensorPlan& p : result.tensors) {
     if (!p.note.empty() && log) log("note: " + p.note);
   }
