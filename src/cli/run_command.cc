@@ -6,6 +6,7 @@
 #include <optional>
 #include <random>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "cli/cli_util.h"
@@ -182,6 +183,38 @@ void print_summary(const engine::Engine& engine, const engine::FinalEvent& final
   }
 }
 
+// Streams the request's tokens (as text while they come, or their ids at
+// the end) and returns the ids generated and the final event; a refused or
+// failed request is an Error.
+std::pair<std::vector<int32_t>, engine::FinalEvent> stream_output(engine::RequestHandle& handle, const RunOptions& o,
+                                                                  bool show_text) {
+  std::vector<int32_t> generated;
+  std::optional<engine::FinalEvent> final;
+  while (std::optional<engine::StreamEvent> e = handle.next()) {
+    if (e->final) {
+      final = std::move(e->final);
+      break;
+    }
+    if (o.n_predict == 0) continue;
+    generated.push_back(e->token->token);
+    if (show_text) {
+      std::fputs(e->token->text.c_str(), stdout);
+      std::fflush(stdout);
+    }
+  }
+  TM_CHECK(final.has_value());
+  if (final->reason == engine::FinishReason::kRejected || final->reason == engine::FinishReason::kError)
+    fail("{}", final->error);
+  if (o.print_ids) {
+    std::printf("%s\n", format_id_list(generated).c_str());
+  } else if (show_text) {
+    std::fputs(final->text.c_str(), stdout);
+    std::fputs("\n", stdout);
+  }
+  std::fflush(stdout);
+  return {std::move(generated), std::move(*final)};
+}
+
 void run(RunOptions o) {
   const SteadyClock::time_point start = SteadyClock::now();
   if (o.n_predict < 0) fail("-n must be >= 0, got {}", o.n_predict);
@@ -223,34 +256,11 @@ void run(RunOptions o) {
   engine::RequestHandle handle = engine.submit(request);
 
   const bool show_text = o.n_predict > 0 && !o.print_ids && engine.tokenizer() != nullptr;
-  std::vector<int32_t> generated;
-  std::optional<engine::FinalEvent> final;
-  while (std::optional<engine::StreamEvent> e = handle.next()) {
-    if (e->final) {
-      final = std::move(e->final);
-      break;
-    }
-    if (o.n_predict == 0) continue;
-    generated.push_back(e->token->token);
-    if (show_text) {
-      std::fputs(e->token->text.c_str(), stdout);
-      std::fflush(stdout);
-    }
-  }
-  TM_CHECK(final.has_value());
-  if (final->reason == engine::FinishReason::kRejected || final->reason == engine::FinishReason::kError)
-    fail("{}", final->error);
-  if (o.print_ids) {
-    std::printf("%s\n", format_id_list(generated).c_str());
-  } else if (show_text) {
-    std::fputs(final->text.c_str(), stdout);
-    std::fputs("\n", stdout);
-  }
-  std::fflush(stdout);
-  if (final->reason == engine::FinishReason::kLength && request.max_tokens < wanted)
+  const auto [generated, final] = stream_output(handle, o, show_text);
+  if (final.reason == engine::FinishReason::kLength && request.max_tokens < wanted)
     std::fprintf(stderr, "[context full at %lld tokens]\n", static_cast<long long>(max_len));
 
-  print_summary(engine, *final, prompt_len, static_cast<int64_t>(generated.size()), request.sampling.seed, start);
+  print_summary(engine, final, prompt_len, static_cast<int64_t>(generated.size()), request.sampling.seed, start);
 }
 
 }  // namespace
