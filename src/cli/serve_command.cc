@@ -252,28 +252,9 @@ void serve(const ServeOptions& o) {
   log_event(fmt::format(R"({{"event":"stopped","drained":{}}})", drained ? "true" : "false"));
 }
 
-}  // namespace
-
-void add_serve_command(CLI::App& app) {
-  auto opts = std::make_shared<ServeOptions>();
-  CLI::App* cmd = app.add_subcommand("serve", "Serve a model over an OpenAI-compatible HTTP API");
-  ServeOptions* o = opts.get();
-  cmd->add_option("-m,--model", o->model_path, "GGUF model file")->required()->check(CLI::ExistingFile);
-  cmd->add_option("--host", o->host, "Address to bind (loopback by default)")->capture_default_str();
-  cmd->add_option("--port", o->port, "Port; 0 picks a free one (logged)")
-      ->capture_default_str()
-      ->check(CLI::Range(0, 65535));
-  cmd->add_option("--api-key", o->api_keys,
-                  "Require 'Authorization: Bearer KEY'; KEY:TENANT names the key's tenant (repeatable)");
-  cmd->add_option("--trusted-api-key", o->trusted_api_keys,
-                  "A key that may choose the tenant with X-Tenant (a gateway); KEY or KEY:TENANT (repeatable)");
-  cmd->add_option("--admin-api-key", o->admin_api_keys,
-                  "A key that sees every tenant's requests in flight (GET /slots); KEY or KEY:TENANT (repeatable)");
-  cmd->add_option("--api-key-file", o->api_key_file, "Keys, one per line: KEY [TENANT] [trusted] [admin]")
-      ->check(CLI::ExistingFile);
-  cmd->add_option("--model-alias", o->aliases,
-                  "Name clients use for the model (repeatable; the file stem always works)");
-  cmd->add_option("--chat-template", o->chat_template, "gemma|llama2|llama3|chatml|mistral|phi3, or a Jinja file");
+// The flags that bound what one request or client may take: sizes,
+// connections, timeouts, unsent output.
+void add_limit_flags(CLI::App* cmd, ServeOptions* o) {
   cmd->add_option("--max-body-bytes", o->max_body, "Largest request body, e.g. 8M (413 beyond)")->capture_default_str();
   cmd->add_option("--max-header-bytes", o->max_header, "Largest request head (431 beyond)")->capture_default_str();
   cmd->add_option("--max-request-parse-bytes", o->max_request_parse,
@@ -307,6 +288,31 @@ void add_serve_command(CLI::App& app) {
   cmd->add_option("--stalled-client-timeout", o->stalled_client_timeout_s,
                   "Seconds a paused stream waits for its client before it is cancelled")
       ->capture_default_str();
+}
+
+}  // namespace
+
+void add_serve_command(CLI::App& app) {
+  auto opts = std::make_shared<ServeOptions>();
+  CLI::App* cmd = app.add_subcommand("serve", "Serve a model over an OpenAI-compatible HTTP API");
+  ServeOptions* o = opts.get();
+  cmd->add_option("-m,--model", o->model_path, "GGUF model file")->required()->check(CLI::ExistingFile);
+  cmd->add_option("--host", o->host, "Address to bind (loopback by default)")->capture_default_str();
+  cmd->add_option("--port", o->port, "Port; 0 picks a free one (logged)")
+      ->capture_default_str()
+      ->check(CLI::Range(0, 65535));
+  cmd->add_option("--api-key", o->api_keys,
+                  "Require 'Authorization: Bearer KEY'; KEY:TENANT names the key's tenant (repeatable)");
+  cmd->add_option("--trusted-api-key", o->trusted_api_keys,
+                  "A key that may choose the tenant with X-Tenant (a gateway); KEY or KEY:TENANT (repeatable)");
+  cmd->add_option("--admin-api-key", o->admin_api_keys,
+                  "A key that sees every tenant's requests in flight (GET /slots); KEY or KEY:TENANT (repeatable)");
+  cmd->add_option("--api-key-file", o->api_key_file, "Keys, one per line: KEY [TENANT] [trusted] [admin]")
+      ->check(CLI::ExistingFile);
+  cmd->add_option("--model-alias", o->aliases,
+                  "Name clients use for the model (repeatable; the file stem always works)");
+  cmd->add_option("--chat-template", o->chat_template, "gemma|llama2|llama3|chatml|mistral|phi3, or a Jinja file");
+  add_limit_flags(cmd, o);
   cmd->add_option("--pooling", o->pooling,
                   "How embeddings pool the prompt's final hidden states: mean|last (then L2-normalised)")
       ->capture_default_str();
