@@ -124,3 +124,22 @@ def test_gptq_is_layer_by_layer_and_chooses_its_settings(tokenmill_bin, source):
     assert np.array_equal(ta["blk.0.attn_q.weight"], tb["blk.0.attn_q.weight"])
     for name in ("blk.1.attn_q.weight", "blk.3.ffn_down.weight"):
         assert not np.array_equal(ta[name], tb[name]), name
+
+
+def test_awq_clipping_runs_only_where_the_rounding_is_plain(tokenmill_bin, source):
+    """By default AWQ's clipping search runs for `awq` alone and not on top of
+    the imatrix's weighted scales or GPTQ (measured worse there); a count
+    given asks for it anyway."""
+    d, src, calib = source
+    out = str(d / "clip.gguf")
+    args = ["--type", "Q4_0", "--calib-tokens", calib, "--calib-ctx", "256", "-t", "2"]
+
+    def clipping_reported(method, *extra):
+        r = run_tokenmill(tokenmill_bin, "quantize", src, out, "--method", method, *args, *extra)
+        return "awq clipping:" in r.stderr
+
+    assert clipping_reported("awq")
+    assert not clipping_reported("awq+imatrix")
+    assert not clipping_reported("awq+gptq")
+    assert clipping_reported("awq+gptq", "--awq-clip-steps", "10")
+    assert not clipping_reported("awq", "--awq-clip-steps", "1")
