@@ -6,15 +6,17 @@
 # the fuzzers would have found.
 #
 # Usage: scripts/test_all.sh [STAGE...]   (no argument: every stage)
-# Stages: format build unit e2e unit-avx2 e2e-avx2 unit-scalar e2e-scalar asan
-# tsan fuzz aarch64 (format: every C++ file matches .clang-format; the
+# Stages: setup format build unit e2e unit-avx2 e2e-avx2 unit-scalar e2e-scalar
+# asan tsan fuzz aarch64 (setup: scripts/setup.sh, timed like the others, since
+# a fresh machine spends minutes there; format: every C++ file matches .clang-format; the
 # -avx2/-scalar ones exist only where the CPU runs a better ISA, so each
 # ISA's kernels run the suites on a machine that could otherwise hide them; e2e-scalar leaves out the suites labelled isa-slow, the 270M model;
 # aarch64 cross-builds the libraries and unit tests for AArch64 and runs them
 # under qemu-user with the NEON kernels, on an x86-64 host).
 #
 # Environment: JOBS (parallel tests, default nproc), TEST_RESULTS (results
-# folder, default test-results), CI=true or TOKENMILL_STRICT=1 (a skip for a
+# folder, default test-results), BACKGROUND_BUILDS (default 1: see
+# start_background_builds; 0 builds each stage's tree in its stage), CI=true or TOKENMILL_STRICT=1 (a skip for a
 # missing dependency is a failure), TOKENMILL_EXPECT_ISA (default: what
 # scripts/cpu_isa.sh reads from /proc/cpuinfo; the dispatch tests fail if
 # tokenmill detects less).
@@ -40,7 +42,7 @@ case "$TOKENMILL_EXPECT_ISA" in
   avx512) lower_isas=(avx2 scalar) ;;
   avx2) lower_isas=(scalar) ;;
 esac
-all_stages=(format build unit e2e)
+all_stages=(setup format build unit e2e)
 for isa in "${lower_isas[@]}"; do all_stages+=("unit-$isa" "e2e-$isa"); done
 all_stages+=(asan tsan fuzz)
 [[ "$(uname -m)" == x86_64 ]] && all_stages+=(aarch64)
@@ -98,10 +100,15 @@ configure_asan() {
   CC=clang CXX=clang++ cmake -S . -B "$ASAN_BUILD" -G Ninja "${sanitizer_flags[@]}" "${unity[@]}" \
     -DTOKENMILL_SANITIZE=address -DTOKENMILL_FUZZ=ON >/dev/null
 }
+build_asan() { configure_asan && cmake --build "$ASAN_BUILD" -j "$(nproc)"; }
 
 # The TSan stage: the code with threads of its own (thread pool, engine
 # thread, scheduler driven by it, HTTP server) and the server end to end.
 tsan_binaries=(src/util/tm_util_test src/sched/tm_sched_test src/engine/tm_engine_test src/server/tm_server_test)
+build_tsan() {
+  cmake -S . -B "$TSAN_BUILD" -G Ninja "${sanitizer_flags[@]}" "${unity[@]}" -DTOKENMILL_SANITIZE=thread >/dev/null &&
+    cmake --build "$TSAN_BUILD" -j "$(nproc)" --target "${tsan_binaries[@]##*/}" tokenmill
+}
 
 # The AArch64 stage's suites: the kernels (NEON), everything that runs a
 # model through them, and the code that reads bytes and text (char is
@@ -112,6 +119,85 @@ arm_suites=(tm_util_test tm_gguf_test tm_kernels_test tm_model_test tm_quant_tes
   tm_sample_test tm_engine_test tm_grammar_test)
 arm_skipped_suites=(tm_server_test tm_sched_test tm_spec_test tm_eval_test tm_dist_test tm_runner_test
   tm_router_test tm_bench_test tm_cli_test)
+# Libraries and unit tests only (TOKENMILL_TOOLS=OFF: Debian 12 cannot
+# install the benchmark client's yaml-cpp for two architectures).
+build_aarch64() {
+  cmake -S . -B "$ARM_BUILD" -G Ninja -DCMAKE_TOOLCHAIN_FILE=cmake/aarch64-linux-gnu.cmake -DTOKENMILL_TOOLS=OFF \
+    -DCMAKE_BUILD_TYPE=Release "${unity[@]}" >/dev/null &&
+    cmake --build "$ARM_BUILD" -j "$(nproc)" --target "${arm_suites[@]}"
+}
+
+# The sanitizer and cross builds (about 16 of the run's 37 minutes on two
+# cores, all of it compiling) do not wait for their stages: once the release
+# build is done they are built one after the other in the background at the
+# lowest CPU and I/O priority, while the native test stages run in front.
+# Those stages leave about a sixth of the two cores idle (the e2e stage:
+# 594 CPU-seconds in 356 s), which the compilers take; a test that wants the
+# CPU gets it first (nice 19 against 0: about 1.5 % of a core left to the
+# build while both cores are wanted). Each stage then waits for its own
+# build and builds again in front, which is a no-op unless the background
+# build failed, so a compile error still shows in the stage's own log.
+background_builds=()
+background_pid=
+start_background_builds() {
+  local name wanted=()
+  for name in asan tsan aarch64; do
+    [[ " ${stages[*]} " == *" $name "* || ($name == asan && " ${stages[*]} " == *" fuzz "*) ]] && wanted+=("$name")
+  done
+  ((${#wanted[@]})) && [[ "${BACKGROUND_BUILDS:-1}" != 0 ]] || return 0
+  mkdir -p "$results/background"
+  (
+    renice -n 19 -p "$BASHPID" >/dev/null
+    ionice -c 3 -p "$BASHPID" 2>/dev/null
+    for name in "${wanted[@]}"; do
+      local start=$SECONDS cpu_before cpu_seconds
+      children_cpu_seconds
+      cpu_before=$cpu_seconds
+      "build_$name" >"$results/background/$name.log" 2>&1
+      local rc=$?
+      children_cpu_seconds
+      printf '%s\t%s\t%s\t%s\n' "build-$name" "$rc" "$((SECONDS - start))" "$((cpu_seconds - cpu_before))" \
+        >>"$results/background/builds.tsv"
+      echo "$rc" >"$results/background/$name.done"
+    done
+  ) &
+  background_pid=$!
+  background_builds=("${wanted[@]}")
+  # An interrupted run takes its background builds with it.
+  trap 'stop_background_builds; exit 130' INT TERM
+  trap stop_background_builds EXIT
+  echo "building ${wanted[*]} in the background (lowest priority; logs in $results/background)"
+}
+
+kill_tree() {  # PID: the process and everything it started
+  local child
+  for child in $(pgrep -P "$1"); do kill_tree "$child"; done
+  kill "$1" 2>/dev/null
+}
+stop_background_builds() {
+  [[ -n "$background_pid" ]] && kill_tree "$background_pid"
+  background_pid=
+}
+
+# Waits until the background build of NAME has finished (or died). Stages
+# run in a pipe (a subshell), so the build is known by its pid, not as a job.
+await_background_build() {  # NAME
+  [[ " ${background_builds[*]} " == *" $1 "* ]] || return 0
+  local start=$SECONDS
+  until [[ -e "$results/background/$1.done" ]] || ! kill -0 "$background_pid" 2>/dev/null; do sleep 1; done
+  echo "waited $((SECONDS - start)) s for the background $1 build (status $(cat "$results/background/$1.done" 2>/dev/null || echo lost))"
+}
+
+# Sets cpu_seconds to the user + system CPU seconds of this (sub)shell's
+# finished children so far: the second line of bash's `times`, which must
+# run in the shell itself (in a pipe or $(...) it would count a new
+# subshell's children, none).
+children_cpu_seconds() {
+  local file="$results/.times.$BASHPID"
+  times >"$file"
+  cpu_seconds=$(awk 'NR == 2 { n = 0; for (i = 1; i <= 2; i++) { split($i, a, /[ms]/); n += a[1] * 60 + a[2] } printf "%d\n", n }' "$file")
+  rm -f "$file"
+}
 # Left out of the ASan stage (see there).
 asan_skipped_tests='GrammarMatcher\.MasksEqualTheReference'
 # Minutes each under emulation, and kernel-independent: the speculative
@@ -123,6 +209,7 @@ arm_skipped_tests='EngineSpecMethods\.KvPoolIsWholeAfterRandomRequestsWithCancel
 run_stage() {  # NAME OUT
   local name=$1 out=$2
   case "$name" in
+    setup) scripts/setup.sh ;;
     format) scripts/format.sh --check ;;
     build) configure_and_build "$BUILD" -DCMAKE_BUILD_TYPE=Release "${unity[@]}" ;;
     unit) ctest_run "$BUILD" unit "$out" ;;
@@ -131,7 +218,8 @@ run_stage() {  # NAME OUT
     e2e-scalar) ctest_run "$BUILD" isa "$out" TOKENMILL_ISA=scalar -LE isa-slow ;;
     e2e-*) ctest_run "$BUILD" isa "$out" "TOKENMILL_ISA=${name#e2e-}" ;;
     asan)
-      configure_asan && cmake --build "$ASAN_BUILD" -j "$(nproc)" || return 1
+      await_background_build asan
+      build_asan || return 1
       # All but the 270M suites labelled isa-slow (minutes under ASan: the
       # numerical ones and server_spec; the same model's load, forward and
       # serving paths run in server_gemma, the speculative ones on the tiny
@@ -148,8 +236,8 @@ run_stage() {  # NAME OUT
         -E "$asan_skipped_tests"
       ;;
     tsan)
-      cmake -S . -B "$TSAN_BUILD" -G Ninja "${sanitizer_flags[@]}" "${unity[@]}" -DTOKENMILL_SANITIZE=thread >/dev/null &&
-        cmake --build "$TSAN_BUILD" -j "$(nproc)" --target "${tsan_binaries[@]##*/}" tokenmill || return 1
+      await_background_build tsan
+      build_tsan || return 1
       local rc=0 bin
       for bin in "${tsan_binaries[@]}"; do
         # Quick property rounds (a fifth), as under ASan: the speculative
@@ -163,19 +251,17 @@ run_stage() {  # NAME OUT
     fuzz)
       # The fuzz targets are part of the ASan build (nothing left to build
       # after the asan stage); run alone, this builds just them.
+      await_background_build asan
       configure_asan && cmake --build "$ASAN_BUILD" -j "$(nproc)" --target fuzz_targets &&
         scripts/fuzz_smoke.sh "$ASAN_BUILD"
       ;;
     aarch64)
-      # Libraries and unit tests only (TOKENMILL_TOOLS=OFF: Debian 12 cannot
-      # install the benchmark client's yaml-cpp for two architectures). Speed
-      # under emulation means nothing; correctness against the scalar
+      # Speed under emulation means nothing; correctness against the scalar
       # references and the stories260K reference does. Only the suites whose
       # code can differ on AArch64 are built and run (arm_suites); the
       # others are platform-neutral logic that the native stages cover.
-      cmake -S . -B "$ARM_BUILD" -G Ninja -DCMAKE_TOOLCHAIN_FILE=cmake/aarch64-linux-gnu.cmake -DTOKENMILL_TOOLS=OFF \
-        -DCMAKE_BUILD_TYPE=Release "${unity[@]}" >/dev/null &&
-        cmake --build "$ARM_BUILD" -j "$(nproc)" --target "${arm_suites[@]}" || return 1
+      await_background_build aarch64
+      build_aarch64 || return 1
       local not_built
       not_built=$(printf '%s_NOT_BUILT|' "${arm_skipped_suites[@]}")
       ctest_run "$ARM_BUILD" unit "$out" TOKENMILL_EXPECT_ISA=neon TOKENMILL_TEST_QUICK=1 --timeout 600 \
@@ -191,6 +277,7 @@ main() {
   local name out start rc
   rm -rf "$results"
   mkdir -p "$results"
+  printf 'start\t%s\n' "$(date +%s)" >"$results/run.tsv"
   # Expensive reference results computed by one stage and reused by the
   # next ones of this run only (tests/python/test_gemma_reference.py).
   export TOKENMILL_TEST_CACHE="$results/cache"
@@ -201,10 +288,24 @@ main() {
     echo
     echo "======== stage $name ========"
     start=$(date +%s)
-    run_stage "$name" "$out" 2>&1 | tee "$out/log.txt"
+    # The stage's CPU time is read in the subshell that runs it: this shell
+    # also reaps the background builds, whose time would land in whichever
+    # stage was running when they ended.
+    {
+      run_stage "$name" "$out"
+      rc=$?
+      children_cpu_seconds
+      echo "$cpu_seconds" >"$out/cpu_seconds"
+      exit $rc
+    } 2>&1 | tee "$out/log.txt"
     rc=${PIPESTATUS[0]}
-    printf '%s\t%s\t%s\n' "$name" "$rc" "$(($(date +%s) - start))" >>"$results/stages.tsv"
+    printf '%s\t%s\t%s\t%s\n' "$name" "$rc" "$(($(date +%s) - start))" "$(cat "$out/cpu_seconds" 2>/dev/null)" \
+      >>"$results/stages.tsv"
+    [[ $name == build && $rc == 0 ]] && start_background_builds
   done
+  wait  # a background build no stage waited for
+  background_pid=
+  printf 'end\t%s\n' "$(date +%s)" >>"$results/run.tsv"
   python3 scripts/test_summary.py "$results"
 }
 

@@ -2,11 +2,14 @@
 """Prints one summary of a scripts/test_all.sh run and exits non-zero if any
 stage failed.
 
-Reads RESULTS/stages.tsv (stage, exit status, seconds) and each stage's
-JUnit files: ctest's (ctest.xml), pytest's (one per suite, named after the
+Reads RESULTS/stages.tsv (stage, exit status, seconds, and CPU seconds when
+the runner measured them), the builds that ran in the background
+(RESULTS/background/builds.tsv, same columns), the whole run's start and
+end (RESULTS/run.tsv) and each stage's JUnit files: ctest's (ctest.xml), pytest's (one per suite, named after the
 ctest test that ran it, so a pytest suite counts its own tests instead of
 one ctest entry) and GoogleTest's (*_test.xml). Fuzz stages are read from
-their log. Every skip is listed with its reason; in strict mode (CI=true or
+their log. Every test's wall time goes to RESULTS/test_times.tsv (slowest
+first) and the 20 slowest are printed. Every skip is listed with its reason; in strict mode (CI=true or
 TOKENMILL_STRICT=1) a skip for a missing dependency fails its stage, as the
 tests themselves already do.
 
@@ -22,14 +25,20 @@ STRICT = os.environ.get("CI") == "true" or os.environ.get("TOKENMILL_STRICT") ==
 Counts = collections.namedtuple("Counts", "passed failed skipped")
 
 
+SLOWEST_SHOWN = 20
+
+
 class Stage:
-    def __init__(self, name, status, seconds):
-        self.name, self.status, self.seconds = name, status, seconds
+    def __init__(self, name, status, seconds, cpu_seconds=None):
+        self.name, self.status, self.seconds, self.cpu_seconds = name, status, seconds, cpu_seconds
         self.passed = self.failed = 0
+        self.times = []     # (seconds, test)
         self.skips = []     # (test, reason)
         self.failures = []  # test names
 
-    def add(self, test, outcome, reason=""):
+    def add(self, test, outcome, reason="", seconds=None):
+        if seconds is not None:
+            self.times.append((seconds, test))
         if outcome == "passed":
             self.passed += 1
         elif outcome == "skipped":
@@ -59,19 +68,28 @@ def gtest_skip_reason(output):
     return first_line(m.group(1)) if m else first_line(output)
 
 
+def case_seconds(case):
+    try:
+        return float(case.get("time"))
+    except (TypeError, ValueError):
+        return None
+
+
 def junit_cases(path):
-    """(name, outcome, reason) for each testcase of a pytest or gtest JUnit file."""
+    """(name, outcome, reason, seconds) for each testcase of a pytest or gtest JUnit file."""
     root = ET.parse(path).getroot()
     for case in root.iter("testcase"):
         name = ".".join(p for p in (case.get("classname"), case.get("name")) if p)
         skipped = case.find("skipped")
+        seconds = case_seconds(case)
         if case.find("failure") is not None or case.find("error") is not None:
-            yield name, "failed", ""
+            yield name, "failed", "", seconds
         elif skipped is not None or case.get("result") == "skipped" or case.get("status") == "notrun":
             reason = skipped.get("message", "") if skipped is not None else ""
-            yield name, "skipped", first_line(reason) or first_line(skipped.text if skipped is not None else "")
+            reason = first_line(reason) or first_line(skipped.text if skipped is not None else "")
+            yield name, "skipped", reason, seconds
         else:
-            yield name, "passed", ""
+            yield name, "passed", "", seconds
 
 
 def read_ctest(stage, directory):
@@ -85,23 +103,23 @@ def read_ctest(stage, directory):
         pytest_xml = os.path.join(directory, name + ".xml")
         if os.path.exists(pytest_xml):
             before = stage.failed
-            for test, outcome, reason in junit_cases(pytest_xml):
-                stage.add(f"{name}::{test}", outcome, reason)
+            for test, outcome, reason, seconds in junit_cases(pytest_xml):
+                stage.add(f"{name}::{test}", outcome, reason, seconds)
             if status == "fail" and stage.failed == before:  # crashed or timed out outside a test
                 stage.add(name + " (suite)", "failed")
         elif status == "run":
-            stage.add(name, "passed")
+            stage.add(name, "passed", seconds=case_seconds(case))
         elif status in ("notrun", "disabled"):
             stage.add(name, "skipped", gtest_skip_reason(out))
         else:
-            stage.add(name, "failed")
+            stage.add(name, "failed", seconds=case_seconds(case))
 
 
 def read_gtest_files(stage, directory):
     for file in sorted(os.listdir(directory)):
         if file.endswith("_test.xml"):
-            for test, outcome, reason in junit_cases(os.path.join(directory, file)):
-                stage.add(f"{file[:-4]}: {test}", outcome, reason)
+            for test, outcome, reason, seconds in junit_cases(os.path.join(directory, file)):
+                stage.add(f"{file[:-4]}: {test}", outcome, reason, seconds)
 
 
 def read_fuzz_log(stage, directory):
@@ -110,30 +128,75 @@ def read_fuzz_log(stage, directory):
         stage.add(target, "failed" if f"fuzz-smoke: {target} FAILED" in log else "passed")
 
 
+def read_rows(path):
+    """(name, status, seconds, cpu seconds or None) per line of a stages.tsv-like file."""
+    if not os.path.exists(path):
+        return []
+    rows = []
+    with open(path) as f:
+        for line in f:
+            fields = line.rstrip("\n").split("\t")
+            cpu = int(fields[3]) if len(fields) > 3 and fields[3] else None
+            rows.append((fields[0], int(fields[1]), int(fields[2]), cpu))
+    return rows
+
+
 def load(results):
     stages = []
-    with open(os.path.join(results, "stages.tsv")) as f:
-        for line in f:
-            name, status, seconds = line.rstrip("\n").split("\t")
-            stage = Stage(name, int(status), int(seconds))
-            directory = os.path.join(results, name)
-            read_ctest(stage, directory)
-            read_gtest_files(stage, directory)
-            if name == "fuzz":
-                read_fuzz_log(stage, directory)
-            stages.append(stage)
+    for name, status, seconds, cpu in read_rows(os.path.join(results, "stages.tsv")):
+        stage = Stage(name, status, seconds, cpu)
+        directory = os.path.join(results, name)
+        read_ctest(stage, directory)
+        read_gtest_files(stage, directory)
+        if name == "fuzz":
+            read_fuzz_log(stage, directory)
+        stages.append(stage)
     return stages
+
+
+def minutes(seconds):
+    m, s = divmod(int(seconds), 60)
+    return f"{m:>4}m{s:02d}s"
+
+
+def cpu_column(cpu_seconds, seconds):
+    """CPU seconds and the cores they kept busy on average."""
+    if cpu_seconds is None:
+        return f"{'':>14}"
+    cores = f"{cpu_seconds / seconds:.1f}" if seconds else "-"
+    return f"{cpu_seconds:>8} {'x' + cores:>5}"
+
+
+def print_times(results, stages):
+    """The background builds, the whole run, and the slowest tests; every
+    test's time to test_times.tsv."""
+    for name, status, seconds, cpu in read_rows(os.path.join(results, "background", "builds.tsv")):
+        print(f"{name:<14} {'ok' if status == 0 else 'FAILED':<7} {'(in the background, beside the stages)':>32} "
+              f"{minutes(seconds)} {cpu_column(cpu, seconds)}")
+    ends = dict(line.rstrip("\n").split("\t") for line in open(os.path.join(results, "run.tsv"))) \
+        if os.path.exists(os.path.join(results, "run.tsv")) else {}
+    if "start" in ends and "end" in ends:
+        print(f"{'whole run':<14} {'':<7} {'':>32} {minutes(int(ends['end']) - int(ends['start']))}")
+    timed = sorted(((t, s.name, test) for s in stages for t, test in s.times), reverse=True)
+    with open(os.path.join(results, "test_times.tsv"), "w") as f:
+        f.write("seconds\tstage\ttest\n")
+        for t, stage, test in timed:
+            f.write(f"{t:.2f}\t{stage}\t{test}\n")
+    if timed:
+        print(f"slowest {min(SLOWEST_SHOWN, len(timed))} tests (all {len(timed)} in {results}/test_times.tsv):")
+        for t, stage, test in timed[:SLOWEST_SHOWN]:
+            print(f"  {t:8.1f} s  [{stage}] {test[:110]}")
 
 
 def main():
     results = sys.argv[1]
     stages = load(results)
     print("\n======== test summary ========")
-    print(f"{'stage':<14} {'result':<7} {'passed':>7} {'failed':>7} {'skipped':>8} {'time':>8}")
+    print(f"{'stage':<14} {'result':<7} {'passed':>7} {'failed':>7} {'skipped':>8} {'time':>8} {'cpu-s  cores':>14}")
     for s in stages:
-        minutes, seconds = divmod(s.seconds, 60)
         print(f"{s.name:<14} {'ok' if s.ok else 'FAILED':<7} {s.passed:>7} {s.failed:>7} {len(s.skips):>8} "
-              f"{minutes:>4}m{seconds:02d}s")
+              f"{minutes(s.seconds)} {cpu_column(s.cpu_seconds, s.seconds)}".rstrip())
+    print_times(results, stages)
     for s in stages:
         for test, reason in s.skips:
             print(f"skipped  [{s.name}] {test}: {reason or '(no reason given)'}")

@@ -7,7 +7,7 @@ for the mixture-of-experts models Mixtral, Qwen1.5-MoE / Qwen2-MoE,
 Qwen3-MoE and OLMoE
 and Hugging Face configurations, and the GGUF tensor naming
 and layout conventions), not from tokenmill's C++: weights are read with the PyPI `gguf`
-package (GGUFReader) and quantized tensors are dequantized with
+package (its GGUFReader, faster to open: fast_gguf_reader.py) and quantized tensors are dequantized with
 `gguf.quants.dequantize`, so nothing here shares code with tokenmill.
 
 Everything is computed in float64 over the whole prompt at once (no KV
@@ -23,8 +23,10 @@ Usage:
 import math
 
 import numpy as np
-from gguf import GGMLQuantizationType, GGUFReader
+from gguf import GGMLQuantizationType
 from gguf.quants import dequantize
+
+from fast_gguf_reader import FastGGUFReader
 
 from reference_lora import LoraDeltas, merge
 
@@ -73,7 +75,7 @@ class ReferenceModel:
         merged into the weights they adapt (W + scale * B @ A) as they are
         read; `lora_scale` is the user scale of a file."""
         self.path = path
-        reader = GGUFReader(path)
+        reader = FastGGUFReader(path)
         self._tensors = {t.name: t for t in reader.tensors}
         arch = _field_value(reader, "general.architecture")
         if arch not in SUPPORTED_ARCHS:

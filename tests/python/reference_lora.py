@@ -14,7 +14,7 @@ scale = user_scale * alpha / rank, with rank = B's column count; an alpha of
 follows).
 """
 import numpy as np
-from gguf import GGUFReader
+from fast_gguf_reader import FastGGUFReader
 
 A_SUFFIX, B_SUFFIX = ".lora_a", ".lora_b"
 
@@ -33,7 +33,7 @@ class LoraDeltas:
 
     def __init__(self, path, as_array, user_scale=1.0):
         self.path = path
-        reader = GGUFReader(path)
+        reader = FastGGUFReader(path)
         if _field_value(reader, "general.type") != "adapter":
             raise ValueError(f"{path}: general.type is not 'adapter'")
         if _field_value(reader, "adapter.type") != "lora":
