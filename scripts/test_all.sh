@@ -15,8 +15,7 @@
 # under qemu-user with the NEON kernels, on an x86-64 host).
 #
 # Environment: JOBS (parallel tests, default nproc), TEST_RESULTS (results
-# folder, default test-results), BACKGROUND_BUILDS (default 1: see
-# start_background_builds; 0 builds each stage's tree in its stage), CI=true or TOKENMILL_STRICT=1 (a skip for a
+# folder, default test-results), CI=true or TOKENMILL_STRICT=1 (a skip for a
 # missing dependency is a failure), TOKENMILL_EXPECT_ISA (default: what
 # scripts/cpu_isa.sh reads from /proc/cpuinfo; the dispatch tests fail if
 # tokenmill detects less).
@@ -127,67 +126,6 @@ build_aarch64() {
     cmake --build "$ARM_BUILD" -j "$(nproc)" --target "${arm_suites[@]}"
 }
 
-# The sanitizer and cross builds (about 16 of the run's 37 minutes on two
-# cores, all of it compiling) do not wait for their stages: once the release
-# build is done they are built one after the other in the background at the
-# lowest CPU and I/O priority, while the native test stages run in front.
-# Those stages leave about a sixth of the two cores idle (the e2e stage:
-# 594 CPU-seconds in 356 s), which the compilers take; a test that wants the
-# CPU gets it first (nice 19 against 0: about 1.5 % of a core left to the
-# build while both cores are wanted). Each stage then waits for its own
-# build and builds again in front, which is a no-op unless the background
-# build failed, so a compile error still shows in the stage's own log.
-background_builds=()
-background_pid=
-start_background_builds() {
-  local name wanted=()
-  for name in asan tsan aarch64; do
-    [[ " ${stages[*]} " == *" $name "* || ($name == asan && " ${stages[*]} " == *" fuzz "*) ]] && wanted+=("$name")
-  done
-  ((${#wanted[@]})) && [[ "${BACKGROUND_BUILDS:-1}" != 0 ]] || return 0
-  mkdir -p "$results/background"
-  (
-    renice -n 19 -p "$BASHPID" >/dev/null
-    ionice -c 3 -p "$BASHPID" 2>/dev/null
-    for name in "${wanted[@]}"; do
-      local start=$SECONDS cpu_before cpu_seconds
-      children_cpu_seconds
-      cpu_before=$cpu_seconds
-      "build_$name" >"$results/background/$name.log" 2>&1
-      local rc=$?
-      children_cpu_seconds
-      printf '%s\t%s\t%s\t%s\n' "build-$name" "$rc" "$((SECONDS - start))" "$((cpu_seconds - cpu_before))" \
-        >>"$results/background/builds.tsv"
-      echo "$rc" >"$results/background/$name.done"
-    done
-  ) &
-  background_pid=$!
-  background_builds=("${wanted[@]}")
-  # An interrupted run takes its background builds with it.
-  trap 'stop_background_builds; exit 130' INT TERM
-  trap stop_background_builds EXIT
-  echo "building ${wanted[*]} in the background (lowest priority; logs in $results/background)"
-}
-
-kill_tree() {  # PID: the process and everything it started
-  local child
-  for child in $(pgrep -P "$1"); do kill_tree "$child"; done
-  kill "$1" 2>/dev/null
-}
-stop_background_builds() {
-  [[ -n "$background_pid" ]] && kill_tree "$background_pid"
-  background_pid=
-}
-
-# Waits until the background build of NAME has finished (or died). Stages
-# run in a pipe (a subshell), so the build is known by its pid, not as a job.
-await_background_build() {  # NAME
-  [[ " ${background_builds[*]} " == *" $1 "* ]] || return 0
-  local start=$SECONDS
-  until [[ -e "$results/background/$1.done" ]] || ! kill -0 "$background_pid" 2>/dev/null; do sleep 1; done
-  echo "waited $((SECONDS - start)) s for the background $1 build (status $(cat "$results/background/$1.done" 2>/dev/null || echo lost))"
-}
-
 # Sets cpu_seconds to the user + system CPU seconds of this (sub)shell's
 # finished children so far: the second line of bash's `times`, which must
 # run in the shell itself (in a pipe or $(...) it would count a new
@@ -218,7 +156,6 @@ run_stage() {  # NAME OUT
     e2e-scalar) ctest_run "$BUILD" isa "$out" TOKENMILL_ISA=scalar -LE isa-slow ;;
     e2e-*) ctest_run "$BUILD" isa "$out" "TOKENMILL_ISA=${name#e2e-}" ;;
     asan)
-      await_background_build asan
       build_asan || return 1
       # All but the 270M suites labelled isa-slow (minutes under ASan: the
       # numerical ones and server_spec; the same model's load, forward and
@@ -236,7 +173,6 @@ run_stage() {  # NAME OUT
         -E "$asan_skipped_tests"
       ;;
     tsan)
-      await_background_build tsan
       build_tsan || return 1
       local rc=0 bin
       for bin in "${tsan_binaries[@]}"; do
@@ -251,7 +187,6 @@ run_stage() {  # NAME OUT
     fuzz)
       # The fuzz targets are part of the ASan build (nothing left to build
       # after the asan stage); run alone, this builds just them.
-      await_background_build asan
       configure_asan && cmake --build "$ASAN_BUILD" -j "$(nproc)" --target fuzz_targets &&
         scripts/fuzz_smoke.sh "$ASAN_BUILD"
       ;;
@@ -260,7 +195,6 @@ run_stage() {  # NAME OUT
       # references and the stories260K reference does. Only the suites whose
       # code can differ on AArch64 are built and run (arm_suites); the
       # others are platform-neutral logic that the native stages cover.
-      await_background_build aarch64
       build_aarch64 || return 1
       local not_built
       not_built=$(printf '%s_NOT_BUILT|' "${arm_skipped_suites[@]}")
@@ -288,9 +222,8 @@ main() {
     echo
     echo "======== stage $name ========"
     start=$(date +%s)
-    # The stage's CPU time is read in the subshell that runs it: this shell
-    # also reaps the background builds, whose time would land in whichever
-    # stage was running when they ended.
+    # The stage's CPU time is read in the subshell that runs it (see
+    # children_cpu_seconds).
     {
       run_stage "$name" "$out"
       rc=$?
@@ -301,10 +234,7 @@ main() {
     rc=${PIPESTATUS[0]}
     printf '%s\t%s\t%s\t%s\n' "$name" "$rc" "$(($(date +%s) - start))" "$(cat "$out/cpu_seconds" 2>/dev/null)" \
       >>"$results/stages.tsv"
-    [[ $name == build && $rc == 0 ]] && start_background_builds
   done
-  wait  # a background build no stage waited for
-  background_pid=
   printf 'end\t%s\n' "$(date +%s)" >>"$results/run.tsv"
   python3 scripts/test_summary.py "$results"
 }

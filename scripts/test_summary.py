@@ -3,9 +3,8 @@
 stage failed.
 
 Reads RESULTS/stages.tsv (stage, exit status, seconds, and CPU seconds when
-the runner measured them), the builds that ran in the background
-(RESULTS/background/builds.tsv, same columns), the whole run's start and
-end (RESULTS/run.tsv) and each stage's JUnit files: ctest's (ctest.xml), pytest's (one per suite, named after the
+the runner measured them), the whole run's start and end (RESULTS/run.tsv)
+and each stage's JUnit files: ctest's (ctest.xml), pytest's (one per suite, named after the
 ctest test that ran it, so a pytest suite counts its own tests instead of
 one ctest entry) and GoogleTest's (*_test.xml). Fuzz stages are read from
 their log. Every test's wall time goes to RESULTS/test_times.tsv (slowest
@@ -168,11 +167,8 @@ def cpu_column(cpu_seconds, seconds):
 
 
 def print_times(results, stages):
-    """The background builds, the whole run, and the slowest tests; every
-    test's time to test_times.tsv."""
-    for name, status, seconds, cpu in read_rows(os.path.join(results, "background", "builds.tsv")):
-        print(f"{name:<14} {'ok' if status == 0 else 'FAILED':<7} {'(in the background, beside the stages)':>32} "
-              f"{minutes(seconds)} {cpu_column(cpu, seconds)}")
+    """The whole run's wall time and the slowest tests; every test's time
+    to test_times.tsv."""
     ends = dict(line.rstrip("\n").split("\t") for line in open(os.path.join(results, "run.tsv"))) \
         if os.path.exists(os.path.join(results, "run.tsv")) else {}
     if "start" in ends and "end" in ends:

@@ -112,21 +112,19 @@ def test_strict_mode_fails_a_stage_with_a_missing_dependency_skip(tmp_path):
 
 
 def test_times_cpu_and_the_slowest_tests(tmp_path):
-    """Each stage's CPU seconds and cores, the builds that ran in the
-    background, the whole run's wall time, and every test's time (ctest,
-    pytest and gtest dialects) to test_times.tsv, slowest first."""
+    """Each stage's CPU seconds and cores, the whole run's wall time, and
+    every test's time (ctest, pytest and gtest dialects) to test_times.tsv,
+    slowest first."""
     write(tmp_path / "unit" / "ctest.xml", CTEST.replace('name="Kernels.Pass" classname="Kernels.Pass" status="run"',
                                                          'name="Kernels.Pass" classname="Kernels.Pass" status="run" time="2.5"'))
     write(tmp_path / "unit" / "suite_a.xml", PYTEST_A.replace('name="test_two"', 'name="test_two" time="40.25"'))
     write(tmp_path / "unit" / "suite_b.xml", PYTEST_B)
     write(tmp_path / "tsan" / "tm_util_test.xml", GTEST.replace('name="Runs" status="run"', 'name="Runs" time="7" status="run"'))
     write(tmp_path / "stages.tsv", "unit\t0\t30\t54\ntsan\t0\t100\t150\n")
-    write(tmp_path / "background" / "builds.tsv", "build-asan\t0\t400\t790\n")
     write(tmp_path / "run.tsv", "start\t1000\nend\t1754\n")
     p = summarize(tmp_path)
     assert stage_row(p.stdout, "unit")[5:] == ["0m30s", "54", "x1.8"]
     assert stage_row(p.stdout, "tsan")[5:] == ["1m40s", "150", "x1.5"]
-    assert stage_row(p.stdout, "build-asan")[-3:] == ["6m40s", "790", "x2.0"]
     assert stage_row(p.stdout, "whole")[-1] == "12m34s"
     slowest = p.stdout.split("slowest 3 tests")[1].splitlines()[1:4]
     assert [line.split()[0] for line in slowest] == ["40.2", "7.0", "2.5"]
