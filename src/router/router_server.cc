@@ -20,9 +20,12 @@ RouterServer::RouterServer(RouterServerOptions options, Proxy& proxy)
   http_->set_tcp_nodelay(true);  // a relayed token chunk should leave at once
   // Without SO_REUSEPORT (httplib's default sets it), a second router
   // cannot silently bind the same port and take half the connections.
-  http_->set_socket_options([](socket_t sock) {
+  // The hook also remembers the socket: the last one it saw before a
+  // successful bind is the listener, whose backlog bind() widens.
+  http_->set_socket_options([this](socket_t sock) {
     int yes = 1;
     setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof(yes));
+    listen_socket_ = sock;
   });
   register_routes();
 }
@@ -36,14 +39,25 @@ RouterServer::~RouterServer() {
 }
 
 int RouterServer::bind() {
-  if (options_.port == 0) {
-    const int port = http_->bind_to_any_port(options_.host);
+  int port = options_.port;
+  if (port == 0) {
+    port = http_->bind_to_any_port(options_.host);
     if (port < 0) fail("cannot listen on {} (any port)", options_.host);
-    return port;
+  } else if (!http_->bind_to_port(options_.host, port)) {
+    fail("cannot listen on {}:{} (in use, or not a local address?)", options_.host, port);
   }
-  if (!http_->bind_to_port(options_.host, options_.port))
-    fail("cannot listen on {}:{} (in use, or not a local address?)", options_.host, options_.port);
-  return options_.port;
+  widen_accept_queue();
+  return port;
+}
+
+// Debian's cpp-httplib is a compiled library that listens with a backlog of
+// 5, and its CPPHTTPLIB_LISTEN_BACKLOG only works header-only: a burst of
+// new connections on a busy machine overflowed the queue and a client saw a
+// connection error. listen() again on a listening socket only resizes its
+// queue (the kernel caps it at net.core.somaxconn).
+void RouterServer::widen_accept_queue() {
+  if (listen_socket_ < 0 || ::listen(listen_socket_, kAcceptQueue) != 0)
+    fail("cannot set the accept queue of the router's listener on {}:{}", options_.host, options_.port);
 }
 
 void RouterServer::start() {

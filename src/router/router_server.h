@@ -57,12 +57,17 @@ class RouterServer {
   void register_routes();
   void handle_health(httplib::Response& res);
   int64_t in_flight() const;
+  void widen_accept_queue();
+
+  // Pending connections the listener holds before it accepts them.
+  static constexpr int kAcceptQueue = 1024;
 
   RouterServerOptions options_;
   Proxy& proxy_;
   std::unique_ptr<httplib::Server> http_;
   std::thread listen_thread_;
   std::atomic<bool> listen_done_{false};
+  int listen_socket_ = -1;  // set by httplib's socket-options hook
 };
 
 }  // namespace tokenmill::router
