@@ -14,13 +14,13 @@ namespace {
 
 json requests_json(const engine::MetricsSnapshot& m, const server::HttpStatsSnapshot& http) {
   json finished = json::object();
-  for (int i = 0; i < sched::kNumFinishReasons; ++i)
+  for (int i = 0; i < engine::kNumFinishReasons; ++i)
     if (m.requests_finished[i] > 0)
-      finished[std::string(sched::finish_reason_name(static_cast<sched::FinishReason>(i)))] = m.requests_finished[i];
+      finished[std::string(engine::finish_reason_name(static_cast<engine::FinishReason>(i)))] = m.requests_finished[i];
   json rejected = json::object();
-  for (int i = 0; i < sched::kNumRejectReasons; ++i)
+  for (int i = 0; i < engine::kNumRejectReasons; ++i)
     if (m.requests_rejected[i] > 0)
-      rejected[std::string(sched::reject_reason_name(static_cast<sched::RejectReason>(i)))] = m.requests_rejected[i];
+      rejected[std::string(engine::reject_reason_name(static_cast<engine::RejectReason>(i)))] = m.requests_rejected[i];
   return {{"submitted", m.requests_submitted},
           {"running", m.running},
           {"waiting", m.waiting},

@@ -90,6 +90,9 @@ class Engine {
   const model::ModelConfig& model_config() const { return core_->model_config(); }
   // What LoRA adapters are loaded against (model::LoraAdapter::load).
   const model::Model& model() const { return core_->model(); }
+  // The model file the engine loaded (its metadata: chat template, FIM
+  // tokens, names), open and mapped for the engine's lifetime.
+  const gguf::GgufFile& model_file() const { return core_->model().file(); }
   const tokenizer::Tokenizer* tokenizer() const { return core_->tokenizer(); }
   const RequestLimits& limits() const { return core_->limits(); }
   const EngineConfig& config() const { return core_->config(); }

@@ -56,6 +56,12 @@ struct RequestLimits {
   bool speculation = false;  // the engine drafts (EngineConfig::spec)
   bool parallel = false;     // tensor or pipeline parallel model
   int64_t max_model_len() const { return capacity.max_model_len; }
+  // Completion tokens a request may run to when it names none (a chat
+  // without max_tokens): what the context, the KV pool and each of its
+  // `num_samples` shares of it leave after a prompt of `prompt_tokens`.
+  int64_t completion_room(int64_t prompt_tokens, int64_t num_samples) const {
+    return sched::default_completion_tokens(capacity, prompt_tokens, num_samples);
+  }
 };
 
 // nullopt when the request may be queued; else why it is refused at once

@@ -110,7 +110,7 @@ void HttpServer::attach_engine(engine::Engine& engine, const std::string& model_
   // Built once here: its vocabulary tables cost O(total token bytes).
   if (ctx_.tokenizer)
     ctx_.grammar_compiler = std::make_unique<grammar::GrammarCompiler>(*ctx_.tokenizer, grammar::GrammarLimits{});
-  const gguf::GgufFile file = gguf::GgufFile::open(model_path);
+  const gguf::GgufFile& file = engine.model_file();
   ctx_.chat = select_chat_format(options_.chat_template, file, ctx_.tokenizer);
   ctx_.model_profile = profile_model(read_model_metadata(file), ctx_.chat);
   llama_.attach(file, model_path, engine);  // before the engine is published to the handlers

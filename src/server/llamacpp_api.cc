@@ -8,7 +8,6 @@
 #include <memory>
 #include <string_view>
 
-#include "sched/admission.h"
 #include "server/api_error.h"
 #include "server/generation.h"
 #include "server/llamacpp_session.h"
@@ -52,8 +51,7 @@ int64_t llama_context_room(const ServingContext& ctx, const engine::Engine& engi
                            const std::vector<std::vector<int32_t>>& prompts, int n) {
   int64_t room = std::numeric_limits<int64_t>::max();
   for (const auto& p : prompts)
-    room =
-        std::min(room, sched::default_completion_tokens(engine.limits().capacity, static_cast<int64_t>(p.size()), n));
+    room = std::min(room, engine.limits().completion_room(static_cast<int64_t>(p.size()), n));
   int64_t fallback = std::max<int64_t>(room, 1);
   if (ctx.policy.default_max_tokens > 0) fallback = std::min(fallback, ctx.policy.default_max_tokens);
   return fallback;
