@@ -1,5 +1,5 @@
 // libFuzzer target for the incremental HTTP/1.1 request parser
-// (src/server/http_request_parser.h). Input: byte 0 picks how the rest is
+// (src/http/http_request_parser.h). Input: byte 0 picks how the rest is
 // cut into pieces, the rest is what a client sends on one connection
 // (possibly several pipelined requests). The bytes are parsed as a
 // connection would, request after request, once in one piece and once in
@@ -13,13 +13,13 @@
 #include <string_view>
 #include <vector>
 
-#include "server/http_request_parser.h"
+#include "http/http_request_parser.h"
 
 namespace {
 
-using tokenmill::server::HttpLimits;
-using tokenmill::server::HttpRequestParser;
-using tokenmill::server::ParsedRequest;
+using tokenmill::http::HttpLimits;
+using tokenmill::http::HttpRequestParser;
+using tokenmill::http::ParsedRequest;
 using State = HttpRequestParser::State;
 
 // Small, so that inputs reach every limit.

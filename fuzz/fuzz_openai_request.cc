@@ -1,4 +1,4 @@
-// libFuzzer target for the OpenAI request parsers (src/server/openai_request.h).
+// libFuzzer target for the OpenAI request parsers (src/server/openai/openai_request.h).
 // The first byte picks the endpoint, the rest is the body. Any input must
 // parse or throw ApiError with a 400 status and a message; anything else
 // escaping (a JSON library exception, a crash, UB) is a bug. A parsed
@@ -9,7 +9,7 @@
 #include <string_view>
 
 #include "server/api_error.h"
-#include "server/openai_request.h"
+#include "server/openai/openai_request.h"
 
 namespace {
 

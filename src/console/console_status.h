@@ -11,8 +11,8 @@
 #include <nlohmann/json.hpp>
 
 #include "engine/metrics.h"
-#include "server/http_stats.h"
-#include "server/prometheus.h"
+#include "server/admin/prometheus.h"
+#include "server/http_types.h"
 
 namespace tokenmill::console {
 

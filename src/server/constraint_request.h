@@ -19,7 +19,7 @@
 #include <vector>
 
 #include "server/json_fields.h"
-#include "server/openai_request.h"
+#include "server/sampling_request.h"
 
 namespace tokenmill::server {
 

@@ -19,8 +19,8 @@
 
 #include "engine/engine.h"
 #include "server/api_error.h"
-#include "server/http_stats.h"
-#include "server/openai_request.h"
+#include "server/http_types.h"
+#include "server/sampling_request.h"
 
 namespace tokenmill::server {
 

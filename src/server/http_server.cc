@@ -5,12 +5,12 @@
 #include <ctime>
 
 #include "gguf/reader.h"
+#include "server/admin/lora_endpoints.h"
+#include "server/admin/prometheus.h"
 #include "server/api_error.h"
-#include "server/embeddings.h"
-#include "server/llamacpp_response.h"
-#include "server/lora_endpoints.h"
-#include "server/openai_response.h"
-#include "server/prometheus.h"
+#include "server/llamacpp/llamacpp_response.h"
+#include "server/openai/embeddings.h"
+#include "server/openai/openai_response.h"
 #include "server/request_log.h"
 #include "util/check.h"
 #include "util/error.h"
@@ -30,8 +30,8 @@ namespace {
 
 std::chrono::milliseconds seconds_ms(double s) { return std::chrono::milliseconds(static_cast<int64_t>(s * 1000.0)); }
 
-HttpFrontOptions front_options(const ServerOptions& o) {
-  HttpFrontOptions f;
+http::HttpFrontOptions front_options(const ServerOptions& o) {
+  http::HttpFrontOptions f;
   f.host = o.host;
   f.port = o.port;
   f.limits.max_body_bytes = o.max_body_bytes;
@@ -63,7 +63,7 @@ HttpServer::HttpServer(ServerOptions options)
     : options_(std::move(options)),
       keys_(options_.api_keys),
       front_(front_options(options_),
-             HttpFrontHooks{
+             http::HttpFrontHooks{
                  [this](HttpRequest& req, HttpResponse& res) { dispatch(req, res); },
                  [this](const HttpRequest& req, const HttpResponse& res, bool completed) {
                    RequestRecord& r = current_record();

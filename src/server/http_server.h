@@ -30,9 +30,9 @@
 #include <vector>
 
 #include "engine/engine.h"
-#include "server/api_keys.h"
-#include "server/http_front.h"
-#include "server/llamacpp_api.h"
+#include "http/http_front.h"
+#include "server/admin/api_keys.h"
+#include "server/llamacpp/llamacpp_api.h"
 #include "server/serving_context.h"
 
 namespace tokenmill::server {
@@ -97,7 +97,7 @@ class HttpServer {
   std::string state_name() const;
   ServingContext& context() { return ctx_; }
   const ServingContext& context() const { return ctx_; }
-  HttpFrontStats front_stats() const { return front_.stats(); }
+  http::HttpFrontStats front_stats() const { return front_.stats(); }
   // The handlers' counters with the front's connection counters (what
   // /metrics and the console report).
   HttpStatsSnapshot http_stats() const;
@@ -140,7 +140,7 @@ class HttpServer {
   LlamaCppApi llama_{ctx_};  // llama.cpp's native routes (/completion, /infill, /props, /slots)
   ApiKeyTable keys_;
   std::vector<Route> routes_;
-  HttpFront front_;
+  http::HttpFront front_;
   bool started_ = false;
 };
 

@@ -10,7 +10,7 @@
 #include <string>
 #include <vector>
 
-#include "server/openai_request.h"
+#include "server/sampling_request.h"
 #include "tokenizer/tokenizer.h"
 
 namespace tokenmill::server {

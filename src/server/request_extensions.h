@@ -18,9 +18,11 @@
 #include <string>
 
 #include "server/json_fields.h"
-#include "server/openai_request.h"
+#include "server/sampling_request.h"
 
 namespace tokenmill::server {
+
+struct ChatRequest;  // openai/openai_request.h
 
 // Names of the extension fields both generation endpoints accept.
 const std::set<std::string, std::less<>>& extension_fields();

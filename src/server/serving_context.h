@@ -14,11 +14,10 @@
 #include "engine/engine.h"
 #include "grammar/grammar_compiler.h"
 #include "server/chat_prompt.h"
-#include "server/http_message.h"
-#include "server/http_stats.h"
+#include "server/http_types.h"
 #include "server/lora_registry.h"
 #include "server/model_profile.h"
-#include "server/openai_request.h"
+#include "server/sampling_request.h"
 #include "util/bounded_json.h"
 
 namespace tokenmill::server {

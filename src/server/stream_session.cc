@@ -2,8 +2,8 @@
 
 #include <thread>
 
+#include "server/http_types.h"
 #include "server/serving_context.h"
-#include "server/sse.h"
 
 namespace tokenmill::server {
 

@@ -24,8 +24,8 @@
 #include <vector>
 
 #include "server/generation.h"
-#include "server/http_message.h"
-#include "server/openai_response.h"
+#include "server/http_types.h"
+#include "server/openai/openai_response.h"
 #include "server/request_log.h"
 
 namespace tokenmill::server {

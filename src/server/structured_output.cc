@@ -2,7 +2,7 @@
 
 #include "grammar/grammar_compiler.h"
 #include "server/api_error.h"
-#include "server/tool_grammar.h"
+#include "server/tools/tool_grammar.h"
 #include "util/error.h"
 
 namespace tokenmill::server {

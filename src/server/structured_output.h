@@ -8,9 +8,9 @@
 #include <optional>
 
 #include "grammar/compiled_grammar.h"
-#include "server/openai_request.h"
-#include "server/openai_response.h"
+#include "server/openai/openai_response.h"
 #include "server/serving_context.h"
+#include "server/tools/tool_request.h"
 
 namespace tokenmill::server {
 

@@ -1,0 +1,302 @@
+#include "server/llamacpp/llamacpp_api.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <chrono>
+#include <limits>
+#include <memory>
+#include <string_view>
+
+#include "server/api_error.h"
+#include "server/generation.h"
+#include "server/llamacpp/llamacpp_session.h"
+#include "server/openai/openai_response.h"
+#include "server/prompt_tokens.h"
+#include "server/request_extensions.h"
+#include "server/request_log.h"
+#include "server/structured_output.h"
+
+namespace tokenmill::server {
+
+using nlohmann::json;
+
+namespace {
+
+// A text longer than the context could hold whatever its tokens are is
+// refused before it is tokenized (as /v1/completions does): tokenizing
+// megabytes costs a worker seconds for a request that must fail anyway.
+void llama_check_text_bytes(const ServingContext& ctx, const engine::Engine& engine, size_t bytes) {
+  const int64_t max_len = engine.limits().max_model_len();
+  if (max_len <= 0 || ctx.max_token_bytes == 0) return;
+  const size_t limit = static_cast<size_t>(max_len) * ctx.max_token_bytes;
+  if (bytes <= limit) return;
+  throw ApiError(400,
+                 fmt::format("the prompt is {} bytes; this model's context of {} tokens holds at most {} bytes of text",
+                             bytes, max_len, limit),
+                 "invalid_request_error", std::string("prompt"), "context_length_exceeded");
+}
+
+size_t llama_text_bytes(const RequestJson& prompt) {
+  if (prompt.is_string()) return prompt.get_ref<const std::string&>().size();
+  size_t n = 0;
+  if (prompt.is_array())
+    for (const RequestJson& e : prompt) n += llama_text_bytes(e);
+  return n;
+}
+
+// max_tokens without n_predict (or with -1): as far as the context goes
+// for every prompt, unless the server sets a default (--default-max-tokens).
+int64_t llama_context_room(const ServingContext& ctx, const engine::Engine& engine,
+                           const std::vector<std::vector<int32_t>>& prompts, int n) {
+  int64_t room = std::numeric_limits<int64_t>::max();
+  for (const auto& p : prompts)
+    room = std::min(room, engine.limits().completion_room(static_cast<int64_t>(p.size()), n));
+  int64_t fallback = std::max<int64_t>(room, 1);
+  if (ctx.policy.default_max_tokens > 0) fallback = std::min(fallback, ctx.policy.default_max_tokens);
+  return fallback;
+}
+
+// The adapter of a llama.cpp request: `model` names one as on the OpenAI
+// routes, or "lora" picks one by its GET /lora-adapters index (the two
+// must agree when both do).
+ServingContext::ModelChoice llama_model_choice(const ServingContext& ctx, const std::string& model,
+                                               std::optional<int64_t> lora_id) {
+  ServingContext::ModelChoice choice = ctx.select_model(model);
+  if (!lora_id) return choice;
+  const std::vector<LoraEntry> adapters = ctx.loras->list();
+  if (*lora_id >= static_cast<int64_t>(adapters.size()))
+    bad_request("lora", "'lora' names adapter {}, but {} adapters are loaded (see GET /lora-adapters)", *lora_id,
+                adapters.size());
+  const LoraEntry& picked = adapters[static_cast<size_t>(*lora_id)];
+  if (choice.adapter && choice.adapter != picked.adapter)
+    bad_request("lora", "'lora' picks adapter '{}' but 'model' names '{}'", picked.name, choice.name);
+  if (!choice.adapter) ctx.loras->count_request(picked.name);
+  return ServingContext::ModelChoice{picked.name, picked.adapter};
+}
+
+LlamaResponseSpec llama_response_spec(const LlamaBody& body, const SamplingRequest& c, const std::string& model,
+                                      int64_t max_tokens, int64_t n_ctx) {
+  LlamaResponseSpec spec;
+  spec.model = model;
+  spec.settings = llama_generation_settings(c, max_tokens, n_ctx, model);
+  spec.stops = c.sampling.stop;
+  spec.n_ctx = n_ctx;
+  spec.return_tokens = body.return_tokens;
+  spec.probs = c.logprobs;
+  spec.stream = c.stream;
+  spec.fields = body.response_fields;
+  return spec;
+}
+
+// "a=1&fail_on_no_slot=1" -> whether the flag is set.
+bool query_flag(std::string_view query, std::string_view name) {
+  while (!query.empty()) {
+    const size_t amp = query.find('&');
+    const std::string_view pair = query.substr(0, amp);
+    const size_t eq = pair.find('=');
+    if (pair.substr(0, eq) == name) {
+      const std::string_view v = eq == std::string_view::npos ? std::string_view("1") : pair.substr(eq + 1);
+      return v == "1" || v == "true";
+    }
+    if (amp == std::string_view::npos) break;
+    query.remove_prefix(amp + 1);
+  }
+  return false;
+}
+
+json slot_json(const SlotState& s, bool busy, const json& params, int64_t n_ctx) {
+  return {{"id", s.id},
+          {"id_task", s.id_task},
+          {"n_ctx", n_ctx},
+          {"speculative", false},
+          {"is_processing", busy},
+          {"params", params},
+          {"prompt", ""},
+          {"next_token",
+           {{"has_next_token", busy},
+            {"has_new_line", s.has_new_line},
+            {"n_remain", s.n_remain},
+            {"n_decoded", s.n_decoded},
+            {"stopping_word", ""}}}};
+}
+
+std::string token_text_or_empty(const tokenizer::Tokenizer* tok, int32_t id) {
+  return tok && id >= 0 && id < tok->vocab_size() ? tok->token_text(id) : std::string();
+}
+
+}  // namespace
+
+void LlamaCppApi::attach(const gguf::GgufFile& file, const std::string& model_path, const engine::Engine& engine) {
+  model_path_ = model_path;
+  chat_template_ = file.has("tokenizer.chat_template") && file.find("tokenizer.chat_template")->is_string()
+                       ? file.get_string("tokenizer.chat_template")
+                       : std::string();
+  fim_ = find_fim_tokens(file, engine.tokenizer());
+  slots_.set_total(engine.limits().capacity.max_seqs);
+}
+
+CompletionRequest LlamaCppApi::parse_sampling(LlamaBody& body, const std::vector<std::vector<int32_t>>& prompts) const {
+  body.sampling["prompt"] = prompts;
+  return parse_completion_request(body.sampling.dump(), ctx_.parse_limits());
+}
+
+void LlamaCppApi::handle_completion(const HttpRequest& req, HttpResponse& res) {
+  engine::Engine& engine = ctx_.require_engine();
+  const ParseLimits limits = ctx_.parse_limits();
+  LlamaBody body = translate_llama_body(req.body, /*infill=*/false, ctx_.tokenizer, limits);
+  // Parsed with a stand-in prompt: the prompt forms are llama.cpp's, and
+  // tokenizing them needs the parsed add_special_tokens.
+  CompletionRequest r = parse_sampling(body, {{0}});
+  if (body.prompts.size() * static_cast<size_t>(r.common.n) > kMaxPromptsPerRequest)
+    bad_request("n", "{} prompts x n = {} choices; at most {} are allowed", body.prompts.size(), r.common.n,
+                kMaxPromptsPerRequest);
+  const SamplingRequest& c = r.common;
+  if (!c.truncate_prompt_tokens && !(c.n_keep && *c.n_keep >= 0)) {
+    size_t bytes = 0;
+    for (const RequestJson& p : body.prompts) bytes += llama_text_bytes(p);
+    llama_check_text_bytes(ctx_, engine, bytes);
+  }
+  std::vector<std::vector<int32_t>> prompts;
+  for (const RequestJson& p : body.prompts) {
+    prompts.push_back(tokenize_llama_prompt(p, ctx_.tokenizer, limits, c.add_special_tokens.value_or(true), "prompt"));
+    if (prompts.back().empty()) bad_request("prompt", "the prompt is empty after tokenization");
+  }
+  respond(engine, body, r, std::move(prompts), /*trimmed=*/false, req, res);
+}
+
+void LlamaCppApi::handle_infill(const HttpRequest& req, HttpResponse& res) {
+  engine::Engine& engine = ctx_.require_engine();
+  if (!fim_.usable())
+    throw ApiError(501,
+                   fmt::format("this model cannot fill in the middle: its vocabulary has no FIM {} token "
+                               "(tokenizer.ggml.fim_*_token_id); use /completion",
+                               fim_.missing()),
+                   "not_supported_error", std::nullopt, "fim_not_supported");
+  const tokenizer::Tokenizer& tok = ctx_.require_tokenizer("input_prefix");
+  const ParseLimits limits = ctx_.parse_limits();
+  LlamaBody body = translate_llama_body(req.body, /*infill=*/true, &tok, limits);
+  const InfillFields in = take_infill_fields(body.sampling);
+  // Parsed once with a stand-in prompt: the budget of the FIM prompt
+  // depends on the max_tokens it asks for.
+  CompletionRequest r = parse_sampling(body, {{fim_.mid}});
+  const int64_t n_ctx = engine.limits().max_model_len();
+  // Without max_tokens, a quarter of the context is kept for the middle.
+  const int64_t reserve = r.common.max_tokens && !r.common.max_tokens_to_context ? *r.common.max_tokens : n_ctx / 4;
+  const InfillPrompt prompt = build_infill_prompt(fim_, tok, in, limits, std::max<int64_t>(n_ctx - reserve, 0));
+  respond(engine, body, r, {prompt.tokens}, prompt.trimmed, req, res);
+}
+
+void LlamaCppApi::respond(engine::Engine& engine, const LlamaBody& body, CompletionRequest& r,
+                          std::vector<std::vector<int32_t>> prompts, bool trimmed, const HttpRequest& req,
+                          HttpResponse& res) {
+  SamplingRequest& c = r.common;
+  if (c.prompt_logprobs >= 0)
+    bad_request("prompt_logprobs", "'prompt_logprobs' is not part of this endpoint; use /v1/completions");
+  ServingContext::ModelChoice choice = llama_model_choice(ctx_, c.model, body.lora_id);
+  const std::string& model = choice.name;
+  const int64_t n_ctx = engine.limits().max_model_len();
+  std::optional<int64_t> asked = c.max_tokens;
+  if (c.max_tokens_to_context) asked.reset();
+  // n_keep / truncate_prompt_tokens shorten a prompt too long for the
+  // context: llama.cpp reports that as "truncated".
+  for (std::vector<int32_t>& p : prompts) {
+    const size_t before = p.size();
+    fit_prompt(p, c, PromptRoom{n_ctx, asked});
+    trimmed = trimmed || p.size() != before;
+  }
+  const int64_t max_tokens = asked ? *asked : llama_context_room(ctx_, engine, prompts, c.n);
+  check_min_tokens(c, max_tokens);
+  if (!c.bad_words.empty())
+    c.sampling.bad_words_ids = bad_words_token_ids(ctx_.require_tokenizer("bad_words"), c.bad_words);
+  if (!c.timeout_s && ctx_.policy.request_timeout_s > 0) c.timeout_s = ctx_.policy.request_timeout_s;
+
+  LlamaJob job;
+  job.request =
+      engine_request(c, req.tenant, max_tokens, /*prompt_logprobs=*/-1, request_grammar(ctx_, c.constraint, nullptr));
+  job.request.adapter = std::move(choice.adapter);
+  job.n = c.n;
+  for (const auto& p : prompts)
+    job.prompt_texts.push_back(ctx_.tokenizer ? ctx_.tokenizer->decode(p, /*skip_special=*/false) : std::string());
+  job.prompts = std::move(prompts);
+  job.wanted_slot = body.id_slot;
+  job.spec = llama_response_spec(body, c, model, max_tokens, n_ctx);
+  job.spec.prompt_trimmed = trimmed;
+  RequestRecord& rec = current_record();
+  rec.model = model;
+  rec.tenant = req.tenant;
+  rec.stream = c.stream;
+
+  auto session = std::make_shared<LlamaSession>(ctx_, engine, slots_, std::move(job));
+  if (c.stream) {
+    session->wait_first_events(ctx_.first_event_deadline(engine));
+    res.set_header("Cache-Control", "no-cache");
+    res.set_header("X-Accel-Buffering", "no");
+    // The whole stream is written in this one call on the worker's thread.
+    res.set_stream("text/event-stream", [session](ResponseStream& out) { return session->run_stream(out); });
+    return;
+  }
+  if (std::optional<json> answer = session->run_whole(req)) res.set_content(dump_json(*answer), "application/json");
+}
+
+json LlamaCppApi::default_settings(const engine::Engine& engine) const {
+  LlamaBody body = translate_llama_body(R"({"prompt": ""})", /*infill=*/false, ctx_.tokenizer, ctx_.parse_limits());
+  const CompletionRequest r = parse_sampling(body, {{0}});
+  return llama_generation_settings(r.common, -1, engine.limits().max_model_len(), ctx_.check_model(""));
+}
+
+void LlamaCppApi::handle_props(const HttpRequest&, HttpResponse& res) {
+  const engine::Engine& engine = ctx_.require_engine();
+  const tokenizer::Tokenizer* tok = ctx_.tokenizer;
+  SlotState idle;
+  json settings = slot_json(idle, false, default_settings(engine), engine.limits().max_model_len());
+  settings["n_ctx"] = engine.limits().max_model_len();
+  const json body = {{"default_generation_settings", settings},
+                     {"total_slots", slots_.total()},
+                     {"model_path", model_path_},
+                     {"model_alias", ctx_.check_model("")},
+                     {"chat_template", chat_template_},
+                     {"chat_template_caps", json::object()},
+                     {"modalities", {{"vision", false}, {"audio", false}}},
+                     {"bos_token", token_text_or_empty(tok, tok ? tok->bos_id() : -1)},
+                     {"eos_token", token_text_or_empty(tok, tok ? tok->eos_id() : -1)},
+                     {"fim", fim_.usable()},
+                     {"build_info", "tokenmill"},
+                     {"is_sleeping", false}};
+  res.set_content(dump_json(body), "application/json");
+}
+
+void LlamaCppApi::handle_slots(const HttpRequest& req, HttpResponse& res) {
+  const engine::Engine& engine = ctx_.require_engine();
+  // Another tenant's request shows as a busy slot and nothing more, as the
+  // requests of the other endpoints do: its settings, stop strings,
+  // grammar and progress are its own.
+  const std::vector<SlotState> board = slots_.snapshot_for(req.tenant, req.sees_all_tenants);
+  const int64_t n_ctx = engine.limits().max_model_len();
+  int64_t known = 0;
+  for (const SlotState& s : board) known += s.busy ? 1 : 0;
+  // Sequences of the other endpoints run without a board slot: the engine
+  // counts them, and the first idle slots show them as busy.
+  int64_t unknown = std::max<int64_t>(engine.metrics().running - known, 0);
+  const int64_t busy_total = known + unknown;
+  if (query_flag(req.query, "fail_on_no_slot") && busy_total >= static_cast<int64_t>(board.size()))
+    throw ApiError(503, "no slot available", "unavailable_error", std::nullopt, "no_slot_available")
+        .with_retry_after(1);
+  const json defaults = default_settings(engine);
+  json out = json::array();
+  for (const SlotState& s : board) {
+    const bool other = !s.busy && unknown > 0;
+    if (other) --unknown;
+    out.push_back(slot_json(s, s.busy || other, s.busy && !s.params.is_null() ? s.params : defaults, n_ctx));
+  }
+  res.set_content(dump_json(out), "application/json");
+}
+
+void LlamaCppApi::handle_slot_action(const HttpRequest&, HttpResponse&) {
+  throw ApiError(501,
+                 "slot save, restore and erase are not supported: tokenmill keeps no per-slot prompt cache "
+                 "(its prefix cache is shared by every request)",
+                 "not_supported_error", std::nullopt, "not_supported");
+}
+
+}  // namespace tokenmill::server
