@@ -5,6 +5,7 @@
 #include <cmath>
 #include <memory>
 
+#include "server/request_log.h"
 #include "server/serving_context.h"
 
 namespace tokenmill::server {
@@ -74,17 +75,22 @@ constexpr std::chrono::milliseconds kAbandonPoll{100};
 
 }  // namespace
 
-std::vector<engine::GenerationResult> Generation::wait_all(const std::function<bool()>& abandoned) {
+std::vector<engine::GenerationResult> Generation::wait_all(const std::function<bool()>& abandoned,
+                                                           const EventObserver& observe) {
   std::vector<engine::GenerationResult> results(handles_.size());
   bool cancelled = false;
   for (size_t i = 0; i < handles_.size(); ++i) {
     engine::GenerationResult& r = results[i];
     // The event wait_first_events may have taken comes first.
     bool done = false;
-    if (std::optional<engine::StreamEvent> first = take_pending(i)) done = absorb(r, std::move(*first));
+    auto take = [&](engine::StreamEvent&& e) {
+      if (observe) observe(i, e);
+      done = absorb(r, std::move(e));
+    };
+    if (std::optional<engine::StreamEvent> first = take_pending(i)) take(std::move(*first));
     auto next_look = std::chrono::steady_clock::now() + kAbandonPoll;
     while (!done) {
-      if (std::optional<engine::StreamEvent> e = handles_[i].next(kAbandonPoll)) done = absorb(r, std::move(*e));
+      if (std::optional<engine::StreamEvent> e = handles_[i].next(kAbandonPoll)) take(std::move(*e));
       if (done || cancelled || !abandoned || std::chrono::steady_clock::now() < next_look) continue;
       next_look = std::chrono::steady_clock::now() + kAbandonPoll;
       if (abandoned()) {
@@ -94,12 +100,54 @@ std::vector<engine::GenerationResult> Generation::wait_all(const std::function<b
         cancelled = true;
       }
     }
-    if (r.final.reason == engine::FinishReason::kRejected) {
+    if (cancelled) continue;  // the client left: nobody reads an error
+    if (std::optional<ApiError> error = failure_error(r.final)) {
       cancel_all();
-      throw rejection_error(r.final);
+      throw *error;
     }
   }
   return results;
+}
+
+std::string finish_reason_text(engine::FinishReason reason) {
+  switch (reason) {
+    case engine::FinishReason::kStop: return "stop";
+    case engine::FinishReason::kLength: return "length";
+    case engine::FinishReason::kCancelled: return "cancelled";
+    case engine::FinishReason::kTimeout: return "timeout";
+    case engine::FinishReason::kRejected: return "rejected";
+    case engine::FinishReason::kNone:  // never in a final event
+    case engine::FinishReason::kError: return "error";
+  }
+  return "error";
+}
+
+engine::Usage total_usage(std::span<const engine::FinalEvent> finals, int n) {
+  engine::Usage total;
+  for (size_t i = 0; i < finals.size(); ++i) {
+    const engine::Usage& u = finals[i].usage;
+    if (i % static_cast<size_t>(std::max(n, 1)) == 0) {
+      total.prompt_tokens += u.prompt_tokens;
+      total.cached_prompt_tokens += u.cached_prompt_tokens;
+    }
+    total.completion_tokens += u.completion_tokens;
+  }
+  return total;
+}
+
+void record_outcome(std::span<const engine::FinalEvent> finals, int n, bool first_done) {
+  RequestRecord& r = current_record();
+  const engine::Usage u = total_usage(finals, n);
+  r.num_choices = static_cast<int>(finals.size());
+  r.prompt_tokens = u.prompt_tokens;
+  r.completion_tokens = u.completion_tokens;
+  r.cached_tokens = u.cached_prompt_tokens;
+  if (finals.empty() || !first_done) return;
+  const engine::FinalEvent& f = finals[0];
+  r.finish_reason = finish_reason_text(f.reason);
+  r.queue_ms = f.timings.queue_ms;
+  r.ttft_ms = f.timings.ttft_ms;
+  r.e2e_ms = f.timings.e2e_ms;
 }
 
 ApiError rejection_error(const engine::FinalEvent& f, const std::string& prompt_param) {

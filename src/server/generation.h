@@ -15,6 +15,7 @@
 #include <cstdint>
 #include <functional>
 #include <optional>
+#include <span>
 #include <vector>
 
 #include "engine/engine.h"
@@ -50,11 +51,16 @@ class Generation {
   // The event held by wait_first_events for a choice, if any (once).
   std::optional<engine::StreamEvent> take_pending(size_t choice);
 
-  // Blocks until every choice has finished; throws like wait_first_events
-  // for a refused choice. The results are in choice order. `abandoned` is
-  // asked every 100 ms while waiting: once true (the client left), every
-  // choice is cancelled and their final events collected.
-  std::vector<engine::GenerationResult> wait_all(const std::function<bool()>& abandoned = {});
+  // Blocks until every choice has finished. The results are in choice
+  // order. Throws the ApiError of the first choice that failed (refused,
+  // error, cancelled by a shutdown: failure_error), cancelling the others.
+  // `abandoned` is asked every 100 ms while waiting: once true (the client
+  // left), every choice is cancelled and their final events collected (no
+  // throw then). `observe` sees each event before it is added (choice
+  // index, event), e.g. to show progress.
+  using EventObserver = std::function<void(size_t, const engine::StreamEvent&)>;
+  std::vector<engine::GenerationResult> wait_all(const std::function<bool()>& abandoned = {},
+                                                 const EventObserver& observe = {});
 
   void cancel_all();
 
@@ -79,6 +85,19 @@ ApiError rejection_error(const engine::FinalEvent& final, const std::string& pro
 // -> 500, cancelled by a shutdown -> 503. nullopt for stop / length /
 // timeout (a timeout is reported as the finish reason "timeout").
 std::optional<ApiError> failure_error(const engine::FinalEvent& final, const std::string& prompt_param = "prompt");
+
+// How a choice ended, as every API names it: "stop", "length"; engine-side ends outside OpenAI's set keep their own
+// names: "cancelled", "timeout", "error".
+std::string finish_reason_text(engine::FinishReason reason);
+
+// What a request's choices used, summed: a prompt counts once whatever n
+// is (as OpenAI counts it), every choice's completion tokens count.
+engine::Usage total_usage(std::span<const engine::FinalEvent> finals, int n);
+
+// Fills the request's log record from its choices' final events: usage,
+// number of choices, and the finish reason and timings of choice 0 (when
+// `first_done`).
+void record_outcome(std::span<const engine::FinalEvent> finals, int n, bool first_done = true);
 
 // The engine request of one prompt-less generation request: the parsed
 // sampling fields, a random seed unless the client gave one, the deadline,

@@ -4,18 +4,16 @@
 
 #include <algorithm>
 #include <chrono>
-#include <limits>
 #include <memory>
 #include <string_view>
 
 #include "server/api_error.h"
 #include "server/generation.h"
+#include "server/generation_job.h"
+#include "server/generation_stream.h"
 #include "server/llamacpp/llamacpp_session.h"
 #include "server/openai/openai_response.h"
-#include "server/prompt_tokens.h"
-#include "server/request_extensions.h"
 #include "server/request_log.h"
-#include "server/structured_output.h"
 
 namespace tokenmill::server {
 
@@ -23,38 +21,12 @@ using nlohmann::json;
 
 namespace {
 
-// A text longer than the context could hold whatever its tokens are is
-// refused before it is tokenized (as /v1/completions does): tokenizing
-// megabytes costs a worker seconds for a request that must fail anyway.
-void llama_check_text_bytes(const ServingContext& ctx, const engine::Engine& engine, size_t bytes) {
-  const int64_t max_len = engine.limits().max_model_len();
-  if (max_len <= 0 || ctx.max_token_bytes == 0) return;
-  const size_t limit = static_cast<size_t>(max_len) * ctx.max_token_bytes;
-  if (bytes <= limit) return;
-  throw ApiError(400,
-                 fmt::format("the prompt is {} bytes; this model's context of {} tokens holds at most {} bytes of text",
-                             bytes, max_len, limit),
-                 "invalid_request_error", std::string("prompt"), "context_length_exceeded");
-}
-
 size_t llama_text_bytes(const RequestJson& prompt) {
   if (prompt.is_string()) return prompt.get_ref<const std::string&>().size();
   size_t n = 0;
   if (prompt.is_array())
     for (const RequestJson& e : prompt) n += llama_text_bytes(e);
   return n;
-}
-
-// max_tokens without n_predict (or with -1): as far as the context goes
-// for every prompt, unless the server sets a default (--default-max-tokens).
-int64_t llama_context_room(const ServingContext& ctx, const engine::Engine& engine,
-                           const std::vector<std::vector<int32_t>>& prompts, int n) {
-  int64_t room = std::numeric_limits<int64_t>::max();
-  for (const auto& p : prompts)
-    room = std::min(room, engine.limits().completion_room(static_cast<int64_t>(p.size()), n));
-  int64_t fallback = std::max<int64_t>(room, 1);
-  if (ctx.policy.default_max_tokens > 0) fallback = std::min(fallback, ctx.policy.default_max_tokens);
-  return fallback;
 }
 
 // The adapter of a llama.cpp request: `model` names one as on the OpenAI
@@ -152,11 +124,9 @@ void LlamaCppApi::handle_completion(const HttpRequest& req, HttpResponse& res) {
     bad_request("n", "{} prompts x n = {} choices; at most {} are allowed", body.prompts.size(), r.common.n,
                 kMaxPromptsPerRequest);
   const SamplingRequest& c = r.common;
-  if (!c.truncate_prompt_tokens && !(c.n_keep && *c.n_keep >= 0)) {
-    size_t bytes = 0;
-    for (const RequestJson& p : body.prompts) bytes += llama_text_bytes(p);
-    llama_check_text_bytes(ctx_, engine, bytes);
-  }
+  size_t bytes = 0;
+  for (const RequestJson& p : body.prompts) bytes += llama_text_bytes(p);
+  check_prompt_text(ctx_, engine, c, bytes, "prompt");
   std::vector<std::vector<int32_t>> prompts;
   for (const RequestJson& p : body.prompts) {
     prompts.push_back(tokenize_llama_prompt(p, ctx_.tokenizer, limits, c.add_special_tokens.value_or(true), "prompt"));
@@ -190,53 +160,44 @@ void LlamaCppApi::handle_infill(const HttpRequest& req, HttpResponse& res) {
 void LlamaCppApi::respond(engine::Engine& engine, const LlamaBody& body, CompletionRequest& r,
                           std::vector<std::vector<int32_t>> prompts, bool trimmed, const HttpRequest& req,
                           HttpResponse& res) {
-  SamplingRequest& c = r.common;
-  if (c.prompt_logprobs >= 0)
+  if (r.common.prompt_logprobs >= 0)
     bad_request("prompt_logprobs", "'prompt_logprobs' is not part of this endpoint; use /v1/completions");
-  ServingContext::ModelChoice choice = llama_model_choice(ctx_, c.model, body.lora_id);
-  const std::string& model = choice.name;
-  const int64_t n_ctx = engine.limits().max_model_len();
-  std::optional<int64_t> asked = c.max_tokens;
-  if (c.max_tokens_to_context) asked.reset();
+  ServingContext::ModelChoice choice = llama_model_choice(ctx_, r.common.model, body.lora_id);
+  LlamaJob job;
+  GenerationJob& gen = job.gen;
+  gen.common = std::move(r.common);
+  gen.tenant = req.tenant;
+  gen.adapter = std::move(choice.adapter);
+  gen.prompts = std::move(prompts);
+  if (!gen.common.max_tokens_to_context) gen.asked_max_tokens = gen.common.max_tokens;
+  prepare_job(ctx_, engine, gen);
+  const SamplingRequest& c = gen.common;
+  for (const auto& p : gen.prompts)
+    job.prompt_texts.push_back(ctx_.tokenizer ? ctx_.tokenizer->decode(p, /*skip_special=*/false) : std::string());
+  job.wanted_slot = body.id_slot;
+  job.spec = llama_response_spec(body, c, choice.name, gen.max_tokens, engine.limits().max_model_len());
   // n_keep / truncate_prompt_tokens shorten a prompt too long for the
   // context: llama.cpp reports that as "truncated".
-  for (std::vector<int32_t>& p : prompts) {
-    const size_t before = p.size();
-    fit_prompt(p, c, PromptRoom{n_ctx, asked});
-    trimmed = trimmed || p.size() != before;
-  }
-  const int64_t max_tokens = asked ? *asked : llama_context_room(ctx_, engine, prompts, c.n);
-  check_min_tokens(c, max_tokens);
-  if (!c.bad_words.empty())
-    c.sampling.bad_words_ids = bad_words_token_ids(ctx_.require_tokenizer("bad_words"), c.bad_words);
-  if (!c.timeout_s && ctx_.policy.request_timeout_s > 0) c.timeout_s = ctx_.policy.request_timeout_s;
-
-  LlamaJob job;
-  job.request =
-      engine_request(c, req.tenant, max_tokens, /*prompt_logprobs=*/-1, request_grammar(ctx_, c.constraint, nullptr));
-  job.request.adapter = std::move(choice.adapter);
-  job.n = c.n;
-  for (const auto& p : prompts)
-    job.prompt_texts.push_back(ctx_.tokenizer ? ctx_.tokenizer->decode(p, /*skip_special=*/false) : std::string());
-  job.prompts = std::move(prompts);
-  job.wanted_slot = body.id_slot;
-  job.spec = llama_response_spec(body, c, model, max_tokens, n_ctx);
-  job.spec.prompt_trimmed = trimmed;
+  job.spec.prompt_trimmed = trimmed || gen.any_trimmed();
   RequestRecord& rec = current_record();
-  rec.model = model;
+  rec.model = choice.name;
   rec.tenant = req.tenant;
   rec.stream = c.stream;
-
-  auto session = std::make_shared<LlamaSession>(ctx_, engine, slots_, std::move(job));
-  if (c.stream) {
-    session->wait_first_events(ctx_.first_event_deadline(engine));
-    res.set_header("Cache-Control", "no-cache");
-    res.set_header("X-Accel-Buffering", "no");
-    // The whole stream is written in this one call on the worker's thread.
-    res.set_stream("text/event-stream", [session](ResponseStream& out) { return session->run_stream(out); });
+  auto session = std::make_shared<LlamaSession>(ctx_, slots_, std::move(job));
+  if (!c.stream) {
+    if (std::optional<json> answer = session->run_whole(engine, req))
+      res.set_content(dump_json(*answer), "application/json");
     return;
   }
-  if (std::optional<json> answer = session->run_whole(req)) res.set_content(dump_json(*answer), "application/json");
+  const LlamaJob& j = session->job();
+  auto gen_run = std::make_unique<Generation>(engine, j.gen.prompts, j.gen.request(), c.n, ctx_.stats);
+  gen_run->wait_first_events(ctx_.first_event_deadline(engine));
+  auto stream = std::make_shared<GenerationStream>(std::move(gen_run), c.n, j.gen.prompts, *session,
+                                                   stream_limits(ctx_), ctx_.stats);
+  res.set_header("Cache-Control", "no-cache");
+  res.set_header("X-Accel-Buffering", "no");
+  // The whole stream is written in this one call on the worker's thread.
+  res.set_stream("text/event-stream", [session, stream](ResponseStream& out) { return stream->run(out); });
 }
 
 json LlamaCppApi::default_settings(const engine::Engine& engine) const {

@@ -10,19 +10,6 @@ namespace tokenmill::server {
 
 using nlohmann::json;
 
-std::string finish_reason_text(engine::FinishReason reason) {
-  switch (reason) {
-    case engine::FinishReason::kStop: return "stop";
-    case engine::FinishReason::kLength: return "length";
-    case engine::FinishReason::kCancelled: return "cancelled";
-    case engine::FinishReason::kTimeout: return "timeout";
-    case engine::FinishReason::kRejected: return "rejected";
-    case engine::FinishReason::kNone:  // never in a final event
-    case engine::FinishReason::kError: return "error";
-  }
-  return "error";
-}
-
 json usage_json(const engine::Usage& u) {
   return {{"prompt_tokens", u.prompt_tokens},
           {"completion_tokens", u.completion_tokens},

@@ -16,6 +16,7 @@
 #include <nlohmann/json.hpp>
 
 #include "engine/output_stream.h"
+#include "server/generation.h"
 #include "server/http_types.h"
 #include "server/tools/tool_call_parser.h"
 
@@ -30,10 +31,6 @@ struct ResponseMeta {
   int64_t created = 0;  // Unix seconds
   std::string model;    // the name the client asked for (or the served name)
 };
-
-// "stop", "length"; engine-side ends outside OpenAI's set keep their own
-// names: "cancelled", "timeout", "error".
-std::string finish_reason_text(engine::FinishReason reason);
 
 // {"prompt_tokens", "completion_tokens", "total_tokens",
 //  "prompt_tokens_details": {"cached_tokens"}}
