@@ -6,6 +6,7 @@
 #include "console/console_status.h"
 #include "console/console_ticket.h"
 #include "server/api_error.h"
+#include "server/json_fields.h"
 #include "server/openai/openai_response.h"
 
 namespace tokenmill::console {

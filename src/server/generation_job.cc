@@ -41,8 +41,8 @@ engine::GenerateRequest GenerationJob::request() const {
 
 bool may_truncate(const SamplingRequest& c) { return c.truncate_prompt_tokens || (c.n_keep && *c.n_keep >= 0); }
 
-void check_prompt_text(const ServingContext& ctx, const engine::Engine& engine, const SamplingRequest& c,
-                       size_t bytes, const char* param) {
+void check_prompt_text(const ServingContext& ctx, const engine::Engine& engine, const SamplingRequest& c, size_t bytes,
+                       const char* param) {
   const int64_t max_len = engine.limits().max_model_len();
   if (may_truncate(c) || max_len <= 0 || ctx.max_token_bytes == 0) return;
   const size_t limit = static_cast<size_t>(max_len) * ctx.max_token_bytes;
@@ -57,8 +57,7 @@ void prepare_job(ServingContext& ctx, const engine::Engine& engine, GenerationJo
   SamplingRequest& c = job.common;
   std::vector<size_t> sizes;
   for (const std::vector<int32_t>& p : job.prompts) sizes.push_back(p.size());
-  apply_prompt_fields(job.prompts, c, PromptRoom{engine.limits().max_model_len(), job.asked_max_tokens},
-                      ctx.tokenizer);
+  apply_prompt_fields(job.prompts, c, PromptRoom{engine.limits().max_model_len(), job.asked_max_tokens}, ctx.tokenizer);
   job.trimmed.clear();
   for (size_t i = 0; i < job.prompts.size(); ++i) job.trimmed.push_back(job.prompts[i].size() != sizes[i]);
   // One scoring pass serves the API's own (echo) and vLLM's prompt_logprobs.

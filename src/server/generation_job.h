@@ -37,7 +37,7 @@ struct GenerationJob {
   int prompt_logprobs = -1;             // the API's own scoring (echo with logprobs); -1: none
 
   // Set by prepare_job:
-  int64_t max_tokens = 0;  // 0: nothing to generate (echo only)
+  int64_t max_tokens = 0;     // 0: nothing to generate (echo only)
   std::vector<bool> trimmed;  // per prompt: shortened to fit the context
   std::shared_ptr<const grammar::CompiledGrammar> grammar;
 
@@ -56,8 +56,8 @@ bool may_truncate(const SamplingRequest& c);
 // refused before it is tokenized (400 context_length_exceeded naming
 // `param`): tokenizing megabytes costs a worker seconds for a request that
 // must fail anyway. Skipped when the request may truncate its prompt.
-void check_prompt_text(const ServingContext& ctx, const engine::Engine& engine, const SamplingRequest& c,
-                       size_t bytes, const char* param);
+void check_prompt_text(const ServingContext& ctx, const engine::Engine& engine, const SamplingRequest& c, size_t bytes,
+                       const char* param);
 
 // Everything between tokenized prompts and an engine request (see the top
 // of this file). Throws ApiError for what the request gets wrong.

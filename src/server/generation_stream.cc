@@ -56,7 +56,8 @@ bool GenerationStream::on_event(ResponseStream& out, size_t i, engine::StreamEve
   c.final = std::move(*e.final);
   // A cancelled choice (a shutdown's abort) still ends normally, with its
   // finish reason: only a refusal or a failure is an error event.
-  const bool failed = c.final.reason == engine::FinishReason::kRejected || c.final.reason == engine::FinishReason::kError;
+  const bool failed =
+      c.final.reason == engine::FinishReason::kRejected || c.final.reason == engine::FinishReason::kError;
   if (std::optional<ApiError> error = failed ? failure_error(c.final) : std::nullopt) {
     // Too late for a status code: the error travels as an event, and the
     // other choices stop too.

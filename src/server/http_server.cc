@@ -5,11 +5,9 @@
 #include <ctime>
 
 #include "gguf/reader.h"
-#include "server/admin/lora_endpoints.h"
 #include "server/admin/prometheus.h"
 #include "server/api_error.h"
-#include "server/llamacpp/llamacpp_response.h"
-#include "server/openai/embeddings.h"
+#include "server/api_rooms.h"
 #include "server/openai/openai_response.h"
 #include "server/request_log.h"
 #include "util/check.h"
@@ -113,7 +111,8 @@ void HttpServer::attach_engine(engine::Engine& engine, const std::string& model_
   const gguf::GgufFile& file = engine.model_file();
   ctx_.chat = select_chat_format(options_.chat_template, file, ctx_.tokenizer);
   ctx_.model_profile = profile_model(read_model_metadata(file), ctx_.chat);
-  llama_.attach(file, model_path, engine);  // before the engine is published to the handlers
+  ctx_.model_path = model_path;
+  for (const auto& hook : ctx_.on_attach) hook(engine);  // before the engine is published to the handlers
   base_model_ = &engine.model();
   for (const auto& [name, path] : options_.loras) {
     try {
@@ -176,11 +175,7 @@ void run_guarded(HttpResponse& res, Fn&& fn) {
 
 void HttpServer::add_route(const char* method, const char* pattern, bool authed, Handler fn) {
   TM_CHECK(!started_);
-  route(method, pattern, authed, std::move(fn));
-}
-
-void HttpServer::route(const char* method, const char* pattern, bool authed, Handler fn) {
-  routes_.push_back(Route{method, std::regex(pattern), authed, std::move(fn)});
+  routes_.add(method, pattern, authed, std::move(fn));
 }
 
 void HttpServer::dispatch(HttpRequest& req, HttpResponse& res) {
@@ -190,19 +185,8 @@ void HttpServer::dispatch(HttpRequest& req, HttpResponse& res) {
   r.request_id = req.header("X-Request-Id");
   if (r.request_id.empty() || r.request_id.size() > 128) r.request_id = new_response_id("req-");
   res.set_header("X-Request-Id", r.request_id);
-  const Route* found = nullptr;
   std::vector<std::string> allowed;
-  std::smatch m;
-  for (const Route& rt : routes_) {
-    if (!std::regex_match(req.path, m, rt.pattern)) continue;
-    if (rt.method != req.method) {
-      allowed.push_back(rt.method);
-      continue;
-    }
-    found = &rt;
-    req.matches.assign(m.begin(), m.end());
-    break;
-  }
+  const RouteTable::Route* found = routes_.find(req, allowed);
   if (!found) {
     if (allowed.empty()) {
       send_error(res, error_for_status(404));
@@ -244,49 +228,16 @@ void HttpServer::authorize(HttpRequest& req) {
   req.sees_all_tenants = !keys_.enabled() || key->admin;
 }
 
+// The server's own probes; every API's routes come from its room
+// (api_rooms.cc).
 void HttpServer::register_routes() {
   auto own = [this](void (HttpServer::*fn)(const HttpRequest&, HttpResponse&)) {
     return [this, fn](HttpRequest& req, HttpResponse& res) { (this->*fn)(req, res); };
   };
-  auto with_ctx = [this](void (*fn)(ServingContext&, const HttpRequest&, HttpResponse&)) {
-    return [this, fn](HttpRequest& req, HttpResponse& res) { fn(ctx_, req, res); };
-  };
-  route("GET", "/health", false, own(&HttpServer::handle_health));
-  route("GET", "/metrics", false, own(&HttpServer::handle_metrics));
-  route("GET", "/v1/models", true, own(&HttpServer::handle_models));
-  route("GET", "/v1/models/(.+)", true, own(&HttpServer::handle_models));
-  route("POST", "/v1/completions", true, with_ctx(&handle_completions));
-  route("POST", "/v1/chat/completions", true, with_ctx(&handle_chat_completions));
-  route("POST", "/v1/embeddings", true, with_ctx(&handle_embeddings));
-  route("POST", "/embeddings", true, with_ctx(&handle_embeddings));
-  route("POST", "/embedding", true, with_ctx(&handle_llama_embedding));
-  route("POST", "/v1/load_lora_adapter", true, with_ctx(&handle_load_lora_adapter));
-  route("POST", "/v1/unload_lora_adapter", true, with_ctx(&handle_unload_lora_adapter));
-  route("POST", "/tokenize", true, own(&HttpServer::handle_tokenize));
-  route("POST", "/detokenize", true, own(&HttpServer::handle_detokenize));
-  register_llamacpp_routes();
-}
-
-// llama.cpp's native API (llamacpp_api.h), and the OpenAI routes without
-// /v1 as llama-server also serves them.
-void HttpServer::register_llamacpp_routes() {
-  auto llama = [this](void (LlamaCppApi::*fn)(const HttpRequest&, HttpResponse&)) {
-    return [this, fn](HttpRequest& req, HttpResponse& res) { (llama_.*fn)(req, res); };
-  };
-  route("POST", "/completion", true, llama(&LlamaCppApi::handle_completion));
-  route("POST", "/infill", true, llama(&LlamaCppApi::handle_infill));
-  route("GET", "/props", true, llama(&LlamaCppApi::handle_props));
-  route("GET", "/slots", true, llama(&LlamaCppApi::handle_slots));
-  route("GET", "/lora-adapters", true,
-        [this](HttpRequest& req, HttpResponse& res) { handle_llama_lora_adapters(ctx_, req, res); });
-  route("POST", "/slots/([0-9]+)", true, llama(&LlamaCppApi::handle_slot_action));
-  route("GET", "/v1/health", false, [this](HttpRequest& req, HttpResponse& res) { handle_health(req, res); });
-  route("POST", "/completions", true,
-        [this](HttpRequest& req, HttpResponse& res) { handle_completions(ctx_, req, res); });
-  route("POST", "/chat/completions", true,
-        [this](HttpRequest& req, HttpResponse& res) { handle_chat_completions(ctx_, req, res); });
-  route("GET", "/models", true, [this](HttpRequest& req, HttpResponse& res) { handle_models(req, res); });
-  route("GET", "/models/(.+)", true, [this](HttpRequest& req, HttpResponse& res) { handle_models(req, res); });
+  routes_.add("GET", "/health", false, own(&HttpServer::handle_health));
+  routes_.add("GET", "/v1/health", false, own(&HttpServer::handle_health));  // llama-server's alias
+  routes_.add("GET", "/metrics", false, own(&HttpServer::handle_metrics));
+  add_api_routes(routes_, ctx_);
 }
 
 void HttpServer::handle_health(const HttpRequest&, HttpResponse& res) {
@@ -327,89 +278,6 @@ void HttpServer::handle_metrics(const HttpRequest& req, HttpResponse& res) {
   }
   res.set_content(render_metrics(m, http_stats(), state_name(), read_process_memory(), ctx_.loras->stats()),
                   "text/plain; version=0.0.4; charset=utf-8");
-}
-
-void HttpServer::handle_models(const HttpRequest& req, HttpResponse& res) {
-  const engine::Engine* e = ctx_.engine.load();
-  auto card = [&](const std::string& name) {
-    json m = {{"id", name}, {"object", "model"}, {"created", ctx_.created}, {"owned_by", "tokenmill"}};
-    if (e) m["max_model_len"] = e->limits().max_model_len();
-    // tokenmill extensions (docs/api.md, "Model notices"): a client can tell
-    // a base model, whose chat replies do not follow instructions.
-    if (e) {
-      const ModelProfile& p = ctx_.model_profile;
-      m["base_model"] = p.base_model;
-      m["chat_template"] = p.chat_template.empty() ? json(nullptr) : json(p.chat_template);
-      m["chat_template_source"] = p.chat_template_source.empty() ? json(nullptr) : json(p.chat_template_source);
-    }
-    return m;
-  };
-  // An adapter's card is its base's, with vLLM's parent and root.
-  auto adapter_card = [&](const LoraEntry& a) { return lora_model_card(card(a.name), a, ctx_.model_names[0]); };
-  const std::vector<LoraEntry> adapters = ctx_.loras->list();
-  if (req.matches.size() > 1) {
-    const std::string wanted = req.matches[1];
-    for (const LoraEntry& a : adapters)
-      if (a.name == wanted) {
-        res.set_content(dump_json(adapter_card(a)), "application/json");
-        return;
-      }
-    ctx_.check_model(wanted);
-    res.set_content(dump_json(card(wanted)), "application/json");
-    return;
-  }
-  json data = json::array();
-  for (const std::string& name : ctx_.model_names) data.push_back(card(name));
-  for (const LoraEntry& a : adapters) data.push_back(adapter_card(a));
-  res.set_content(dump_json({{"object", "list"}, {"data", data}}), "application/json");
-}
-
-void HttpServer::handle_tokenize(const HttpRequest& req, HttpResponse& res) {
-  const engine::Engine& e = ctx_.require_engine();
-  const TokenizeRequest r = parse_tokenize_request(req.body, ctx_.parse_limits());
-  ctx_.check_model(r.model);
-  const tokenizer::Tokenizer& tok = ctx_.require_tokenizer(r.is_chat ? "messages" : "prompt");
-  // Tokenizing costs CPU per byte (a few MB/s): no more text than a prompt
-  // could hold, as generation requests check before they tokenize.
-  size_t bytes = r.prompt.size();
-  for (const tokenizer::ChatMessage& m : r.messages) bytes += m.content.size();
-  const int64_t max_len = e.limits().max_model_len();
-  if (max_len > 0 && ctx_.max_token_bytes > 0 && bytes > static_cast<size_t>(max_len) * ctx_.max_token_bytes)
-    throw ApiError(413,
-                   fmt::format("the text to tokenize is {} bytes; this server tokenizes at most {} bytes, what this "
-                               "model's context of {} tokens can hold",
-                               bytes, static_cast<size_t>(max_len) * ctx_.max_token_bytes, max_len),
-                   "invalid_request_error", std::string(r.is_chat ? "messages" : "prompt"), "request_too_large");
-  std::vector<int32_t> ids;
-  if (r.is_chat) {
-    if (!ctx_.chat) bad_request("messages", "the model has no recognised chat template");
-    ids = chat_prompt_tokens(*ctx_.chat, tok, r.messages, r.add_generation_prompt);
-  } else {
-    ids = tok.encode(r.prompt, r.add_special_tokens, r.parse_special);
-  }
-  json body = {{"tokens", ids}, {"count", ids.size()}, {"max_model_len", e.limits().max_model_len()}};
-  if (r.llama_shape && r.with_pieces) {
-    // llama.cpp's shape: each token as {"id", "piece"}, the piece a string
-    // when it is valid UTF-8, else its bytes.
-    json tokens = json::array();
-    for (int32_t id : ids) tokens.push_back({{"id", id}, {"piece", llama_piece_json(tok.token_to_piece(id, true))}});
-    body["tokens"] = std::move(tokens);
-  } else if (r.with_pieces) {
-    json pieces = json::array();
-    for (int32_t id : ids) pieces.push_back(token_display(tok.token_to_piece(id, /*special=*/true)));
-    body["pieces"] = pieces;
-  }
-  res.set_content(dump_json(body), "application/json");
-}
-
-void HttpServer::handle_detokenize(const HttpRequest& req, HttpResponse& res) {
-  ctx_.require_engine();
-  const DetokenizeRequest r = parse_detokenize_request(req.body, ctx_.parse_limits());
-  ctx_.check_model(r.model);
-  const tokenizer::Tokenizer& tok = ctx_.require_tokenizer("tokens");
-  const std::string text = tok.decode(r.tokens, /*skip_special=*/false);
-  // "content" is llama.cpp's name for it.
-  res.set_content(dump_json({{"prompt", text}, {"content", text}}), "application/json");
 }
 
 }  // namespace tokenmill::server

@@ -32,7 +32,7 @@
 #include "engine/engine.h"
 #include "http/http_front.h"
 #include "server/admin/api_keys.h"
-#include "server/llamacpp/llamacpp_api.h"
+#include "server/route_table.h"
 #include "server/serving_context.h"
 
 namespace tokenmill::server {
@@ -102,7 +102,7 @@ class HttpServer {
   // /metrics and the console report).
   HttpStatsSnapshot http_stats() const;
 
-  using Handler = std::function<void(HttpRequest&, HttpResponse&)>;
+  using Handler = RouteTable::Handler;
   // Adds a route for other modules (the web console, src/console/). The
   // pattern is a regex over the whole path; its groups reach the handler in
   // HttpRequest::matches. `authed`: the API key is checked first. Only
@@ -110,16 +110,7 @@ class HttpServer {
   void add_route(const char* method, const char* pattern, bool authed, Handler fn);
 
  private:
-  struct Route {
-    std::string method;
-    std::regex pattern;
-    bool authed = true;
-    Handler fn;
-  };
-
   void register_routes();
-  void register_llamacpp_routes();
-  void route(const char* method, const char* pattern, bool authed, Handler fn);
   // The front's handler: request id and log record, routing (404, 405),
   // the key check, exceptions -> error bodies, the response counters.
   void dispatch(HttpRequest& req, HttpResponse& res);
@@ -128,18 +119,14 @@ class HttpServer {
   void authorize(HttpRequest& req);
   void handle_health(const HttpRequest& req, HttpResponse& res);
   void handle_metrics(const HttpRequest& req, HttpResponse& res);
-  void handle_models(const HttpRequest& req, HttpResponse& res);
-  void handle_tokenize(const HttpRequest& req, HttpResponse& res);
-  void handle_detokenize(const HttpRequest& req, HttpResponse& res);
 
   ServerOptions options_;
   ServingContext ctx_;
   // The model adapters are loaded against: set by attach_engine, before
   // any load (runtime loads require the engine, published after it).
   const model::Model* base_model_ = nullptr;
-  LlamaCppApi llama_{ctx_};  // llama.cpp's native routes (/completion, /infill, /props, /slots)
   ApiKeyTable keys_;
-  std::vector<Route> routes_;
+  RouteTable routes_;
   http::HttpFront front_;
   bool started_ = false;
 };

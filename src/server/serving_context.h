@@ -6,6 +6,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -59,6 +60,12 @@ struct ServingContext {
   // path lets a client read any adapter file the server can.
   bool allow_runtime_lora = false;
   HttpStats stats;
+  // The model file's path as the operator gave it (llama.cpp's /props).
+  std::string model_path;
+  // Run by HttpServer::attach_engine, once, before the engine is published
+  // to the handlers: API rooms read what they need from the model here
+  // (its FIM tokens, its chat template, the engine's slots).
+  std::vector<std::function<void(const engine::Engine&)>> on_attach;
   // How long a streaming request waits for its first event before the 200
   // headers go out (a refusal after that arrives as an error event).
   std::chrono::milliseconds first_event_wait{2000};

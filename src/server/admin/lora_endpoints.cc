@@ -89,4 +89,11 @@ json lora_model_card(json base_card, const LoraEntry& adapter, const std::string
   return base_card;
 }
 
+void add_lora_routes(RouteTable& routes, ServingContext& ctx) {
+  routes.add("POST", "/v1/load_lora_adapter", true,
+             [&ctx](HttpRequest& req, HttpResponse& res) { handle_load_lora_adapter(ctx, req, res); });
+  routes.add("POST", "/v1/unload_lora_adapter", true,
+             [&ctx](HttpRequest& req, HttpResponse& res) { handle_unload_lora_adapter(ctx, req, res); });
+}
+
 }  // namespace tokenmill::server

@@ -14,6 +14,7 @@
 
 #include "server/http_types.h"
 #include "server/lora_registry.h"
+#include "server/route_table.h"
 #include "server/serving_context.h"
 
 namespace tokenmill::server {
@@ -28,6 +29,9 @@ struct LoraLoadRequest {
 // load_inplace: true (unload, then load).
 LoraLoadRequest parse_load_lora_request(std::string_view body, const util::JsonLimits& limits = {});
 std::string parse_unload_lora_request(std::string_view body, const util::JsonLimits& limits = {});
+
+// POST /v1/load_lora_adapter and /v1/unload_lora_adapter (vLLM's).
+void add_lora_routes(RouteTable& routes, ServingContext& ctx);
 
 void handle_load_lora_adapter(ServingContext& ctx, const HttpRequest& req, HttpResponse& res);
 void handle_unload_lora_adapter(ServingContext& ctx, const HttpRequest& req, HttpResponse& res);

@@ -7,11 +7,14 @@
 #include <memory>
 #include <string_view>
 
+#include "gguf/reader.h"
+#include "server/admin/lora_endpoints.h"
 #include "server/api_error.h"
 #include "server/generation.h"
 #include "server/generation_job.h"
 #include "server/generation_stream.h"
 #include "server/llamacpp/llamacpp_session.h"
+#include "server/openai/embeddings.h"
 #include "server/openai/openai_response.h"
 #include "server/request_log.h"
 
@@ -99,8 +102,8 @@ std::string token_text_or_empty(const tokenizer::Tokenizer* tok, int32_t id) {
 
 }  // namespace
 
-void LlamaCppApi::attach(const gguf::GgufFile& file, const std::string& model_path, const engine::Engine& engine) {
-  model_path_ = model_path;
+void LlamaCppApi::attach(const engine::Engine& engine) {
+  const gguf::GgufFile& file = engine.model_file();
   chat_template_ = file.has("tokenizer.chat_template") && file.find("tokenizer.chat_template")->is_string()
                        ? file.get_string("tokenizer.chat_template")
                        : std::string();
@@ -214,7 +217,7 @@ void LlamaCppApi::handle_props(const HttpRequest&, HttpResponse& res) {
   settings["n_ctx"] = engine.limits().max_model_len();
   const json body = {{"default_generation_settings", settings},
                      {"total_slots", slots_.total()},
-                     {"model_path", model_path_},
+                     {"model_path", ctx_.model_path},
                      {"model_alias", ctx_.check_model("")},
                      {"chat_template", chat_template_},
                      {"chat_template_caps", json::object()},
@@ -258,6 +261,23 @@ void LlamaCppApi::handle_slot_action(const HttpRequest&, HttpResponse&) {
                  "slot save, restore and erase are not supported: tokenmill keeps no per-slot prompt cache "
                  "(its prefix cache is shared by every request)",
                  "not_supported_error", std::nullopt, "not_supported");
+}
+
+void add_llamacpp_routes(RouteTable& routes, ServingContext& ctx) {
+  auto api = std::make_shared<LlamaCppApi>(ctx);
+  ctx.on_attach.push_back([api](const engine::Engine& engine) { api->attach(engine); });
+  auto llama = [api](void (LlamaCppApi::*fn)(const HttpRequest&, HttpResponse&)) {
+    return [api, fn](HttpRequest& req, HttpResponse& res) { ((*api).*fn)(req, res); };
+  };
+  routes.add("POST", "/completion", true, llama(&LlamaCppApi::handle_completion));
+  routes.add("POST", "/infill", true, llama(&LlamaCppApi::handle_infill));
+  routes.add("GET", "/props", true, llama(&LlamaCppApi::handle_props));
+  routes.add("GET", "/slots", true, llama(&LlamaCppApi::handle_slots));
+  routes.add("POST", "/slots/([0-9]+)", true, llama(&LlamaCppApi::handle_slot_action));
+  routes.add("POST", "/embedding", true,
+             [&ctx](HttpRequest& req, HttpResponse& res) { handle_llama_embedding(ctx, req, res); });
+  routes.add("GET", "/lora-adapters", true,
+             [&ctx](HttpRequest& req, HttpResponse& res) { handle_llama_lora_adapters(ctx, req, res); });
 }
 
 }  // namespace tokenmill::server

@@ -21,11 +21,11 @@
 
 #include <nlohmann/json.hpp>
 
-#include "gguf/reader.h"
 #include "server/http_types.h"
 #include "server/llamacpp/llamacpp_infill.h"
 #include "server/llamacpp/llamacpp_request.h"
 #include "server/llamacpp/llamacpp_slots.h"
+#include "server/route_table.h"
 #include "server/serving_context.h"
 
 namespace tokenmill::server {
@@ -37,7 +37,7 @@ class LlamaCppApi {
   // Reads what /props and /infill need from the model file (its FIM
   // tokens, chat template) and sizes the slot board to the engine's
   // max_seqs. Call before the engine is stored in the context.
-  void attach(const gguf::GgufFile& file, const std::string& model_path, const engine::Engine& engine);
+  void attach(const engine::Engine& engine);
 
   void handle_completion(const HttpRequest& req, HttpResponse& res);
   void handle_infill(const HttpRequest& req, HttpResponse& res);
@@ -59,8 +59,12 @@ class LlamaCppApi {
   ServingContext& ctx_;
   SlotBoard slots_;
   FimTokens fim_;
-  std::string model_path_;
   std::string chat_template_;
 };
+
+// The llama.cpp room's routes (one LlamaCppApi for the server's life,
+// attached through ctx.on_attach): /completion, /infill, /props, /slots,
+// /slots/{id}, /embedding and /lora-adapters.
+void add_llamacpp_routes(RouteTable& routes, ServingContext& ctx);
 
 }  // namespace tokenmill::server

@@ -44,8 +44,8 @@ class OpenAiStream : public StreamShape {
 
  private:
   struct Choice {
-    bool echoed = false;  // the echo chunk went out (echo_prompts only)
-    int64_t offset = 0;   // bytes of text before the next token (completion logprobs)
+    bool echoed = false;                // the echo chunk went out (echo_prompts only)
+    int64_t offset = 0;                 // bytes of text before the next token (completion logprobs)
     ToolCallParser parser;              // spec_.tool_calls only
     std::vector<std::string> call_ids;  // one per call the parser started
   };
