@@ -173,7 +173,7 @@ void log_model_notices(const server::ModelProfile& profile) {
 nlohmann::json server_info(const ServeOptions& o, const engine::EngineConfig& config, const engine::Engine& engine,
                            const server::ServingContext& ctx) {
   nlohmann::json weights = nlohmann::json::array();
-  for (const gguf::TypeShare& t : gguf::weight_type_shares(gguf::GgufFile::open(o.model_path).tensors()))
+  for (const gguf::TypeShare& t : gguf::weight_type_shares(engine.model_file().tensors()))
     weights.push_back({{"type", t.type}, {"bytes", t.bytes}, {"share", t.share}});
   const engine::SloTargets& slo = config.slo;
   return {{"model", ctx.model_names[0]},
