@@ -122,6 +122,20 @@ void write_tokens(PrometheusWriter& w, const engine::MetricsSnapshot& m) {
   w.counter("tokenmill_prefill_tokens_total", "Tokens prefilled by engine steps (recomputation included).",
             static_cast<double>(m.prefill_tokens));
   w.counter("tokenmill_engine_steps_total", "Engine steps run.", static_cast<double>(m.steps));
+}
+
+// KV given up: preempted sequences, evicted positions, cached blocks.
+void write_evictions(PrometheusWriter& w, const engine::MetricsSnapshot& m) {
+  w.counter("tokenmill_preemptions_total", "Sequences preempted (KV freed, recomputed later).",
+            static_cast<double>(m.preemptions));
+  w.counter("tokenmill_kv_evicted_tokens_total",
+            "KV positions evicted from the middle of long sequences by the KV policy (--kv-policy).",
+            static_cast<double>(m.kv_evicted_tokens));
+  w.counter("tokenmill_prefix_cache_evictions_total", "Cached KV blocks evicted.",
+            static_cast<double>(m.prefix_cache_evictions));
+}
+
+void write_speculation(PrometheusWriter& w, const engine::MetricsSnapshot& m) {
   w.counter("tokenmill_spec_draft_tokens_total", "Speculative draft tokens proposed and verified.",
             static_cast<double>(m.spec_draft_tokens));
   w.counter("tokenmill_spec_accepted_tokens_total", "Speculative draft tokens the target accepted.",
@@ -141,6 +155,10 @@ void write_tokens(PrometheusWriter& w, const engine::MetricsSnapshot& m) {
           m.spec_draft_ms_per_token / 1e3);
   w.gauge("tokenmill_spec_draft_time_share", "Drafting time / engine step time since start (0 before any step).",
           m.step_seconds > 0 ? m.spec_draft_seconds / m.step_seconds : 0.0);
+}
+
+// Step time by kind and phase, collectives, and the parallel layout.
+void write_steps(PrometheusWriter& w, const engine::MetricsSnapshot& m) {
   w.family("tokenmill_step_phase_seconds", "counter",
            "Engine step time by step kind and phase (schedule, drafting, compute, communication, sampling).");
   for (int k = 0; k < engine::kNumStepKinds; ++k) {
@@ -167,14 +185,6 @@ void write_tokens(PrometheusWriter& w, const engine::MetricsSnapshot& m) {
                prometheus_label("ep", std::to_string(m.parallel_ep)) + "," +
                prometheus_label("ranks", std::to_string(std::max(m.parallel_tp, m.parallel_ep) * m.parallel_pp)),
            1.0);
-  write_expert_load(w, m);
-  w.counter("tokenmill_preemptions_total", "Sequences preempted (KV freed, recomputed later).",
-            static_cast<double>(m.preemptions));
-  w.counter("tokenmill_kv_evicted_tokens_total",
-            "KV positions evicted from the middle of long sequences by the KV policy (--kv-policy).",
-            static_cast<double>(m.kv_evicted_tokens));
-  w.counter("tokenmill_prefix_cache_evictions_total", "Cached KV blocks evicted.",
-            static_cast<double>(m.prefix_cache_evictions));
 }
 
 // Every prompt token of an admitted request is a hit or a miss with one
@@ -386,6 +396,10 @@ std::string render_metrics(const engine::MetricsSnapshot& m, const HttpStatsSnap
   w.histogram_ms("tokenmill_engine_step_seconds", "Duration of one engine step.", m.step_ms);
   write_requests(w, m);
   write_tokens(w, m);
+  write_speculation(w, m);
+  write_steps(w, m);
+  write_expert_load(w, m);
+  write_evictions(w, m);
   write_gauges(w, m);
   write_http(w, http, state);
   write_lora(w, m, lora);
