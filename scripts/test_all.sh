@@ -8,8 +8,9 @@
 # Usage: scripts/test_all.sh [STAGE...]   (no argument: every stage)
 # Stages: setup format build unit e2e unit-avx2 e2e-avx2 unit-scalar e2e-scalar
 # asan tsan fuzz aarch64 (setup: scripts/setup.sh, timed like the others, since
-# a fresh machine spends minutes there; format: every C++ file matches .clang-format
-# and docs/architecture.md names only files and members that exist; the
+# a fresh machine spends minutes there; format: every C++ file matches .clang-format,
+# src/ stays within the size budget of scripts/check_code_size.py, and
+# docs/architecture.md names only files and members that exist; the
 # -avx2/-scalar ones exist only where the CPU runs a better ISA, so each
 # ISA's kernels run the suites on a machine that could otherwise hide them; e2e-scalar leaves out the suites labelled isa-slow, the 270M model;
 # aarch64 cross-builds the libraries and unit tests for AArch64 and runs them
@@ -149,7 +150,14 @@ run_stage() {  # NAME OUT
   local name=$1 out=$2
   case "$name" in
     setup) scripts/setup.sh ;;
-    format) scripts/format.sh --check && python3 scripts/check_architecture_doc.py ;;
+    format)
+      # All run, so one report names every formatting, size and doc problem.
+      local rc=0
+      scripts/format.sh --check || rc=1
+      python3 scripts/check_code_size.py || rc=1
+      python3 scripts/check_architecture_doc.py || rc=1
+      return $rc
+      ;;
     build) configure_and_build "$BUILD" -DCMAKE_BUILD_TYPE=Release "${unity[@]}" ;;
     unit) ctest_run "$BUILD" unit "$out" ;;
     e2e) ctest_run "$BUILD" e2e "$out" ;;

@@ -26,6 +26,7 @@
 #include "cli/cli_util.h"
 #include "cli/commands.h"
 #include "cli/engine_flags.h"
+#include "cli/token_clock.h"
 #include "engine/engine.h"
 #include "engine/memory_budget.h"
 #include "model/lora_adapter.h"
@@ -114,45 +115,6 @@ void warm_up(Engine& e, PromptSource& prompts) { e.submit(bench_request(prompts.
 
 // ---- throughput -----------------------------------------------------------
 
-// Reads a stream on its own thread, recording when each token arrived.
-class TokenClock {
- public:
-  explicit TokenClock(RequestHandle h) : handle_(h), thread_([this] { read(); }) {}
-  ~TokenClock() {
-    if (thread_.joinable()) thread_.join();
-  }
-  size_t count() const {
-    std::lock_guard<std::mutex> lock(mutex_);
-    return times_.size();
-  }
-  std::vector<SteadyClock::time_point> times() const {
-    std::lock_guard<std::mutex> lock(mutex_);
-    return times_;
-  }
-  RequestHandle& handle() { return handle_; }
-  // Joins the reader; fails unless the request ran to its length or a stop.
-  engine::FinalEvent wait_final() {
-    if (thread_.joinable()) thread_.join();
-    if (final_.reason != engine::FinishReason::kLength && final_.reason != engine::FinishReason::kStop)
-      fail("a request ended with '{}': {}", engine::finish_reason_name(final_.reason), final_.error);
-    return final_;
-  }
-
- private:
-  void read() {
-    while (std::optional<engine::StreamEvent> e = handle_.next()) {
-      std::lock_guard<std::mutex> lock(mutex_);
-      if (e->final) final_ = *e->final;
-      if (e->token) times_.push_back(SteadyClock::now());
-    }
-  }
-  RequestHandle handle_;
-  mutable std::mutex mutex_;
-  std::vector<SteadyClock::time_point> times_;
-  engine::FinalEvent final_;
-  std::thread thread_;
-};
-
 // --prompt-file's text as the model's tokenizer encodes it (BOS as the model
 // asks).
 std::vector<int32_t> file_prompt(const Engine& e, const std::string& path) {
@@ -175,6 +137,73 @@ std::vector<std::shared_ptr<const model::LoraAdapter>> load_adapters(const Engin
                 static_cast<long long>(a.max_rank()), static_cast<double>(a.tensor_bytes()) / 1e6);
   }
   return adapters;
+}
+
+// Steady decode: the tokens that arrived after every request of a level had
+// its first one, and that window.
+struct SteadyDecode {
+  double tokens = 0;
+  double window_ms = 0;
+};
+
+SteadyDecode steady_decode(const std::vector<std::unique_ptr<TokenClock>>& clocks, SteadyClock::time_point t0) {
+  SteadyClock::time_point all_started = t0, last = t0;
+  for (auto& clock : clocks) {
+    all_started = std::max(all_started, clock->times().front());
+    last = std::max(last, clock->times().back());
+  }
+  SteadyDecode d;
+  for (auto& clock : clocks) {
+    for (SteadyClock::time_point t : clock->times()) d.tokens += t > all_started ? 1 : 0;
+  }
+  d.window_ms = std::chrono::duration<double, std::milli>(last - all_started).count();
+  return d;
+}
+
+// A level's speculation columns: accepted / proposed draft tokens, drafts,
+// and the mean accepted length (accepted draft tokens per verified draft,
+// from the histogram before and after the level).
+std::string acceptance_columns(int64_t drafted, int64_t accepted, const engine::Histogram& before,
+                               const engine::Histogram& after) {
+  const double verified = static_cast<double>(after.count - before.count);
+  return fmt::format(" {:10.1f} {:7d} {:10.2f}", drafted > 0 ? 100.0 * static_cast<double>(accepted) / drafted : 0.0,
+                     drafted, verified > 0 ? (after.sum - before.sum) / verified : 0.0);
+}
+
+// A level's mean expert imbalance per step (empty when no MoE step ran).
+std::string imbalance_column(const engine::MetricsSnapshot& start, const engine::MetricsSnapshot& end) {
+  const uint64_t moe_steps = end.expert_steps - start.expert_steps;
+  if (moe_steps == 0) return std::string();
+  return fmt::format(" {:10.2f}",
+                     (end.expert_imbalance_sum - start.expert_imbalance_sum) / static_cast<double>(moe_steps));
+}
+
+// The decode-step cost fit of speculation, and the batch size from which
+// drafting stops paying at a few acceptance rates.
+void print_spec_fit(const Engine& e) {
+  const engine::MetricsSnapshot m = e.metrics();
+  const double a = m.spec_step_fixed_ms, b = m.spec_step_per_token_ms, d = m.spec_draft_ms_per_token;
+  auto switch_off = [&](double alpha) {
+    const double n = spec::switch_off_batch(a, b, d, alpha);
+    return std::isfinite(n) ? fmt::format("{:.0f}", n) : std::string("never");
+  };
+  std::printf(
+      "\nspeculation cost fit (decode steps): %.2f ms + %.3f ms/token; drafting %.3f ms/draft token. "
+      "No draft pays from a batch of N* = alpha a / (b (1 - alpha) + c) sequences: %s at alpha 0.5, %s at 0.8, "
+      "%s at 0.95.\n",
+      a, b, d, switch_off(0.5).c_str(), switch_off(0.8).c_str(), switch_off(0.95).c_str());
+}
+
+void print_throughput_notes(bool moe, bool spec) {
+  std::printf(
+      "\nprefill tok/s: all prompt tokens / the last TTFT. decode tok/s: tokens of all requests that "
+      "arrived after every request had its first token / that window (steady-state decode).%s%s\n",
+      moe ? " imbalance: the experts' load per step (per layer the busiest expert's tokens over the mean, averaged "
+            "over layers and the level's steps; 1 = even)."
+          : "",
+      spec ? " accept %: accepted / proposed draft tokens of all requests; acc/draft: accepted tokens per "
+             "verified draft (mean accepted length)."
+           : "");
 }
 
 void run_throughput(const BenchOptions& o) {
@@ -214,62 +243,21 @@ void run_throughput(const BenchOptions& o) {
       drafted += f.spec.draft_tokens;
       accepted += f.spec.accepted_tokens;
     }
-    // Steady decode: tokens that arrived after every request had its first one.
-    SteadyClock::time_point all_started = t0, last = t0;
-    for (auto& clock : clocks) {
-      all_started = std::max(all_started, clock->times().front());
-      last = std::max(last, clock->times().back());
-    }
-    double decode_tokens = 0;
-    for (auto& clock : clocks) {
-      for (SteadyClock::time_point t : clock->times()) decode_tokens += t > all_started ? 1 : 0;
-    }
-    const double decode_window_ms = std::chrono::duration<double, std::milli>(last - all_started).count();
+    const SteadyDecode decode = steady_decode(clocks, t0);
     const double wall = seconds_since(t0);
     const double max_ttft_s = *std::max_element(ttft.begin(), ttft.end()) / 1e3;
-    // Mean accepted length: accepted draft tokens per verified draft, this level only.
-    const engine::Histogram accepted_after = e.metrics().spec_accepted_length;
-    const double verified = static_cast<double>(accepted_after.count - accepted_before.count);
     const std::string acceptance =
-        spec ? fmt::format(" {:10.1f} {:7d} {:10.2f}",
-                           drafted > 0 ? 100.0 * static_cast<double>(accepted) / drafted : 0.0, drafted,
-                           verified > 0 ? (accepted_after.sum - accepted_before.sum) / verified : 0.0)
-             : std::string();
-    const engine::MetricsSnapshot level_end = e.metrics();
-    const uint64_t moe_steps = level_end.expert_steps - level_start.expert_steps;
-    const std::string imbalance =
-        moe_steps > 0 ? fmt::format(" {:10.2f}", (level_end.expert_imbalance_sum - level_start.expert_imbalance_sum) /
-                                                     static_cast<double>(moe_steps))
-                      : std::string();
+        spec ? acceptance_columns(drafted, accepted, accepted_before, e.metrics().spec_accepted_length) : std::string();
+    const std::string imbalance = imbalance_column(level_start, e.metrics());
     std::printf(
         "%11d %10lld %10lld %14.1f %14.1f %10.2f %10.1f %10.1f %8.2f%s%s%s\n", c, static_cast<long long>(prompt_len),
         static_cast<long long>(o.gen_len), static_cast<double>(c * prompt_len) / std::max(max_ttft_s, 1e-9),
-        decode_tokens / std::max(decode_window_ms / 1e3, 1e-9), mean(tpot), mean(ttft), bench::percentile(ttft, 0.99),
+        decode.tokens / std::max(decode.window_ms / 1e3, 1e-9), mean(tpot), mean(ttft), bench::percentile(ttft, 0.99),
         wall, imbalance.c_str(), acceptance.c_str(), c > e.config().max_seqs ? "  (queued: > max_seqs)" : "");
     std::fflush(stdout);
   }
-  if (spec) {
-    const engine::MetricsSnapshot m = e.metrics();
-    const double a = m.spec_step_fixed_ms, b = m.spec_step_per_token_ms, d = m.spec_draft_ms_per_token;
-    auto switch_off = [&](double alpha) {
-      const double n = spec::switch_off_batch(a, b, d, alpha);
-      return std::isfinite(n) ? fmt::format("{:.0f}", n) : std::string("never");
-    };
-    std::printf(
-        "\nspeculation cost fit (decode steps): %.2f ms + %.3f ms/token; drafting %.3f ms/draft token. "
-        "No draft pays from a batch of N* = alpha a / (b (1 - alpha) + c) sequences: %s at alpha 0.5, %s at 0.8, "
-        "%s at 0.95.\n",
-        a, b, d, switch_off(0.5).c_str(), switch_off(0.8).c_str(), switch_off(0.95).c_str());
-  }
-  std::printf(
-      "\nprefill tok/s: all prompt tokens / the last TTFT. decode tok/s: tokens of all requests that "
-      "arrived after every request had its first token / that window (steady-state decode).%s%s\n",
-      moe ? " imbalance: the experts' load per step (per layer the busiest expert's tokens over the mean, averaged "
-            "over layers and the level's steps; 1 = even)."
-          : "",
-      spec ? " accept %: accepted / proposed draft tokens of all requests; acc/draft: accepted tokens per "
-             "verified draft (mean accepted length)."
-           : "");
+  if (spec) print_spec_fit(e);
+  print_throughput_notes(moe, spec);
 }
 
 // ---- prefix ---------------------------------------------------------------

@@ -100,6 +100,29 @@ float softcap_value(const gguf::GgufFile& f, const std::string& key, double fall
   return static_cast<float>(v);
 }
 
+// Gemma 3: GELU FFN, embeddings times sqrt(n_embd), per-head q/k norms,
+// norms after both blocks, and sliding-window layers with their own RoPE
+// base between the global ones.
+void read_gemma3(const gguf::GgufFile& f, ModelConfig& c) {
+  c.rope_neox = true;
+  c.ffn_gelu = true;
+  c.embd_scale = std::sqrt(static_cast<float>(c.n_embd));
+  c.qk_norm = ModelConfig::QkNorm::kPerHead;
+  c.post_norms = true;
+  c.sliding_window = f.get_int_or(c.arch_name + ".attention.sliding_window", 0);
+  c.rope_base_local = kGemma3LocalRopeBase;
+  // Linear rope scaling (larger Gemma 3 models) applies to global layers only.
+  c.rope_freq_scale_local = 1.0f;
+  for (int64_t i = 0; i < c.n_layer; ++i) {
+    c.layer_is_local[static_cast<size_t>(i)] =
+        c.sliding_window > 0 && (i % kGemma3GlobalEvery) != kGemma3GlobalEvery - 1;
+  }
+  // As Gemma 2 27B: the 27B model (62 layers) scales queries by
+  // 1/sqrt(n_embd / n_head) = 1/sqrt(168), not 1/sqrt(head_dim = 128).
+  if (c.n_layer == kGemma3Layers27b && c.n_head > 0)
+    c.attn_scale = 1.0f / std::sqrt(static_cast<float>(c.n_embd / c.n_head));
+}
+
 // Gemma 2: gemma3's layer (GELU FFN, embeddings times sqrt(n_embd), norms
 // after both blocks) without q/k norms, with soft-capped attention scores
 // and logits, and a sliding window on the even layers (0, 2, ...) that use
@@ -229,25 +252,7 @@ ModelConfig ModelConfig::from_gguf(const gguf::GgufFile& f) {
     case Arch::Llama: c.rope_neox = false; break;
     case Arch::Qwen2:
     case Arch::Qwen2Moe: c.rope_neox = true; break;
-    case Arch::Gemma3:
-      c.rope_neox = true;
-      c.ffn_gelu = true;
-      c.embd_scale = std::sqrt(static_cast<float>(c.n_embd));
-      c.qk_norm = ModelConfig::QkNorm::kPerHead;
-      c.post_norms = true;
-      c.sliding_window = f.get_int_or(a + ".attention.sliding_window", 0);
-      c.rope_base_local = kGemma3LocalRopeBase;
-      // Linear rope scaling (larger Gemma 3 models) applies to global layers only.
-      c.rope_freq_scale_local = 1.0f;
-      for (int64_t i = 0; i < c.n_layer; ++i) {
-        c.layer_is_local[static_cast<size_t>(i)] =
-            c.sliding_window > 0 && (i % kGemma3GlobalEvery) != kGemma3GlobalEvery - 1;
-      }
-      // As Gemma 2 27B: the 27B model (62 layers) scales queries by
-      // 1/sqrt(n_embd / n_head) = 1/sqrt(168), not 1/sqrt(head_dim = 128).
-      if (c.n_layer == kGemma3Layers27b && c.n_head > 0)
-        c.attn_scale = 1.0f / std::sqrt(static_cast<float>(c.n_embd / c.n_head));
-      break;
+    case Arch::Gemma3: read_gemma3(f, c); break;
     case Arch::Qwen3:
     case Arch::Qwen3Moe:
       c.rope_neox = true;

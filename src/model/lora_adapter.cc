@@ -5,6 +5,8 @@
 #include <algorithm>
 #include <cmath>
 #include <map>
+#include <memory>
+#include <span>
 #include <string_view>
 
 #include "model/model.h"
@@ -101,6 +103,64 @@ void check_header(const gguf::GgufFile& f, const ModelConfig& base) {
     fail("{}: the adapter is for architecture '{}', the base model is '{}'", f.name(), arch, base.arch_name);
 }
 
+// Binds the pair adapting `target` to each base view inside that tensor (a
+// fused tensor such as phi3's attn_qkv holds several; each gets its rows of
+// B): a layer's slots in `layers` [n_layer], or `output`. Returns the
+// pair's rank.
+int64_t bind_target(const gguf::GgufFile& f, const std::string& target, const TensorPair& p, const Model& base,
+                    float alpha, float user_scale, std::span<std::array<LoraPair, kNumLoraSlots>> layers,
+                    LoraPair& output) {
+  const ModelConfig& c = base.config();
+  const gguf::TensorInfo* t = base.file().find_tensor(target);
+  if (target == "token_embd.weight")
+    fail("{}: a LoRA delta of the token embedding ('{}') is not supported", f.name(), target);
+  if (t == nullptr) fail("{}: the base model has no tensor '{}' to adapt", f.name(), target);
+  const kernels::WeightView wa = matrix_of(f, *p.a);
+  const kernels::WeightView wb = matrix_of(f, *p.b);
+  const int64_t n_in = t->row_length();
+  const int64_t n_out = t->num_rows();
+  if (wa.cols != n_in || wb.rows != n_out)
+    fail("{}: '{}' does not fit the base tensor {}: lora_a {} and lora_b {} (expected [{}, rank] and [rank, {}])",
+         f.name(), target, t->shape_string(), p.a->shape_string(), p.b->shape_string(), n_in, n_out);
+  if (wa.rows != wb.cols)
+    fail("{}: '{}': lora_a {} and lora_b {} disagree on the rank", f.name(), target, p.a->shape_string(),
+         p.b->shape_string());
+  const int64_t rank = wa.rows;
+  const float scale = alpha != 0.0f ? user_scale * alpha / static_cast<float>(rank) : user_scale;
+  int bound = 0;
+  const auto bind = [&](LoraPair& pair, const kernels::WeightView& view) {
+    const int64_t row = row_inside(view, *t);
+    if (row < 0) return;
+    pair = LoraPair{wa, row_range(wb, row, view.rows), scale};
+    ++bound;
+  };
+  const ModelWeights& weights = base.weights();
+  const int64_t layer = layer_of(target);
+  if (layer >= c.n_layer) fail("{}: '{}' names a layer past the model's {}", f.name(), target, c.n_layer);
+  if (layer >= 0) {
+    for (size_t s = 0; s < kNumLoraSlots; ++s)
+      bind(layers[static_cast<size_t>(layer)][s],
+           slot_view(weights.layers[static_cast<size_t>(layer)], static_cast<LoraSlot>(s)));
+  } else {
+    bind(output, weights.output);
+  }
+  if (bound == 0) fail("{}: '{}' is not a linear layer tokenmill can adapt", f.name(), target);
+  return rank;
+}
+
+struct Xxh3StateDeleter {
+  void operator()(XXH3_state_t* state) const { XXH3_freeState(state); }
+};
+
+// A LoRA tensor's name, type, dims and bytes into the adapter's identity.
+void mix_tensor(XXH3_state_t* state, const gguf::TensorInfo& x) {
+  XXH3_128bits_update(state, x.name.data(), x.name.size() + 1);
+  const uint32_t type = static_cast<uint32_t>(x.type);
+  XXH3_128bits_update(state, &type, sizeof type);
+  XXH3_128bits_update(state, x.dims, sizeof x.dims);
+  XXH3_128bits_update(state, x.data, x.num_bytes);
+}
+
 }  // namespace
 
 std::shared_ptr<const LoraAdapter> LoraAdapter::load(const std::string& path, const Model& base, std::string name,
@@ -126,67 +186,19 @@ std::shared_ptr<const LoraAdapter> LoraAdapter::bind(gguf::GgufFile file, const 
   if (!std::isfinite(a.alpha_)) fail("{}: adapter.lora.alpha is not a finite number", f.name());
   a.layers_.resize(static_cast<size_t>(c.n_layer));
 
-  XXH3_state_t* state = XXH3_createState();
-  XXH3_128bits_reset(state);
-  const auto mix = [&](const void* data, size_t n) { XXH3_128bits_update(state, data, n); };
-  mix(&a.alpha_, sizeof a.alpha_);
-  mix(&a.user_scale_, sizeof a.user_scale_);
-
-  const ModelWeights& weights = base.weights();
-  try {
-    for (const auto& [target, p] : pair_tensors(f)) {
-      const gguf::TensorInfo* t = base.file().find_tensor(target);
-      if (target == "token_embd.weight")
-        fail("{}: a LoRA delta of the token embedding ('{}') is not supported", f.name(), target);
-      if (t == nullptr) fail("{}: the base model has no tensor '{}' to adapt", f.name(), target);
-      const kernels::WeightView wa = matrix_of(f, *p.a);
-      const kernels::WeightView wb = matrix_of(f, *p.b);
-      const int64_t n_in = t->row_length();
-      const int64_t n_out = t->num_rows();
-      if (wa.cols != n_in || wb.rows != n_out)
-        fail("{}: '{}' does not fit the base tensor {}: lora_a {} and lora_b {} (expected [{}, rank] and [rank, {}])",
-             f.name(), target, t->shape_string(), p.a->shape_string(), p.b->shape_string(), n_in, n_out);
-      if (wa.rows != wb.cols)
-        fail("{}: '{}': lora_a {} and lora_b {} disagree on the rank", f.name(), target, p.a->shape_string(),
-             p.b->shape_string());
-      const int64_t rank = wa.rows;
-      const float scale = a.alpha_ != 0.0f ? user_scale * a.alpha_ / static_cast<float>(rank) : user_scale;
-      // Each base view inside the target tensor gets its rows of B (a fused
-      // tensor such as phi3's attn_qkv holds several).
-      int bound = 0;
-      const auto bind = [&](LoraPair& pair, const kernels::WeightView& view) {
-        const int64_t row = row_inside(view, *t);
-        if (row < 0) return;
-        pair = LoraPair{wa, row_range(wb, row, view.rows), scale};
-        ++bound;
-      };
-      const int64_t layer = layer_of(target);
-      if (layer >= c.n_layer) fail("{}: '{}' names a layer past the model's {}", f.name(), target, c.n_layer);
-      if (layer >= 0) {
-        for (size_t s = 0; s < kNumLoraSlots; ++s)
-          bind(a.layers_[static_cast<size_t>(layer)][s],
-               slot_view(weights.layers[static_cast<size_t>(layer)], static_cast<LoraSlot>(s)));
-      } else {
-        bind(a.output_, weights.output);
-      }
-      if (bound == 0) fail("{}: '{}' is not a linear layer tokenmill can adapt", f.name(), target);
-      a.max_rank_ = std::max(a.max_rank_, rank);
-      a.num_adapted_ += 1;
-      a.tensor_bytes_ += static_cast<int64_t>(p.a->num_bytes + p.b->num_bytes);
-      for (const gguf::TensorInfo* x : {p.a, p.b}) {
-        mix(x->name.data(), x->name.size() + 1);
-        const uint32_t type = static_cast<uint32_t>(x->type);
-        mix(&type, sizeof type);
-        mix(x->dims, sizeof x->dims);
-        mix(x->data, x->num_bytes);
-      }
-    }
-  } catch (...) {
-    XXH3_freeState(state);
-    throw;
+  // The identity: a hash of the scales and of every LoRA tensor.
+  const std::unique_ptr<XXH3_state_t, Xxh3StateDeleter> state(XXH3_createState());
+  XXH3_128bits_reset(state.get());
+  XXH3_128bits_update(state.get(), &a.alpha_, sizeof a.alpha_);
+  XXH3_128bits_update(state.get(), &a.user_scale_, sizeof a.user_scale_);
+  for (const auto& [target, p] : pair_tensors(f)) {
+    const int64_t rank = bind_target(f, target, p, base, a.alpha_, user_scale, a.layers_, a.output_);
+    a.max_rank_ = std::max(a.max_rank_, rank);
+    a.num_adapted_ += 1;
+    a.tensor_bytes_ += static_cast<int64_t>(p.a->num_bytes + p.b->num_bytes);
+    for (const gguf::TensorInfo* x : {p.a, p.b}) mix_tensor(state.get(), *x);
   }
-  const XXH128_hash_t h = XXH3_128bits_digest(state);
-  XXH3_freeState(state);
+  const XXH128_hash_t h = XXH3_128bits_digest(state.get());
   if (a.num_adapted_ == 0) fail("{}: the adapter has no LoRA tensors", f.name());
   a.identity_ = fmt::format("lora:{:016x}{:016x}", h.high64, h.low64);
   return adapter;

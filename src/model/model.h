@@ -209,21 +209,54 @@ class Model {
  private:
   Model(gguf::GgufFile file, ParallelComm* comm, const RopeOverrides& rope);
 
-  struct Scratch;
+  struct Scratch;  // model_internal.h
+  // Where a layer's K/V live among forward()'s pools: the pool (its KV
+  // layer group's index) and the layer's index inside it.
+  struct KvSlot {
+    size_t group = 0;
+    int64_t pool_layer = 0;
+  };
+  KvSlot kv_slot(int64_t layer, size_t num_pools) const;
+
   // One micro-batch (the whole step without a pipeline) through this
   // stage's layers; on the last stage its logits rows go to `logits` (null:
   // a buffer, sent to the root with a pipeline). `tag` numbers it.
   void forward_part(std::span<const SequenceChunk> chunks, std::span<kv::PagedKvStorage* const> pools, ThreadPool& pool,
                     std::span<const uint8_t> skip_layers, float* logits, int tag, float* hidden = nullptr);
+  // The scratch rows and LoRA rows for the chunks' T tokens.
+  void reserve_scratch(std::span<const SequenceChunk> chunks, int64_t T);
+  // x [T, n_embd] = embd_scale * E[token] for every token (first stage).
+  void embed_tokens(std::span<const SequenceChunk> chunks);
+  // The final norm of the R rows that need logits into scratch rows [R,
+  // n_embd], divided by granite's logit_scale (last stage).
+  void final_norm_rows(std::span<const SequenceChunk> chunks, int64_t R);
   // The final norm of every token of the chunks with `hidden` set, into
   // `out` [H, n_embd] (last stage).
   void write_hidden_rows(std::span<const SequenceChunk> chunks, float* out) const;
   // The output projection of the scratch rows (R of them) into `logits`.
   void project_logits(int64_t R, float* logits, int tag, ThreadPool& pool);
   bool is_column_copy(const void* data) const;
+
+  // x += attention over the chunks' cached positions (model_layer.cc), in
+  // the steps below, on the scratch rows of the step's T tokens.
   void attention_block(int64_t layer, std::span<const SequenceChunk> chunks, std::span<const int64_t> positions,
                        std::span<const int64_t> rope_positions, std::span<kv::PagedKvStorage* const> pools,
                        ThreadPool& pool);
+  // q [T, n_q_dim], k and v [T, n_kv_dim] from the normalised x, with their
+  // biases and q/k norms.
+  void project_qkv(int64_t layer, ThreadPool& pool);
+  // RoPE on q and k, each token at its rope_positions [T] entry.
+  void rotate_qk(int64_t layer, std::span<const int64_t> rope_positions, ThreadPool& pool);
+  // The q4_0_kc key channel scales on q and k (a cache of that dtype), and
+  // the keys' magnitudes while prepare_key_scales measures them.
+  void scale_keys(int64_t layer, kv::KvDtype dtype);
+  // Each chunk's k, v into its blocks of `kv`, then att [T, n_q_dim] =
+  // attention of its queries over its positions so far.
+  void write_kv_and_attend(int64_t layer, std::span<const SequenceChunk> chunks, std::span<const int64_t> positions,
+                           kv::PagedKvStorage& kv, KvSlot slot, ThreadPool& pool);
+  // x += the output projection of att (normalised again where the
+  // architecture does).
+  void attention_output(int64_t layer, ThreadPool& pool);
   // The RoPE frequencies of a layer (its base: local or global).
   kernels::RopeFrequencies layer_rope(int64_t layer) const;
   void ffn_block(int64_t layer, ThreadPool& pool);

@@ -63,6 +63,25 @@ void check_columns(const char* what, const kernels::WeightView& w, IndexRange c,
         s.tp_size, what, c.begin, w.cols, block, gguf::tensor_type_name(w.type));
 }
 
+// The matrices each tensor rank holds a share of the columns of (every
+// rank's share, so that every rank refuses the same shard).
+void check_split_columns(const ModelShard& s, const ModelConfig& c, const ModelWeights& w) {
+  for (int r = 0; r < s.tp_size; ++r) {
+    ModelShard probe = s;
+    probe.tp_rank = r;
+    for (const LayerWeights& l : w.layers) {
+      check_columns("the attention output projection", l.wo, even_part(c.n_q_dim(), s.tp_size, r), probe);
+      if (!c.is_moe()) check_columns("the FFN down projection", l.w_down, even_part(c.n_ff, s.tp_size, r), probe);
+      if (s.ep_size > 1) continue;
+      for (const kernels::WeightView& d : l.down_exps)
+        check_columns("an expert's down projection", d, even_part(c.n_ff_exp, s.tp_size, r), probe);
+      if (c.n_ff_shexp > 0)
+        check_columns("the shared expert's down projection", l.down_shexp, even_part(c.n_ff_shexp, s.tp_size, r),
+                      probe);
+    }
+  }
+}
+
 }  // namespace
 
 ModelShard resolve_shard(const ModelShard& shard, const ModelConfig& c, const ModelWeights& w) {
@@ -114,20 +133,7 @@ ModelShard resolve_shard(const ModelShard& shard, const ModelConfig& c, const Mo
   } else {
     divides("the FFN width", c.n_ff);
   }
-  for (int r = 0; r < s.tp_size; ++r) {
-    ModelShard probe = s;
-    probe.tp_rank = r;
-    for (const LayerWeights& l : w.layers) {
-      check_columns("the attention output projection", l.wo, even_part(c.n_q_dim(), s.tp_size, r), probe);
-      if (!c.is_moe()) check_columns("the FFN down projection", l.w_down, even_part(c.n_ff, s.tp_size, r), probe);
-      if (s.ep_size > 1) continue;
-      for (const kernels::WeightView& d : l.down_exps)
-        check_columns("an expert's down projection", d, even_part(c.n_ff_exp, s.tp_size, r), probe);
-      if (c.n_ff_shexp > 0)
-        check_columns("the shared expert's down projection", l.down_shexp, even_part(c.n_ff_shexp, s.tp_size, r),
-                      probe);
-    }
-  }
+  check_split_columns(s, c, w);
   return s;
 }
 

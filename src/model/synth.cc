@@ -122,6 +122,34 @@ class Planner {
   std::vector<SynthTensor> tensors_;
 };
 
+// Layer i's FFN matrices, between its FFN norms: the experts of a
+// mixture-of-experts model, or the dense gate, up and down.
+void plan_ffn_tensors(Planner& p, const SynthShape& s, int64_t i, bool phi3) {
+  const std::string blk = fmt::format("blk.{}.", i);
+  if (s.n_expert > 0) {
+    // The router (kept F32, as quantize keeps it), the stacked experts and
+    // (qwen2moe) the shared expert with its gate vector.
+    p.f32_matrix("ffn_gate_inp", i, s.n_embd, s.n_expert);
+    p.stacked("ffn_gate_exps", i, s.n_embd, s.n_ff_exp, s.n_expert);
+    p.stacked("ffn_up_exps", i, s.n_embd, s.n_ff_exp, s.n_expert);
+    p.stacked("ffn_down_exps", i, s.n_ff_exp, s.n_embd, s.n_expert);
+    if (s.n_ff_shexp > 0) {
+      p.vector(blk + "ffn_gate_inp_shexp.weight", s.n_embd, SynthInit::kMatrix);
+      p.matrix("ffn_gate_shexp", i, s.n_embd, s.n_ff_shexp);
+      p.matrix("ffn_up_shexp", i, s.n_embd, s.n_ff_shexp);
+      p.matrix("ffn_down_shexp", i, s.n_ff_shexp, s.n_embd);
+    }
+    return;
+  }
+  if (phi3) {
+    p.matrix("ffn_up", i, s.n_embd, 2 * s.n_ff);  // the gate rows, then the up rows
+  } else {
+    p.matrix("ffn_gate", i, s.n_embd, s.n_ff);
+    p.matrix("ffn_up", i, s.n_embd, s.n_ff);
+  }
+  p.matrix("ffn_down", i, s.n_ff, s.n_embd);
+}
+
 void check_positive(std::string_view what, int64_t value) {
   if (value < 1 || value > kMaxSynthDim) fail("{} must be in 1..{}, got {}", what, kMaxSynthDim, value);
 }
@@ -355,26 +383,7 @@ std::vector<SynthTensor> plan_synth_tensors(SynthArch arch, const SynthShape& s,
     p.matrix("attn_output", i, q_dim, s.n_embd);
     if (post_norms) p.vector(blk + "post_attention_norm.weight", s.n_embd, SynthInit::kNorm);
     if (pre_norm) p.vector(blk + "ffn_norm.weight", s.n_embd, SynthInit::kNorm);
-    if (s.n_expert > 0) {
-      // The router (kept F32, as quantize keeps it), the stacked experts and
-      // (qwen2moe) the shared expert with its gate vector.
-      p.f32_matrix("ffn_gate_inp", i, s.n_embd, s.n_expert);
-      p.stacked("ffn_gate_exps", i, s.n_embd, s.n_ff_exp, s.n_expert);
-      p.stacked("ffn_up_exps", i, s.n_embd, s.n_ff_exp, s.n_expert);
-      p.stacked("ffn_down_exps", i, s.n_ff_exp, s.n_embd, s.n_expert);
-      if (s.n_ff_shexp > 0) {
-        p.vector(blk + "ffn_gate_inp_shexp.weight", s.n_embd, SynthInit::kMatrix);
-        p.matrix("ffn_gate_shexp", i, s.n_embd, s.n_ff_shexp);
-        p.matrix("ffn_up_shexp", i, s.n_embd, s.n_ff_shexp);
-        p.matrix("ffn_down_shexp", i, s.n_ff_shexp, s.n_embd);
-      }
-    } else if (phi3) {
-      p.matrix("ffn_up", i, s.n_embd, 2 * s.n_ff);  // the gate rows, then the up rows
-    } else {
-      p.matrix("ffn_gate", i, s.n_embd, s.n_ff);
-      p.matrix("ffn_up", i, s.n_embd, s.n_ff);
-    }
-    if (s.n_expert == 0) p.matrix("ffn_down", i, s.n_ff, s.n_embd);
+    plan_ffn_tensors(p, s, i, phi3);
     if (post_norms) p.vector(blk + "post_ffw_norm.weight", s.n_embd, SynthInit::kNorm);
   }
   return p.take();

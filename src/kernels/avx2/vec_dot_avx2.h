@@ -100,6 +100,46 @@ inline void prepare_legacy(const uint8_t* g, LegacyGroup& c) {
   if constexpr (D::kBias == 32) c.bias[0] = D::bias8(g, c.scale[0]);
 }
 
+// The two helpers of q16_row below are forced inline: they are parts of it,
+// apart only to be read, and must compile to the code of one function (the
+// compiler's inlining limits could otherwise keep one out).
+
+// The weight-side data of the group at gp: scales and additive terms.
+template <class D>
+[[gnu::always_inline]] inline void prepare_group(const uint8_t* gp, typename D::Ctx& c) {
+  if constexpr (D::kBlock == 32) {
+    prepare_legacy<D>(gp, c);
+  } else {
+    D::prepare(gp, c);
+  }
+}
+
+// Legacy types: the blocks after the last whole group (cols % 256 != 0),
+// one at a time, then y[t * ys] (a K-quant row has no such blocks).
+template <class D, int T>
+[[gnu::always_inline]] inline void finish_row(const uint8_t* row, int64_t cols, int64_t ngroups, const QuantizedActs& a,
+                                              int64_t nb_act, __m256 (&acc)[T], float* y, int64_t ys) {
+  if constexpr (D::kBlock == 32) {
+    float bias_sum[T];
+    for (int t = 0; t < T; ++t) bias_sum[t] = 0.0f;
+    for (int64_t b = ngroups * 8; b < cols / 32; ++b) {
+      const uint8_t* bp = row + b * D::kBytes;
+      __m256i w0, w1;
+      D::decode(bp, w0, w1);
+      const float d = fp16_to_f32(bp);
+      for (int t = 0; t < T; ++t) {
+        const int16_t* q = a.qs + t * a.cols + 32 * b;
+        const __m256i p = _mm256_add_epi32(madd_q(w0, q), madd_q(w1, q + 16));
+        acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p), _mm256_set1_ps(d * a.d[t * nb_act + b]), acc[t]);
+        if constexpr (D::kBias == 32) bias_sum[t] += D::bias1(bp, d) * a.s32[t * nb_act + b];
+      }
+    }
+    for (int t = 0; t < T; ++t) y[t * ys] = hsum(acc[t]) + bias_sum[t];
+  } else {
+    for (int t = 0; t < T; ++t) y[t * ys] = hsum(acc[t]);
+  }
+}
+
 // y[t * ys] = row . dequant(a[t]) for T tokens, row of `cols` weights.
 template <class D, int T>
 void q16_row(const uint8_t* row, int64_t cols, const QuantizedActs& a, float* y, int64_t ys) {
@@ -112,11 +152,7 @@ void q16_row(const uint8_t* row, int64_t cols, const QuantizedActs& a, float* y,
   for (int64_t g = 0; g < ngroups; ++g) {
     const uint8_t* gp = row + g * kGroupBytes;
     typename D::Ctx c;
-    if constexpr (D::kBlock == 32) {
-      prepare_legacy<D>(gp, c);
-    } else {
-      D::prepare(gp, c);
-    }
+    prepare_group<D>(gp, c);
     Tree8 tree[T][D::kHalves ? 2 : 1];
     __m256i prev[T][2];
 #pragma GCC unroll 8
@@ -161,26 +197,7 @@ void q16_row(const uint8_t* row, int64_t cols, const QuantizedActs& a, float* y,
       }
     }
   }
-  if constexpr (D::kBlock == 32) {
-    // Blocks after the last whole group (cols % 256 != 0), one at a time.
-    float bias_sum[T];
-    for (int t = 0; t < T; ++t) bias_sum[t] = 0.0f;
-    for (int64_t b = ngroups * 8; b < cols / 32; ++b) {
-      const uint8_t* bp = row + b * D::kBytes;
-      __m256i w0, w1;
-      D::decode(bp, w0, w1);
-      const float d = fp16_to_f32(bp);
-      for (int t = 0; t < T; ++t) {
-        const int16_t* q = a.qs + t * a.cols + 32 * b;
-        const __m256i p = _mm256_add_epi32(madd_q(w0, q), madd_q(w1, q + 16));
-        acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p), _mm256_set1_ps(d * a.d[t * nb_act + b]), acc[t]);
-        if constexpr (D::kBias == 32) bias_sum[t] += D::bias1(bp, d) * a.s32[t * nb_act + b];
-      }
-    }
-    for (int t = 0; t < T; ++t) y[t * ys] = hsum(acc[t]) + bias_sum[t];
-  } else {
-    for (int t = 0; t < T; ++t) y[t * ys] = hsum(acc[t]);
-  }
+  finish_row<D, T>(row, cols, ngroups, a, nb_act, acc, y, ys);
 }
 
 // One row widened for the packed prefill kernel (gemm.h): q [cols] int16

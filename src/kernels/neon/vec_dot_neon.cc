@@ -259,6 +259,65 @@ inline int32x4_t totals4(int32x4_t a, int32x4_t b, int32x4_t c, int32x4_t d) {
   return vpaddq_s32(vpaddq_s32(a, b), vpaddq_s32(c, d));
 }
 
+// The two steps of q16_row below are forced inline: they are its loop
+// bodies, apart only to be read, and must compile to the code of one
+// function (the compiler's inlining limits could otherwise keep one out).
+
+// acc[t] += sub-blocks q .. q + kPerQuad - 1 of group g (its first
+// sub-block is s0) times token t's activations (nb blocks a token),
+// scaled: one vector of sub-block (kHalves: half-block) totals per token.
+template <class D, int T, int kPerQuad>
+[[gnu::always_inline]] inline void quad_step(const Group<D>& g, int q, int64_t s0, const QuantizedActs& a, int64_t nb,
+                                             float32x4_t (&acc)[T]) {
+  int32x4_t part[T][4];
+#pragma GCC unroll 4
+  for (int i = 0; i < kPerQuad; ++i) {
+    const Wide32 w(g.decode(q + i));
+#pragma GCC unroll 4
+    for (int t = 0; t < T; ++t) {
+      int32x4_t h0, h1;
+      dot_halves(w, a.qs + t * a.cols + 32 * (s0 + q + i), h0, h1);
+      if constexpr (D::kHalves) {
+        part[t][2 * i] = h0;
+        part[t][2 * i + 1] = h1;
+      } else {
+        part[t][i] = vaddq_s32(h0, h1);
+      }
+    }
+  }
+  const float32x4_t ws = vld1q_f32(g.scale + (D::kHalves ? 2 * q : q));
+#pragma GCC unroll 4
+  for (int t = 0; t < T; ++t) {
+    const float* d = a.d + t * nb + s0 + q;
+    float32x4_t da;
+    if constexpr (D::kHalves) {
+      const float32x2_t d2 = vld1_f32(d);  // halves 2k, 2k + 1 use activation block k
+      da = vcombine_f32(vdup_lane_f32(d2, 0), vdup_lane_f32(d2, 1));
+    } else {
+      da = vld1q_f32(d);
+    }
+    const int32x4_t tot = totals4(part[t][0], part[t][1], part[t][2], part[t][3]);
+    acc[t] = vfmaq_f32(acc[t], vcvtq_f32_s32(tot), vmulq_f32(ws, da));
+    if constexpr (D::kBias == 32) acc[t] = vfmaq_f32(acc[t], vld1q_f32(g.bias + q), vld1q_f32(a.s32 + t * nb + s0 + q));
+  }
+}
+
+// tail[t] += sub-block q of group g (first sub-block s0) times token t's
+// activations (nb blocks a token): legacy rows whose block count is not a multiple of 4 end
+// with one to three of these.
+template <class D, int T>
+[[gnu::always_inline]] inline void single_step(const Group<D>& g, int q, int64_t s0, const QuantizedActs& a, int64_t nb,
+                                               float (&tail)[T]) {
+  const Wide32 w(g.decode(q));
+  for (int t = 0; t < T; ++t) {
+    int32x4_t h0, h1;
+    dot_halves(w, a.qs + t * a.cols + 32 * (s0 + q), h0, h1);
+    const float total = static_cast<float>(vaddvq_s32(vaddq_s32(h0, h1)));
+    tail[t] = std::fma(total, g.scale[q] * a.d[t * nb + s0 + q], tail[t]);
+    if constexpr (D::kBias == 32) tail[t] = std::fma(g.bias[q], a.s32[t * nb + s0 + q], tail[t]);
+  }
+}
+
 // y[t * ys] = row . dequant(a[t]) for T tokens; the row has `cols` weights.
 template <class D, int T>
 void q16_row(const uint8_t* row, int64_t cols, const QuantizedActs& a, float* y, int64_t ys) {
@@ -276,52 +335,8 @@ void q16_row(const uint8_t* row, int64_t cols, const QuantizedActs& a, float* y,
     const int n = static_cast<int>(std::min<int64_t>(8, num_sub - s0));
     const Group<D> g(row + s0 / (D::kBlock / 32) * D::kBytes, n);
     int q = 0;
-    for (; q + kPerQuad <= n; q += kPerQuad) {
-      int32x4_t part[T][4];
-#pragma GCC unroll 4
-      for (int i = 0; i < kPerQuad; ++i) {
-        const Wide32 w(g.decode(q + i));
-#pragma GCC unroll 4
-        for (int t = 0; t < T; ++t) {
-          int32x4_t h0, h1;
-          dot_halves(w, a.qs + t * a.cols + 32 * (s0 + q + i), h0, h1);
-          if constexpr (D::kHalves) {
-            part[t][2 * i] = h0;
-            part[t][2 * i + 1] = h1;
-          } else {
-            part[t][i] = vaddq_s32(h0, h1);
-          }
-        }
-      }
-      const float32x4_t ws = vld1q_f32(g.scale + (D::kHalves ? 2 * q : q));
-#pragma GCC unroll 4
-      for (int t = 0; t < T; ++t) {
-        const float* d = a.d + t * nb + s0 + q;
-        float32x4_t da;
-        if constexpr (D::kHalves) {
-          const float32x2_t d2 = vld1_f32(d);  // halves 2k, 2k + 1 use activation block k
-          da = vcombine_f32(vdup_lane_f32(d2, 0), vdup_lane_f32(d2, 1));
-        } else {
-          da = vld1q_f32(d);
-        }
-        const int32x4_t tot = totals4(part[t][0], part[t][1], part[t][2], part[t][3]);
-        acc[t] = vfmaq_f32(acc[t], vcvtq_f32_s32(tot), vmulq_f32(ws, da));
-        if constexpr (D::kBias == 32)
-          acc[t] = vfmaq_f32(acc[t], vld1q_f32(g.bias + q), vld1q_f32(a.s32 + t * nb + s0 + q));
-      }
-    }
-    // Legacy rows whose block count is not a multiple of 4: the last blocks
-    // one at a time.
-    for (; q < n; ++q) {
-      const Wide32 w(g.decode(q));
-      for (int t = 0; t < T; ++t) {
-        int32x4_t h0, h1;
-        dot_halves(w, a.qs + t * a.cols + 32 * (s0 + q), h0, h1);
-        const float total = static_cast<float>(vaddvq_s32(vaddq_s32(h0, h1)));
-        tail[t] = std::fma(total, g.scale[q] * a.d[t * nb + s0 + q], tail[t]);
-        if constexpr (D::kBias == 32) tail[t] = std::fma(g.bias[q], a.s32[t * nb + s0 + q], tail[t]);
-      }
-    }
+    for (; q + kPerQuad <= n; q += kPerQuad) quad_step<D, T, kPerQuad>(g, q, s0, a, nb, acc);
+    for (; q < n; ++q) single_step<D, T>(g, q, s0, a, nb, tail);
   }
   for (int t = 0; t < T; ++t) y[t * ys] = vaddvq_f32(acc[t]) + tail[t];
 }
