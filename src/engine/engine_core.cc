@@ -12,91 +12,47 @@
 #include "util/int_math.h"
 
 namespace tokenmill::engine {
-namespace {
-
-std::optional<Refusal> invalid(std::string message) { return Refusal{RejectReason::kInvalid, std::move(message)}; }
-
-std::optional<Refusal> check_fields(const GenerateRequest& r, const RequestLimits& limits) {
-  const int64_t max_n = std::min<int64_t>(kMaxSamples, limits.capacity.max_seqs);
-  if (r.n < 1 || r.n > max_n)
-    return invalid(fmt::format("n = {}: parallel samples must be in [1, {}] (at most max_seqs)", r.n, max_n));
-  if (r.prompt.empty()) return invalid("the prompt is empty");
-  for (int32_t t : r.prompt) {
-    if (t < 0 || t >= limits.n_vocab)
-      return invalid(fmt::format("prompt token id {} is outside the vocabulary [0, {})", t, limits.n_vocab));
-  }
-  if (r.prompt_logprobs < -1 || r.prompt_logprobs > kMaxTopLogprobs)
-    return invalid(fmt::format("prompt_logprobs must be in [-1, {}], got {}", kMaxTopLogprobs, r.prompt_logprobs));
-  if (r.embedding) {
-    if (!limits.embeddings) return invalid("embeddings are not available with pipeline parallelism");
-    if (r.max_tokens != 0 || r.n != 1 || r.prompt_logprobs != -1)
-      return invalid("an embedding request takes max_tokens 0, n 1 and no prompt_logprobs");
-  } else if (r.max_tokens < 1 && !(r.max_tokens == 0 && r.prompt_logprobs >= 0)) {
-    return invalid(fmt::format("max_tokens must be at least 1 (0 only with prompt_logprobs), got {}", r.max_tokens));
-  }
-  if (r.top_logprobs < 0 || r.top_logprobs > kMaxTopLogprobs)
-    return invalid(fmt::format("top_logprobs must be in [0, {}], got {}", kMaxTopLogprobs, r.top_logprobs));
-  const int priority = static_cast<int>(r.priority);
-  if (priority < 0 || priority > static_cast<int>(Priority::kLow))
-    return invalid(fmt::format("unknown priority class {}", priority));
-  if (r.timeout && r.timeout->count() < 0) return invalid("the timeout is negative");
-  if (r.spec_max_draft < -1 || r.spec_max_draft > spec::kMaxDraft)
-    return invalid(fmt::format("spec_max_draft must be in [-1, {}], got {}", spec::kMaxDraft, r.spec_max_draft));
-  if (!r.sampling.stop.empty() && !limits.has_tokenizer) return invalid("stop strings need a model with a tokenizer");
-  if (r.kv_policy) {
-    const kv::KvPolicy& p = *r.kv_policy;
-    try {
-      p.validate();
-    } catch (const Error& e) {
-      return invalid(e.what());
-    }
-    if (p.evicts() && limits.speculation)
-      return invalid(
-          fmt::format("kv_policy {} does not combine with this server's speculative decoding", p.describe()));
-    if (limits.parallel && (p.needs_attention_mass() || (p.evicts() && p.positions == kv::KvPositions::kRerotate)))
-      return invalid(
-          fmt::format("kv_policy {} does not combine with this server's tensor or pipeline parallelism", p.describe()));
-  }
-  try {
-    r.sampling.validate(limits.n_vocab);
-  } catch (const Error& e) {
-    return invalid(e.what());
-  }
-  return std::nullopt;
-}
-
-}  // namespace
-
-std::optional<Refusal> check_request(const GenerateRequest& r, const RequestLimits& limits) {
-  if (std::optional<Refusal> bad = check_fields(r, limits)) return bad;
-  // max_tokens 0 still runs as one (discarded) sampled token.
-  sched::CapacityLimits capacity = limits.capacity;
-  if (r.kv_policy) capacity.kv_policy = *r.kv_policy;
-  return sched::never_fits(capacity, static_cast<int64_t>(r.prompt.size()), std::max<int64_t>(r.max_tokens, 1), r.n);
-}
-
 EngineCore::EngineCore(const EngineConfig& config, Metrics& metrics)
     : config_(config), metrics_(metrics), pool_(config.num_threads) {
   config_.validate();
+  load_model();
+  std::vector<sched::KvGroupConfig> kv_groups = create_kv_pools();
+  load_speculation();
+  metrics_.set_kv_layout(kv::kv_dtype_name(config_.kv_dtype), kv_bytes_per_token(), kv_bytes());
+  const sched::SchedulerConfig sc = scheduler_config(std::move(kv_groups));
+  scheduler_ = std::make_unique<sched::Scheduler>(sc);
+  if (config_.slo.enabled())
+    slo_ = std::make_unique<SloAdmission>(
+        config_.slo, sched::ForecastLimits{sc.max_batch_tokens, sc.max_seqs, sc.prefill_chunk}, metrics_);
+  limits_ = request_limits(sc);
+  update_gauges();
+}
+
+// The model (and the weight runtime's hook on it), its tokenizer (the
+// config's, else the model file's) and the prefix cache's namespace.
+void EngineCore::load_model() {
   model_ = model::Model::load(config_.model_path, config_.parallel.get(), config_.rope);
   if (config_.parallel && !config_.parallel->is_root()) fail("the engine runs on the root rank only");
   if (config_.matmul_hook_factory) {
     matmul_hook_ = config_.matmul_hook_factory(*model_);
     model_->set_matmul_hook(matmul_hook_.get());
   }
-  const model::ModelConfig& mc = model_->config();
   tokenizer_ = config_.tokenizer;
   if (!tokenizer_ && tokenizer::Tokenizer::present_in(model_->file()))
     tokenizer_ = std::make_shared<const tokenizer::Tokenizer>(tokenizer::Tokenizer::from_gguf(model_->file()));
-  namespace_ = make_cache_namespace(config_.model_path, mc, tokenizer(), config_.adapter_id, config_.kv_dtype,
-                                    config_.kv_policy);
+  namespace_ = make_cache_namespace(config_.model_path, model_->config(), tokenizer(), config_.adapter_id,
+                                    config_.kv_dtype, config_.kv_policy);
+}
 
-  // Two pools when the model has both kinds of layers (see resolve_kv_pools).
+// Sizes and allocates the KV pools (two when the model has both kinds of
+// layers; see resolve_kv_pools), builds the runner on them and tells a
+// parallel runtime their sizes. Returns the scheduler's view of them.
+std::vector<sched::KvGroupConfig> EngineCore::create_kv_pools() {
   const std::vector<model::KvLayerGroup> groups = model_->kv_layer_groups(config_.kv_window_pool);
   std::vector<kv::KvGeometry> geometries;
   for (const model::KvLayerGroup& g : groups)
     geometries.push_back(model_->kv_geometry(config_.block_size, config_.kv_dtype, g.layers));
-  const KvPoolSizes sizes = resolve_kv_pools(config_, mc, geometries[0].bytes_per_block(),
+  const KvPoolSizes sizes = resolve_kv_pools(config_, model_->config(), geometries[0].bytes_per_block(),
                                              groups.size() > 1 ? geometries[1].bytes_per_block() : 0,
                                              mem_available_bytes().value_or(int64_t{1} << 30));
   std::vector<std::unique_ptr<kv::PagedKvStorage>> pools;
@@ -116,41 +72,49 @@ EngineCore::EngineCore(const EngineConfig& config, Metrics& metrics)
     config_.parallel->publish_pool_sizes(blocks);
     metrics_.set_parallel_layout(model_->shard().tp_size, model_->shard().pp_size, model_->shard().ep_size);
   }
+  return kv_groups;
+}
+
+// Self-speculation's skipped layers, or the draft model (after the target's
+// pools: it takes as many bytes as they do).
+void EngineCore::load_speculation() {
   if (config_.spec.method == spec::SpecMethod::kSelf)
-    skip_layers_ = spec::resolve_skip_layers(config_.spec.skip_layers, mc.n_layer);
+    skip_layers_ = spec::resolve_skip_layers(config_.spec.skip_layers, model_->config().n_layer);
   if (config_.spec.method == spec::SpecMethod::kDraft) {
     // As many bytes as the target's pool (the draft is the smaller model:
     // the same context for every sequence costs it less).
     draft_model_ = std::make_unique<spec::DraftModel>(config_.spec.draft_model, *model_, config_.block_size,
                                                       config_.kv_dtype, kv_bytes(), pool_);
   }
-  metrics_.set_kv_layout(kv::kv_dtype_name(config_.kv_dtype), kv_bytes_per_token(), kv_bytes());
+}
 
+sched::SchedulerConfig EngineCore::scheduler_config(std::vector<sched::KvGroupConfig> kv_groups) const {
   sched::SchedulerConfig sc;
   sc.kv_groups = std::move(kv_groups);
   sc.block_size = static_cast<int32_t>(config_.block_size);
   sc.max_batch_tokens = config_.max_batch_tokens;
   sc.max_seqs = config_.max_seqs;
   sc.prefill_chunk = config_.prefill_chunk;
-  sc.max_model_len = config_.max_model_len > 0 ? std::min(config_.max_model_len, mc.n_ctx_train) : mc.n_ctx_train;
+  const int64_t n_ctx_train = model_->config().n_ctx_train;
+  sc.max_model_len = config_.max_model_len > 0 ? std::min(config_.max_model_len, n_ctx_train) : n_ctx_train;
   sc.max_waiting = config_.max_waiting;
   sc.on_kv_exhausted = config_.kv_exhausted;
   sc.priority_aging_s = config_.priority_aging_s;
   sc.enable_prefix_cache = config_.prefix_cache;
   sc.tenants = {config_.tenant_limits, config_.default_tenant_limits};
   sc.kv_policy = config_.kv_policy;
-  scheduler_ = std::make_unique<sched::Scheduler>(sc);
-  if (config_.slo.enabled())
-    slo_ = std::make_unique<SloAdmission>(
-        config_.slo, sched::ForecastLimits{sc.max_batch_tokens, sc.max_seqs, sc.prefill_chunk}, metrics_);
+  return sc;
+}
 
-  limits_.n_vocab = static_cast<int32_t>(mc.n_vocab);
-  limits_.capacity = sc.capacity();
-  limits_.has_tokenizer = tokenizer_ != nullptr;
-  limits_.embeddings = model_->shard().pp_size == 1;
-  limits_.speculation = config_.spec.enabled();
-  limits_.parallel = config_.parallel != nullptr;
-  update_gauges();
+RequestLimits EngineCore::request_limits(const sched::SchedulerConfig& sc) const {
+  RequestLimits limits;
+  limits.n_vocab = static_cast<int32_t>(model_->config().n_vocab);
+  limits.capacity = sc.capacity();
+  limits.has_tokenizer = tokenizer_ != nullptr;
+  limits.embeddings = model_->shard().pp_size == 1;
+  limits.speculation = config_.spec.enabled();
+  limits.parallel = config_.parallel != nullptr;
+  return limits;
 }
 
 EngineCore::~EngineCore() = default;

@@ -29,6 +29,7 @@
 #include "engine/metrics.h"
 #include "engine/output_stream.h"
 #include "engine/request.h"
+#include "engine/request_limits.h"
 #include "engine/request_state.h"
 #include "engine/slo_admission.h"
 #include "kv/paged_kv_storage.h"
@@ -43,32 +44,6 @@
 #include "util/thread_pool.h"
 
 namespace tokenmill::engine {
-
-// What submit() can check without the engine thread.
-struct RequestLimits {
-  int32_t n_vocab = 0;
-  sched::CapacityLimits capacity;  // capacity.max_seqs also bounds GenerateRequest::n
-  bool has_tokenizer = false;
-  // Embedding requests need the final hidden states on the root: not with a
-  // pipeline, whose last stage is another process.
-  bool embeddings = true;
-  // What a request's own KV policy must combine with.
-  bool speculation = false;  // the engine drafts (EngineConfig::spec)
-  bool parallel = false;     // tensor or pipeline parallel model
-  int64_t max_model_len() const { return capacity.max_model_len; }
-  // Completion tokens a request may run to when it names none (a chat
-  // without max_tokens): what the context, the KV pool and each of its
-  // `num_samples` shares of it leave after a prompt of `prompt_tokens`.
-  int64_t completion_room(int64_t prompt_tokens, int64_t num_samples) const {
-    return sched::default_completion_tokens(capacity, prompt_tokens, num_samples);
-  }
-};
-
-// nullopt when the request may be queued; else why it is refused at once
-// (kInvalid, or what sched::never_fits says) and a message naming the
-// problem.
-using sched::Refusal;
-std::optional<Refusal> check_request(const GenerateRequest& request, const RequestLimits& limits);
 
 class EngineCore {
  public:
@@ -125,6 +100,13 @@ class EngineCore {
   int64_t steps() const { return num_steps_; }
 
  private:
+  // The constructor's parts, in order.
+  void load_model();
+  std::vector<sched::KvGroupConfig> create_kv_pools();
+  void load_speculation();
+  sched::SchedulerConfig scheduler_config(std::vector<sched::KvGroupConfig> kv_groups) const;
+  RequestLimits request_limits(const sched::SchedulerConfig& sc) const;
+
   // Pushes the final event of `id`'s request, as `seq` ended (seq is the
   // request's own sequence, or its parent for a sample not forked yet).
   void finish_request(RequestId id, const sched::Sequence& seq, SteadyClock::time_point now);
