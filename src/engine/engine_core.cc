@@ -6,7 +6,6 @@
 
 #include "engine/cache_namespace.h"
 #include "engine/memory_budget.h"
-#include "spec/layer_skip.h"
 #include "util/check.h"
 #include "util/error.h"
 #include "util/int_math.h"
@@ -17,7 +16,8 @@ EngineCore::EngineCore(const EngineConfig& config, Metrics& metrics)
   config_.validate();
   load_model();
   std::vector<sched::KvGroupConfig> kv_groups = create_kv_pools();
-  load_speculation();
+  if (config_.spec.enabled())  // after the pools: a draft model takes as many bytes
+    spec_ = std::make_unique<Speculator>(config_, *model_, *runner_, states_, metrics_, pool_);
   metrics_.set_kv_layout(kv::kv_dtype_name(config_.kv_dtype), kv_bytes_per_token(), kv_bytes());
   const sched::SchedulerConfig sc = scheduler_config(std::move(kv_groups));
   scheduler_ = std::make_unique<sched::Scheduler>(sc);
@@ -75,19 +75,6 @@ std::vector<sched::KvGroupConfig> EngineCore::create_kv_pools() {
   return kv_groups;
 }
 
-// Self-speculation's skipped layers, or the draft model (after the target's
-// pools: it takes as many bytes as they do).
-void EngineCore::load_speculation() {
-  if (config_.spec.method == spec::SpecMethod::kSelf)
-    skip_layers_ = spec::resolve_skip_layers(config_.spec.skip_layers, model_->config().n_layer);
-  if (config_.spec.method == spec::SpecMethod::kDraft) {
-    // As many bytes as the target's pool (the draft is the smaller model:
-    // the same context for every sequence costs it less).
-    draft_model_ = std::make_unique<spec::DraftModel>(config_.spec.draft_model, *model_, config_.block_size,
-                                                      config_.kv_dtype, kv_bytes(), pool_);
-  }
-}
-
 sched::SchedulerConfig EngineCore::scheduler_config(std::vector<sched::KvGroupConfig> kv_groups) const {
   sched::SchedulerConfig sc;
   sc.kv_groups = std::move(kv_groups);
@@ -118,20 +105,6 @@ RequestLimits EngineCore::request_limits(const sched::SchedulerConfig& sc) const
 }
 
 EngineCore::~EngineCore() = default;
-
-model::CommStats EngineCore::comm_stats() const {
-  return config_.parallel ? config_.parallel->stats() : model::CommStats{};
-}
-
-// Each request of the batch is charged the forward pass it took part in
-// (its `timings` report compute and communication apart).
-void EngineCore::charge_forward(const sched::ScheduledBatch& batch, const StepStats& stats) {
-  const double compute_ms = stats.forward_ms - stats.forward_comm_ms;
-  for (const sched::ScheduledSeq& s : batch.seqs) {
-    const auto it = states_.find(s.seq->id);
-    if (it != states_.end()) it->second.charge_forward(compute_ms, stats.forward_comm_ms);
-  }
-}
 
 void EngineCore::add(std::vector<std::shared_ptr<RequestStream>> streams, const GenerateRequest& request,
                      SteadyClock::time_point submitted) {
@@ -252,7 +225,7 @@ void EngineCore::finish_sequence(const sched::Sequence& seq, SteadyClock::time_p
 }
 
 void EngineCore::finish_request(RequestId id, const sched::Sequence& seq, SteadyClock::time_point now) {
-  if (draft_model_) draft_model_->release(id);
+  if (spec_) spec_->release(id);
   const auto it = states_.find(id);
   TM_CHECK(it != states_.end());
   FinalEvent final = it->second.make_final(seq, now);
@@ -264,78 +237,99 @@ void EngineCore::finish_request(RequestId id, const sched::Sequence& seq, Steady
   states_.erase(it);
 }
 
+// The five beats of a step (see the top of engine_core.h); `meter` is the
+// metrics observer each beat reports to.
 bool EngineCore::step() {
-  const SteadyClock::time_point start = SteadyClock::now();
-  const model::CommStats comm_start = comm_stats();
-  StepStats stats;
-  propose(stats);
-  if (slo_ && scheduler_->num_waiting() > 0) {
-    for (auto& [id, refusal] : slo_->unattainable(scheduler_->ranked(start), start))
-      scheduler_->reject_queued(id, RejectReason::kSloUnattainable, std::move(refusal.message));
+  StepMeter meter(config_.parallel.get());
+  const sched::ScheduledBatch batch = schedule(meter);
+  if (!batch.empty()) {
+    const std::vector<model::LogitRows> rows = logit_rows(batch, meter.stats());
+    if (const std::optional<runner::StepLogits> logits = run(batch, rows, meter)) {
+      const SampledTokens sampled = sample(batch, rows, *logits, meter);
+      const std::vector<std::unique_ptr<sched::Sequence>> finished = commit(batch, sampled, meter.stats());
+      emit(sampled.step, finished, sampled.at);
+    }
+    observe_step(meter.finish());
   }
+  update_gauges();
+  return !batch.empty() || !batch.finished.empty();  // progress: something ran or finished
+}
+
+// schedule: speculation's drafts and the SLO admission's refusals first
+// (both change what the scheduler sees), then the batch; the requests the
+// scheduler finished there (cancelled, timed out, rejected) end now.
+sched::ScheduledBatch EngineCore::schedule(StepMeter& meter) {
+  const SteadyClock::time_point start = meter.start();
+  if (spec_) spec_->propose(*scheduler_, meter.stats());
+  refuse_unattainable_queued(start);
   sched::ScheduledBatch batch = scheduler_->schedule(start);
   for (const std::unique_ptr<sched::Sequence>& seq : batch.finished) finish_sequence(*seq, start);
   for (const sched::PrefixLookup& p : batch.prefix_lookups)
     metrics_.on_prefix_lookup(p.tenant, p.adapter, p.hit_tokens, p.miss_tokens);
-  const bool progressed = !batch.empty() || !batch.finished.empty();
-  if (!batch.empty()) {
-    execute(batch, stats);
-    stats.step_ms = std::chrono::duration<double, std::milli>(SteadyClock::now() - start).count();
-    const model::CommStats comm_end = comm_stats();
-    stats.comm_ms = (comm_end.seconds - comm_start.seconds) * 1e3;
-    stats.comm_bytes = static_cast<int64_t>(comm_end.bytes - comm_start.bytes);
-    stats.comm_syncs = static_cast<int64_t>(comm_end.syncs - comm_start.syncs);
-    metrics_.on_step(stats);
-    if (slo_) slo_->observe_step(stats);
-    ++num_steps_;
-  }
-  update_gauges();
-  return progressed;
+  return batch;
 }
 
-// run -> sample -> commit -> emit for a scheduled batch.
-void EngineCore::execute(const sched::ScheduledBatch& batch, StepStats& stats) {
-  const std::vector<model::LogitRows> rows = logit_rows(batch, stats);
+void EngineCore::refuse_unattainable_queued(SteadyClock::time_point now) {
+  if (!slo_ || scheduler_->num_waiting() == 0) return;
+  for (auto& [id, refusal] : slo_->unattainable(scheduler_->ranked(now), now))
+    scheduler_->reject_queued(id, RejectReason::kSloUnattainable, std::move(refusal.message));
+}
+
+// run: one runner call does the block copies, then the drafts from a model
+// (they read the step's blocks, so they run inside it), then the forward
+// pass. A failed pass fails the batch: nullopt.
+std::optional<runner::StepLogits> EngineCore::run(const sched::ScheduledBatch& batch,
+                                                  std::span<const model::LogitRows> rows, StepMeter& meter) {
   const size_t num_copies = batch.num_copies();
   if (num_copies > 0) metrics_.on_cow_copies(num_copies);
-  runner::StepLogits logits;
   try {
-    runner_->apply_copies(batch);  // before the draft passes read the step's blocks
-    draft_with_model(batch, stats);
-    const SteadyClock::time_point forward_start = SteadyClock::now();
-    const double comm_before = comm_stats().seconds;
-    logits = runner_->run(batch, rows, hidden_rows(batch));
-    stats.forward_ms = ms_since(forward_start);
-    record_expert_load(stats);
-    stats.forward_comm_ms = (comm_stats().seconds - comm_before) * 1e3;
-    if (stats.prefill_tokens == 0 && config_.spec.enabled()) {  // decode-only: the cost model's regime
-      cost_model_.observe_step(batch.num_tokens(), ms_since(forward_start));
-      metrics_.set_spec_cost(cost_model_.fixed_ms(), cost_model_.per_token_ms(), cost_model_.draft_ms_per_token());
-    }
+    const auto before_forward = [&] {
+      if (spec_) spec_->draft(batch, meter.stats());
+      meter.forward_begins();
+    };
+    std::optional<runner::StepLogits> logits = runner_->run(batch, rows, hidden_rows(batch), before_forward);
+    meter.forward_ends(*model_);
+    if (spec_) spec_->observe_forward(batch, meter.stats());
+    return logits;
   } catch (const std::exception& e) {
     const std::string message = fmt::format("forward pass failed: {}", e.what());
     for (auto& seq : scheduler_->fail_batch(batch, message, SteadyClock::now()))
       finish_sequence(*seq, SteadyClock::now());
-    return;
+    return std::nullopt;
   }
-  const SteadyClock::time_point sample_start = SteadyClock::now();
-  sched::SampledStep sampled = sample(batch, rows, logits, stats);
-  const SteadyClock::time_point now = SteadyClock::now();
-  check_stops(batch, sampled, now);
-  stats.sampling_ms = ms_since(sample_start);
-  charge_forward(batch, stats);
-  const std::vector<std::unique_ptr<sched::Sequence>> finished = scheduler_->commit(batch, sampled, now);
-  emit(sampled, finished, now);
 }
 
-// The target pass's tokens per expert (mixture-of-experts models).
-void EngineCore::record_expert_load(StepStats& stats) const {
-  const std::span<const int64_t> load = model_->expert_load();
-  const int64_t n_expert = model_->config().n_expert;
-  if (load.empty() || n_expert == 0) return;
-  stats.expert_tokens.assign(static_cast<size_t>(n_expert), 0);
-  for (size_t i = 0; i < load.size(); ++i) stats.expert_tokens[i % static_cast<size_t>(n_expert)] += load[i];
-  stats.expert_imbalance = expert_imbalance(load, n_expert);
+// sample: a token per sampling entry (verified drafts included), then the
+// stop decision of each.
+EngineCore::SampledTokens EngineCore::sample(const sched::ScheduledBatch& batch, std::span<const model::LogitRows> rows,
+                                             const runner::StepLogits& logits, StepMeter& meter) {
+  meter.sampling_begins();
+  SampledTokens sampled{sample_tokens(batch, rows, logits, meter.stats()), {}};
+  sampled.at = SteadyClock::now();
+  check_stops(batch, sampled.step, sampled.at);
+  meter.sampling_ends();
+  return sampled;
+}
+
+// commit: each request is charged the forward pass it took part in (its
+// `timings` report compute and communication apart), then the scheduler
+// appends the tokens and hands back what finished.
+std::vector<std::unique_ptr<sched::Sequence>> EngineCore::commit(const sched::ScheduledBatch& batch,
+                                                                 const SampledTokens& sampled, const StepStats& stats) {
+  const double compute_ms = stats.forward_ms - stats.forward_comm_ms;
+  for (const sched::ScheduledSeq& s : batch.seqs) {
+    const auto it = states_.find(s.seq->id);
+    if (it != states_.end()) it->second.charge_forward(compute_ms, stats.forward_comm_ms);
+  }
+  return scheduler_->commit(batch, sampled.step, sampled.at);
+}
+
+// The step's metrics observers: the step's stats to the metrics and to the
+// SLO admission's cost model.
+void EngineCore::observe_step(const StepStats& stats) {
+  metrics_.on_step(stats);
+  if (slo_) slo_->observe_step(stats);
+  ++num_steps_;
 }
 
 // Which logits rows each entry needs: the last where it samples, every row
@@ -372,8 +366,8 @@ std::vector<uint8_t> EngineCore::hidden_rows(const sched::ScheduledBatch& batch)
 // entry's next token from its last row; a sequence whose prefill completes
 // here also samples the first token of each pending fork (parallel sample)
 // from that row, by the fork's own state (its own seed).
-sched::SampledStep EngineCore::sample(const sched::ScheduledBatch& batch, std::span<const model::LogitRows> rows,
-                                      const runner::StepLogits& logits, StepStats& stats) {
+sched::SampledStep EngineCore::sample_tokens(const sched::ScheduledBatch& batch, std::span<const model::LogitRows> rows,
+                                             const runner::StepLogits& logits, StepStats& stats) {
   sched::SampledStep sampled;
   sampled.entries.resize(batch.seqs.size());
   for (size_t i = 0; i < batch.seqs.size(); ++i) {
@@ -394,7 +388,7 @@ sched::SampledStep EngineCore::sample(const sched::ScheduledBatch& batch, std::s
       continue;
     }
     if (s.num_draft > 0) {
-      verify(s, logits, i, entry, stats);
+      spec_->verify(s, logits, i, entry, stats);
       continue;
     }
     const std::span<const float> row = logits.last_row(i);

@@ -87,7 +87,14 @@ int64_t ModelRunner::rope_offset_for(const sched::Sequence& seq) const {
 }
 
 StepLogits ModelRunner::run(const sched::ScheduledBatch& batch, std::span<const model::LogitRows> rows,
-                            std::span<const uint8_t> hidden) {
+                            std::span<const uint8_t> hidden, const BeforeForward& before_forward) {
+  apply_copies(batch);
+  if (before_forward) before_forward();
+  return run_forward(batch, rows, hidden);
+}
+
+StepLogits ModelRunner::run_forward(const sched::ScheduledBatch& batch, std::span<const model::LogitRows> rows,
+                                    std::span<const uint8_t> hidden) {
   TM_CHECK(rows.size() == batch.seqs.size());
   TM_CHECK(hidden.empty() || hidden.size() == batch.seqs.size());
 

@@ -1,5 +1,5 @@
 // Runs one scheduled step on the model: applies the batch's copy-on-write
-// block copies to the KV pools it owns (apply_copies), turns each batch entry into a
+// block copies to the KV pools it owns, turns each batch entry into a
 // SequenceChunk (its tokens, positions under its KV policy, block tables
 // and, for the heavy-hitter policy, its attention-mass array), runs
 // Model::forward and hands back the logits by batch entry (StepLogits).
@@ -16,6 +16,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <span>
 #include <vector>
@@ -35,18 +36,19 @@ class ModelRunner {
   // order. The model and the thread pool must outlive the runner.
   ModelRunner(model::Model& model, std::vector<std::unique_ptr<kv::PagedKvStorage>> pools, ThreadPool& pool);
 
-  // Runs the step (after apply_copies): one chunk per entry of `batch` at
-  // positions [start_pos, start_pos + num_tokens) with rows[i] logits rows,
-  // and every token's final hidden state for the entries flagged in
-  // `hidden` (empty, or one flag per entry). The view is valid until the
-  // next run(). Throws what Model::forward throws (the KV contents of the
+  // Called by run() after the block copies and before the forward pass:
+  // where drafts from a model run, since they read the step's blocks.
+  using BeforeForward = std::function<void()>;
+  // Runs the step, in this order: the batch's copy-on-write block copies
+  // and key shifts, `before_forward` (when set), then one chunk per entry of
+  // `batch` at positions [start_pos, start_pos + num_tokens) with rows[i]
+  // logits rows, and every token's final hidden state for the entries
+  // flagged in `hidden` (empty, or one flag per entry). Call it once per
+  // batch. The view is valid until the next run(). Throws what
+  // Model::forward or `before_forward` throws (the KV contents of the
   // step's positions are then undefined; the caller fails the batch).
   StepLogits run(const sched::ScheduledBatch& batch, std::span<const model::LogitRows> rows,
-                 std::span<const uint8_t> hidden = {});
-  // The batch's copy-on-write block copies, in order, then its key shifts:
-  // call it once per batch, before run() and before any draft pass reads
-  // the step's blocks.
-  void apply_copies(const sched::ScheduledBatch& batch);
+                 std::span<const uint8_t> hidden = {}, const BeforeForward& before_forward = {});
 
   // One self-speculative draft pass: each input is one token of its
   // sequence at `pos` (a slot the scheduler reserved for this step), run
@@ -67,6 +69,11 @@ class ModelRunner {
   int64_t kv_bytes_per_token() const;
 
  private:
+  // The batch's copy-on-write block copies, in order, then its key shifts.
+  void apply_copies(const sched::ScheduledBatch& batch);
+  // The forward pass of run().
+  StepLogits run_forward(const sched::ScheduledBatch& batch, std::span<const model::LogitRows> rows,
+                         std::span<const uint8_t> hidden);
   int64_t rope_offset_for(const sched::Sequence& seq) const;
   // Model::forward, announced first to the other ranks of a sharded model.
   void forward(std::span<const model::SequenceChunk> chunks, std::span<const uint8_t> skip_layers,
