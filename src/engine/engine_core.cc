@@ -20,7 +20,7 @@ EngineCore::EngineCore(const EngineConfig& config, Metrics& metrics)
     spec_ = std::make_unique<Speculator>(config_, *model_, *runner_, states_, metrics_, pool_);
   metrics_.set_kv_layout(kv::kv_dtype_name(config_.kv_dtype), kv_bytes_per_token(), kv_bytes());
   const sched::SchedulerConfig sc = scheduler_config(std::move(kv_groups));
-  scheduler_ = std::make_unique<sched::Scheduler>(sc);
+  scheduler_ = std::make_unique<sched::Scheduler>(sc, &runner_->attention_mass());
   if (config_.slo.enabled())
     slo_ = std::make_unique<SloAdmission>(
         config_.slo, sched::ForecastLimits{sc.max_batch_tokens, sc.max_seqs, sc.prefill_chunk}, metrics_);

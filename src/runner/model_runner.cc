@@ -118,11 +118,8 @@ StepLogits ModelRunner::run_forward(const sched::ScheduledBatch& batch, std::spa
     c.logits = rows[i];
     c.hidden = !hidden.empty() && hidden[i] != 0;
     c.adapter = s.seq->adapter.get();
-    if (s.seq->policy().needs_attention_mass()) {  // the heavy-hitter policy's score
-      std::vector<float>& mass = s.seq->kv_mass;
-      mass.resize(static_cast<size_t>(c.start_pos + s.num_tokens), 0.0f);
-      c.key_mass = mass.data();
-    }
+    if (s.seq->policy().needs_attention_mass())  // the heavy-hitter policy's score
+      c.key_mass = attention_mass_.resize(s.seq->id, c.start_pos + s.num_tokens).data();
     first_row[i + 1] = first_row[i] + static_cast<size_t>(model::num_logit_rows(c));
     first_hidden[i + 1] = first_hidden[i] + static_cast<size_t>(model::num_hidden_rows(c));
   }

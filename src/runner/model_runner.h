@@ -1,13 +1,15 @@
 // Runs one scheduled step on the model: applies the batch's copy-on-write
 // block copies to the KV pools it owns, turns each batch entry into a
 // SequenceChunk (its tokens, positions under its KV policy, block tables
-// and, for the heavy-hitter policy, its attention-mass array), runs
-// Model::forward and hands back the logits by batch entry (StepLogits).
+// and, for the heavy-hitter policy, its row of the attention-mass table),
+// runs Model::forward and hands back the logits by batch entry
+// (StepLogits).
 //
 // This is the seam between scheduling and compute: what a step computes is
 // decided by the Scheduler (ScheduledBatch) and by the engine (which rows
-// of logits each entry needs); nothing here samples or changes a sequence
-// except its kv_mass, which the forward pass adds to.
+// of logits each entry needs); nothing here samples or changes a sequence.
+// The runner owns the attention-mass table its forward pass adds to; the
+// Scheduler is handed it (attention_mass()) to evict by and keep aligned.
 //
 // Sharded model (Model::comm()): each forward pass is first announced to
 // the other ranks with the block copies made since the last one.
@@ -24,6 +26,7 @@
 #include "kv/paged_kv_storage.h"
 #include "model/model.h"
 #include "runner/step_logits.h"
+#include "sched/attention_mass.h"
 #include "sched/scheduled_batch.h"
 #include "util/thread_pool.h"
 
@@ -62,6 +65,10 @@ class ModelRunner {
   };
   StepLogits run_draft(std::span<const DraftInput> inputs, std::span<const uint8_t> skip_layers);
 
+  // The heavy-hitter policy's score, per sequence (sched/attention_mass.h):
+  // for the Scheduler, which must not outlive the runner.
+  sched::AttentionMass& attention_mass() { return attention_mass_; }
+
   size_t num_pools() const { return pools_.size(); }
   const kv::PagedKvStorage& pool(size_t group) const { return *pools_.at(group); }
   // Every pool's bytes, and the bytes of one position in all of them.
@@ -85,10 +92,11 @@ class ModelRunner {
   std::vector<std::unique_ptr<kv::PagedKvStorage>> pools_;
   std::vector<kv::PagedKvStorage*> pool_ptrs_;  // what Model::forward takes
   ThreadPool& pool_;
-  std::vector<std::vector<int32_t>> chunk_tokens_;          // per entry: the tokens the chunks point into
-  std::vector<model::ChunkTable> chunk_tables_;             // [entry * pools + group]
-  std::vector<float> logits_;                               // [rows, n_vocab]
-  std::vector<float> hidden_;                               // [hidden rows, n_embd]
+  std::vector<std::vector<int32_t>> chunk_tokens_;  // per entry: the tokens the chunks point into
+  std::vector<model::ChunkTable> chunk_tables_;     // [entry * pools + group]
+  std::vector<float> logits_;                       // [rows, n_vocab]
+  std::vector<float> hidden_;                       // [hidden rows, n_embd]
+  sched::AttentionMass attention_mass_;
   std::vector<std::vector<kv::BlockCopy>> pending_copies_;  // per pool: made here, not yet announced
 };
 
