@@ -6,97 +6,53 @@
 
 #include "engine/cache_namespace.h"
 #include "engine/memory_budget.h"
-#include "spec/layer_skip.h"
 #include "util/check.h"
 #include "util/error.h"
 #include "util/int_math.h"
 
 namespace tokenmill::engine {
-namespace {
-
-std::optional<Refusal> invalid(std::string message) { return Refusal{RejectReason::kInvalid, std::move(message)}; }
-
-std::optional<Refusal> check_fields(const GenerateRequest& r, const RequestLimits& limits) {
-  const int64_t max_n = std::min<int64_t>(kMaxSamples, limits.capacity.max_seqs);
-  if (r.n < 1 || r.n > max_n)
-    return invalid(fmt::format("n = {}: parallel samples must be in [1, {}] (at most max_seqs)", r.n, max_n));
-  if (r.prompt.empty()) return invalid("the prompt is empty");
-  for (int32_t t : r.prompt) {
-    if (t < 0 || t >= limits.n_vocab)
-      return invalid(fmt::format("prompt token id {} is outside the vocabulary [0, {})", t, limits.n_vocab));
-  }
-  if (r.prompt_logprobs < -1 || r.prompt_logprobs > kMaxTopLogprobs)
-    return invalid(fmt::format("prompt_logprobs must be in [-1, {}], got {}", kMaxTopLogprobs, r.prompt_logprobs));
-  if (r.embedding) {
-    if (!limits.embeddings) return invalid("embeddings are not available with pipeline parallelism");
-    if (r.max_tokens != 0 || r.n != 1 || r.prompt_logprobs != -1)
-      return invalid("an embedding request takes max_tokens 0, n 1 and no prompt_logprobs");
-  } else if (r.max_tokens < 1 && !(r.max_tokens == 0 && r.prompt_logprobs >= 0)) {
-    return invalid(fmt::format("max_tokens must be at least 1 (0 only with prompt_logprobs), got {}", r.max_tokens));
-  }
-  if (r.top_logprobs < 0 || r.top_logprobs > kMaxTopLogprobs)
-    return invalid(fmt::format("top_logprobs must be in [0, {}], got {}", kMaxTopLogprobs, r.top_logprobs));
-  const int priority = static_cast<int>(r.priority);
-  if (priority < 0 || priority > static_cast<int>(Priority::kLow))
-    return invalid(fmt::format("unknown priority class {}", priority));
-  if (r.timeout && r.timeout->count() < 0) return invalid("the timeout is negative");
-  if (r.spec_max_draft < -1 || r.spec_max_draft > spec::kMaxDraft)
-    return invalid(fmt::format("spec_max_draft must be in [-1, {}], got {}", spec::kMaxDraft, r.spec_max_draft));
-  if (!r.sampling.stop.empty() && !limits.has_tokenizer) return invalid("stop strings need a model with a tokenizer");
-  if (r.kv_policy) {
-    const kv::KvPolicy& p = *r.kv_policy;
-    try {
-      p.validate();
-    } catch (const Error& e) {
-      return invalid(e.what());
-    }
-    if (p.evicts() && limits.speculation)
-      return invalid(
-          fmt::format("kv_policy {} does not combine with this server's speculative decoding", p.describe()));
-    if (limits.parallel && (p.needs_attention_mass() || (p.evicts() && p.positions == kv::KvPositions::kRerotate)))
-      return invalid(
-          fmt::format("kv_policy {} does not combine with this server's tensor or pipeline parallelism", p.describe()));
-  }
-  try {
-    r.sampling.validate(limits.n_vocab);
-  } catch (const Error& e) {
-    return invalid(e.what());
-  }
-  return std::nullopt;
-}
-
-}  // namespace
-
-std::optional<Refusal> check_request(const GenerateRequest& r, const RequestLimits& limits) {
-  if (std::optional<Refusal> bad = check_fields(r, limits)) return bad;
-  // max_tokens 0 still runs as one (discarded) sampled token.
-  sched::CapacityLimits capacity = limits.capacity;
-  if (r.kv_policy) capacity.kv_policy = *r.kv_policy;
-  return sched::never_fits(capacity, static_cast<int64_t>(r.prompt.size()), std::max<int64_t>(r.max_tokens, 1), r.n);
-}
-
 EngineCore::EngineCore(const EngineConfig& config, Metrics& metrics)
     : config_(config), metrics_(metrics), pool_(config.num_threads) {
   config_.validate();
+  load_model();
+  std::vector<sched::KvGroupConfig> kv_groups = create_kv_pools();
+  if (config_.spec.enabled())  // after the pools: a draft model takes as many bytes
+    spec_ = std::make_unique<Speculator>(config_, *model_, *runner_, states_, metrics_, pool_);
+  metrics_.set_kv_layout(kv::kv_dtype_name(config_.kv_dtype), kv_bytes_per_token(), kv_bytes());
+  const sched::SchedulerConfig sc = scheduler_config(std::move(kv_groups));
+  scheduler_ = std::make_unique<sched::Scheduler>(sc, &runner_->attention_mass());
+  if (config_.slo.enabled())
+    slo_ = std::make_unique<SloAdmission>(
+        config_.slo, sched::ForecastLimits{sc.max_batch_tokens, sc.max_seqs, sc.prefill_chunk}, metrics_);
+  limits_ = request_limits(sc);
+  update_gauges();
+}
+
+// The model (and the weight runtime's hook on it), its tokenizer (the
+// config's, else the model file's) and the prefix cache's namespace.
+void EngineCore::load_model() {
   model_ = model::Model::load(config_.model_path, config_.parallel.get(), config_.rope);
   if (config_.parallel && !config_.parallel->is_root()) fail("the engine runs on the root rank only");
   if (config_.matmul_hook_factory) {
     matmul_hook_ = config_.matmul_hook_factory(*model_);
     model_->set_matmul_hook(matmul_hook_.get());
   }
-  const model::ModelConfig& mc = model_->config();
   tokenizer_ = config_.tokenizer;
   if (!tokenizer_ && tokenizer::Tokenizer::present_in(model_->file()))
     tokenizer_ = std::make_shared<const tokenizer::Tokenizer>(tokenizer::Tokenizer::from_gguf(model_->file()));
-  namespace_ = make_cache_namespace(config_.model_path, mc, tokenizer(), config_.adapter_id, config_.kv_dtype,
-                                    config_.kv_policy);
+  namespace_ = make_cache_namespace(config_.model_path, model_->config(), tokenizer(), config_.adapter_id,
+                                    config_.kv_dtype, config_.kv_policy);
+}
 
-  // Two pools when the model has both kinds of layers (see resolve_kv_pools).
+// Sizes and allocates the KV pools (two when the model has both kinds of
+// layers; see resolve_kv_pools), builds the runner on them and tells a
+// parallel runtime their sizes. Returns the scheduler's view of them.
+std::vector<sched::KvGroupConfig> EngineCore::create_kv_pools() {
   const std::vector<model::KvLayerGroup> groups = model_->kv_layer_groups(config_.kv_window_pool);
   std::vector<kv::KvGeometry> geometries;
   for (const model::KvLayerGroup& g : groups)
     geometries.push_back(model_->kv_geometry(config_.block_size, config_.kv_dtype, g.layers));
-  const KvPoolSizes sizes = resolve_kv_pools(config_, mc, geometries[0].bytes_per_block(),
+  const KvPoolSizes sizes = resolve_kv_pools(config_, model_->config(), geometries[0].bytes_per_block(),
                                              groups.size() > 1 ? geometries[1].bytes_per_block() : 0,
                                              mem_available_bytes().value_or(int64_t{1} << 30));
   std::vector<std::unique_ptr<kv::PagedKvStorage>> pools;
@@ -116,58 +72,39 @@ EngineCore::EngineCore(const EngineConfig& config, Metrics& metrics)
     config_.parallel->publish_pool_sizes(blocks);
     metrics_.set_parallel_layout(model_->shard().tp_size, model_->shard().pp_size, model_->shard().ep_size);
   }
-  if (config_.spec.method == spec::SpecMethod::kSelf)
-    skip_layers_ = spec::resolve_skip_layers(config_.spec.skip_layers, mc.n_layer);
-  if (config_.spec.method == spec::SpecMethod::kDraft) {
-    // As many bytes as the target's pool (the draft is the smaller model:
-    // the same context for every sequence costs it less).
-    draft_model_ = std::make_unique<spec::DraftModel>(config_.spec.draft_model, *model_, config_.block_size,
-                                                      config_.kv_dtype, kv_bytes(), pool_);
-  }
-  metrics_.set_kv_layout(kv::kv_dtype_name(config_.kv_dtype), kv_bytes_per_token(), kv_bytes());
+  return kv_groups;
+}
 
+sched::SchedulerConfig EngineCore::scheduler_config(std::vector<sched::KvGroupConfig> kv_groups) const {
   sched::SchedulerConfig sc;
   sc.kv_groups = std::move(kv_groups);
   sc.block_size = static_cast<int32_t>(config_.block_size);
   sc.max_batch_tokens = config_.max_batch_tokens;
   sc.max_seqs = config_.max_seqs;
   sc.prefill_chunk = config_.prefill_chunk;
-  sc.max_model_len = config_.max_model_len > 0 ? std::min(config_.max_model_len, mc.n_ctx_train) : mc.n_ctx_train;
+  const int64_t n_ctx_train = model_->config().n_ctx_train;
+  sc.max_model_len = config_.max_model_len > 0 ? std::min(config_.max_model_len, n_ctx_train) : n_ctx_train;
   sc.max_waiting = config_.max_waiting;
   sc.on_kv_exhausted = config_.kv_exhausted;
   sc.priority_aging_s = config_.priority_aging_s;
   sc.enable_prefix_cache = config_.prefix_cache;
   sc.tenants = {config_.tenant_limits, config_.default_tenant_limits};
   sc.kv_policy = config_.kv_policy;
-  scheduler_ = std::make_unique<sched::Scheduler>(sc);
-  if (config_.slo.enabled())
-    slo_ = std::make_unique<SloAdmission>(
-        config_.slo, sched::ForecastLimits{sc.max_batch_tokens, sc.max_seqs, sc.prefill_chunk}, metrics_);
+  return sc;
+}
 
-  limits_.n_vocab = static_cast<int32_t>(mc.n_vocab);
-  limits_.capacity = sc.capacity();
-  limits_.has_tokenizer = tokenizer_ != nullptr;
-  limits_.embeddings = model_->shard().pp_size == 1;
-  limits_.speculation = config_.spec.enabled();
-  limits_.parallel = config_.parallel != nullptr;
-  update_gauges();
+RequestLimits EngineCore::request_limits(const sched::SchedulerConfig& sc) const {
+  RequestLimits limits;
+  limits.n_vocab = static_cast<int32_t>(model_->config().n_vocab);
+  limits.capacity = sc.capacity();
+  limits.has_tokenizer = tokenizer_ != nullptr;
+  limits.embeddings = model_->shard().pp_size == 1;
+  limits.speculation = config_.spec.enabled();
+  limits.parallel = config_.parallel != nullptr;
+  return limits;
 }
 
 EngineCore::~EngineCore() = default;
-
-model::CommStats EngineCore::comm_stats() const {
-  return config_.parallel ? config_.parallel->stats() : model::CommStats{};
-}
-
-// Each request of the batch is charged the forward pass it took part in
-// (its `timings` report compute and communication apart).
-void EngineCore::charge_forward(const sched::ScheduledBatch& batch, const StepStats& stats) {
-  const double compute_ms = stats.forward_ms - stats.forward_comm_ms;
-  for (const sched::ScheduledSeq& s : batch.seqs) {
-    const auto it = states_.find(s.seq->id);
-    if (it != states_.end()) it->second.charge_forward(compute_ms, stats.forward_comm_ms);
-  }
-}
 
 void EngineCore::add(std::vector<std::shared_ptr<RequestStream>> streams, const GenerateRequest& request,
                      SteadyClock::time_point submitted) {
@@ -288,7 +225,7 @@ void EngineCore::finish_sequence(const sched::Sequence& seq, SteadyClock::time_p
 }
 
 void EngineCore::finish_request(RequestId id, const sched::Sequence& seq, SteadyClock::time_point now) {
-  if (draft_model_) draft_model_->release(id);
+  if (spec_) spec_->release(id);
   const auto it = states_.find(id);
   TM_CHECK(it != states_.end());
   FinalEvent final = it->second.make_final(seq, now);
@@ -300,78 +237,99 @@ void EngineCore::finish_request(RequestId id, const sched::Sequence& seq, Steady
   states_.erase(it);
 }
 
+// The five beats of a step (see the top of engine_core.h); `meter` is the
+// metrics observer each beat reports to.
 bool EngineCore::step() {
-  const SteadyClock::time_point start = SteadyClock::now();
-  const model::CommStats comm_start = comm_stats();
-  StepStats stats;
-  propose(stats);
-  if (slo_ && scheduler_->num_waiting() > 0) {
-    for (auto& [id, refusal] : slo_->unattainable(scheduler_->ranked(start), start))
-      scheduler_->reject_queued(id, RejectReason::kSloUnattainable, std::move(refusal.message));
+  StepMeter meter(config_.parallel.get());
+  const sched::ScheduledBatch batch = schedule(meter);
+  if (!batch.empty()) {
+    const std::vector<model::LogitRows> rows = logit_rows(batch, meter.stats());
+    if (const std::optional<runner::StepLogits> logits = run(batch, rows, meter)) {
+      const SampledTokens sampled = sample(batch, rows, *logits, meter);
+      const std::vector<std::unique_ptr<sched::Sequence>> finished = commit(batch, sampled, meter.stats());
+      emit(sampled.step, finished, sampled.at);
+    }
+    observe_step(meter.finish());
   }
+  update_gauges();
+  return !batch.empty() || !batch.finished.empty();  // progress: something ran or finished
+}
+
+// schedule: speculation's drafts and the SLO admission's refusals first
+// (both change what the scheduler sees), then the batch; the requests the
+// scheduler finished there (cancelled, timed out, rejected) end now.
+sched::ScheduledBatch EngineCore::schedule(StepMeter& meter) {
+  const SteadyClock::time_point start = meter.start();
+  if (spec_) spec_->propose(*scheduler_, meter.stats());
+  refuse_unattainable_queued(start);
   sched::ScheduledBatch batch = scheduler_->schedule(start);
   for (const std::unique_ptr<sched::Sequence>& seq : batch.finished) finish_sequence(*seq, start);
   for (const sched::PrefixLookup& p : batch.prefix_lookups)
     metrics_.on_prefix_lookup(p.tenant, p.adapter, p.hit_tokens, p.miss_tokens);
-  const bool progressed = !batch.empty() || !batch.finished.empty();
-  if (!batch.empty()) {
-    execute(batch, stats);
-    stats.step_ms = std::chrono::duration<double, std::milli>(SteadyClock::now() - start).count();
-    const model::CommStats comm_end = comm_stats();
-    stats.comm_ms = (comm_end.seconds - comm_start.seconds) * 1e3;
-    stats.comm_bytes = static_cast<int64_t>(comm_end.bytes - comm_start.bytes);
-    stats.comm_syncs = static_cast<int64_t>(comm_end.syncs - comm_start.syncs);
-    metrics_.on_step(stats);
-    if (slo_) slo_->observe_step(stats);
-    ++num_steps_;
-  }
-  update_gauges();
-  return progressed;
+  return batch;
 }
 
-// run -> sample -> commit -> emit for a scheduled batch.
-void EngineCore::execute(const sched::ScheduledBatch& batch, StepStats& stats) {
-  const std::vector<model::LogitRows> rows = logit_rows(batch, stats);
+void EngineCore::refuse_unattainable_queued(SteadyClock::time_point now) {
+  if (!slo_ || scheduler_->num_waiting() == 0) return;
+  for (auto& [id, refusal] : slo_->unattainable(scheduler_->ranked(now), now))
+    scheduler_->reject_queued(id, RejectReason::kSloUnattainable, std::move(refusal.message));
+}
+
+// run: one runner call does the block copies, then the drafts from a model
+// (they read the step's blocks, so they run inside it), then the forward
+// pass. A failed pass fails the batch: nullopt.
+std::optional<runner::StepLogits> EngineCore::run(const sched::ScheduledBatch& batch,
+                                                  std::span<const model::LogitRows> rows, StepMeter& meter) {
   const size_t num_copies = batch.num_copies();
   if (num_copies > 0) metrics_.on_cow_copies(num_copies);
-  runner::StepLogits logits;
   try {
-    runner_->apply_copies(batch);  // before the draft passes read the step's blocks
-    draft_with_model(batch, stats);
-    const SteadyClock::time_point forward_start = SteadyClock::now();
-    const double comm_before = comm_stats().seconds;
-    logits = runner_->run(batch, rows, hidden_rows(batch));
-    stats.forward_ms = ms_since(forward_start);
-    record_expert_load(stats);
-    stats.forward_comm_ms = (comm_stats().seconds - comm_before) * 1e3;
-    if (stats.prefill_tokens == 0 && config_.spec.enabled()) {  // decode-only: the cost model's regime
-      cost_model_.observe_step(batch.num_tokens(), ms_since(forward_start));
-      metrics_.set_spec_cost(cost_model_.fixed_ms(), cost_model_.per_token_ms(), cost_model_.draft_ms_per_token());
-    }
+    const auto before_forward = [&] {
+      if (spec_) spec_->draft(batch, meter.stats());
+      meter.forward_begins();
+    };
+    std::optional<runner::StepLogits> logits = runner_->run(batch, rows, hidden_rows(batch), before_forward);
+    meter.forward_ends(*model_);
+    if (spec_) spec_->observe_forward(batch, meter.stats());
+    return logits;
   } catch (const std::exception& e) {
     const std::string message = fmt::format("forward pass failed: {}", e.what());
     for (auto& seq : scheduler_->fail_batch(batch, message, SteadyClock::now()))
       finish_sequence(*seq, SteadyClock::now());
-    return;
+    return std::nullopt;
   }
-  const SteadyClock::time_point sample_start = SteadyClock::now();
-  sched::SampledStep sampled = sample(batch, rows, logits, stats);
-  const SteadyClock::time_point now = SteadyClock::now();
-  check_stops(batch, sampled, now);
-  stats.sampling_ms = ms_since(sample_start);
-  charge_forward(batch, stats);
-  const std::vector<std::unique_ptr<sched::Sequence>> finished = scheduler_->commit(batch, sampled, now);
-  emit(sampled, finished, now);
 }
 
-// The target pass's tokens per expert (mixture-of-experts models).
-void EngineCore::record_expert_load(StepStats& stats) const {
-  const std::span<const int64_t> load = model_->expert_load();
-  const int64_t n_expert = model_->config().n_expert;
-  if (load.empty() || n_expert == 0) return;
-  stats.expert_tokens.assign(static_cast<size_t>(n_expert), 0);
-  for (size_t i = 0; i < load.size(); ++i) stats.expert_tokens[i % static_cast<size_t>(n_expert)] += load[i];
-  stats.expert_imbalance = expert_imbalance(load, n_expert);
+// sample: a token per sampling entry (verified drafts included), then the
+// stop decision of each.
+EngineCore::SampledTokens EngineCore::sample(const sched::ScheduledBatch& batch, std::span<const model::LogitRows> rows,
+                                             const runner::StepLogits& logits, StepMeter& meter) {
+  meter.sampling_begins();
+  SampledTokens sampled{sample_tokens(batch, rows, logits, meter.stats()), {}};
+  sampled.at = SteadyClock::now();
+  check_stops(batch, sampled.step, sampled.at);
+  meter.sampling_ends();
+  return sampled;
+}
+
+// commit: each request is charged the forward pass it took part in (its
+// `timings` report compute and communication apart), then the scheduler
+// appends the tokens and hands back what finished.
+std::vector<std::unique_ptr<sched::Sequence>> EngineCore::commit(const sched::ScheduledBatch& batch,
+                                                                 const SampledTokens& sampled, const StepStats& stats) {
+  const double compute_ms = stats.forward_ms - stats.forward_comm_ms;
+  for (const sched::ScheduledSeq& s : batch.seqs) {
+    const auto it = states_.find(s.seq->id);
+    if (it != states_.end()) it->second.charge_forward(compute_ms, stats.forward_comm_ms);
+  }
+  return scheduler_->commit(batch, sampled.step, sampled.at);
+}
+
+// The step's metrics observers: the step's stats to the metrics and to the
+// SLO admission's cost model.
+void EngineCore::observe_step(const StepStats& stats) {
+  metrics_.on_step(stats);
+  if (slo_) slo_->observe_step(stats);
+  ++num_steps_;
 }
 
 // Which logits rows each entry needs: the last where it samples, every row
@@ -408,8 +366,8 @@ std::vector<uint8_t> EngineCore::hidden_rows(const sched::ScheduledBatch& batch)
 // entry's next token from its last row; a sequence whose prefill completes
 // here also samples the first token of each pending fork (parallel sample)
 // from that row, by the fork's own state (its own seed).
-sched::SampledStep EngineCore::sample(const sched::ScheduledBatch& batch, std::span<const model::LogitRows> rows,
-                                      const runner::StepLogits& logits, StepStats& stats) {
+sched::SampledStep EngineCore::sample_tokens(const sched::ScheduledBatch& batch, std::span<const model::LogitRows> rows,
+                                             const runner::StepLogits& logits, StepStats& stats) {
   sched::SampledStep sampled;
   sampled.entries.resize(batch.seqs.size());
   for (size_t i = 0; i < batch.seqs.size(); ++i) {
@@ -430,7 +388,7 @@ sched::SampledStep EngineCore::sample(const sched::ScheduledBatch& batch, std::s
       continue;
     }
     if (s.num_draft > 0) {
-      verify(s, logits, i, entry, stats);
+      spec_->verify(s, logits, i, entry, stats);
       continue;
     }
     const std::span<const float> row = logits.last_row(i);

@@ -1,15 +1,24 @@
 // The single-threaded heart of the engine: the model runner (model + paged
 // KV pools), the scheduler and the per-request states, driven one step at a
-// time. A step (step()) is five named calls (six with speculative decoding):
+// time. A step (step()) is five beats, each a named function:
 //
-//   propose   speculative decoding only: a draft per decoding sequence
-//   schedule  Scheduler::schedule: what runs (ScheduledBatch)
-//   run       ModelRunner::run: block copies, chunks, forward pass (StepLogits)
+//   schedule  Scheduler::schedule: what runs (ScheduledBatch), after the
+//             speculator's drafts (propose) and the SLO admission's
+//             refusals of queued requests that can no longer meet targets
+//   run       ModelRunner::run: block copies, the speculator's drafts from
+//             a model (its before_forward hook), the forward pass
+//             (StepLogits)
 //   sample    RequestState::sample per sampling entry and fork, then
 //             accept_token decides stops (SampledStep); an entry with a
-//             draft is verified token by token (verify)
+//             draft is verified token by token (Speculator::verify)
 //   commit    Scheduler::commit: appends, forks, frees what finished
 //   emit      token events, then the final events of finished requests
+//
+// Around them, observers: speculative decoding (Speculator, speculator.h),
+// SLO admission (SloAdmission, at add() and in schedule), and the metrics:
+// a StepMeter (step_meter.h) times the step, the forward pass and sampling
+// and counts the collectives; observe_step hands the stats to the metrics
+// and the SLO cost model; update_gauges publishes the scheduler's gauges.
 //
 // Engine (engine.h) wraps it with a thread and a thread-safe inbox; tests
 // may also drive it directly, step by step, for exact scheduling checks.
@@ -21,6 +30,7 @@
 #include <cstdint>
 #include <memory>
 #include <optional>
+#include <span>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -29,46 +39,21 @@
 #include "engine/metrics.h"
 #include "engine/output_stream.h"
 #include "engine/request.h"
+#include "engine/request_limits.h"
 #include "engine/request_state.h"
 #include "engine/slo_admission.h"
+#include "engine/speculator.h"
+#include "engine/step_meter.h"
 #include "kv/paged_kv_storage.h"
 #include "kv/prefix_cache.h"
 #include "model/model.h"
 #include "runner/model_runner.h"
 #include "sample/sampler.h"
 #include "sched/scheduler.h"
-#include "spec/cost_model.h"
-#include "spec/draft_model.h"
 #include "tokenizer/tokenizer.h"
 #include "util/thread_pool.h"
 
 namespace tokenmill::engine {
-
-// What submit() can check without the engine thread.
-struct RequestLimits {
-  int32_t n_vocab = 0;
-  sched::CapacityLimits capacity;  // capacity.max_seqs also bounds GenerateRequest::n
-  bool has_tokenizer = false;
-  // Embedding requests need the final hidden states on the root: not with a
-  // pipeline, whose last stage is another process.
-  bool embeddings = true;
-  // What a request's own KV policy must combine with.
-  bool speculation = false;  // the engine drafts (EngineConfig::spec)
-  bool parallel = false;     // tensor or pipeline parallel model
-  int64_t max_model_len() const { return capacity.max_model_len; }
-  // Completion tokens a request may run to when it names none (a chat
-  // without max_tokens): what the context, the KV pool and each of its
-  // `num_samples` shares of it leave after a prompt of `prompt_tokens`.
-  int64_t completion_room(int64_t prompt_tokens, int64_t num_samples) const {
-    return sched::default_completion_tokens(capacity, prompt_tokens, num_samples);
-  }
-};
-
-// nullopt when the request may be queued; else why it is refused at once
-// (kInvalid, or what sched::never_fits says) and a message naming the
-// problem.
-using sched::Refusal;
-std::optional<Refusal> check_request(const GenerateRequest& request, const RequestLimits& limits);
 
 class EngineCore {
  public:
@@ -125,37 +110,51 @@ class EngineCore {
   int64_t steps() const { return num_steps_; }
 
  private:
+  // The constructor's parts, in order.
+  void load_model();
+  std::vector<sched::KvGroupConfig> create_kv_pools();
+  sched::SchedulerConfig scheduler_config(std::vector<sched::KvGroupConfig> kv_groups) const;
+  RequestLimits request_limits(const sched::SchedulerConfig& sc) const;
+
   // Pushes the final event of `id`'s request, as `seq` ended (seq is the
   // request's own sequence, or its parent for a sample not forked yet).
   void finish_request(RequestId id, const sched::Sequence& seq, SteadyClock::time_point now);
   // finish_request for the sequence and for each of its samples not forked yet.
   void finish_sequence(const sched::Sequence& seq, SteadyClock::time_point now);
-  // The step's phases after schedule (see the top of this file).
-  void execute(const sched::ScheduledBatch& batch, StepStats& stats);
-  void record_expert_load(StepStats& stats) const;
+
+  // The step's beats (see the top of this file).
+  struct SampledTokens {
+    sched::SampledStep step;
+    SteadyClock::time_point at;  // after sampling: the stop checks' and the commit's time
+  };
+  sched::ScheduledBatch schedule(StepMeter& meter);
+  std::optional<runner::StepLogits> run(const sched::ScheduledBatch& batch, std::span<const model::LogitRows> rows,
+                                        StepMeter& meter);
+  SampledTokens sample(const sched::ScheduledBatch& batch, std::span<const model::LogitRows> rows,
+                       const runner::StepLogits& logits, StepMeter& meter);
+  std::vector<std::unique_ptr<sched::Sequence>> commit(const sched::ScheduledBatch& batch, const SampledTokens& sampled,
+                                                       const StepStats& stats);
+  void emit(const sched::SampledStep& sampled, std::span<const std::unique_ptr<sched::Sequence>> finished,
+            SteadyClock::time_point now);
+
+  // Parts of the beats.
   std::vector<model::LogitRows> logit_rows(const sched::ScheduledBatch& batch, StepStats& stats);
   // Per entry, whether the step outputs its chunk's final hidden states
   // (embedding requests that still need them).
   std::vector<uint8_t> hidden_rows(const sched::ScheduledBatch& batch);
-  sched::SampledStep sample(const sched::ScheduledBatch& batch, std::span<const model::LogitRows> rows,
-                            const runner::StepLogits& logits, StepStats& stats);
+  sched::SampledStep sample_tokens(const sched::ScheduledBatch& batch, std::span<const model::LogitRows> rows,
+                                   const runner::StepLogits& logits, StepStats& stats);
   void check_stops(const sched::ScheduledBatch& batch, sched::SampledStep& sampled, SteadyClock::time_point now);
-  // Speculative decoding (engine_core_spec.cc): drafts before schedule
-  // (prompt lookup; placeholders a draft model fills after schedule), the
-  // draft model's passes over the scheduled drafts, and verification.
-  void propose(StepStats& stats);
-  void draft_with_model(const sched::ScheduledBatch& batch, StepStats& stats);
-  void verify(const sched::ScheduledSeq& s, const runner::StepLogits& logits, size_t i, sched::SampledEntry& entry,
-              StepStats& stats);
-  void emit(const sched::SampledStep& sampled, std::span<const std::unique_ptr<sched::Sequence>> finished,
-            SteadyClock::time_point now);
-  void update_gauges();
+
+  // Observers.
   // SLO-aware admission: refuses `seq` (already in states_) when it cannot
   // meet its targets; true when it did.
   bool refuse_unattainable(sched::Sequence& seq, SteadyClock::time_point now);
-  // The parallel runtime's cumulative collectives (zero with one process).
-  model::CommStats comm_stats() const;
-  void charge_forward(const sched::ScheduledBatch& batch, const StepStats& stats);
+  // SLO-aware admission, each step: rejects the queued requests that can no
+  // longer meet their targets.
+  void refuse_unattainable_queued(SteadyClock::time_point now);
+  void observe_step(const StepStats& stats);
+  void update_gauges();
 
   EngineConfig config_;
   Metrics& metrics_;
@@ -170,15 +169,8 @@ class EngineCore {
   std::unordered_map<RequestId, RequestState> states_;
   std::unordered_map<RequestId, RequestId> fork_parent_;  // samples not forked yet -> sample 0
   sample::SamplerScratch sampler_scratch_;
-  spec::SpecCostModel cost_model_;                 // adaptive k (EngineConfig::spec.adaptive)
-  spec::AcceptanceEstimate acceptance_{0.99};      // over every request: each one's prior
-  std::vector<uint8_t> skip_layers_;               // self-speculation: the layers its drafts leave out
-  std::unique_ptr<spec::DraftModel> draft_model_;  // --spec draft
-  std::unique_ptr<SloAdmission> slo_;              // EngineConfig::slo, when a target is set
-  // Draft pass j's logits for `feeds` (tokens per drafting entry), from
-  // the draft model or the target with skip_layers_.
-  runner::StepLogits draft_pass(std::span<const sched::ScheduledSeq* const> entries,
-                                std::span<const std::span<const int32_t>> feeds, int64_t j);
+  std::unique_ptr<Speculator> spec_;   // EngineConfig::spec, when enabled
+  std::unique_ptr<SloAdmission> slo_;  // EngineConfig::slo, when a target is set
   int64_t num_steps_ = 0;
 };
 

@@ -87,7 +87,14 @@ int64_t ModelRunner::rope_offset_for(const sched::Sequence& seq) const {
 }
 
 StepLogits ModelRunner::run(const sched::ScheduledBatch& batch, std::span<const model::LogitRows> rows,
-                            std::span<const uint8_t> hidden) {
+                            std::span<const uint8_t> hidden, const BeforeForward& before_forward) {
+  apply_copies(batch);
+  if (before_forward) before_forward();
+  return run_forward(batch, rows, hidden);
+}
+
+StepLogits ModelRunner::run_forward(const sched::ScheduledBatch& batch, std::span<const model::LogitRows> rows,
+                                    std::span<const uint8_t> hidden) {
   TM_CHECK(rows.size() == batch.seqs.size());
   TM_CHECK(hidden.empty() || hidden.size() == batch.seqs.size());
 
@@ -111,11 +118,8 @@ StepLogits ModelRunner::run(const sched::ScheduledBatch& batch, std::span<const 
     c.logits = rows[i];
     c.hidden = !hidden.empty() && hidden[i] != 0;
     c.adapter = s.seq->adapter.get();
-    if (s.seq->policy().needs_attention_mass()) {  // the heavy-hitter policy's score
-      std::vector<float>& mass = s.seq->kv_mass;
-      mass.resize(static_cast<size_t>(c.start_pos + s.num_tokens), 0.0f);
-      c.key_mass = mass.data();
-    }
+    if (s.seq->policy().needs_attention_mass())  // the heavy-hitter policy's score
+      c.key_mass = attention_mass_.resize(s.seq->id, c.start_pos + s.num_tokens).data();
     first_row[i + 1] = first_row[i] + static_cast<size_t>(model::num_logit_rows(c));
     first_hidden[i + 1] = first_hidden[i] + static_cast<size_t>(model::num_hidden_rows(c));
   }

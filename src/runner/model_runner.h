@@ -1,13 +1,15 @@
 // Runs one scheduled step on the model: applies the batch's copy-on-write
-// block copies to the KV pools it owns (apply_copies), turns each batch entry into a
+// block copies to the KV pools it owns, turns each batch entry into a
 // SequenceChunk (its tokens, positions under its KV policy, block tables
-// and, for the heavy-hitter policy, its attention-mass array), runs
-// Model::forward and hands back the logits by batch entry (StepLogits).
+// and, for the heavy-hitter policy, its row of the attention-mass table),
+// runs Model::forward and hands back the logits by batch entry
+// (StepLogits).
 //
 // This is the seam between scheduling and compute: what a step computes is
 // decided by the Scheduler (ScheduledBatch) and by the engine (which rows
-// of logits each entry needs); nothing here samples or changes a sequence
-// except its kv_mass, which the forward pass adds to.
+// of logits each entry needs); nothing here samples or changes a sequence.
+// The runner owns the attention-mass table its forward pass adds to; the
+// Scheduler is handed it (attention_mass()) to evict by and keep aligned.
 //
 // Sharded model (Model::comm()): each forward pass is first announced to
 // the other ranks with the block copies made since the last one.
@@ -16,6 +18,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <span>
 #include <vector>
@@ -23,6 +26,7 @@
 #include "kv/paged_kv_storage.h"
 #include "model/model.h"
 #include "runner/step_logits.h"
+#include "sched/attention_mass.h"
 #include "sched/scheduled_batch.h"
 #include "util/thread_pool.h"
 
@@ -35,18 +39,19 @@ class ModelRunner {
   // order. The model and the thread pool must outlive the runner.
   ModelRunner(model::Model& model, std::vector<std::unique_ptr<kv::PagedKvStorage>> pools, ThreadPool& pool);
 
-  // Runs the step (after apply_copies): one chunk per entry of `batch` at
-  // positions [start_pos, start_pos + num_tokens) with rows[i] logits rows,
-  // and every token's final hidden state for the entries flagged in
-  // `hidden` (empty, or one flag per entry). The view is valid until the
-  // next run(). Throws what Model::forward throws (the KV contents of the
+  // Called by run() after the block copies and before the forward pass:
+  // where drafts from a model run, since they read the step's blocks.
+  using BeforeForward = std::function<void()>;
+  // Runs the step, in this order: the batch's copy-on-write block copies
+  // and key shifts, `before_forward` (when set), then one chunk per entry of
+  // `batch` at positions [start_pos, start_pos + num_tokens) with rows[i]
+  // logits rows, and every token's final hidden state for the entries
+  // flagged in `hidden` (empty, or one flag per entry). Call it once per
+  // batch. The view is valid until the next run(). Throws what
+  // Model::forward or `before_forward` throws (the KV contents of the
   // step's positions are then undefined; the caller fails the batch).
   StepLogits run(const sched::ScheduledBatch& batch, std::span<const model::LogitRows> rows,
-                 std::span<const uint8_t> hidden = {});
-  // The batch's copy-on-write block copies, in order, then its key shifts:
-  // call it once per batch, before run() and before any draft pass reads
-  // the step's blocks.
-  void apply_copies(const sched::ScheduledBatch& batch);
+                 std::span<const uint8_t> hidden = {}, const BeforeForward& before_forward = {});
 
   // One self-speculative draft pass: each input is one token of its
   // sequence at `pos` (a slot the scheduler reserved for this step), run
@@ -60,6 +65,10 @@ class ModelRunner {
   };
   StepLogits run_draft(std::span<const DraftInput> inputs, std::span<const uint8_t> skip_layers);
 
+  // The heavy-hitter policy's score, per sequence (sched/attention_mass.h):
+  // for the Scheduler, which must not outlive the runner.
+  sched::AttentionMass& attention_mass() { return attention_mass_; }
+
   size_t num_pools() const { return pools_.size(); }
   const kv::PagedKvStorage& pool(size_t group) const { return *pools_.at(group); }
   // Every pool's bytes, and the bytes of one position in all of them.
@@ -67,6 +76,11 @@ class ModelRunner {
   int64_t kv_bytes_per_token() const;
 
  private:
+  // The batch's copy-on-write block copies, in order, then its key shifts.
+  void apply_copies(const sched::ScheduledBatch& batch);
+  // The forward pass of run().
+  StepLogits run_forward(const sched::ScheduledBatch& batch, std::span<const model::LogitRows> rows,
+                         std::span<const uint8_t> hidden);
   int64_t rope_offset_for(const sched::Sequence& seq) const;
   // Model::forward, announced first to the other ranks of a sharded model.
   void forward(std::span<const model::SequenceChunk> chunks, std::span<const uint8_t> skip_layers,
@@ -78,10 +92,11 @@ class ModelRunner {
   std::vector<std::unique_ptr<kv::PagedKvStorage>> pools_;
   std::vector<kv::PagedKvStorage*> pool_ptrs_;  // what Model::forward takes
   ThreadPool& pool_;
-  std::vector<std::vector<int32_t>> chunk_tokens_;          // per entry: the tokens the chunks point into
-  std::vector<model::ChunkTable> chunk_tables_;             // [entry * pools + group]
-  std::vector<float> logits_;                               // [rows, n_vocab]
-  std::vector<float> hidden_;                               // [hidden rows, n_embd]
+  std::vector<std::vector<int32_t>> chunk_tokens_;  // per entry: the tokens the chunks point into
+  std::vector<model::ChunkTable> chunk_tables_;     // [entry * pools + group]
+  std::vector<float> logits_;                       // [rows, n_vocab]
+  std::vector<float> hidden_;                       // [hidden rows, n_embd]
+  sched::AttentionMass attention_mass_;
   std::vector<std::vector<kv::BlockCopy>> pending_copies_;  // per pool: made here, not yet announced
 };
 

@@ -75,7 +75,6 @@ TEST_F(ModelRunnerTest, RowsByEntryMatchEachSequenceRunAlone) {
   sched::ScheduledBatch batch;
   batch.seqs = {{a.get(), 0, 5, true, false}, {b.get(), 0, 3, false, false}, {c.get(), 0, 6, true, false}};
   const std::vector<model::LogitRows> rows{model::LogitRows::kAll, model::LogitRows::kNone, model::LogitRows::kLast};
-  runner.apply_copies(batch);
   const StepLogits logits = runner.run(batch, rows);
 
   ASSERT_EQ(logits.num_entries(), 3u);
@@ -103,7 +102,6 @@ TEST_F(ModelRunnerTest, AppliesBlockCopiesBeforeTheForwardPass) {
   sched::ScheduledBatch prefill;
   prefill.seqs = {{a.get(), 0, 6, true, false}};
   const std::vector<model::LogitRows> last{model::LogitRows::kLast};
-  runner.apply_copies(prefill);
   runner.run(prefill, last);
 
   auto fork = std::make_unique<sched::Sequence>();
@@ -115,7 +113,6 @@ TEST_F(ModelRunnerTest, AppliesBlockCopiesBeforeTheForwardPass) {
   ASSERT_TRUE(fork->tables[0].append_slots(1, &decode.copies[0]));
   ASSERT_EQ(decode.copies[0].size(), 1u);
   decode.seqs = {{fork.get(), 6, 1, true, true}};
-  runner.apply_copies(decode);
   const StepLogits logits = runner.run(decode, last);
 
   const std::vector<int32_t> all{5, 9, 13, 2, 7, 1, 8};

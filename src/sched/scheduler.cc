@@ -79,9 +79,10 @@ static std::vector<kv::CacheGroup> cache_groups(const SchedulerConfig& config,
   return out;
 }
 
-Scheduler::Scheduler(const SchedulerConfig& config)
+Scheduler::Scheduler(const SchedulerConfig& config, AttentionMass* attention_mass)
     : config_(validated(config)),
       allocators_(make_allocators(config_)),
+      attention_mass_(attention_mass),
       prefix_cache_(cache_groups(config_, allocators_), config.block_size, config.enable_prefix_cache) {}
 
 // Members go in reverse order: the sequences (whose block tables release
@@ -262,6 +263,7 @@ std::unique_ptr<Sequence> Scheduler::take_running(const Sequence* seq) {
 
 void Scheduler::finish(Sequence& seq, FinishReason reason, TimePoint now) {
   release_blocks(seq);
+  if (attention_mass_ != nullptr) attention_mass_->erase(seq.id);
   seq.block_hashes.clear();
   seq.status = SequenceStatus::kFinished;
   seq.finish_reason = reason;
@@ -351,6 +353,7 @@ void Scheduler::make_forks(Sequence& parent, std::span<const SampledToken> first
     static_cast<SequenceData&>(*child) = parent;
     for (const kv::BlockTable& t : parent.tables) child->tables.push_back(t.fork());
     child->id = ids[k];
+    if (attention_mass_ != nullptr) attention_mass_->fork(parent.id, child->id);
     child->paused = std::find(paused_forks.begin(), paused_forks.end(), ids[k]) != paused_forks.end();
     const FinishReason ended = append_token(*child, first_tokens[k], now);
     if (ended == FinishReason::kNone) {

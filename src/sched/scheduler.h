@@ -112,7 +112,7 @@
 //   each step, before the window drop, a running sequence evicts the
 //   blocks past its sinks that left its recent window, in every group
 //   (kv_evicted grows; later positions move down in the cache); with
-//   kHeavyHitter, the blocks of least attention mass (kv_mass) between
+//   kHeavyHitter, the blocks of least attention mass (AttentionMass) between
 //   them while it holds more than its budget. With
 //   kRerotate the moved keys are rotated (ScheduledBatch::key_shifts) in
 //   private blocks: a shared one is copied first, and when a pool has no
@@ -158,6 +158,7 @@
 #include "kv/block_allocator.h"
 #include "kv/prefix_cache.h"
 #include "sched/admission.h"
+#include "sched/attention_mass.h"
 #include "sched/kv_group_config.h"
 #include "sched/sampled_step.h"
 #include "sched/scheduled_batch.h"
@@ -236,8 +237,12 @@ struct RankedSequence {
 
 class Scheduler {
  public:
-  // Throws Error when config.validate() does.
-  explicit Scheduler(const SchedulerConfig& config);
+  // Throws Error when config.validate() does. `attention_mass`: the table
+  // the forward pass adds the heavy-hitter policy's score to (the model
+  // runner's; it must outlive the scheduler), which the scheduler keeps
+  // aligned with each sequence's cache and evicts by; null when no
+  // sequence uses that policy (evictions then see no mass).
+  explicit Scheduler(const SchedulerConfig& config, AttentionMass* attention_mass = nullptr);
   ~Scheduler();  // the remaining sequences' tables free their blocks
   Scheduler(const Scheduler&) = delete;
   Scheduler& operator=(const Scheduler&) = delete;
@@ -381,6 +386,7 @@ class Scheduler {
   SchedulerConfig config_;
   // One per KV group; pointers stay valid (the prefix cache holds them).
   std::vector<std::unique_ptr<kv::BlockAllocator>> allocators_;
+  AttentionMass* attention_mass_ = nullptr;  // not owned; may be null
   kv::PrefixCache prefix_cache_;
   std::vector<std::unique_ptr<Sequence>> running_;
   std::vector<std::unique_ptr<Sequence>> waiting_;

@@ -359,7 +359,7 @@ void Scheduler::preempt(const Sequence* victim, ScheduledBatch& batch) {
   seq->num_computed_tokens = 0;
   seq->num_cached_prompt_tokens = 0;
   seq->kv_evicted = 0;
-  seq->kv_mass.clear();
+  if (attention_mass_ != nullptr) attention_mass_->erase(seq->id);
   seq->status = SequenceStatus::kPreempted;
   ++seq->num_preemptions;
   ++num_preemptions_;
@@ -385,8 +385,12 @@ void Scheduler::evict_by_policy(Sequence& seq, ScheduledBatch& batch) {
   const int64_t bs = config_.block_size;
   const int64_t cached = seq.num_cached_positions();
   // Mass of positions no longer cached (rejected draft tokens) goes first.
-  if (std::ssize(seq.kv_mass) > cached) seq.kv_mass.resize(static_cast<size_t>(cached));
-  const std::vector<int64_t> evicted = kv::blocks_to_evict_now(policy, cached, bs, seq.kv_mass);
+  std::span<const float> mass;
+  if (attention_mass_ != nullptr) {
+    attention_mass_->trim(seq.id, cached);
+    mass = attention_mass_->get(seq.id);
+  }
+  const std::vector<int64_t> evicted = kv::blocks_to_evict_now(policy, cached, bs, mass);
   if (evicted.empty()) return;
   const bool rerotate = policy.positions == kv::KvPositions::kRerotate;
   // Each held block of each group, in order: evicted, or how many evicted
@@ -419,7 +423,7 @@ void Scheduler::evict_by_policy(Sequence& seq, ScheduledBatch& batch) {
       ++i;
     }
   }
-  kv::erase_evicted_positions(seq.kv_mass, evicted, bs);
+  if (attention_mass_ != nullptr) attention_mass_->erase_blocks(seq.id, evicted, bs);
   const int64_t n = static_cast<int64_t>(evicted.size()) * bs;
   seq.kv_evicted += n;
   seq.kv_evicted_total += n;

@@ -71,7 +71,9 @@ TEST_P(SchedulerStreaming, LongGenerationHoldsABoundedNumberOfBlocks) {
     ASSERT_LE(held, bound) << s->num_tokens();
     ASSERT_EQ(d.sched.allocator().num_used(), held);
     ASSERT_EQ(s->kv_evicted % kStreamBs, 0);
-    if (h2o()) ASSERT_EQ(std::ssize(s->kv_mass), s->num_cached_positions());
+    if (h2o()) {
+      ASSERT_EQ(std::ssize(d.model.mass().get(s->id)), s->num_cached_positions());
+    }
     EXPECT_EQ(s->table(0).num_tokens(), s->num_cached_positions()) << "every reserved slot is computed";
     max_held = std::max(max_held, held);
   }
@@ -192,12 +194,13 @@ TEST(SchedulerHeavyHitter, EvictsExactlyTheLightestCandidates) {
       d.sched.for_each_running([&](Sequence& s) {
         cached = s.num_cached_positions();
         evicted_before = s.kv_evicted;
-        if (std::ssize(s.kv_mass) != cached) return;
-        std::fill(s.kv_mass.begin(), s.kv_mass.end(), 0.0f);
+        if (std::ssize(d.model.mass().get(s.id)) != cached) return;
+        const std::span<float> mass = d.model.mass().resize(s.id, cached);
+        std::fill(mass.begin(), mass.end(), 0.0f);
         for (int64_t b = 0; (b + 1) * kStreamBs <= cached; ++b) {
           rank.push_back((b * 37) % 101 + 1);
           for (int64_t i = 0; i < kStreamBs; ++i)
-            s.kv_mass[static_cast<size_t>(b * kStreamBs + i)] = 1000.0f * static_cast<float>(rank.back()) / kStreamBs;
+            mass[static_cast<size_t>(b * kStreamBs + i)] = 1000.0f * static_cast<float>(rank.back()) / kStreamBs;
         }
       });
       d.step();
@@ -211,10 +214,12 @@ TEST(SchedulerHeavyHitter, EvictsExactlyTheLightestCandidates) {
       std::vector<int64_t> want;  // the survivors' ranks, in order
       for (int64_t r : rank)
         if (std::find(light.begin(), light.end(), r) == light.end()) want.push_back(r);
+      const std::span<const float> mass_span = d.model.mass().get(s->id);
+      const std::vector<float> mass(mass_span.begin(), mass_span.end());
       std::vector<int64_t> got;
       for (size_t b = 0; b < want.size(); ++b) {
         double m = 0;
-        for (size_t i = b * kStreamBs; i < (b + 1) * kStreamBs; ++i) m += s->kv_mass.at(i);
+        for (size_t i = b * kStreamBs; i < (b + 1) * kStreamBs; ++i) m += mass.at(i);
         got.push_back(std::llround(m / 1000.0));
       }
       EXPECT_EQ(got, want) << "step with " << cached << " cached";
@@ -222,6 +227,7 @@ TEST(SchedulerHeavyHitter, EvictsExactlyTheLightestCandidates) {
     }
     EXPECT_GT(checked, 5);
     EXPECT_EQ(d.sched.allocator().num_used(), 0);
+    EXPECT_EQ(d.model.mass().num_sequences(), 0u) << "a finished sequence's mass is dropped";
   }
 }
 

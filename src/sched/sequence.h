@@ -92,11 +92,6 @@ struct SequenceData {
   int64_t kv_evicted = 0;
   // Tokens evicted over the request's life, preemptions included (metrics).
   int64_t kv_evicted_total = 0;
-  // Heavy-hitter policy: each cache index's accumulated attention mass
-  // (kv_policy.h). The model runner grows it to the step's positions and
-  // the forward pass adds to it; the Scheduler trims it to the cached
-  // positions, erases evicted blocks and clears it on preemption.
-  std::vector<float> kv_mass;
   // Scheduler::set_paused: the sequence keeps its blocks and its slot but
   // is left out of every step until resumed.
   bool paused = false;

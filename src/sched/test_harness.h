@@ -64,7 +64,8 @@ inline std::vector<int32_t> reference_generate(std::vector<int32_t> tokens, int6
 // position (kPreserve), or the cache index, moved by the batch's key
 // shifts (kRerotate); every read checks it, so a shift applied to a shared
 // block or a missed one shows. For h2o it plays the attention kernels'
-// part: each step adds to kv_mass, for every cached position, a weight of
+// part: each step adds to its attention-mass table (which, like the model
+// runner's, the Scheduler is handed), for every cached position, a weight of
 // its token (3 for multiples of 5, else 0.1), so some blocks are heavy.
 class FakeModel {
  public:
@@ -85,84 +86,93 @@ class FakeModel {
     if (window_ > 0) apply(batch.copies.at(1), window_slots_, window_rope_, window_true_pos_);
     if (!batch.key_shifts.empty()) shift(batch.key_shifts.at(0), rope_);
     if (window_ > 0 && batch.key_shifts.size() > 1) shift(batch.key_shifts.at(1), window_rope_);
-    for (const ScheduledSeq& s : batch.seqs) {
-      const std::vector<int32_t> tokens = s.tokens();
-      const bool rerotate = rerotates(*s.seq);
-      for (int64_t p = s.start_pos; p < s.start_pos + s.num_tokens; ++p) {
-        const int64_t c = p - s.seq->kv_evicted;
-        const int64_t rope = rerotate ? c : p;
-        slot(*s.seq, c) = tokens[static_cast<size_t>(p - s.start_pos)];
-        rope_[slot_index(*s.seq, c)] = rope;
-        true_pos_[slot_index(*s.seq, c)] = p;
-        if (window_ > 0) {
-          window_slot(*s.seq, c) = tokens[static_cast<size_t>(p - s.start_pos)];
-          window_rope_[window_slot_index(*s.seq, c)] = rope;
-          window_true_pos_[window_slot_index(*s.seq, c)] = p;
-        }
-      }
-      if (s.seq->policy().needs_attention_mass()) {
-        const int64_t end = s.start_pos - s.seq->kv_evicted + s.num_tokens;
-        s.seq->kv_mass.resize(static_cast<size_t>(end), 0.0f);
-        for (int64_t c = 0; c < end; ++c) s.seq->kv_mass[static_cast<size_t>(c)] += mass_weight(slot(*s.seq, c));
-      }
-    }
+    for (const ScheduledSeq& s : batch.seqs) write(s);
     SampledStep sampled;
     sampled.entries.resize(batch.seqs.size());
     for (size_t i = 0; i < batch.seqs.size(); ++i) {
-      const ScheduledSeq& s = batch.seqs[i];
-      if (!s.samples) continue;
-      const kv::KvPolicy& policy = s.seq->policy();
-      const int64_t evicted = s.seq->kv_evicted;
-      const int64_t sinks = policy.evicts() ? policy.sink_blocks(block_size_) * block_size_ : 0;
-      std::vector<int32_t> all = s.seq->all_tokens();
-      all.insert(all.end(), s.seq->draft.begin(), s.seq->draft.begin() + s.num_draft);
-      const int64_t start = s.start_pos - evicted;
-      const int64_t window_start = window_ > 0 ? std::max<int64_t>(0, start - window_ + 1) : INT64_MAX;
-      std::vector<int32_t> seen, known;
-      std::vector<int64_t> rope_seen, rope_expected, pos_seen;
-      for (int64_t c = 0; c < start + s.num_tokens; ++c) {
-        const bool in_window = c >= window_start;
-        const size_t i = in_window ? window_slot_index(*s.seq, c) : slot_index(*s.seq, c);
-        seen.push_back(in_window ? window_slots_[i] : slots_[i]);
-        rope_seen.push_back(in_window ? window_rope_[i] : rope_[i]);
-        const int64_t p = in_window ? window_true_pos_[i] : true_pos_[i];
-        pos_seen.push_back(p);
-        known.push_back(p >= 0 && p < std::ssize(all) ? all[static_cast<size_t>(p)] : -1);
-        rope_expected.push_back(rerotates(*s.seq) ? c : p);
-      }
-      // The kept positions: streaming keeps the sinks, then one run up to
-      // the newest; h2o any increasing subsequence with the sinks and the
-      // step's own positions.
-      std::vector<int64_t> pos_expected;
-      if (policy.kind == kv::KvPolicyKind::kHeavyHitter) {
-        pos_expected = pos_seen;
-        EXPECT_TRUE(std::is_sorted(pos_seen.begin(), pos_seen.end()) &&
-                    std::adjacent_find(pos_seen.begin(), pos_seen.end()) == pos_seen.end())
-            << "kept positions out of order in request " << s.seq->id;
-        for (int64_t j = 0; j < s.num_tokens; ++j)
-          EXPECT_EQ(pos_seen[static_cast<size_t>(start + j)], s.start_pos + j) << "request " << s.seq->id;
-        EXPECT_EQ(std::ssize(pos_seen), s.start_pos + s.num_tokens - evicted);
-      } else {
-        for (int64_t c = 0; c < start + s.num_tokens; ++c) pos_expected.push_back(c < sinks ? c : c + evicted);
-      }
-      for (int64_t c = 0; c < std::min<int64_t>(sinks, std::ssize(pos_seen)); ++c)
-        EXPECT_EQ(pos_seen[static_cast<size_t>(c)], c) << "sink " << c << " of request " << s.seq->id;
-      EXPECT_EQ(pos_seen, pos_expected) << "kept positions of request " << s.seq->id;
-      EXPECT_EQ(seen, known) << "KV contents of request " << s.seq->id;
-      EXPECT_EQ(rope_seen, rope_expected) << "key positions of request " << s.seq->id;
-      SampledEntry& e = sampled.entries[i];
-      for (int64_t j = 0; j <= s.num_draft; ++j) {
-        const int64_t end = start + s.num_tokens - s.num_draft + j;  // positions the prediction reads
-        const int32_t t = next_token(std::span<const int32_t>(seen).first(static_cast<size_t>(end)));
-        if (j == s.num_draft || t != s.seq->draft[static_cast<size_t>(j)]) {
-          e.token = SampledToken{s.seq->id, t};
-          break;
-        }
-        e.accepted.push_back(SampledToken{s.seq->id, t});
-      }
+      if (batch.seqs[i].samples) predict(batch.seqs[i], sampled.entries[i]);
     }
     return sampled;
   }
+
+  // The entry's K/V (and, for h2o, its attention mass).
+  void write(const ScheduledSeq& s) {
+    const std::vector<int32_t> tokens = s.tokens();
+    const bool rerotate = rerotates(*s.seq);
+    for (int64_t p = s.start_pos; p < s.start_pos + s.num_tokens; ++p) {
+      const int64_t c = p - s.seq->kv_evicted;
+      const int64_t rope = rerotate ? c : p;
+      slot(*s.seq, c) = tokens[static_cast<size_t>(p - s.start_pos)];
+      rope_[slot_index(*s.seq, c)] = rope;
+      true_pos_[slot_index(*s.seq, c)] = p;
+      if (window_ > 0) {
+        window_slot(*s.seq, c) = tokens[static_cast<size_t>(p - s.start_pos)];
+        window_rope_[window_slot_index(*s.seq, c)] = rope;
+        window_true_pos_[window_slot_index(*s.seq, c)] = p;
+      }
+    }
+    if (s.seq->policy().needs_attention_mass()) {
+      const int64_t end = s.start_pos - s.seq->kv_evicted + s.num_tokens;
+      const std::span<float> mass = mass_.resize(s.seq->id, end);
+      for (int64_t c = 0; c < end; ++c) mass[static_cast<size_t>(c)] += mass_weight(slot(*s.seq, c));
+    }
+  }
+
+  // Checks what the entry reads (contents, positions, key rotations), then
+  // predicts its token(s) from it, verifying its draft.
+  void predict(const ScheduledSeq& s, SampledEntry& e) {
+    const kv::KvPolicy& policy = s.seq->policy();
+    const int64_t evicted = s.seq->kv_evicted;
+    const int64_t sinks = policy.evicts() ? policy.sink_blocks(block_size_) * block_size_ : 0;
+    std::vector<int32_t> all = s.seq->all_tokens();
+    all.insert(all.end(), s.seq->draft.begin(), s.seq->draft.begin() + s.num_draft);
+    const int64_t start = s.start_pos - evicted;
+    const int64_t window_start = window_ > 0 ? std::max<int64_t>(0, start - window_ + 1) : INT64_MAX;
+    std::vector<int32_t> seen, known;
+    std::vector<int64_t> rope_seen, rope_expected, pos_seen;
+    for (int64_t c = 0; c < start + s.num_tokens; ++c) {
+      const bool in_window = c >= window_start;
+      const size_t i = in_window ? window_slot_index(*s.seq, c) : slot_index(*s.seq, c);
+      seen.push_back(in_window ? window_slots_[i] : slots_[i]);
+      rope_seen.push_back(in_window ? window_rope_[i] : rope_[i]);
+      const int64_t p = in_window ? window_true_pos_[i] : true_pos_[i];
+      pos_seen.push_back(p);
+      known.push_back(p >= 0 && p < std::ssize(all) ? all[static_cast<size_t>(p)] : -1);
+      rope_expected.push_back(rerotates(*s.seq) ? c : p);
+    }
+    // The kept positions: streaming keeps the sinks, then one run up to
+    // the newest; h2o any increasing subsequence with the sinks and the
+    // step's own positions.
+    std::vector<int64_t> pos_expected;
+    if (policy.kind == kv::KvPolicyKind::kHeavyHitter) {
+      pos_expected = pos_seen;
+      EXPECT_TRUE(std::is_sorted(pos_seen.begin(), pos_seen.end()) &&
+                  std::adjacent_find(pos_seen.begin(), pos_seen.end()) == pos_seen.end())
+          << "kept positions out of order in request " << s.seq->id;
+      for (int64_t j = 0; j < s.num_tokens; ++j)
+        EXPECT_EQ(pos_seen[static_cast<size_t>(start + j)], s.start_pos + j) << "request " << s.seq->id;
+      EXPECT_EQ(std::ssize(pos_seen), s.start_pos + s.num_tokens - evicted);
+    } else {
+      for (int64_t c = 0; c < start + s.num_tokens; ++c) pos_expected.push_back(c < sinks ? c : c + evicted);
+    }
+    for (int64_t c = 0; c < std::min<int64_t>(sinks, std::ssize(pos_seen)); ++c)
+      EXPECT_EQ(pos_seen[static_cast<size_t>(c)], c) << "sink " << c << " of request " << s.seq->id;
+    EXPECT_EQ(pos_seen, pos_expected) << "kept positions of request " << s.seq->id;
+    EXPECT_EQ(seen, known) << "KV contents of request " << s.seq->id;
+    EXPECT_EQ(rope_seen, rope_expected) << "key positions of request " << s.seq->id;
+    for (int64_t j = 0; j <= s.num_draft; ++j) {
+      const int64_t end = start + s.num_tokens - s.num_draft + j;  // positions the prediction reads
+      const int32_t t = next_token(std::span<const int32_t>(seen).first(static_cast<size_t>(end)));
+      if (j == s.num_draft || t != s.seq->draft[static_cast<size_t>(j)]) {
+        e.token = SampledToken{s.seq->id, t};
+        break;
+      }
+      e.accepted.push_back(SampledToken{s.seq->id, t});
+    }
+  }
+
+  // The attention mass its steps add to (the Scheduler's, through Driver).
+  AttentionMass& mass() { return mass_; }
 
  private:
   static bool rerotates(const Sequence& seq) {
@@ -197,6 +207,7 @@ class FakeModel {
 
   int32_t block_size_;
   int64_t window_;
+  AttentionMass mass_;
   std::vector<int32_t> slots_;
   std::vector<int32_t> window_slots_;
   std::vector<int64_t> rope_;
@@ -236,10 +247,10 @@ inline std::unique_ptr<Sequence> make_seq(uint64_t id, int64_t prompt_len, int64
 class Driver {
  public:
   explicit Driver(const SchedulerConfig& config)
-      : sched(config),
-        model(config.kv_groups.at(0).num_blocks, config.block_size,
+      : model(config.kv_groups.at(0).num_blocks, config.block_size,
               config.kv_groups.size() > 1 ? config.kv_groups[1].num_blocks : 0,
               config.kv_groups.size() > 1 ? config.kv_groups[1].window : 0),
+        sched(config, &model.mass()),
         now(TimePoint{} + std::chrono::seconds(1000)) {}
 
   // add(); expects acceptance.
@@ -327,8 +338,8 @@ class Driver {
     return nullptr;
   }
 
+  FakeModel model;  // before sched: it owns the attention mass the scheduler is handed
   Scheduler sched;
-  FakeModel model;
   // The engine's stop decision per sampled token (EOS, stop strings); none
   // when empty.
   std::function<FinishReason(const SampledToken&)> stop;

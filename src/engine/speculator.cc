@@ -1,9 +1,8 @@
-// EngineCore's speculative decoding phases (see engine_core.h): propose
-// before schedule, draft_with_model between schedule and the forward pass,
-// verify while sampling.
+#include "engine/speculator.h"
+
 #include <algorithm>
 
-#include "engine/engine_core.h"
+#include "spec/layer_skip.h"
 #include "spec/ngram_proposer.h"
 #include "util/clock.h"
 
@@ -15,25 +14,47 @@ bool decodes_now(const sched::Sequence& seq) { return seq.is_decoding() && !seq.
 
 }  // namespace
 
+Speculator::Speculator(const EngineConfig& config, const model::Model& model, runner::ModelRunner& runner,
+                       RequestStates& states, Metrics& metrics, ThreadPool& pool)
+    : config_(config.spec), runner_(runner), states_(states), metrics_(metrics) {
+  if (config_.method == spec::SpecMethod::kSelf)
+    skip_layers_ = spec::resolve_skip_layers(config_.skip_layers, model.config().n_layer);
+  if (config_.method == spec::SpecMethod::kDraft) {
+    // As many bytes as the target's pool (the draft is the smaller model:
+    // the same context for every sequence costs it less).
+    draft_model_ = std::make_unique<spec::DraftModel>(config_.draft_model, model, config.block_size, config.kv_dtype,
+                                                      runner.kv_bytes(), pool);
+  }
+}
+
+void Speculator::release(RequestId id) {
+  if (draft_model_) draft_model_->release(id);
+}
+
+void Speculator::observe_forward(const sched::ScheduledBatch& batch, const StepStats& stats) {
+  if (stats.prefill_tokens != 0) return;  // decode-only: the cost model's regime
+  cost_model_.observe_step(batch.num_tokens(), stats.forward_ms);
+  metrics_.set_spec_cost(cost_model_.fixed_ms(), cost_model_.per_token_ms(), cost_model_.draft_ms_per_token());
+}
+
 // Before schedule(): a draft length for each decoding sequence whose
 // request allows one (k, or what the cost model says pays: spec/
 // cost_model.h), then the draft itself by prompt lookup, or placeholders
-// of that length that draft_with_model fills once the scheduler has
+// of that length that draft() fills once the scheduler has
 // reserved their KV slots (the draft model writes K/V there).
-void EngineCore::propose(StepStats& stats) {
-  if (!config_.spec.enabled()) return;
+void Speculator::propose(sched::Scheduler& scheduler, StepStats& stats) {
   const SteadyClock::time_point start = SteadyClock::now();
   int64_t decoding = 0;
-  scheduler_->for_each_running([&](sched::Sequence& seq) { decoding += decodes_now(seq) ? 1 : 0; });
+  scheduler.for_each_running([&](sched::Sequence& seq) { decoding += decodes_now(seq) ? 1 : 0; });
   int64_t drafted = 0;
-  scheduler_->for_each_running([&](sched::Sequence& seq) {
+  scheduler.for_each_running([&](sched::Sequence& seq) {
     seq.draft.clear();
     if (!decodes_now(seq)) return;
     DraftState& draft = states_.at(seq.id).draft();
     draft.begin_draft();
-    const int max_k = draft.max_draft(config_.spec.ngram.max_draft);
+    const int max_k = draft.max_draft(config_.ngram.max_draft);
     int k = max_k;
-    if (config_.spec.adaptive) {
+    if (config_.adaptive) {
       k = cost_model_.choose_k(draft.acceptance(acceptance_.alpha()), decoding, max_k);
       if (k == 0 && max_k > 0 && draft.idle_steps() >= spec::kProbeInterval) k = 1;  // a probe
     }
@@ -41,14 +62,14 @@ void EngineCore::propose(StepStats& stats) {
       draft.note_idle();
       return;
     }
-    if (config_.spec.method == spec::SpecMethod::kNgram) {
-      seq.draft = spec::propose_ngram(seq.all_tokens(), k, config_.spec.ngram);
+    if (config_.method == spec::SpecMethod::kNgram) {
+      seq.draft = spec::propose_ngram(seq.all_tokens(), k, config_.ngram);
       drafted += static_cast<int64_t>(seq.draft.size());
     } else {
       seq.draft.assign(static_cast<size_t>(k), seq.token_at(seq.num_tokens() - 1));  // placeholders
     }
   });
-  if (config_.spec.method == spec::SpecMethod::kNgram) {
+  if (config_.method == spec::SpecMethod::kNgram) {
     const double ms = ms_since(start);
     stats.draft_ms += ms;
     cost_model_.observe_draft(drafted, ms);
@@ -64,8 +85,8 @@ void EngineCore::propose(StepStats& stats) {
 // with every layer's) or, for the draft model, whatever its own KV lacks
 // (DraftModel::prepare). An entry the draft model has no room for keeps
 // its placeholders, which verification treats as any point-mass draft.
-void EngineCore::draft_with_model(const sched::ScheduledBatch& batch, StepStats& stats) {
-  if (config_.spec.method != spec::SpecMethod::kSelf && config_.spec.method != spec::SpecMethod::kDraft) return;
+void Speculator::draft(const sched::ScheduledBatch& batch, StepStats& stats) {
+  if (config_.method != spec::SpecMethod::kSelf && config_.method != spec::SpecMethod::kDraft) return;
   const SteadyClock::time_point start = SteadyClock::now();
   // Per drafting entry: its prompt + output, then each draft token as it is
   // drawn (the history the draft's penalties see; reserved up front, so the
@@ -123,7 +144,7 @@ void EngineCore::draft_with_model(const sched::ScheduledBatch& batch, StepStats&
   cost_model_.observe_draft(drafted, ms);
 }
 
-runner::StepLogits EngineCore::draft_pass(std::span<const sched::ScheduledSeq* const> entries,
+runner::StepLogits Speculator::draft_pass(std::span<const sched::ScheduledSeq* const> entries,
                                           std::span<const std::span<const int32_t>> feeds, int64_t j) {
   if (draft_model_) {
     std::vector<spec::DraftModel::Feed> model_feeds;
@@ -133,7 +154,7 @@ runner::StepLogits EngineCore::draft_pass(std::span<const sched::ScheduledSeq* c
   std::vector<runner::ModelRunner::DraftInput> inputs;
   for (size_t r = 0; r < entries.size(); ++r)
     inputs.push_back({entries[r]->seq, feeds[r].front(), entries[r]->start_pos + j});
-  return runner_->run_draft(inputs, skip_layers_);
+  return runner_.run_draft(inputs, skip_layers_);
 }
 
 // Verification of entry i's draft against the target's logits, one row per
@@ -150,7 +171,7 @@ runner::StepLogits EngineCore::draft_pass(std::span<const sched::ScheduledSeq* c
 //    rejection rule: kept with probability p(d), else a draw from p
 //    without d.)
 // The row after the last kept draft token gives one more token either way.
-void EngineCore::verify(const sched::ScheduledSeq& s, const runner::StepLogits& logits, size_t i,
+void Speculator::verify(const sched::ScheduledSeq& s, const runner::StepLogits& logits, size_t i,
                         sched::SampledEntry& entry, StepStats& stats) {
   RequestState& state = states_.at(s.seq->id);
   const SteadyClock::time_point now = SteadyClock::now();
