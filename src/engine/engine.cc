@@ -9,7 +9,7 @@
 
 namespace tokenmill::engine {
 
-void Engine::Inbox::push_cancel(RequestId id) {
+void Engine::Inbox::cancel(RequestId id) {
   {
     std::lock_guard<std::mutex> lock(mutex);
     cancels.push_back(id);
@@ -17,7 +17,7 @@ void Engine::Inbox::push_cancel(RequestId id) {
   wake.notify_one();
 }
 
-void Engine::Inbox::push_pause(RequestId id, bool paused) {
+void Engine::Inbox::set_paused(RequestId id, bool paused) {
   {
     std::lock_guard<std::mutex> lock(mutex);
     pauses.emplace_back(id, paused);
@@ -55,15 +55,7 @@ void Engine::reject(RequestStream& stream, RejectReason reason, std::string mess
 
 std::shared_ptr<RequestStream> Engine::new_stream() {
   const RequestId id = next_id_.fetch_add(1);
-  std::weak_ptr<Inbox> weak = inbox_;
-  return std::make_shared<RequestStream>(
-      id,
-      [weak](RequestId rid) {
-        if (std::shared_ptr<Inbox> inbox = weak.lock()) inbox->push_cancel(rid);
-      },
-      [weak](RequestId rid, bool paused) {
-        if (std::shared_ptr<Inbox> inbox = weak.lock()) inbox->push_pause(rid, paused);
-      });
+  return std::make_shared<RequestStream>(id, std::weak_ptr<RequestControl>(inbox_));
 }
 
 RequestHandle Engine::submit(GenerateRequest request) {
@@ -102,9 +94,9 @@ std::vector<RequestHandle> Engine::submit_samples(GenerateRequest request) {
   return handles;
 }
 
-void Engine::cancel(RequestId id) { inbox_->push_cancel(id); }
+void Engine::cancel(RequestId id) { inbox_->cancel(id); }
 
-void Engine::set_paused(RequestId id, bool paused) { inbox_->push_pause(id, paused); }
+void Engine::set_paused(RequestId id, bool paused) { inbox_->set_paused(id, paused); }
 
 void Engine::pause() {
   std::unique_lock<std::mutex> lock(inbox_->mutex);

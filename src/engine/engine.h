@@ -106,7 +106,7 @@ class Engine {
  private:
   // The thread-safe part shared with the streams' cancel callbacks (held
   // weakly there, so handles may outlive the engine).
-  struct Inbox {
+  struct Inbox : RequestControl {
     std::mutex mutex;
     std::condition_variable wake;    // engine thread waits here
     std::condition_variable parked;  // pause() waits here
@@ -123,8 +123,8 @@ class Engine {
     bool stopping = false;
     StopMode stop_mode = StopMode::kAbort;
 
-    void push_cancel(RequestId id);
-    void push_pause(RequestId id, bool paused);
+    void cancel(RequestId id) override;
+    void set_paused(RequestId id, bool paused) override;
   };
 
   void loop();

@@ -144,7 +144,7 @@ TEST(ForkCancelTest, CancellingEverySampleFreesTheWholePool) {
   std::vector<std::shared_ptr<RequestStream>> streams;
   std::vector<RequestHandle> handles;
   for (RequestId id = 1; id <= 4; ++id) {
-    streams.push_back(std::make_shared<RequestStream>(id, nullptr));
+    streams.push_back(std::make_shared<RequestStream>(id));
     handles.emplace_back(streams.back());
   }
   core.add(streams, with_n(greedy_request(random_prompt(36, 50), 200), 4), SteadyClock::now());

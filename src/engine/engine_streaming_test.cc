@@ -83,7 +83,7 @@ StreamingRun run_streaming(const EngineConfig& config, const std::vector<Generat
   std::vector<RequestHandle> handles;
   RequestId id = 1;
   for (const GenerateRequest& r : requests) {
-    auto stream = std::make_shared<RequestStream>(id++, nullptr);
+    auto stream = std::make_shared<RequestStream>(id++);
     core.add({stream}, r, SteadyClock::now());
     handles.emplace_back(stream);
   }
@@ -180,7 +180,7 @@ TEST(EngineStreamingSame, APoolSmallerThanTheSequenceServesIt) {
   c.kv_policy = {};
   Metrics metrics;
   EngineCore core(c, metrics);
-  auto stream = std::make_shared<RequestStream>(1, nullptr);
+  auto stream = std::make_shared<RequestStream>(1);
   core.add({stream}, greedy_request(random_prompt(82, 30), 200), SteadyClock::now());
   RequestHandle handle(stream);
   EXPECT_EQ(handle.wait().final.reject, sched::RejectReason::kKvNeverFits);

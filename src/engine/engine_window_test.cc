@@ -91,7 +91,7 @@ struct RunResult {
 void add_singles(EngineCore& core, const std::vector<GenerateRequest>& requests, RequestId& id,
                  std::vector<RequestHandle>& handles) {
   for (const GenerateRequest& r : requests) {
-    auto stream = std::make_shared<RequestStream>(id++, nullptr);
+    auto stream = std::make_shared<RequestStream>(id++);
     core.add({stream}, r, SteadyClock::now());
     handles.emplace_back(stream);
   }
@@ -189,7 +189,7 @@ TEST(EngineWindowTest, Gemma2GreedyTokensMatchTheReferenceWithAndWithoutTheWindo
 TEST(EngineWindowTest, WindowPoolUseStaysBoundedWhileTheSequenceGrows) {
   Metrics metrics;
   EngineCore core(gemma_config(true, 8, 64), metrics);
-  auto stream = std::make_shared<RequestStream>(1, nullptr);
+  auto stream = std::make_shared<RequestStream>(1);
   core.add({stream}, greedy_request(random_prompt(7, 20), 150), SteadyClock::now());
   RequestHandle handle(stream);
   const int64_t bound = (kWindow + 3) / 4 + 1;
@@ -224,7 +224,7 @@ RunResult run_samples(const EngineConfig& config, const GenerateRequest& request
   std::vector<RequestHandle> handles;
   RequestId id = 1;
   for (int k = 0; k < request.n; ++k) {
-    streams.push_back(std::make_shared<RequestStream>(id++, nullptr));
+    streams.push_back(std::make_shared<RequestStream>(id++));
     handles.emplace_back(streams.back());
   }
   core.add(streams, request, SteadyClock::now());
@@ -290,7 +290,7 @@ TEST(EngineWindowForkTest, CancellingEverySampleFreesBothPools) {
   std::vector<std::shared_ptr<RequestStream>> streams;
   std::vector<RequestHandle> handles;
   for (RequestId id = 1; id <= 4; ++id) {
-    streams.push_back(std::make_shared<RequestStream>(id, nullptr));
+    streams.push_back(std::make_shared<RequestStream>(id));
     handles.emplace_back(streams.back());
   }
   core.add(streams, with_n(greedy_request(random_prompt(53, 18), 60), 4), SteadyClock::now());

@@ -4,9 +4,8 @@
 
 namespace tokenmill::engine {
 
-RequestStream::RequestStream(RequestId id, std::function<void(RequestId)> on_cancel,
-                             std::function<void(RequestId, bool)> on_pause)
-    : id_(id), on_cancel_(std::move(on_cancel)), on_pause_(std::move(on_pause)) {}
+RequestStream::RequestStream(RequestId id, std::weak_ptr<RequestControl> control)
+    : id_(id), control_(std::move(control)) {}
 
 void RequestStream::push_token(TokenEvent event) {
   {
@@ -66,12 +65,12 @@ void RequestStream::cancel() {
     if (cancel_requested_ || final_pushed_) return;
     cancel_requested_ = true;
   }
-  if (on_cancel_) on_cancel_(id_);
+  if (std::shared_ptr<RequestControl> control = control_.lock()) control->cancel(id_);
 }
 
 void RequestStream::set_paused(bool paused) {
-  if (done() || !on_pause_) return;
-  on_pause_(id_, paused);
+  if (done()) return;
+  if (std::shared_ptr<RequestControl> control = control_.lock()) control->set_paused(id_, paused);
 }
 
 bool RequestStream::cancel_requested() const {

@@ -124,14 +124,23 @@ struct StreamEvent {
   bool is_final() const { return final.has_value(); }
 };
 
+// Where a consumer's requests to the engine go (the engine's inbox): a
+// cancel, and backpressure's pause and resume. Thread-safe; called from the
+// consumer's thread without the stream's lock.
+class RequestControl {
+ public:
+  virtual ~RequestControl() = default;
+  virtual void cancel(RequestId id) = 0;
+  virtual void set_paused(RequestId id, bool paused) = 0;
+};
+
 // The shared state between the engine (producer) and handles (consumers).
 class RequestStream {
  public:
-  // on_cancel is called (from the cancelling thread, without the stream's
-  // lock) the first time cancel() is asked; on_pause on every set_paused()
-  // before the final event. Both must be thread-safe; either may be empty.
-  RequestStream(RequestId id, std::function<void(RequestId)> on_cancel,
-                std::function<void(RequestId, bool)> on_pause = nullptr);
+  // `control` hears the first cancel() and every set_paused() before the
+  // final event; held weakly, so a stream may outlive its engine (then
+  // both are no-ops). Empty: nobody to tell (tests that drive the core).
+  explicit RequestStream(RequestId id, std::weak_ptr<RequestControl> control = {});
 
   RequestId id() const { return id_; }
 
@@ -159,8 +168,7 @@ class RequestStream {
   std::optional<StreamEvent> pop_locked();
 
   const RequestId id_;
-  std::function<void(RequestId)> on_cancel_;
-  std::function<void(RequestId, bool)> on_pause_;
+  std::weak_ptr<RequestControl> control_;
   mutable std::mutex mutex_;
   std::condition_variable ready_;
   std::deque<StreamEvent> events_;

@@ -20,7 +20,7 @@ TokenEvent token(int32_t id, std::string text) {
 }
 
 TEST(OutputStreamTest, EventsArriveInOrderAndEndWithTheFinal) {
-  auto stream = std::make_shared<RequestStream>(7, nullptr);
+  auto stream = std::make_shared<RequestStream>(7);
   RequestHandle h(stream);
   EXPECT_EQ(h.id(), 7u);
   EXPECT_FALSE(h.try_next().has_value());
@@ -46,13 +46,13 @@ TEST(OutputStreamTest, EventsArriveInOrderAndEndWithTheFinal) {
 }
 
 TEST(OutputStreamTest, NextTimesOutWithoutEvents) {
-  RequestHandle h(std::make_shared<RequestStream>(1, nullptr));
+  RequestHandle h(std::make_shared<RequestStream>(1));
   EXPECT_FALSE(h.next(milliseconds(1)).has_value());
   EXPECT_FALSE(h.done());
 }
 
 TEST(OutputStreamTest, BlockingNextWakesOnPush) {
-  auto stream = std::make_shared<RequestStream>(1, nullptr);
+  auto stream = std::make_shared<RequestStream>(1);
   RequestHandle h(stream);
   std::thread producer([stream] {
     for (int i = 0; i < 100; ++i) stream->push_token(token(i, ""));
@@ -64,22 +64,49 @@ TEST(OutputStreamTest, BlockingNextWakesOnPush) {
   for (int i = 0; i < 100; ++i) EXPECT_EQ(r.tokens[static_cast<size_t>(i)], i);
 }
 
+// What a stream tells the engine, recorded.
+struct RecordingControl : RequestControl {
+  std::vector<RequestId> cancels;
+  std::vector<std::pair<RequestId, bool>> pauses;
+  void cancel(RequestId id) override { cancels.push_back(id); }
+  void set_paused(RequestId id, bool paused) override { pauses.emplace_back(id, paused); }
+};
+
 TEST(OutputStreamTest, CancelCallsBackOnceAndNotAfterTheEnd) {
-  std::atomic<int> calls{0};
-  auto stream = std::make_shared<RequestStream>(3, [&](RequestId id) {
-    EXPECT_EQ(id, 3u);
-    ++calls;
-  });
+  auto control = std::make_shared<RecordingControl>();
+  auto stream = std::make_shared<RequestStream>(3, control);
   RequestHandle h(stream);
   h.cancel();
   h.cancel();
-  EXPECT_EQ(calls.load(), 1);
+  EXPECT_EQ(control->cancels, std::vector<RequestId>{3});
   EXPECT_TRUE(stream->cancel_requested());
 
-  auto finished = std::make_shared<RequestStream>(4, [&](RequestId) { ++calls; });
+  auto finished = std::make_shared<RequestStream>(4, control);
   finished->push_final(FinalEvent{});
   RequestHandle(finished).cancel();
-  EXPECT_EQ(calls.load(), 1);
+  EXPECT_EQ(control->cancels, std::vector<RequestId>{3});
+}
+
+TEST(OutputStreamTest, PausesReachTheControlUntilTheEnd) {
+  auto control = std::make_shared<RecordingControl>();
+  auto stream = std::make_shared<RequestStream>(5, control);
+  RequestHandle h(stream);
+  h.set_paused(true);
+  h.set_paused(false);
+  stream->push_final(FinalEvent{});
+  h.set_paused(true);  // after the end: nobody to hold
+  const std::vector<std::pair<RequestId, bool>> want = {{5, true}, {5, false}};
+  EXPECT_EQ(control->pauses, want);
+}
+
+TEST(OutputStreamTest, AStreamOutlivesItsControl) {
+  auto control = std::make_shared<RecordingControl>();
+  auto stream = std::make_shared<RequestStream>(6, control);
+  control.reset();  // the engine is gone
+  RequestHandle h(stream);
+  h.cancel();
+  h.set_paused(true);
+  EXPECT_TRUE(stream->cancel_requested());
 }
 
 TEST(OutputStreamTest, ReasonNames) {

@@ -122,7 +122,7 @@ class CoreDriver {
     std::vector<std::shared_ptr<RequestStream>> streams;
     std::vector<RequestHandle> handles;
     for (int k = 0; k < r.n; ++k) {
-      streams.push_back(std::make_shared<RequestStream>(next_id_++, nullptr));
+      streams.push_back(std::make_shared<RequestStream>(next_id_++));
       handles.emplace_back(streams.back());
     }
     metrics_.on_submit();
