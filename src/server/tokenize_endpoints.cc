@@ -12,7 +12,8 @@ namespace tokenmill::server {
 using nlohmann::json;
 
 void add_tokenize_routes(RouteTable& routes, ServingContext& ctx) {
-  routes.add("POST", "/tokenize", true, [&ctx](HttpRequest& req, HttpResponse& res) { handle_tokenize(ctx, req, res); });
+  routes.add("POST", "/tokenize", true,
+             [&ctx](HttpRequest& req, HttpResponse& res) { handle_tokenize(ctx, req, res); });
   routes.add("POST", "/detokenize", true,
              [&ctx](HttpRequest& req, HttpResponse& res) { handle_detokenize(ctx, req, res); });
 }
