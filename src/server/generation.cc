@@ -122,6 +122,12 @@ std::string finish_reason_text(engine::FinishReason reason) {
   return "error";
 }
 
+std::vector<engine::FinalEvent> finals_of(const std::vector<engine::GenerationResult>& results) {
+  std::vector<engine::FinalEvent> finals;
+  for (const engine::GenerationResult& r : results) finals.push_back(r.final);
+  return finals;
+}
+
 engine::Usage total_usage(std::span<const engine::FinalEvent> finals, int n) {
   engine::Usage total;
   for (size_t i = 0; i < finals.size(); ++i) {

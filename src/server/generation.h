@@ -90,6 +90,9 @@ std::optional<ApiError> failure_error(const engine::FinalEvent& final, const std
 // names: "cancelled", "timeout", "error".
 std::string finish_reason_text(engine::FinishReason reason);
 
+// Each choice's final event, in choice order.
+std::vector<engine::FinalEvent> finals_of(const std::vector<engine::GenerationResult>& results);
+
 // What a request's choices used, summed: a prompt counts once whatever n
 // is (as OpenAI counts it), every choice's completion tokens count.
 engine::Usage total_usage(std::span<const engine::FinalEvent> finals, int n);

@@ -9,6 +9,7 @@
 #include "server/generation.h"
 #include "server/prompt_tokens.h"
 #include "server/request_extensions.h"
+#include "server/request_log.h"
 #include "server/serving_context.h"
 #include "server/structured_output.h"
 
@@ -66,6 +67,37 @@ void prepare_job(ServingContext& ctx, const engine::Engine& engine, GenerationJo
   check_min_tokens(c, job.max_tokens);
   job.grammar = request_grammar(ctx, c.constraint, job.tools);
   if (!c.timeout_s && ctx.policy.request_timeout_s > 0) c.timeout_s = ctx.policy.request_timeout_s;
+}
+
+std::optional<std::vector<engine::GenerationResult>> run_to_end(ServingContext& ctx, engine::Engine& engine,
+                                                                const GenerationJob& job, const HttpRequest& req,
+                                                                const Generation::EventObserver& observe) {
+  const int n = job.common.n;
+  Generation gen(engine, job.prompts, job.request(), n, ctx.stats);
+  std::vector<engine::GenerationResult> results = gen.wait_all([&req] { return req.client_gone(); }, observe);
+  record_outcome(finals_of(results), n);
+  if (!req.client_gone()) return results;
+  // Nobody reads the answer; say so in the log line.
+  current_record().client_disconnected = true;
+  ctx.stats.on_disconnect();
+  return std::nullopt;
+}
+
+std::unique_ptr<Generation> submit_for_stream(ServingContext& ctx, engine::Engine& engine, const GenerationJob& job) {
+  auto gen = std::make_unique<Generation>(engine, job.prompts, job.request(), job.common.n, ctx.stats);
+  gen->wait_first_events(ctx.first_event_deadline(engine));
+  return gen;
+}
+
+void respond_with_stream(ServingContext& ctx, std::unique_ptr<Generation> gen, const GenerationJob& job,
+                         std::shared_ptr<StreamShape> shape, HttpResponse& res) {
+  auto stream = std::make_shared<GenerationStream>(std::move(gen), job.common.n, job.prompts, *shape,
+                                                   stream_limits(ctx), ctx.stats);
+  res.set_header("Cache-Control", "no-cache");
+  res.set_header("X-Accel-Buffering", "no");
+  // The whole stream is written in this one call on the worker's thread;
+  // returning false drops the connection.
+  res.set_stream("text/event-stream", [shape, stream](ResponseStream& out) { return stream->run(out); });
 }
 
 }  // namespace tokenmill::server

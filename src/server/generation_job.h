@@ -18,6 +18,8 @@
 #include <vector>
 
 #include "engine/engine.h"
+#include "server/generation.h"
+#include "server/generation_stream.h"
 #include "server/sampling_request.h"
 #include "server/tools/tool_request.h"
 
@@ -62,5 +64,24 @@ void check_prompt_text(const ServingContext& ctx, const engine::Engine& engine, 
 // Everything between tokenized prompts and an engine request (see the top
 // of this file). Throws ApiError for what the request gets wrong.
 void prepare_job(ServingContext& ctx, const engine::Engine& engine, GenerationJob& job);
+
+// A prepared job's whole answer: submits it and waits for every choice
+// (`observe` sees each event), then records the outcome in the log record.
+// nullopt when the client left meanwhile (every choice cancelled, the
+// disconnect counted). Throws the ApiError of a failed choice.
+std::optional<std::vector<engine::GenerationResult>> run_to_end(ServingContext& ctx, engine::Engine& engine,
+                                                                const GenerationJob& job, const HttpRequest& req,
+                                                                const Generation::EventObserver& observe = {});
+
+// Submits a prepared job for a stream and waits for its first events
+// (ServingContext::first_event_deadline), so that a refusal is still an
+// HTTP status. Throws that refusal's ApiError.
+std::unique_ptr<Generation> submit_for_stream(ServingContext& ctx, engine::Engine& engine, const GenerationJob& job);
+
+// Answers with an SSE stream of `gen` (null: nothing to generate) in
+// `shape`'s form; the stream is written later, on this worker's thread,
+// by GenerationStream::run.
+void respond_with_stream(ServingContext& ctx, std::unique_ptr<Generation> gen, const GenerationJob& job,
+                         std::shared_ptr<StreamShape> shape, HttpResponse& res);
 
 }  // namespace tokenmill::server

@@ -108,8 +108,7 @@ bool GenerationStream::run(ResponseStream& out) {
       std::this_thread::sleep_for(std::chrono::milliseconds(2));
     }
   }
-  const std::vector<engine::FinalEvent> ends = finals();
-  if (ok) ok = write(out, shape_.epilogue(ends, failed_));
+  if (ok) ok = write(out, shape_.epilogue(finals(), failed_));
   if (!ok) {
     stats_.on_disconnect();
     collect_after_cancel();

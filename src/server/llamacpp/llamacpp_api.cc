@@ -192,15 +192,8 @@ void LlamaCppApi::respond(engine::Engine& engine, const LlamaBody& body, Complet
       res.set_content(dump_json(*answer), "application/json");
     return;
   }
-  const LlamaJob& j = session->job();
-  auto gen_run = std::make_unique<Generation>(engine, j.gen.prompts, j.gen.request(), c.n, ctx_.stats);
-  gen_run->wait_first_events(ctx_.first_event_deadline(engine));
-  auto stream = std::make_shared<GenerationStream>(std::move(gen_run), c.n, j.gen.prompts, *session,
-                                                   stream_limits(ctx_), ctx_.stats);
-  res.set_header("Cache-Control", "no-cache");
-  res.set_header("X-Accel-Buffering", "no");
-  // The whole stream is written in this one call on the worker's thread.
-  res.set_stream("text/event-stream", [session, stream](ResponseStream& out) { return stream->run(out); });
+  std::unique_ptr<Generation> run = submit_for_stream(ctx_, engine, session->job().gen);
+  respond_with_stream(ctx_, std::move(run), session->job().gen, session, res);
 }
 
 json LlamaCppApi::default_settings(const engine::Engine& engine) const {

@@ -1,7 +1,5 @@
 #include "server/llamacpp/llamacpp_session.h"
 
-#include "server/request_log.h"
-
 namespace tokenmill::server {
 
 using nlohmann::json;
@@ -23,26 +21,16 @@ LlamaSession::LlamaSession(ServingContext& ctx, SlotBoard& board, LlamaJob job)
 }
 
 std::optional<json> LlamaSession::run_whole(engine::Engine& engine, const HttpRequest& req) {
-  const int n = job_.gen.common.n;
-  Generation gen(engine, job_.gen.prompts, job_.gen.request(), n, ctx_.stats);
   // The slots show each choice's progress (GET /slots) while it runs.
-  std::vector<engine::GenerationResult> results =
-      gen.wait_all([&req] { return req.client_gone(); },
-                   [this](size_t i, const engine::StreamEvent& e) {
-                     if (e.token) choices_[i].lease.on_token(e.token->text.find('\n') != std::string::npos);
-                     if (e.final) choices_[i].lease = SlotBoard::Lease();  // the slot is free again
-                   });
-  std::vector<engine::FinalEvent> finals;
-  for (const engine::GenerationResult& r : results) finals.push_back(r.final);
-  record_outcome(finals, n);
-  if (req.client_gone()) {
-    current_record().client_disconnected = true;
-    ctx_.stats.on_disconnect();
-    return std::nullopt;
-  }
+  std::optional<std::vector<engine::GenerationResult>> results =
+      run_to_end(ctx_, engine, job_.gen, req, [this](size_t i, const engine::StreamEvent& e) {
+        if (e.token) choices_[i].lease.on_token(e.token->text.find('\n') != std::string::npos);
+        if (e.final) choices_[i].lease = SlotBoard::Lease();  // the slot is free again
+      });
+  if (!results) return std::nullopt;  // the client left
   json list = json::array();
   for (size_t i = 0; i < choices_.size(); ++i) {
-    choices_[i].out.result = std::move(results[i]);
+    choices_[i].out.result = std::move((*results)[i]);
     list.push_back(select_response_fields(llama_final_json(job_.spec, choices_[i].out, piece_), job_.spec.fields));
   }
   return list.size() == 1 ? list[0] : list;

@@ -44,11 +44,7 @@ struct OpenAiJob {
 };
 
 void respond_stream(ServingContext& ctx, engine::Engine& engine, OpenAiJob& job, HttpResponse& res) {
-  std::unique_ptr<Generation> gen;
-  if (job.gen.needs_engine()) {
-    gen = std::make_unique<Generation>(engine, job.gen.prompts, job.gen.request(), job.n(), ctx.stats);
-    gen->wait_first_events(ctx.first_event_deadline(engine));
-  }
+  std::unique_ptr<Generation> gen = job.gen.needs_engine() ? submit_for_stream(ctx, engine, job.gen) : nullptr;
   StreamSpec spec;
   spec.kind = job.kind;
   spec.meta = job.meta;
@@ -59,14 +55,8 @@ void respond_stream(ServingContext& ctx, engine::Engine& engine, OpenAiJob& job,
   if (job.gen.prompt_logprobs >= 0) spec.echo_prompts = job.gen.prompts;
   spec.tool_calls = job.tool_calls;
   const size_t num_choices = job.gen.prompts.size() * static_cast<size_t>(job.n());
-  auto shape = std::make_shared<OpenAiStream>(std::move(spec), num_choices, piece_fn(ctx.tokenizer));
-  auto stream = std::make_shared<GenerationStream>(std::move(gen), job.n(), job.gen.prompts, *shape, stream_limits(ctx),
-                                                   ctx.stats);
-  res.set_header("Cache-Control", "no-cache");
-  res.set_header("X-Accel-Buffering", "no");
-  // The whole stream is written in this one call on the worker's thread;
-  // returning false drops the connection.
-  res.set_stream("text/event-stream", [shape, stream](ResponseStream& out) { return stream->run(out); });
+  respond_with_stream(ctx, std::move(gen), job.gen,
+                      std::make_shared<OpenAiStream>(std::move(spec), num_choices, piece_fn(ctx.tokenizer)), res);
 }
 
 // Log-probabilities with at most `top` alternatives each (one scoring pass
@@ -116,25 +106,16 @@ std::vector<engine::GenerationResult> echo_only_results(const OpenAiJob& job) {
   return results;
 }
 
-std::vector<engine::FinalEvent> finals_of(const std::vector<engine::GenerationResult>& results) {
-  std::vector<engine::FinalEvent> finals;
-  for (const engine::GenerationResult& r : results) finals.push_back(r.final);
-  return finals;
-}
-
 void respond_whole(ServingContext& ctx, engine::Engine& engine, OpenAiJob& job, const HttpRequest& req,
                    HttpResponse& res) {
-  std::vector<engine::GenerationResult> results = echo_only_results(job);
-  if (job.gen.needs_engine()) {
-    Generation gen(engine, job.gen.prompts, job.gen.request(), job.n(), ctx.stats);
-    results = gen.wait_all([&req] { return req.client_gone(); });
-    if (req.client_gone()) {
-      // Nobody reads the answer; say so in the log line.
-      current_record().client_disconnected = true;
-      record_outcome(finals_of(results), job.n());
-      ctx.stats.on_disconnect();
-      return;
-    }
+  std::vector<engine::GenerationResult> results;
+  if (!job.gen.needs_engine()) {
+    results = echo_only_results(job);
+    record_outcome(finals_of(results), job.n());
+  } else if (std::optional<std::vector<engine::GenerationResult>> r = run_to_end(ctx, engine, job.gen, req)) {
+    results = std::move(*r);
+  } else {
+    return;  // the client left
   }
   std::vector<ChoiceOutput> choices;
   for (size_t i = 0; i < results.size(); ++i) choices.push_back(choice_output(ctx, job, i, results[i]));
@@ -143,7 +124,6 @@ void respond_whole(ServingContext& ctx, engine::Engine& engine, OpenAiJob& job, 
   const json timings = timings_json(finals[0].timings, finals[0].usage, finals[0].spec);
   const json body = job.kind == ApiKind::kChat ? chat_response(job.meta, choices, usage, timings)
                                                : completion_response(job.meta, choices, usage, timings);
-  record_outcome(finals, job.n());
   res.set_content(dump_json(body), "application/json");
 }
 
