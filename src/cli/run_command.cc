@@ -89,7 +89,7 @@ std::vector<int32_t> prompt_tokens(const RunOptions& o, const tokenizer::Tokeniz
   std::vector<tokenizer::ChatMessage> messages;
   if (!o.system_prompt.empty()) messages.push_back({"system", o.system_prompt});
   messages.push_back({"user", text});
-  return server::chat_prompt_tokens(*format, *tok, messages, /*add_generation_prompt=*/true);
+  return server::chat_prompt_tokens(*format, *tok, server::plain_conversation(messages), server::ChatRenderOptions{});
 }
 
 // Past the trained context a KV policy that evicts must re-rotate, and
@@ -275,7 +275,9 @@ void add_run_command(CLI::App& app) {
   cmd->add_flag("--print-ids", opts->print_ids, "Print generated token ids (comma-separated) instead of text");
   cmd->add_flag("--chat", opts->chat, "Wrap the prompt in the model's chat template");
   cmd->add_option("--system", opts->system_prompt, "System message for --chat");
-  cmd->add_option("--chat-template", opts->chat_template, "gemma|llama2|llama3|chatml|mistral|phi3");
+  cmd->add_option("--chat-template,--chat-template-file", opts->chat_template,
+                  "A Jinja chat template file, or a preset: gemma|llama2|llama3|chatml|mistral|phi3 "
+                  "(default: the GGUF's own template)");
   cmd->add_option("-n,--n-predict", opts->n_predict, "Tokens to generate")->capture_default_str();
   add_engine_flags(*cmd, opts->engine, EngineFlagSet::kRun);
   add_lora_options(*cmd, opts->lora);

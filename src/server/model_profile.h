@@ -31,6 +31,7 @@ struct ModelProfile {
   bool gguf_chat_template = false;   // the GGUF carries tokenizer.chat_template
   std::string chat_template;         // the family used ("gemma", ...); "" when chat is not served
   std::string chat_template_source;  // ChatFormat::source; "" when chat is not served
+  std::string chat_template_warning;  // ChatFormat::warning: why the GGUF's own template is not used
 };
 
 // The metadata the rule reads, apart from the file so it can be tested alone.

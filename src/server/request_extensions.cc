@@ -78,7 +78,7 @@ void ext_reject_unsupported(const JsonFields& f) {
 
 // Hints tokenmill has no use for: their types are checked, their values ignored.
 void ext_check_hints(const JsonFields& f) {
-  f.string("reasoning_effort");  // no reasoning model is served
+  f.string("reasoning_effort");  // chat: passed to the template (parse_chat_extensions)
   if (const RequestJson* p = f.find("prediction"); p && !p->is_object())
     bad_request("prediction", "'prediction' must be an object, got {}", describe_json(*p));
   f.boolean("cache_prompt");  // the prefix cache always serves what it holds
@@ -274,12 +274,9 @@ void parse_chat_extensions(const JsonFields& f, ChatRequest& r) {
     if (!kw->is_object())
       bad_request("chat_template_kwargs", "'chat_template_kwargs' must be an object, got {}", describe_json(*kw));
     JsonFields kf(*kw, "chat_template_kwargs.");
-    for (auto it = kw->begin(); it != kw->end(); ++it) {
-      if (it.key() != "add_generation_prompt")
-        bad_request(kf.param(it.key()),
-                    "'{}' is not supported: tokenmill's built-in chat templates take only add_generation_prompt",
-                    kf.param(it.key()));
-    }
+    // Every other key becomes a template variable (enable_thinking, ...).
+    for (auto it = kw->begin(); it != kw->end(); ++it)
+      if (it.key() != "add_generation_prompt") r.conversation.template_kwargs[it.key()] = it.value();
     if (std::optional<bool> agp = kf.boolean("add_generation_prompt")) {
       if (f.has("add_generation_prompt") && *agp != r.add_generation_prompt)
         bad_request(
@@ -289,13 +286,14 @@ void parse_chat_extensions(const JsonFields& f, ChatRequest& r) {
       explicit_generation_prompt = *agp;
     }
   }
+  r.conversation.reasoning_effort = f.string("reasoning_effort");
   r.continue_final_message = f.boolean("continue_final_message").value_or(false);
   if (!r.continue_final_message) return;
   // As vLLM: only an explicit add_generation_prompt true conflicts; the
   // continued message is never followed by a generation prompt.
   if (explicit_generation_prompt)
     bad_request("continue_final_message", "'continue_final_message' and 'add_generation_prompt' cannot both be true");
-  if (r.messages.empty() || r.messages.back().role != "assistant")
+  if (r.conversation.messages.empty() || r.conversation.messages.back().role != "assistant")
     bad_request("continue_final_message", "'continue_final_message' needs the last message to be the assistant's");
   r.add_generation_prompt = false;
 }

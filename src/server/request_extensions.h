@@ -46,8 +46,9 @@ void parse_n_probs(const JsonFields& f, const char* top_param, SamplingRequest& 
 // min_tokens may not exceed max_tokens (400 naming min_tokens).
 void check_min_tokens(const SamplingRequest& r, int64_t max_tokens);
 
-// chat_template_kwargs (only add_generation_prompt: the built-in templates
-// take no other variable) and continue_final_message. Call after
+// chat_template_kwargs (add_generation_prompt, and every other key as a
+// template variable), reasoning_effort (a template variable too) and
+// continue_final_message. Call after
 // r.add_generation_prompt is read.
 void parse_chat_extensions(const JsonFields& f, ChatRequest& r);
 

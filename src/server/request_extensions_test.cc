@@ -166,8 +166,10 @@ TEST(RequestExtensions, SamplerOrderHonouredOrRefused) {
 
 TEST(RequestExtensions, ChatTemplateKwargsAndContinuation) {
   EXPECT_FALSE(ext_chat(R"("chat_template_kwargs": {"add_generation_prompt": false})").add_generation_prompt);
-  expect_ext_400([] { ext_chat(R"("chat_template_kwargs": {"enable_thinking": false})"); },
-                 "chat_template_kwargs.enable_thinking", "is not supported");
+  // Other keys are template variables.
+  EXPECT_EQ(ext_chat(R"("chat_template_kwargs": {"enable_thinking": false})").conversation.template_kwargs,
+            RequestJson::parse(R"({"enable_thinking": false})"));
+  EXPECT_EQ(ext_chat(R"("reasoning_effort": "low")").conversation.reasoning_effort, "low");
   expect_ext_400(
       [] { ext_chat(R"("chat_template_kwargs": {"add_generation_prompt": false}, "add_generation_prompt": true)"); },
       "chat_template_kwargs.add_generation_prompt", "differ");

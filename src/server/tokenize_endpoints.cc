@@ -26,7 +26,7 @@ void handle_tokenize(ServingContext& ctx, const HttpRequest& req, HttpResponse& 
   // Tokenizing costs CPU per byte (a few MB/s): no more text than a prompt
   // could hold, as generation requests check before they tokenize.
   size_t bytes = r.prompt.size();
-  for (const tokenizer::ChatMessage& m : r.messages) bytes += m.content.size();
+  for (const ApiMessage& m : r.conversation.messages) bytes += m.content.size();
   const int64_t max_len = e.limits().max_model_len();
   if (max_len > 0 && ctx.max_token_bytes > 0 && bytes > static_cast<size_t>(max_len) * ctx.max_token_bytes)
     throw ApiError(413,
@@ -37,7 +37,9 @@ void handle_tokenize(ServingContext& ctx, const HttpRequest& req, HttpResponse& 
   std::vector<int32_t> ids;
   if (r.is_chat) {
     if (!ctx.chat) bad_request("messages", "the model has no recognised chat template");
-    ids = chat_prompt_tokens(*ctx.chat, tok, r.messages, r.add_generation_prompt);
+    ChatRenderOptions render;
+    render.add_generation_prompt = r.add_generation_prompt;
+    ids = chat_prompt_tokens(*ctx.chat, tok, r.conversation, render);
   } else {
     ids = tok.encode(r.prompt, r.add_special_tokens, r.parse_special);
   }

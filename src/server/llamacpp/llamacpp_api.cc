@@ -1,5 +1,7 @@
 #include "server/llamacpp/llamacpp_api.h"
 
+#include "server/llamacpp/llamacpp_apply_template.h"
+
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -271,6 +273,8 @@ void add_llamacpp_routes(RouteTable& routes, ServingContext& ctx) {
              [&ctx](HttpRequest& req, HttpResponse& res) { handle_llama_embedding(ctx, req, res); });
   routes.add("GET", "/lora-adapters", true,
              [&ctx](HttpRequest& req, HttpResponse& res) { handle_llama_lora_adapters(ctx, req, res); });
+  routes.add("POST", "/apply-template", true,
+             [&ctx](HttpRequest& req, HttpResponse& res) { handle_apply_template(ctx, req, res); });
 }
 
 }  // namespace tokenmill::server

@@ -64,7 +64,7 @@ class LlamaCppApi {
 
 // The llama.cpp room's routes (one LlamaCppApi for the server's life,
 // attached through ctx.on_attach): /completion, /infill, /props, /slots,
-// /slots/{id}, /embedding and /lora-adapters.
+// /slots/{id}, /embedding, /lora-adapters and /apply-template.
 void add_llamacpp_routes(RouteTable& routes, ServingContext& ctx);
 
 }  // namespace tokenmill::server

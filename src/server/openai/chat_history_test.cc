@@ -9,6 +9,14 @@
 namespace tokenmill::server {
 namespace {
 
+// The turns a template without tool support renders (tool_prompt.h).
+std::vector<tokenizer::ChatMessage> turns(const ChatRequest& r) {
+  return template_messages(r.conversation.messages, r.conversation.tool_request);
+}
+std::vector<tokenizer::ChatMessage> turns(const TokenizeRequest& r) {
+  return template_messages(r.conversation.messages, ToolsRequest{});
+}
+
 const ParseLimits kHistoryLimits{/*n_vocab=*/1000, /*json=*/{}};
 
 constexpr const char* kToolHistory = R"({"messages": [
@@ -22,15 +30,15 @@ constexpr const char* kToolHistory = R"({"messages": [
 
 TEST(ChatHistory, ToolCallsAndResultsWithoutToolsRenderAsText) {
   const ChatRequest r = parse_chat_request(kToolHistory, kHistoryLimits);
-  EXPECT_FALSE(r.tools.active());
-  ASSERT_EQ(r.messages.size(), 3u);  // user, assistant (the call), user (the result + the question)
-  EXPECT_EQ(r.messages[0].role, "user");
-  EXPECT_EQ(r.messages[1].role, "assistant");
-  EXPECT_NE(r.messages[1].content.find("\"name\": \"get_weather\""), std::string::npos) << r.messages[1].content;
-  EXPECT_NE(r.messages[1].content.find("\"city\": \"Paris\""), std::string::npos) << r.messages[1].content;
-  EXPECT_EQ(r.messages[2].role, "user");
-  EXPECT_NE(r.messages[2].content.find("sunny, 21 C"), std::string::npos) << r.messages[2].content;
-  EXPECT_NE(r.messages[2].content.find("and tomorrow?"), std::string::npos) << r.messages[2].content;
+  EXPECT_FALSE(r.conversation.tool_request.active());
+  ASSERT_EQ(turns(r).size(), 3u);  // user, assistant (the call), user (the result + the question)
+  EXPECT_EQ(turns(r)[0].role, "user");
+  EXPECT_EQ(turns(r)[1].role, "assistant");
+  EXPECT_NE(turns(r)[1].content.find("\"name\": \"get_weather\""), std::string::npos) << turns(r)[1].content;
+  EXPECT_NE(turns(r)[1].content.find("\"city\": \"Paris\""), std::string::npos) << turns(r)[1].content;
+  EXPECT_EQ(turns(r)[2].role, "user");
+  EXPECT_NE(turns(r)[2].content.find("sunny, 21 C"), std::string::npos) << turns(r)[2].content;
+  EXPECT_NE(turns(r)[2].content.find("and tomorrow?"), std::string::npos) << turns(r)[2].content;
 }
 
 void expect_history_400(const std::string& body, const std::string& param, const std::string& needle) {

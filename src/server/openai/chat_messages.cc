@@ -80,7 +80,8 @@ ApiMessage parse_message(const RequestJson& m, size_t i, const ApiMessage* previ
   // "annotations", "audio" and "function_call" too when it appends the
   // openai client's message.model_dump() (as nulls).
   mf.reject_unknown(
-      {"role", "content", "name", "tool_calls", "tool_call_id", "refusal", "annotations", "audio", "function_call"});
+      {"role", "content", "name", "tool_calls", "tool_call_id", "refusal", "annotations", "audio", "function_call",
+       "reasoning_content"});
   reject_unsupported_history_fields(mf);
   ApiMessage out;
   out.role = mf.string("role").value_or("");
@@ -107,6 +108,15 @@ ApiMessage parse_message(const RequestJson& m, size_t i, const ApiMessage* previ
     out.content = message_content(*content, mf.param("content"));
   } else if (out.tool_calls.empty()) {
     bad_request(mf.param("content"), "'{}' is required", mf.param("content"));
+  } else {
+    out.content_null = true;
+  }
+  out.name = mf.string("name").value_or("");
+  if (const std::optional<std::string> r = mf.string("reasoning_content")) {
+    if (out.role != "assistant")
+      bad_request(mf.param("reasoning_content"), "'{}' is only allowed on assistant messages",
+                  mf.param("reasoning_content"));
+    out.reasoning_content = *r;
   }
   return out;
 }

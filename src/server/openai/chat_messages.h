@@ -1,8 +1,9 @@
 // The `messages` of a chat request as the API sends them, before the chat
 // template: roles system (developer), user, assistant and tool; assistant
 // messages may carry `tool_calls` (their content then may be null), tool
-// messages carry the result of one call (`tool_call_id`). Content is a
-// string or a list of text parts. tool_prompt.h turns these into the
+// messages carry the result of one call (`tool_call_id`); an assistant
+// message may carry its `reasoning_content`. Content is a string or a list
+// of text parts (joined). tool_prompt.h turns these into the
 // system/user/assistant turns every built-in template renders.
 // Pure; throws ApiError 400 naming the field (messages[2].tool_call_id ...).
 #pragma once
@@ -10,23 +11,10 @@
 #include <string>
 #include <vector>
 
+#include "server/chat_conversation.h"
 #include "server/json_fields.h"
 
 namespace tokenmill::server {
-
-// One call of a prior assistant turn, as the client sends it back.
-struct ToolCallRecord {
-  std::string id;
-  std::string name;
-  std::string arguments;  // JSON text as sent (an object is accepted too and dumped)
-};
-
-struct ApiMessage {
-  std::string role;  // "system" | "user" | "assistant" | "tool"
-  std::string content;
-  std::vector<ToolCallRecord> tool_calls;  // assistant only
-  std::string tool_call_id;                // tool only
-};
 
 // Reads f's "messages": a non-empty list. A tool message must follow an
 // assistant message with tool_calls (or another tool message).

@@ -203,20 +203,16 @@ void handle_chat_completions(ServingContext& ctx, const HttpRequest& req, HttpRe
   if (!ctx.chat)
     bad_request("messages", "the model has no recognised chat template; start the server with --chat-template NAME");
   size_t message_bytes = 0;
-  for (const tokenizer::ChatMessage& m : r.messages) message_bytes += m.content.size();
+  for (const ApiMessage& m : r.conversation.messages) message_bytes += m.content.size();
   check_prompt_text(ctx, engine, c, message_bytes, "messages");
   const ChatRenderOptions render{r.add_generation_prompt, r.continue_final_message,
                                  c.add_special_tokens.value_or(false)};
-  try {
-    job.gen.prompts.push_back(chat_prompt_tokens(*ctx.chat, tok, r.messages, render));
-  } catch (const Error& e) {
-    bad_request("messages", "{}", e.what());
-  }
+  job.gen.prompts.push_back(chat_prompt_tokens(*ctx.chat, tok, r.conversation, render));
   // Without max_tokens a chat may run to the end of the context (OpenAI's
   // rule), unless the server sets a default (--default-max-tokens).
   if (!c.max_tokens_to_context) job.gen.asked_max_tokens = c.max_tokens;
-  job.gen.tools = &r.tools;
-  job.tool_calls = r.tools.active();
+  job.gen.tools = &r.conversation.tool_request;
+  job.tool_calls = r.conversation.tool_request.active();
   prepare_job(ctx, engine, job.gen);
   run_job(ctx, engine, job, req, res);
 }

@@ -291,13 +291,15 @@ ChatRequest parse_chat_request(std::string_view body, const ParseLimits& limits)
   f.reject_unknown(known);
   ChatRequest r;
   r.common = parse_common(f, limits);
-  r.tools = parse_tools_request(f);
-  if (r.tools.active() && r.common.constraint)
+  ToolsRequest& tools = r.conversation.tool_request;
+  tools = parse_tools_request(f);
+  if (tools.active() && r.common.constraint)
     bad_request(r.common.constraint->param,
                 "'{}' cannot be combined with 'tools' (the tool calls already fix the output's format); "
                 "send one of them, or tool_choice \"none\"",
                 r.common.constraint->param);
-  r.messages = template_messages(parse_api_messages(f), r.tools);
+  r.conversation.messages = parse_api_messages(f);
+  if (tools.active()) r.conversation.tools = *f.find("tools");
   r.common.max_tokens = f.integer("max_completion_tokens", 1, std::numeric_limits<int32_t>::max());
   if (!r.common.max_tokens) r.common.max_tokens = f.integer("max_tokens", 1, std::numeric_limits<int32_t>::max());
   parse_n_predict(f, 1, r.common);
@@ -324,7 +326,7 @@ TokenizeRequest parse_tokenize_request(std::string_view body, const ParseLimits&
   if (given != 1) bad_request("prompt", "give exactly one of 'prompt', 'messages' and 'content'");
   if (f.has("messages")) {
     r.is_chat = true;
-    r.messages = template_messages(parse_api_messages(f), ToolsRequest{});
+    r.conversation.messages = parse_api_messages(f);
   } else if (f.has("content")) {
     r.llama_shape = true;  // llama.cpp's /tokenize and its defaults
     r.prompt = *f.string("content");

@@ -23,6 +23,7 @@
 #include <string_view>
 #include <vector>
 
+#include "server/chat_conversation.h"
 #include "server/json_fields.h"
 #include "server/sampling_request.h"
 #include "server/tools/tool_request.h"
@@ -38,12 +39,10 @@ struct CompletionRequest {
 
 struct ChatRequest {
   SamplingRequest common;
-  // >= 1, ready for the chat template: roles system|user|assistant only.
-  // Tool definitions (when tools are active) are rendered into a system
-  // message, prior tool calls into their assistant turns and tool results
-  // into user turns (tool_prompt.h).
-  std::vector<tokenizer::ChatMessage> messages;
-  ToolsRequest tools;                   // never active together with common.constraint
+  // The messages (>= 1), tools (conversation.tool_request: never active
+  // together with common.constraint), chat_template_kwargs and
+  // reasoning_effort, rendered by the chat prompt (chat_prompt.h).
+  ChatConversation conversation;
   bool add_generation_prompt = true;    // extension (vLLM's name; also chat_template_kwargs.add_generation_prompt)
   bool continue_final_message = false;  // extension (vLLM's): the last assistant message is continued
 };
@@ -56,7 +55,7 @@ struct TokenizeRequest {
   bool is_chat = false;
   bool llama_shape = false;                      // the text came as "content"
   std::string prompt;                            // !is_chat ("prompt" or "content")
-  std::vector<tokenizer::ChatMessage> messages;  // is_chat; rendered as ChatRequest::messages
+  ChatConversation conversation;  // is_chat; rendered as a chat request's
   bool add_special_tokens = true;
   bool parse_special = false;  // special-token texts become those tokens
   bool add_generation_prompt = true;

@@ -188,10 +188,10 @@ TEST(ChatRequest, MessagesAndChatFields) {
           {"role": "assistant", "content": "Hello", "name": "bot"}, {"role": "user", "content": "Again"}],
           "max_completion_tokens": 9, "logprobs": true, "top_logprobs": 3, "tools": []})",
       kLimits);
-  ASSERT_EQ(r.messages.size(), 4u);
-  EXPECT_EQ(r.messages[0].role, "system");
-  EXPECT_EQ(r.messages[1].content, "Hi there");
-  EXPECT_EQ(r.messages[2].role, "assistant");
+  ASSERT_EQ(r.conversation.messages.size(), 4u);
+  EXPECT_EQ(r.conversation.messages[0].role, "system");
+  EXPECT_EQ(r.conversation.messages[1].content, "Hi there");
+  EXPECT_EQ(r.conversation.messages[2].role, "assistant");
   EXPECT_EQ(r.common.max_tokens, 9);
   EXPECT_TRUE(r.common.logprobs);
   EXPECT_EQ(r.common.top_logprobs, 3);

@@ -19,7 +19,7 @@
 #include <string_view>
 #include <vector>
 
-#include "server/openai/chat_messages.h"
+#include "server/chat_conversation.h"
 #include "server/tools/tool_request.h"
 #include "tokenizer/chat_template.h"
 

@@ -10,6 +10,14 @@
 namespace tokenmill::server {
 namespace {
 
+// The turns a template without tool support renders (tool_prompt.h).
+std::vector<tokenizer::ChatMessage> turns(const ChatRequest& r) {
+  return template_messages(r.conversation.messages, r.conversation.tool_request);
+}
+std::vector<tokenizer::ChatMessage> turns(const TokenizeRequest& r) {
+  return template_messages(r.conversation.messages, ToolsRequest{});
+}
+
 const ParseLimits kToolLimits{/*n_vocab=*/1000, /*json=*/{}};
 constexpr const char* kWeatherTool =
     R"({"type": "function", "function": {"name": "get_weather", "description": "Weather in a city.",
@@ -44,41 +52,41 @@ void messages_400(const std::string& messages, const std::string& param, const s
 
 TEST(ToolsRequest, ToolsAndDefaults) {
   const ChatRequest r = chat(std::string(R"("tools": [)") + kWeatherTool + ", " + kTimeTool + "]");
-  ASSERT_EQ(r.tools.tools.size(), 2u);
-  EXPECT_EQ(r.tools.tools[0].name, "get_weather");
-  EXPECT_EQ(r.tools.tools[0].description, "Weather in a city.");
-  EXPECT_TRUE(r.tools.tools[0].strict);
-  EXPECT_EQ(r.tools.tools[0].parameters["required"][0], "city");
-  EXPECT_EQ(r.tools.tools[1].parameters, RequestJson::parse(R"({"type": "object", "properties": {}})"));
+  ASSERT_EQ(r.conversation.tool_request.tools.size(), 2u);
+  EXPECT_EQ(r.conversation.tool_request.tools[0].name, "get_weather");
+  EXPECT_EQ(r.conversation.tool_request.tools[0].description, "Weather in a city.");
+  EXPECT_TRUE(r.conversation.tool_request.tools[0].strict);
+  EXPECT_EQ(r.conversation.tool_request.tools[0].parameters["required"][0], "city");
+  EXPECT_EQ(r.conversation.tool_request.tools[1].parameters, RequestJson::parse(R"({"type": "object", "properties": {}})"));
   // Keys stay in the order sent (the grammar writes properties in it).
-  EXPECT_EQ(r.tools.tools[0].parameters.dump(),
+  EXPECT_EQ(r.conversation.tool_request.tools[0].parameters.dump(),
             R"({"type":"object","properties":{"city":{"type":"string"}},"required":["city"]})");
-  EXPECT_EQ(r.tools.mode, ToolChoiceMode::kAuto);
-  EXPECT_TRUE(r.tools.parallel);
-  EXPECT_TRUE(r.tools.active());
+  EXPECT_EQ(r.conversation.tool_request.mode, ToolChoiceMode::kAuto);
+  EXPECT_TRUE(r.conversation.tool_request.parallel);
+  EXPECT_TRUE(r.conversation.tool_request.active());
   // The definitions reach the prompt as a system message.
-  ASSERT_EQ(r.messages.size(), 2u);
-  EXPECT_EQ(r.messages[0].role, "system");
-  EXPECT_NE(r.messages[0].content.find(R"("name":"get_weather")"), std::string::npos) << r.messages[0].content;
-  EXPECT_NE(r.messages[0].content.find("<tool_call>\n{\"name\": \"FUNCTION_NAME\""), std::string::npos);
-  EXPECT_FALSE(chat(R"("tools": [])").tools.active());
+  ASSERT_EQ(turns(r).size(), 2u);
+  EXPECT_EQ(turns(r)[0].role, "system");
+  EXPECT_NE(turns(r)[0].content.find(R"("name":"get_weather")"), std::string::npos) << turns(r)[0].content;
+  EXPECT_NE(turns(r)[0].content.find("<tool_call>\n{\"name\": \"FUNCTION_NAME\""), std::string::npos);
+  EXPECT_FALSE(chat(R"("tools": [])").conversation.tool_request.active());
 }
 
 TEST(ToolsRequest, ToolChoice) {
   const std::string tools = std::string(R"("tools": [)") + kWeatherTool + ", " + kTimeTool + "], ";
-  EXPECT_EQ(chat(tools + R"("tool_choice": "required")").tools.mode, ToolChoiceMode::kRequired);
-  EXPECT_EQ(chat(tools + R"("tool_choice": "auto")").tools.mode, ToolChoiceMode::kAuto);
+  EXPECT_EQ(chat(tools + R"("tool_choice": "required")").conversation.tool_request.mode, ToolChoiceMode::kRequired);
+  EXPECT_EQ(chat(tools + R"("tool_choice": "auto")").conversation.tool_request.mode, ToolChoiceMode::kAuto);
   const ChatRequest none = chat(tools + R"("tool_choice": "none")");
-  EXPECT_FALSE(none.tools.active());
-  EXPECT_EQ(none.messages.size(), 1u);  // no tool text in the prompt
+  EXPECT_FALSE(none.conversation.tool_request.active());
+  EXPECT_EQ(turns(none).size(), 1u);  // no tool text in the prompt
   const ChatRequest named = chat(
       tools + R"("tool_choice": {"type": "function", "function": {"name": "get_time"}}, "parallel_tool_calls": false)");
-  EXPECT_EQ(named.tools.mode, ToolChoiceMode::kNamed);
-  EXPECT_EQ(named.tools.named, "get_time");
-  EXPECT_FALSE(named.tools.parallel);
-  EXPECT_NE(named.messages[0].content.find(R"(You must call the function "get_time".)"), std::string::npos);
-  EXPECT_FALSE(chat(R"("tool_choice": "none")").tools.active());
-  EXPECT_FALSE(chat(R"("tool_choice": "auto", "parallel_tool_calls": true)").tools.active());
+  EXPECT_EQ(named.conversation.tool_request.mode, ToolChoiceMode::kNamed);
+  EXPECT_EQ(named.conversation.tool_request.named, "get_time");
+  EXPECT_FALSE(named.conversation.tool_request.parallel);
+  EXPECT_NE(turns(named)[0].content.find(R"(You must call the function "get_time".)"), std::string::npos);
+  EXPECT_FALSE(chat(R"("tool_choice": "none")").conversation.tool_request.active());
+  EXPECT_FALSE(chat(R"("tool_choice": "auto", "parallel_tool_calls": true)").conversation.tool_request.active());
 }
 
 TEST(ToolsRequest, Errors) {
@@ -133,20 +141,20 @@ TEST(ToolsRequest, AssistantToolCallsAndToolResults) {
         {"role": "tool", "tool_call_id": "call_2", "content": [{"type": "text", "text": "21 C"}]},
         {"role": "user", "content": "Thanks. Which is warmer?"}]})",
                                            kToolLimits);
-  ASSERT_EQ(r.messages.size(), 4u);
-  EXPECT_EQ(r.messages[0].role, "system");
-  EXPECT_EQ(r.messages[0].content.rfind("Be brief.\n\nYou can call", 0), 0u) << r.messages[0].content;
-  EXPECT_EQ(r.messages[2].role, "assistant");
-  EXPECT_EQ(r.messages[2].content,
+  ASSERT_EQ(turns(r).size(), 4u);
+  EXPECT_EQ(turns(r)[0].role, "system");
+  EXPECT_EQ(turns(r)[0].content.rfind("Be brief.\n\nYou can call", 0), 0u) << turns(r)[0].content;
+  EXPECT_EQ(turns(r)[2].role, "assistant");
+  EXPECT_EQ(turns(r)[2].content,
             "<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Paris\"}}\n</tool_call>\n"
             "<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\":\"Rome\"}}\n</tool_call>");
-  EXPECT_EQ(r.messages[3].role, "user");
-  EXPECT_EQ(r.messages[3].content,
+  EXPECT_EQ(turns(r)[3].role, "user");
+  EXPECT_EQ(turns(r)[3].content,
             "<tool_response>\n18 C\n</tool_response>\n<tool_response>\n21 C\n</tool_response>\n\n"
             "Thanks. Which is warmer?");
   // Gemma's strict alternation accepts the rendered conversation.
-  EXPECT_NO_THROW(tokenizer::render_chat(tokenizer::ChatTemplateKind::Gemma, r.messages, true, ""));
-  EXPECT_NO_THROW(tokenizer::render_chat(tokenizer::ChatTemplateKind::Mistral, r.messages, true, ""));
+  EXPECT_NO_THROW(tokenizer::render_chat(tokenizer::ChatTemplateKind::Gemma, turns(r), true, ""));
+  EXPECT_NO_THROW(tokenizer::render_chat(tokenizer::ChatTemplateKind::Mistral, turns(r), true, ""));
 }
 
 TEST(ToolsRequest, MessageErrors) {
@@ -187,9 +195,9 @@ TEST(ToolPrompt, TokenizeRendersToolTurnsWithoutDefinitions) {
           {"id": "c", "type": "function", "function": {"name": "f", "arguments": "{}"}}]},
           {"role": "tool", "tool_call_id": "c", "content": "ok"}]})",
       kToolLimits);
-  ASSERT_EQ(t.messages.size(), 3u);
-  EXPECT_EQ(t.messages[1].content, "<tool_call>\n{\"name\": \"f\", \"arguments\": {}}\n</tool_call>");
-  EXPECT_EQ(t.messages[2].content, "<tool_response>\nok\n</tool_response>");
+  ASSERT_EQ(turns(t).size(), 3u);
+  EXPECT_EQ(turns(t)[1].content, "<tool_call>\n{\"name\": \"f\", \"arguments\": {}}\n</tool_call>");
+  EXPECT_EQ(turns(t)[2].content, "<tool_response>\nok\n</tool_response>");
 }
 
 }  // namespace

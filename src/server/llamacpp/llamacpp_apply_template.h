@@ -1,0 +1,14 @@
+// llama.cpp's POST /apply-template: a chat request's messages (and tools,
+// chat_template_kwargs, add_generation_prompt, continue_final_message)
+// rendered with the served model's chat template, answered as
+// {"prompt": TEXT} without generating; for users checking what prompt a
+// conversation becomes. The same text `tokenmill template` prints.
+#pragma once
+
+#include "server/serving_context.h"
+
+namespace tokenmill::server {
+
+void handle_apply_template(ServingContext& ctx, const HttpRequest& req, HttpResponse& res);
+
+}  // namespace tokenmill::server
