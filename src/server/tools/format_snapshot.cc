@@ -44,13 +44,7 @@ class SnapshotParser final : public FormatParser {
     text_ += text;
     return report(/*final=*/false);
   }
-  ParsedOutput finish() override {
-    ParsedOutput out = report(/*final=*/true);
-    text_.clear();
-    content_size_ = reasoning_size_ = 0;
-    args_sizes_.clear();
-    return out;
-  }
+  ParsedOutput finish() override { return report(/*final=*/true); }
   int num_calls() const override { return static_cast<int>(args_sizes_.size()); }
 
  private:
