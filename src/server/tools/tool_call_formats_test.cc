@@ -105,29 +105,33 @@ TEST(ToolCallFormats, Qwen3Coder) {
       "<tool_call>\n<function=get_weather>\n<parameter=city>\nParis, \"FR\"\n</parameter>\n<parameter=days>\n3\n"
       "</parameter>\n<parameter=opts>\n{\"unit\": \"C\"}\n</parameter>\n</function>\n</tool_call>";
   const std::string args = R"({"city": "Paris, \"FR\"", "days": 3, "opts": {"unit": "C"}})";
-  expect_cases(
-      ToolCallFormat::kQwen3Coder,
-      {{call, "", {{"get_weather", args}}},
-       {"Let me look.\n\n" + call + "\n" + call + "\nDone", "Let me look.Done", {{"get_weather", args}, {"get_weather", args}}},
-       {"<tool_call>\n<function=now>\n</function>\n</tool_call>", "", {{"now", "{}"}}},
-       {"<tool_call>\n<function=f>\n<parameter=s>\ntrue story\n</parameter>\n<parameter=t>\nline1\nline2\n</parameter>\n"
-        "</function>\n</tool_call>",
-        "",
-        {{"f", R"({"s": "true story", "t": "line1\nline2"})"}}},
-       // Hermes JSON inside the tag is accepted too.
-       {"<tool_call>\n{\"name\": \"f\", \"arguments\": {\"a\": 1}}\n</tool_call>", "", {{"f", "{\"a\": 1}"}}},
-       // Cut short: the open value and object are closed.
-       {"<tool_call>\n<function=f>\n<parameter=q>\nhello wor", "", {{"f", R"({"q": "hello wor"})"}}},
-       {"<tool_call>\n<function=f>\n<parameter=n>\n12", "", {{"f", R"({"n": 12})"}}},
-       // Malformed: content, as written.
-       {"<tool_call>\n<func=x>\n</tool_call> ok", "<tool_call>\n<func=x>\n</tool_call> ok", {}},
-       {"a <tool_call", "a <tool_call", {}}});
+  expect_cases(ToolCallFormat::kQwen3Coder,
+               {{call, "", {{"get_weather", args}}},
+                {"Let me look.\n\n" + call + "\n" + call + "\nDone",
+                 "Let me look.Done",
+                 {{"get_weather", args}, {"get_weather", args}}},
+                {"<tool_call>\n<function=now>\n</function>\n</tool_call>", "", {{"now", "{}"}}},
+                {"<tool_call>\n<function=f>\n<parameter=s>\ntrue "
+                 "story\n</parameter>\n<parameter=t>\nline1\nline2\n</parameter>\n"
+                 "</function>\n</tool_call>",
+                 "",
+                 {{"f", R"({"s": "true story", "t": "line1\nline2"})"}}},
+                // Hermes JSON inside the tag is accepted too.
+                {"<tool_call>\n{\"name\": \"f\", \"arguments\": {\"a\": 1}}\n</tool_call>", "", {{"f", "{\"a\": 1}"}}},
+                // Cut short: the open value and object are closed.
+                {"<tool_call>\n<function=f>\n<parameter=q>\nhello wor", "", {{"f", R"({"q": "hello wor"})"}}},
+                {"<tool_call>\n<function=f>\n<parameter=n>\n12", "", {{"f", R"({"n": 12})"}}},
+                // Malformed: content, as written.
+                {"<tool_call>\n<func=x>\n</tool_call> ok", "<tool_call>\n<func=x>\n</tool_call> ok", {}},
+                {"a <tool_call", "a <tool_call", {}}});
 }
 
 TEST(ToolCallFormats, Llama3Json) {
   expect_cases(
       ToolCallFormat::kLlama3Json,
-      {{"{\"name\": \"get_weather\", \"parameters\": {\"city\": \"Paris\"}}", "", {{"get_weather", "{\"city\": \"Paris\"}"}}},
+      {{"{\"name\": \"get_weather\", \"parameters\": {\"city\": \"Paris\"}}",
+        "",
+        {{"get_weather", "{\"city\": \"Paris\"}"}}},
        {"{\"type\": \"function\", \"name\": \"f\", \"arguments\": {}}; {\"name\": \"g\", \"parameters\": [1, 2]}",
         "",
         {{"f", "{}"}, {"g", "[1, 2]"}}},
@@ -144,20 +148,19 @@ TEST(ToolCallFormats, Llama3Json) {
 }
 
 TEST(ToolCallFormats, Mistral) {
-  expect_cases(
-      ToolCallFormat::kMistral,
-      {{"[TOOL_CALLS][{\"name\": \"f\", \"arguments\": {\"a\": 1}}]", "", {{"f", "{\"a\": 1}"}}},
-       {"Sure. [TOOL_CALLS] [{\"name\": \"f\", \"arguments\": {}, \"id\": \"abc123XYZ\"}, {\"name\": \"g\", "
-        "\"arguments\": {\"s\": \"]\"}}]",
-        "Sure.",
-        {{"f", "{}"}, {"g", "{\"s\": \"]\"}"}}},
-       {"[TOOL_CALLS]get_weather[ARGS]{\"city\": \"Paris\"}[TOOL_CALLS]get_time[ARGS]{}",
-        "",
-        {{"get_weather", "{\"city\": \"Paris\"}"}, {"get_time", "{}"}}},
-       {"[TOOL_CALLS]f[CALL_ID]a1b2c3d4e[ARGS]{\"x\": [1]}", "", {{"f", "{\"x\": [1]}"}}},
-       {"[TOOL_CALLS]oops no call", "[TOOL_CALLS]oops no call", {}},
-       {"[TOOL_CALLS][{\"name\": \"f\", \"argu", "[TOOL_CALLS][{\"name\": \"f\", \"argu", {}},
-       {"[TOOL_CALLS]f[ARGS]{\"a\": \"tru", "", {{"f", "{\"a\": \"tru"}}}});
+  expect_cases(ToolCallFormat::kMistral,
+               {{"[TOOL_CALLS][{\"name\": \"f\", \"arguments\": {\"a\": 1}}]", "", {{"f", "{\"a\": 1}"}}},
+                {"Sure. [TOOL_CALLS] [{\"name\": \"f\", \"arguments\": {}, \"id\": \"abc123XYZ\"}, {\"name\": \"g\", "
+                 "\"arguments\": {\"s\": \"]\"}}]",
+                 "Sure.",
+                 {{"f", "{}"}, {"g", "{\"s\": \"]\"}"}}},
+                {"[TOOL_CALLS]get_weather[ARGS]{\"city\": \"Paris\"}[TOOL_CALLS]get_time[ARGS]{}",
+                 "",
+                 {{"get_weather", "{\"city\": \"Paris\"}"}, {"get_time", "{}"}}},
+                {"[TOOL_CALLS]f[CALL_ID]a1b2c3d4e[ARGS]{\"x\": [1]}", "", {{"f", "{\"x\": [1]}"}}},
+                {"[TOOL_CALLS]oops no call", "[TOOL_CALLS]oops no call", {}},
+                {"[TOOL_CALLS][{\"name\": \"f\", \"argu", "[TOOL_CALLS][{\"name\": \"f\", \"argu", {}},
+                {"[TOOL_CALLS]f[ARGS]{\"a\": \"tru", "", {{"f", "{\"a\": \"tru"}}}});
 }
 
 TEST(ToolCallFormats, DeepSeekV3) {
@@ -224,8 +227,12 @@ TEST(ToolCallFormats, Functionary) {
   expect_cases(
       ToolCallFormat::kFunctionary,
       {{"<function=get_weather>{\"city\": \"Paris\"}</function>", "", {{"get_weather", "{\"city\": \"Paris\"}"}}},
-       {"Sure.<function=f>{}</function><function=g>{\"a\": [1]}</function>", "Sure.", {{"f", "{}"}, {"g", "{\"a\": [1]}"}}},
-       {">>>all\nLet me check.>>>get_weather\n{\"city\": \"Paris\"}", "Let me check.", {{"get_weather", "{\"city\": \"Paris\"}"}}},
+       {"Sure.<function=f>{}</function><function=g>{\"a\": [1]}</function>",
+        "Sure.",
+        {{"f", "{}"}, {"g", "{\"a\": [1]}"}}},
+       {">>>all\nLet me check.>>>get_weather\n{\"city\": \"Paris\"}",
+        "Let me check.",
+        {{"get_weather", "{\"city\": \"Paris\"}"}}},
        {"get_time\n{}>>>f\n{\"x\": 1}", "", {{"get_time", "{}"}, {"f", "{\"x\": 1}"}}},
        {"all\nHello there", "Hello there", {}},
        {"Hello\nworld", "Hello\nworld", {}},
