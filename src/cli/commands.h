@@ -9,6 +9,7 @@ namespace tokenmill::cli {
 
 void add_inspect_command(CLI::App& app);
 void add_tokenize_command(CLI::App& app);
+void add_template_command(CLI::App& app);  // `template`: render a chat template
 void add_grammar_command(CLI::App& app);
 void add_run_command(CLI::App& app);
 void add_convert_command(CLI::App& app);

@@ -12,6 +12,7 @@ int main(int argc, char** argv) {
   app.set_version_flag("--version", "tokenmill 0.1.0");
   // Subcommands are added here as each one lands; every one lives in its own file.
   tokenmill::cli::add_tokenize_command(app);
+  tokenmill::cli::add_template_command(app);
   tokenmill::cli::add_grammar_command(app);
   tokenmill::cli::add_inspect_command(app);
   tokenmill::cli::add_synth_command(app);

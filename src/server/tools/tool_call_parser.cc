@@ -1,95 +1,31 @@
 #include "server/tools/tool_call_parser.h"
 
-#include <nlohmann/json.hpp>
-
-#include "server/tools/tool_prompt.h"
+#include "server/tools/format_parser.h"
 
 namespace tokenmill::server {
 namespace {
 
-// A header longer than this is not one the grammar produces (names are at
-// most 64 bytes): the text is content.
-constexpr size_t kMaxHeaderBytes = 1024;
-
-bool is_space(char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r'; }
-
-std::string_view rstrip(std::string_view s) {
-  while (!s.empty() && is_space(s.back())) s.remove_suffix(1);
-  return s;
+std::unique_ptr<tools_internal::FormatParser> make_format_parser(ToolCallFormat format) {
+  using namespace tools_internal;
+  switch (format) {
+    case ToolCallFormat::kHermes: return make_hermes_parser();
+    case ToolCallFormat::kQwen3Coder: return make_snapshot_parser(parse_qwen3_coder);
+    case ToolCallFormat::kLlama3Json: return make_snapshot_parser(parse_llama3_json);
+    case ToolCallFormat::kMistral: return make_snapshot_parser(parse_mistral);
+    case ToolCallFormat::kDeepSeekV3: return make_snapshot_parser(parse_deepseek_v3);
+    case ToolCallFormat::kGptOss: return make_snapshot_parser(parse_gpt_oss);
+    case ToolCallFormat::kCommandR: return make_snapshot_parser(parse_command_r);
+    case ToolCallFormat::kGranite: return make_snapshot_parser(parse_granite);
+    case ToolCallFormat::kFunctionary: return make_snapshot_parser(parse_functionary);
+  }
+  return make_hermes_parser();
 }
-
-// The length of the longest suffix of `s` that is a proper prefix of `word`.
-size_t partial_suffix(std::string_view s, std::string_view word) {
-  for (size_t k = std::min(s.size(), word.size() - 1); k > 0; --k)
-    if (s.substr(s.size() - k) == word.substr(0, k)) return k;
-  return 0;
-}
-
-enum class Match { kYes, kMore, kNo };
-
-struct HeaderMatch {
-  Match match = Match::kNo;
-  size_t end = 0;  // kYes: bytes the header took
-  std::string name;
-};
-
-// Matches ws '{' ws "\"name\"" ws ':' ws STRING ws ',' ws "\"arguments\"" ws ':'
-// at the start of `s` (what follows `<tool_call>`).
-class HeaderMatcher {
- public:
-  explicit HeaderMatcher(std::string_view s) : s_(s) {}
-
-  HeaderMatch run() {
-    for (std::string_view word : {"{", "\"name\"", ":"})
-      if (Match m = literal(word); m != Match::kYes) return {m, 0, {}};
-    HeaderMatch out;
-    if (Match m = string(out.name); m != Match::kYes) return {m, 0, {}};
-    for (std::string_view word : {",", "\"arguments\"", ":"})
-      if (Match m = literal(word); m != Match::kYes) return {m, 0, {}};
-    out.match = Match::kYes;
-    out.end = i_;
-    return out;
-  }
-
- private:
-  Match literal(std::string_view word) {
-    while (i_ < s_.size() && is_space(s_[i_])) ++i_;
-    const size_t n = std::min(word.size(), s_.size() - i_);
-    if (s_.substr(i_, n) != word.substr(0, n)) return Match::kNo;
-    if (n < word.size()) return Match::kMore;
-    i_ += n;
-    return Match::kYes;
-  }
-
-  // A JSON string, decoded into `out`.
-  Match string(std::string& out) {
-    while (i_ < s_.size() && is_space(s_[i_])) ++i_;
-    if (i_ == s_.size()) return Match::kMore;
-    if (s_[i_] != '"') return Match::kNo;
-    for (size_t j = i_ + 1; j < s_.size(); ++j) {
-      if (static_cast<unsigned char>(s_[j]) < 0x20) return Match::kNo;
-      if (s_[j] == '\\') {
-        ++j;
-        continue;
-      }
-      if (s_[j] != '"') continue;
-      const nlohmann::json v = nlohmann::json::parse(s_.substr(i_, j + 1 - i_), nullptr, /*allow_exceptions=*/false);
-      if (!v.is_string()) return Match::kNo;
-      out = v.get<std::string>();
-      i_ = j + 1;
-      return Match::kYes;
-    }
-    return Match::kMore;
-  }
-
-  std::string_view s_;
-  size_t i_ = 0;
-};
 
 }  // namespace
 
 void ParsedOutput::append(ParsedOutput&& more) {
   content += more.content;
+  reasoning += more.reasoning;
   for (ToolCallDelta& d : more.calls) {
     if (!calls.empty() && calls.back().index == d.index && d.name.empty()) {
       calls.back().arguments += d.arguments;
@@ -99,163 +35,22 @@ void ParsedOutput::append(ParsedOutput&& more) {
   }
 }
 
-void ToolCallParser::emit_content(ParsedOutput& out, std::string_view text) {
-  if (after_call_) {
-    while (!text.empty() && is_space(text.front())) text.remove_prefix(1);
-    if (text.empty()) return;
-    after_call_ = false;
-  }
-  out.content += text;
-}
+ToolCallParser::ToolCallParser(ToolCallFormat format) : format_(format), impl_(make_format_parser(format)) {}
+ToolCallParser::~ToolCallParser() = default;
+ToolCallParser::ToolCallParser(ToolCallParser&&) noexcept = default;
+ToolCallParser& ToolCallParser::operator=(ToolCallParser&&) noexcept = default;
 
-void ToolCallParser::emit_args(ParsedOutput& out, std::string_view text) {
-  if (!args_begun_)
-    while (!text.empty() && is_space(text.front())) text.remove_prefix(1);
-  if (text.empty()) return;
-  args_begun_ = true;
-  const int index = num_calls_ - 1;
-  if (!out.calls.empty() && out.calls.back().index == index) {
-    out.calls.back().arguments += text;
-  } else {
-    out.calls.push_back({index, "", std::string(text)});
-  }
-}
+ParsedOutput ToolCallParser::feed(std::string_view text) { return impl_->feed(text); }
+ParsedOutput ToolCallParser::finish() { return impl_->finish(); }
+int ToolCallParser::num_calls() const { return impl_->num_calls(); }
 
-bool ToolCallParser::step_text(ParsedOutput& out) {
-  const size_t p = buf_.find(kToolCallOpen);
-  if (p != std::string::npos) {
-    emit_content(out, rstrip(std::string_view(buf_).substr(0, p)));
-    buf_.erase(0, p + kToolCallOpen.size());
-    state_ = State::kHeader;
-    return true;
-  }
-  // Hold back what may still become "<tool_call>", and trailing whitespace
-  // (dropped if a call follows).
-  size_t end = buf_.size() - partial_suffix(buf_, kToolCallOpen);
-  while (end > 0 && is_space(buf_[end - 1])) --end;
-  emit_content(out, std::string_view(buf_).substr(0, end));
-  buf_.erase(0, end);
-  return false;
-}
-
-bool ToolCallParser::step_header(ParsedOutput& out) {
-  HeaderMatch m = HeaderMatcher(buf_).run();
-  if (m.match == Match::kMore && buf_.size() <= kMaxHeaderBytes) return false;
-  if (m.match != Match::kYes) {  // not a call after all: the tag is content
-    emit_content(out, kToolCallOpen);
-    state_ = State::kText;
-    return true;
-  }
-  out.calls.push_back({num_calls_, std::move(m.name), ""});
-  ++num_calls_;
-  buf_.erase(0, m.end);
-  args_begun_ = false;
-  lex_ = {};
-  state_ = State::kArgs;
-  return true;
-}
-
-void ToolCallParser::JsonLexer::step(char c) {
-  if (escape) {
-    escape = false;
-  } else if (in_string) {
-    escape = c == '\\';
-    in_string = c != '"';
-  } else if (c == '"') {
-    in_string = true;
-  } else if (c == '{' || c == '[') {
-    ++depth;
-  } else if ((c == '}' || c == ']') && depth > 0) {
-    closed = --depth == 0;
-  }
-}
-
-bool ToolCallParser::end_call(size_t tag_at) {
-  buf_.erase(0, tag_at + kToolCallClose.size());
-  lex_ = {};
-  after_call_ = true;
-  state_ = State::kText;
-  return true;
-}
-
-bool ToolCallParser::step_args(ParsedOutput& out) {
-  // An object or array argument ends where its brackets balance; the
-  // closing tag counts only outside JSON strings (an argument may well hold
-  // the text "</tool_call>").
-  JsonLexer lex = lex_;
-  size_t j = 0;
-  for (; j < buf_.size() && !lex.closed; ++j) {
-    if (!lex.in_string && buf_.compare(j, kToolCallClose.size(), kToolCallClose) == 0) break;
-    lex.step(buf_[j]);
-  }
-  if (lex.closed) {  // ARGS is buf_[0, j); the rest is the wrapper
-    emit_args(out, std::string_view(buf_).substr(0, j));
-    buf_.erase(0, j);
-    lex_ = lex;
-    const size_t tag = buf_.find(kToolCallClose);
-    return tag != std::string::npos && end_call(tag);
-  }
-  if (j < buf_.size()) {  // the tag, after a scalar (or malformed) argument
-    std::string_view args = rstrip(std::string_view(buf_).substr(0, j));
-    if (!args.empty() && args.back() == '}') args.remove_suffix(1);  // the wrapper's
-    emit_args(out, rstrip(args));
-    return end_call(j);
-  }
-  // A scalar argument may be followed by the wrapper: hold back ws '}' ws
-  // and a start of "</tool_call>" until it is clear.
-  size_t end = buf_.size();
-  if (lex.depth == 0 && !lex.in_string) {
-    end -= partial_suffix(buf_, kToolCallClose);
-    while (end > 0 && is_space(buf_[end - 1])) --end;
-    if (end > 0 && buf_[end - 1] == '}') --end;
-    while (end > 0 && is_space(buf_[end - 1])) --end;
-  }
-  for (size_t k = 0; k < end; ++k) lex_.step(buf_[k]);
-  emit_args(out, std::string_view(buf_).substr(0, end));
-  buf_.erase(0, end);
-  return false;
-}
-
-ParsedOutput ToolCallParser::feed(std::string_view text) {
-  buf_ += text;
-  ParsedOutput out;
-  for (bool more = true; more;) {
-    switch (state_) {
-      case State::kText: more = step_text(out); break;
-      case State::kHeader: more = step_header(out); break;
-      case State::kArgs: more = step_args(out); break;
-    }
-  }
-  return out;
-}
-
-ParsedOutput ToolCallParser::finish() {
-  ParsedOutput out = feed("");
-  switch (state_) {
-    case State::kText:
-      // Plain text keeps its trailing whitespace; after calls it is dropped.
-      emit_content(out, num_calls_ > 0 ? rstrip(buf_) : std::string_view(buf_));
-      break;
-    case State::kHeader:
-      // Cut inside a call's header: the call has no name yet, so it cannot
-      // be reported as one, and its syntax must not surface as content.
-      if (HeaderMatcher(buf_).run().match == Match::kNo) emit_content(out, std::string(kToolCallOpen) + buf_);
-      break;
-    case State::kArgs:  // cut short: the arguments as far as they were written
-      if (!lex_.closed) emit_args(out, buf_);
-      break;
-  }
-  buf_.clear();
-  state_ = State::kText;
-  return out;
-}
-
-ParsedChoice parse_tool_calls(std::string_view text) {
-  ToolCallParser parser;
+ParsedChoice parse_tool_calls(std::string_view text, ToolCallFormat format) {
+  ToolCallParser parser(format);
   ParsedOutput all = parser.feed(text);
   all.append(parser.finish());
   ParsedChoice out;
   out.content = std::move(all.content);
+  out.reasoning = std::move(all.reasoning);
   for (ToolCallDelta& d : all.calls) {
     if (static_cast<size_t>(d.index) >= out.calls.size()) out.calls.resize(static_cast<size_t>(d.index) + 1);
     ToolCallOutput& c = out.calls[static_cast<size_t>(d.index)];

@@ -1,29 +1,42 @@
-// A choice's generated text -> content and tool calls, incrementally, for
-// streaming and whole responses alike (a whole response feeds all its text
-// at once, so both report the same calls and arguments byte for byte).
+// A choice's generated text -> content, reasoning and tool calls,
+// incrementally, for streaming and whole responses alike (a whole response
+// feeds all its text at once, so both report the same calls and arguments
+// byte for byte). The wire format is one of tool_call_format.h.
 //
-// A call is `<tool_call>` ws `{"name": "NAME", "arguments": ARGS}` ws
-// `</tool_call>` (tool_prompt.h); ARGS is reported as the model wrote it
-// (JSON text, outer whitespace trimmed): an object or array ends where its
-// brackets balance (outside strings), a scalar at the `}` before the
-// closing tag. Text outside calls is content;
-// whitespace next to a call (before, between, after) is dropped. A
-// `<tool_call>` not followed by that header is content, as written.
+// Every format follows the same rules:
+//  - ARGS is reported as the model wrote it (JSON text, outer whitespace
+//    trimmed): an object or array ends where its brackets balance (outside
+//    strings). kQwen3Coder's XML parameters become a JSON object text (a
+//    value that is JSON stays as written, any other is a JSON string), and
+//    kLlama3Json's `N.call(k=v)` one with the Python literals as JSON.
+//  - Text outside calls is content; whitespace next to a call (before,
+//    between, after) is dropped. Syntax that does not turn into a call
+//    (a malformed or unknown header) is content, as written.
+//  - kGptOss's analysis channel is reported as `reasoning` (the only format
+//    that fills it; think spans of other families are ReasoningParser's).
 //
 // Streaming: feed() returns only what can no longer change: text that may
-// still turn into `<tool_call>` (a suffix such as "<tool_") and trailing
-// whitespace wait for the next piece, a call's name is reported once its
-// header is complete, and (for a scalar ARGS only) a tail that may be the
-// wrapper's closing `}` waits too. finish() releases everything held back: a call
-// cut short (max_tokens) keeps its arguments as far as they were written;
-// one cut before its header was complete (it has no name) is dropped.
+// still begin a call (a suffix such as "<tool_") and trailing whitespace
+// wait for the next piece, a call's name is reported once its header is
+// complete, and its arguments as they arrive (less a tail that may still
+// be the wrapper). finish() releases everything held back: a call cut
+// short (max_tokens) keeps its arguments as far as they were written; one
+// cut before its header was complete is dropped (kHermes) or, for the
+// other formats when no call came before it, returned as content.
+//
+// Cost: kHermes is linear in the text; the other formats re-scan the text
+// received so far at each feed() (quadratic in the number of pieces, which
+// the output length bounds: about 1 ms per feed at 32 KiB).
 //
 // Not thread-safe; one per choice.
 #pragma once
 
+#include <memory>
 #include <string>
 #include <string_view>
 #include <vector>
+
+#include "server/tools/tool_call_format.h"
 
 namespace tokenmill::server {
 
@@ -36,48 +49,34 @@ struct ToolCallDelta {
 
 struct ParsedOutput {
   std::string content;
+  std::string reasoning;             // kGptOss's analysis channel only
   std::vector<ToolCallDelta> calls;  // in order; at most one entry per (index, first) piece
 
-  bool empty() const { return content.empty() && calls.empty(); }
+  bool empty() const { return content.empty() && reasoning.empty() && calls.empty(); }
   void append(ParsedOutput&& more);
 };
 
+namespace tools_internal {
+class FormatParser;
+}
+
 class ToolCallParser {
  public:
+  explicit ToolCallParser(ToolCallFormat format = ToolCallFormat::kHermes);
+  ~ToolCallParser();
+  ToolCallParser(ToolCallParser&&) noexcept;
+  ToolCallParser& operator=(ToolCallParser&&) noexcept;
+
   ParsedOutput feed(std::string_view text);
   ParsedOutput finish();
 
   // Calls started so far (a call counts once its header is complete).
-  int num_calls() const { return num_calls_; }
+  int num_calls() const;
+  ToolCallFormat format() const { return format_; }
 
  private:
-  enum class State { kText, kHeader, kArgs };
-
-  // Where the arguments' JSON text stands: inside a string or not, how
-  // deep in brackets, and whether an object or array value has closed.
-  struct JsonLexer {
-    bool in_string = false;
-    bool escape = false;
-    int depth = 0;
-    bool closed = false;
-    void step(char c);
-  };
-
-  // Each returns false when it needs more text.
-  bool step_text(ParsedOutput& out);
-  bool step_header(ParsedOutput& out);
-  bool step_args(ParsedOutput& out);
-  void emit_content(ParsedOutput& out, std::string_view text);
-  void emit_args(ParsedOutput& out, std::string_view text);
-  // Ends the current call at buf_[tag_at] (its closing tag); returns true.
-  bool end_call(size_t tag_at);
-
-  State state_ = State::kText;
-  std::string buf_;  // text received and not yet reported
-  int num_calls_ = 0;
-  bool after_call_ = false;  // no content reported since the last call ended
-  bool args_begun_ = false;  // the current call reported a non-space byte of ARGS
-  JsonLexer lex_;            // the lexer's state at buf_[0] (kArgs)
+  ToolCallFormat format_;
+  std::unique_ptr<tools_internal::FormatParser> impl_;
 };
 
 // Merged result of a whole output.
@@ -87,8 +86,9 @@ struct ToolCallOutput {
 };
 struct ParsedChoice {
   std::string content;
+  std::string reasoning;
   std::vector<ToolCallOutput> calls;
 };
-ParsedChoice parse_tool_calls(std::string_view text);
+ParsedChoice parse_tool_calls(std::string_view text, ToolCallFormat format = ToolCallFormat::kHermes);
 
 }  // namespace tokenmill::server

@@ -1,0 +1,163 @@
+#include "jinja/render.h"
+
+#include <fmt/format.h>
+
+namespace tokenmill::jinja {
+
+void fail_render(const std::string& message) { throw TemplateError(ErrorKind::kRender, 0, 0, message); }
+void fail_limit(const std::string& message) { throw TemplateError(ErrorKind::kLimit, 0, 0, message); }
+
+Value make_undefined(const std::string& hint) {
+  Value v;
+  v.s = hint;
+  return v;
+}
+
+std::string undefined_message(const Value& v) { return v.s.empty() ? "value is undefined" : v.s; }
+
+Renderer::Renderer(const nlohmann::ordered_json& context, const Limits& limits)
+    : limits_(limits), context_(Value::from_json(context)), start_(std::chrono::steady_clock::now()) {
+  if (!context_.is_dict()) context_ = Value::new_dict();
+  frames_.resize(8);
+  num_frames_ = 1;
+}
+
+std::string Renderer::run(const StmtList& body) { return capture(body); }
+
+void Renderer::check_size(size_t bytes) const {
+  if (bytes > limits_.max_output_bytes) {
+    fail_limit(fmt::format("the output would exceed max_output_bytes ({} bytes)", limits_.max_output_bytes));
+  }
+}
+
+void Renderer::write(std::string_view text) {
+  check_size(out_->size() + text.size());
+  out_->append(text);
+}
+
+void Renderer::check_time() const {
+  const std::chrono::duration<double> elapsed = std::chrono::steady_clock::now() - start_;
+  if (elapsed.count() > limits_.max_seconds) fail_limit("the render took longer than max_seconds");
+}
+
+std::string Renderer::capture(const StmtList& body) {
+  std::string buffer;
+  std::string* saved = out_;
+  out_ = &buffer;
+  try {
+    exec_body(body);
+  } catch (...) {
+    out_ = saved;
+    throw;
+  }
+  out_ = saved;
+  return buffer;
+}
+
+void Renderer::exec_body(const StmtList& body) {
+  for (const StmtPtr& s : body) {
+    tick();
+    try {
+      s->exec(*this);
+    } catch (const TemplateError& e) {
+      if (e.line() != 0) throw;
+      throw TemplateError(e.kind(), s->line, s->column, e.detail());
+    }
+    if (flow != Flow::kNormal) return;
+  }
+}
+
+Value Renderer::lookup(const std::string& name) const {
+  for (size_t n = num_frames_; n-- > floor_;) {
+    for (const auto& [k, v] : frames_[n]) {
+      if (k == name) return v;
+    }
+  }
+  if (floor_ > 0) {
+    for (const auto& [k, v] : frames_[0]) {
+      if (k == name) return v;
+    }
+  }
+  if (const Value* v = context_.dict->find(std::string_view(name))) return *v;
+  Value g = lookup_global(name);
+  if (!g.is_undefined()) return g;
+  return make_undefined("'" + name + "' is undefined");
+}
+
+void Renderer::assign(const std::string& name, Value value) {
+  Frame& frame = frames_[num_frames_ - 1];
+  for (auto& [k, v] : frame) {
+    if (k == name) {
+      v = std::move(value);
+      return;
+    }
+  }
+  frame.emplace_back(name, std::move(value));
+}
+
+void Renderer::push_frame() {
+  if (num_frames_ == frames_.size()) frames_.emplace_back();
+  frames_[num_frames_++].clear();
+}
+
+void Renderer::pop_frame() { frames_[--num_frames_].clear(); }
+
+void Renderer::enter_call() {
+  if (++depth_ > limits_.max_depth) {
+    --depth_;
+    fail_limit(fmt::format("calls nest deeper than max_depth ({})", limits_.max_depth));
+  }
+}
+
+Value Renderer::call(const Value& callee, CallArgs& args) {
+  if (callee.is_undefined()) fail_render(undefined_message(callee));
+  if (!callee.is_callable()) fail_render(fmt::format("'{}' object is not callable", callee.type_name()));
+  return callee.callable->fn(*this, args);
+}
+
+Value Renderer::call_macro(const MacroStmt& macro, CallArgs& args) {
+  enter_call();
+  const size_t saved_floor = floor_;
+  const Flow saved_flow = flow;
+  push_frame();
+  floor_ = num_frames_ - 1;
+  struct Restore {
+    Renderer& r;
+    size_t floor;
+    Flow flow;
+    ~Restore() {
+      r.pop_frame();
+      r.floor_ = floor;
+      r.flow = flow;
+      r.leave_call();
+    }
+  } restore{*this, saved_floor, saved_flow};
+  if (args.positional.size() > macro.params.size()) {
+    fail_render(fmt::format("macro '{}' takes not more than {} argument(s)", macro.name, macro.params.size()));
+  }
+  for (size_t n = 0; n < macro.params.size(); ++n) {
+    const auto& [name, def] = macro.params[n];
+    Value v = args.get(n, name);
+    if (!args.has(n, name) && def) v = def->eval(*this);
+    assign(name, std::move(v));
+  }
+  for (auto& [name, v] : args.keywords) {
+    if (name == "caller") assign(name, v);
+  }
+  flow = Flow::kNormal;
+  return Value::string(capture(macro.body));
+}
+
+Value Expr::eval(Renderer& r) const {
+  r.tick();
+  try {
+    return evaluate(r);
+  } catch (const TemplateError& e) {
+    if (e.line() != 0) throw;
+    throw TemplateError(e.kind(), line, column, e.detail());
+  } catch (const std::invalid_argument& e) {
+    throw TemplateError(ErrorKind::kRender, line, column, e.what());
+  }
+}
+
+}  // namespace tokenmill::jinja

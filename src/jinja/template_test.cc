@@ -1,0 +1,157 @@
+// Errors (kind, line, column) and the sandbox's Limits: every hostile
+// template must fail quickly with the right ErrorKind, never hang or crash.
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <string>
+
+#include "jinja/template.h"
+
+namespace tokenmill::jinja {
+namespace {
+
+const nlohmann::ordered_json kEmpty = nlohmann::ordered_json::object();
+
+std::string render(const std::string& source, const nlohmann::ordered_json& context = kEmpty,
+                   const Limits& limits = {}) {
+  return Template::parse(source).render(context, limits);
+}
+
+// Renders and returns the error; fails the test when nothing is thrown.
+TemplateError error_of(const std::string& source, const Limits& limits = {}) {
+  try {
+    render(source, kEmpty, limits);
+  } catch (const TemplateError& e) {
+    return e;
+  }
+  ADD_FAILURE() << "no error for: " << source;
+  return TemplateError(ErrorKind::kRender, 0, 0, "");
+}
+
+TEST(JinjaErrors, SyntaxErrorsNameLineAndColumn) {
+  const TemplateError e = error_of("line one\n{% if x %}\nno end");
+  EXPECT_EQ(e.kind(), ErrorKind::kSyntax);
+  EXPECT_EQ(e.line(), 3);
+  const TemplateError bad = error_of("ok\n  {{ 1 + }}");
+  EXPECT_EQ(bad.kind(), ErrorKind::kSyntax);
+  EXPECT_EQ(bad.line(), 2);
+  EXPECT_EQ(bad.column(), 10);  // the "}}" where an operand should be
+  EXPECT_EQ(std::string(bad.what()).rfind("chat template line 2, column 10: ", 0), 0u) << bad.what();
+  EXPECT_EQ(error_of("{% frobnicate %}").kind(), ErrorKind::kSyntax);
+  EXPECT_EQ(error_of("{{ 'unterminated }}").kind(), ErrorKind::kSyntax);
+  EXPECT_EQ(error_of("{# never closed").kind(), ErrorKind::kSyntax);
+  EXPECT_EQ(error_of("{% for x in y %}{% endif %}").kind(), ErrorKind::kSyntax);
+}
+
+TEST(JinjaErrors, IncludeExtendsImportAreRefused) {
+  for (const char* source :
+       {"{% include 'a' %}", "{% extends 'a' %}", "{% import 'a' as b %}", "{% from 'a' import b %}"}) {
+    EXPECT_EQ(error_of(source).kind(), ErrorKind::kSyntax) << source;
+  }
+}
+
+TEST(JinjaErrors, RaiseExceptionCarriesTheMessage) {
+  const TemplateError e = error_of("a\n{{ raise_exception('Only user and assistant roles are supported!') }}");
+  EXPECT_EQ(e.kind(), ErrorKind::kRaised);
+  EXPECT_EQ(e.line(), 2);
+  EXPECT_EQ(e.detail(), "Only user and assistant roles are supported!");
+}
+
+TEST(JinjaErrors, RuntimeErrorsAreRenderErrors) {
+  EXPECT_EQ(error_of("{{ 'a' + 1 }}").kind(), ErrorKind::kRender);
+  EXPECT_EQ(error_of("{{ missing.attr }}").kind(), ErrorKind::kRender);
+  EXPECT_EQ(error_of("{{ 1 / 0 }}").kind(), ErrorKind::kRender);
+  EXPECT_EQ(error_of("{{ none() }}").kind(), ErrorKind::kRender);
+  EXPECT_EQ(error_of("{{ [1]|nosuchfilter }}").kind(), ErrorKind::kRender);
+  EXPECT_EQ(error_of("{{ 1 is nosuchtest }}").kind(), ErrorKind::kRender);
+  const TemplateError e = error_of("x\n\n   {{ y.z }}");
+  EXPECT_EQ(e.line(), 3);
+}
+
+TEST(JinjaSandbox, MutatingMethodsAreUnsafe) {
+  // jinja2's ImmutableSandboxedEnvironment refuses these with a SecurityError.
+  EXPECT_EQ(error_of("{% set x = [] %}{{ x.append(1) }}").kind(), ErrorKind::kRender);
+  EXPECT_EQ(error_of("{% set d = {} %}{{ d.update({'a': 1}) }}").kind(), ErrorKind::kRender);
+  EXPECT_EQ(error_of("{% set x = [1] %}{{ x.pop() }}").kind(), ErrorKind::kRender);
+}
+
+TEST(JinjaSandbox, PythonInternalsAreUnreachable) {
+  EXPECT_EQ(error_of("{{ ''.__class__.__mro__ }}").kind(), ErrorKind::kRender);
+  EXPECT_EQ(error_of("{{ range.__globals__ }}").kind(), ErrorKind::kRender);
+  EXPECT_EQ(error_of("{{ ''['__class__'] }}").kind(), ErrorKind::kRender);
+  EXPECT_EQ(render("{{ ''.mro is defined }}"), "False");
+  EXPECT_EQ(error_of("{{ ''.mro() }}").kind(), ErrorKind::kRender);
+}
+
+TEST(JinjaLimits, EndlessLoopHitsTheStepLimit) {
+  const auto start = std::chrono::steady_clock::now();
+  EXPECT_EQ(error_of("{% for i in range(100000000) %}{{ i }}{% endfor %}").kind(), ErrorKind::kLimit);
+  Limits few;
+  few.max_steps = 10'000;
+  EXPECT_EQ(error_of("{% for i in range(100000) %}{% endfor %}", few).kind(), ErrorKind::kLimit);
+  EXPECT_EQ(error_of("{% for i in range(1000) %}{% for j in range(1000) %}{% endfor %}{% endfor %}", few).kind(),
+            ErrorKind::kLimit);
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(2));
+}
+
+TEST(JinjaLimits, RecursiveMacroHitsTheDepthLimit) {
+  const TemplateError e = error_of("{% macro f(n) %}{{ f(n + 1) }}{% endmacro %}{{ f(0) }}");
+  EXPECT_EQ(e.kind(), ErrorKind::kLimit);
+  Limits shallow;
+  shallow.max_depth = 5;
+  EXPECT_EQ(render("{% macro f(n) %}{% if n %}{{ f(n - 1) }}{% endif %}x{% endmacro %}{{ f(3) }}", kEmpty, shallow),
+            "xxxx");
+  EXPECT_EQ(error_of("{% macro f(n) %}{% if n %}{{ f(n - 1) }}{% endif %}{% endmacro %}{{ f(10) }}", shallow).kind(),
+            ErrorKind::kLimit);
+}
+
+TEST(JinjaLimits, DoublingStringHitsTheSizeLimit) {
+  const char* source =
+      "{% set ns = namespace(s='x') %}{% for i in range(64) %}{% set ns.s = ns.s ~ ns.s %}{% endfor %}{{ ns.s }}";
+  EXPECT_EQ(error_of(source).kind(), ErrorKind::kLimit);
+  EXPECT_EQ(error_of("{{ 'x' * 100000000 }}").kind(), ErrorKind::kLimit);
+  EXPECT_EQ(error_of("{{ ('x' * 1000000)|replace('x', 'yyyyyyyyyyyyyyyyyyyyyyyyyyyyyyy') }}").kind(),
+            ErrorKind::kLimit);
+  Limits small;
+  small.max_output_bytes = 10;
+  EXPECT_EQ(error_of("{% for i in range(20) %}ab{% endfor %}", small).kind(), ErrorKind::kLimit);
+  EXPECT_EQ(render("{% for i in range(5) %}ab{% endfor %}", kEmpty, small), "ababababab");
+}
+
+TEST(JinjaLimits, DeepNestingIsASyntaxErrorNotACrash) {
+  const std::string parens = "{{ " + std::string(100000, '(') + "1" + std::string(100000, ')') + " }}";
+  EXPECT_EQ(error_of(parens).kind(), ErrorKind::kSyntax);
+  const std::string lists = "{{ " + std::string(100000, '[') + std::string(100000, ']') + " }}";
+  EXPECT_EQ(error_of(lists).kind(), ErrorKind::kSyntax);
+  std::string ifs;
+  for (int n = 0; n < 10000; ++n) ifs += "{% if true %}";
+  EXPECT_EQ(error_of(ifs).kind(), ErrorKind::kSyntax);
+  std::string nots = "{{ ";
+  for (int n = 0; n < 100000; ++n) nots += "not ";
+  EXPECT_EQ(error_of(nots + "1 }}").kind(), ErrorKind::kSyntax);
+  EXPECT_EQ(render("{{ ((((1)))) }}"), "1");
+}
+
+TEST(JinjaLimits, WallTimeIsChecked) {
+  Limits quick;
+  quick.max_seconds = 1e-9;
+  EXPECT_EQ(error_of("{% for i in range(1000000) %}{% endfor %}", quick).kind(), ErrorKind::kLimit);
+}
+
+TEST(JinjaTemplate, MentionsFindsWholeNames) {
+  const Template t = Template::parse("{% if tools %}{{ enable_thinking_x }}{% endif %}");
+  EXPECT_TRUE(t.mentions("tools"));
+  EXPECT_FALSE(t.mentions("enable_thinking"));
+  EXPECT_EQ(t.source(), "{% if tools %}{{ enable_thinking_x }}{% endif %}");
+}
+
+TEST(JinjaTemplate, TrailingNewlineIsDroppedOnce) {
+  EXPECT_EQ(render("a\n"), "a");
+  EXPECT_EQ(render("a\n\n"), "a\n");
+  ParseOptions keep;
+  keep.keep_trailing_newline = true;
+  EXPECT_EQ(Template::parse("a\n", keep).render(kEmpty), "a\n");
+}
+
+}  // namespace
+}  // namespace tokenmill::jinja

@@ -1,0 +1,119 @@
+// The values a template computes with: Python's types as chat templates use
+// them (None, bool, int, float, str, list/tuple, dict, callables) plus
+// jinja2's Undefined and namespace. Lists and dicts are shared by pointer, as
+// Python shares them, so copying a Value is cheap; strings are copied.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+namespace tokenmill::jinja {
+
+class Renderer;
+struct Value;
+struct CallArgs;
+
+struct List {
+  std::vector<Value> items;
+  bool is_tuple = false;  // prints as (a, b) instead of [a, b]
+};
+
+// Insertion-ordered, as Python dicts are; chat-template dicts are small, so
+// a linear search beats hashing.
+struct Dict {
+  std::vector<std::pair<Value, Value>> entries;
+  bool is_namespace = false;  // the only object a template may assign attributes of
+
+  const Value* find(const Value& key) const;
+  const Value* find(std::string_view key) const;
+  void set(Value key, Value value);
+};
+
+using BuiltinFn = std::function<Value(Renderer&, CallArgs&)>;
+
+struct Callable {
+  std::string name;
+  BuiltinFn fn;
+};
+
+struct Value {
+  enum class Kind : uint8_t { kUndefined, kNone, kBool, kInt, kFloat, kString, kList, kDict, kCallable };
+
+  Kind kind = Kind::kUndefined;
+  bool b = false;
+  int64_t i = 0;
+  double f = 0;
+  std::string s;
+  std::shared_ptr<List> list;
+  std::shared_ptr<Dict> dict;
+  std::shared_ptr<const Callable> callable;
+
+  static Value undefined() { return Value{}; }
+  static Value none() { return make(Kind::kNone); }
+  static Value boolean(bool v);
+  static Value integer(int64_t v);
+  static Value floating(double v);
+  static Value string(std::string v);
+  static Value new_list(std::vector<Value> items = {}, bool is_tuple = false);
+  static Value new_dict();
+  static Value function(std::string name, BuiltinFn fn);
+  static Value from_json(const nlohmann::ordered_json& json);
+
+  bool is_undefined() const { return kind == Kind::kUndefined; }
+  bool is_none() const { return kind == Kind::kNone; }
+  bool is_string() const { return kind == Kind::kString; }
+  bool is_list() const { return kind == Kind::kList; }
+  bool is_dict() const { return kind == Kind::kDict; }
+  bool is_number() const { return kind == Kind::kInt || kind == Kind::kFloat || kind == Kind::kBool; }
+  bool is_callable() const { return kind == Kind::kCallable; }
+  double as_double() const { return kind == Kind::kFloat ? f : static_cast<double>(kind == Kind::kBool ? b : i); }
+
+  bool truthy() const;
+  // Python's len(); -1 for values without one.
+  int64_t length() const;
+  const char* type_name() const;
+
+ private:
+  static Value make(Kind k) {
+    Value v;
+    v.kind = k;
+    return v;
+  }
+};
+
+struct CallArgs {
+  std::vector<Value> positional;
+  std::vector<std::pair<std::string, Value>> keywords;
+  int line = 0;
+  int column = 0;
+
+  // The argument at `index`, or the keyword `name`, or undefined.
+  Value get(size_t index, std::string_view name) const;
+  bool has(size_t index, std::string_view name) const;
+};
+
+// Python semantics of ==, <, str(), repr() and json.dumps (value_print.cc).
+bool values_equal(const Value& a, const Value& b);
+// -1, 0, 1; throws TemplateError-free std::invalid_argument for unorderable types.
+int compare_values(const Value& a, const Value& b);
+std::string to_str(const Value& v);
+std::string to_repr(const Value& v);
+void append_repr(std::string& out, const Value& v);
+std::string format_python_float(double d);
+
+struct JsonStyle {
+  int indent = -1;  // < 0: none
+  std::string item_separator = ", ";
+  std::string key_separator = ": ";
+  bool sort_keys = false;
+};
+void append_json(std::string& out, const Value& v, const JsonStyle& style, int level = 0);
+
+}  // namespace tokenmill::jinja
