@@ -11,9 +11,14 @@ rendering a chat template the way Hugging Face transformers'
   characters, which transformers does not);
 - the globals raise_exception(message), which raises, and
   strftime_now(format) = datetime.now().strftime(format);
-- render(messages=..., tools=... (here only when the conversation has
-  tools), add_generation_prompt=..., bos_token=..., eos_token=...,
-  **kwargs (the chat template kwargs, e.g. enable_thinking)).
+- render(messages=..., tools=..., add_generation_prompt=..., bos_token=...,
+  eos_token=..., **kwargs (the chat template kwargs, e.g. enable_thinking)).
+
+One deliberate difference: tools is defined only when the conversation has
+tools (as a server passes them), where transformers passes tools=None (and
+documents=None) always. With tools=None the tool-use templates of Cohere
+command-r-plus and Hermes 2/3 fail on every conversation without tools
+(they iterate over tools), a failure a server would never show.
 
 The corpus: every tests/data/chat_templates/*.jinja with every conversation
 of tests/data/chat_template_conversations.json. cases() yields

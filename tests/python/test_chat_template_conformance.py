@@ -139,14 +139,14 @@ def test_conformance(template_bin, tmp_path_factory):
     agreeing = counts.get("identical", 0) + counts.get("error-matched", 0)
     print(f"\nchat template conformance: {len(oracle.template_paths())} templates x "
           f"{len(oracle.conversations())} conversations")
-    print(f"  {'total cases':<34}{total:>5}")
-    print(f"  {'identical (of ' + str(renders) + ' jinja2 renderings)':<34}{counts.get('identical', 0):>5}")
-    print(f"  {'differing':<34}{counts.get('differing', 0):>5}")
-    print(f"  {'tokenmill error, jinja2 rendered':<34}{counts.get('unexpected-error', 0):>5}")
-    print(f"  {'expected errors matched':<34}{counts.get('error-matched', 0):>5} of {total - renders}")
-    print(f"  {'expected errors missed':<34}{counts.get('missed-error', 0):>5}")
-    print(f"  {'crashed':<34}{counts.get('crashed', 0):>5}")
-    print(f"  {'agreeing share':<34}{agreeing / total:>8.1%}")
+    print(f"  {'total cases':<42}{total:>5}")
+    print(f"  {'identical (of ' + str(renders) + ' jinja2 renderings)':<42}{counts.get('identical', 0):>5}")
+    print(f"  {'differing':<42}{counts.get('differing', 0):>5}")
+    print(f"  {'tokenmill error, jinja2 rendered':<42}{counts.get('unexpected-error', 0):>5}")
+    print(f"  {'expected errors matched':<42}{counts.get('error-matched', 0):>5} of {total - renders}")
+    print(f"  {'expected errors missed':<42}{counts.get('missed-error', 0):>5}")
+    print(f"  {'crashed':<42}{counts.get('crashed', 0):>5}")
+    print(f"  {'agreeing share':<42}{agreeing / total:>8.1%}")
     bad = [(oracle.case_id(c), v, d) for c, (v, d) in zip(cases, verdicts)
            if v not in ("identical", "error-matched")]
     for cid, verdict, detail in bad:
