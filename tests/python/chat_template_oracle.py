@@ -178,12 +178,15 @@ def render_expected(case):
 
 def _stats():
     start = time.perf_counter()
+    paths = template_paths()
+    uncompiled = [p for p in paths if isinstance(_compile(p), str)]
+    compiled_at = time.perf_counter()
     results = [(case, render_expected(case)) for case in cases()]
-    elapsed = time.perf_counter() - start
+    done = time.perf_counter()
     errors = [(case_id(c), r[1]) for c, r in results if r[0] == "error"]
-    print(f"templates {len(template_paths())}, conversations {len(conversations())}, "
-          f"cases {len(results)}, jinja2 errors {len(errors)}, "
-          f"wall time {elapsed:.2f} s (compiling included)")
+    print(f"templates {len(paths)} ({len(uncompiled)} not compiling), conversations {len(conversations())}, "
+          f"cases {len(results)}, jinja2 errors {len(errors)}; wall time {done - start:.2f} s "
+          f"(compiling {compiled_at - start:.2f} s, rendering {done - compiled_at:.2f} s)")
     for cid, message in errors:
         print(f"  error  {cid}: {message[:120]}")
 
