@@ -9,7 +9,8 @@ fails (a compile error, raise_exception, any runtime error) and tokenmill
 exits non-zero (with a message, without a crash). At least 95 % of all cases
 must agree, and every jinja2 error must be an error in tokenmill; the
 summary table and the first differing position of each differing case are
-printed (pytest -s)."""
+printed (pytest -s); with TOKENMILL_ARTIFACTS set (ctest sets it) the whole
+expected and actual texts of each disagreement are written there."""
 import json
 import os
 import subprocess
@@ -124,9 +125,23 @@ def test_conformance(template_bin, tmp_path_factory):
     expected = [oracle.render_expected(case) for case in cases]
     files = [_conversation_files(tmp_dir, conv) for _, conv in cases]
 
+    artifacts = os.environ.get("TOKENMILL_ARTIFACTS")
+
     def run(i):
-        proc = subprocess.run(_command(template_bin, cases[i], files[i]), capture_output=True, timeout=60)
-        return _judge(cases[i], expected[i], proc)
+        try:
+            proc = subprocess.run(_command(template_bin, cases[i], files[i]), capture_output=True, timeout=60)
+        except subprocess.TimeoutExpired:
+            return "crashed", "no answer in 60 s"
+        verdict = _judge(cases[i], expected[i], proc)
+        if artifacts and verdict[0] in ("differing", "unexpected-error", "missed-error"):
+            # The whole texts of a disagreement, for a diff tool.
+            os.makedirs(artifacts, exist_ok=True)
+            stem = os.path.join(artifacts, oracle.case_id(cases[i]).replace("::", "."))
+            with open(stem + ".expected.txt", "w", encoding="utf-8") as f:
+                f.write(expected[i][1])
+            with open(stem + ".actual.txt", "wb") as f:
+                f.write(proc.stdout + proc.stderr)
+        return verdict
 
     with ThreadPoolExecutor(max_workers=WORKERS) as pool:
         verdicts = list(pool.map(run, range(len(cases))))
