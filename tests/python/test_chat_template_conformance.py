@@ -97,7 +97,7 @@ def first_difference(expected, actual):
             f"      actual:   {actual[lo:n + CONTEXT]!r}")
 
 
-def _judge(case, expected, proc):
+def _judge(expected, proc):
     """(verdict, detail): identical, error-matched, differing, unexpected-error,
     missed-error or crashed."""
     status, want = expected
@@ -132,7 +132,7 @@ def test_conformance(template_bin, tmp_path_factory):
             proc = subprocess.run(_command(template_bin, cases[i], files[i]), capture_output=True, timeout=60)
         except subprocess.TimeoutExpired:
             return "crashed", "no answer in 60 s"
-        verdict = _judge(cases[i], expected[i], proc)
+        verdict = _judge(expected[i], proc)
         if artifacts and verdict[0] in ("differing", "unexpected-error", "missed-error"):
             # The whole texts of a disagreement, for a diff tool.
             os.makedirs(artifacts, exist_ok=True)
