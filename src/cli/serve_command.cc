@@ -8,6 +8,7 @@
 #include <filesystem>
 #include <memory>
 #include <optional>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -41,6 +42,7 @@ struct ServeOptions {
   std::string api_key_file;
   std::vector<std::string> aliases;
   std::string chat_template;
+  server::ReasoningFormat reasoning_format = server::ReasoningFormat::kAuto;
   std::string max_body = "8M";
   std::string max_header = "16K";
   std::string max_request_parse = "64M";
@@ -94,6 +96,7 @@ server::ServerOptions server_options(const ServeOptions& o) {
   std::string stem = std::filesystem::path(o.model_path).stem().string();
   if (std::find(s.model_names.begin(), s.model_names.end(), stem) == s.model_names.end()) s.model_names.push_back(stem);
   s.chat_template = o.chat_template;
+  s.reasoning_format = o.reasoning_format;
   set_size_limits(o, s);
   if (o.http_threads < 4 || o.http_threads > 4096) fail("--http-threads must be in [4, 4096], got {}", o.http_threads);
   s.http_threads = o.http_threads;
@@ -312,6 +315,14 @@ void add_serve_command(CLI::App& app) {
       ->check(CLI::ExistingFile);
   cmd->add_option("--model-alias", o->aliases,
                   "Name clients use for the model (repeatable; the file stem always works)");
+  const std::map<std::string, server::ReasoningFormat> reasoning_formats = {
+      {"none", server::ReasoningFormat::kNone},
+      {"deepseek", server::ReasoningFormat::kDeepSeek},
+      {"auto", server::ReasoningFormat::kAuto}};
+  cmd->add_option("--reasoning-format", o->reasoning_format,
+                  "Think spans of reasoning models: auto (into reasoning_content when the chat template writes "
+                  "<think>), deepseek (always), none (left in content)")
+      ->transform(CLI::CheckedTransformer(reasoning_formats, CLI::ignore_case));
   cmd->add_option("--chat-template,--chat-template-file", o->chat_template,
                   "A Jinja chat template file, or a preset: gemma|llama2|llama3|chatml|mistral|phi3 "
                   "(default: the GGUF's own template)");

@@ -86,6 +86,20 @@ const jinja::Template* ChatFormat::template_for(const ChatConversation& conversa
   return jinja.get();
 }
 
+ChatOutputFormat ChatFormat::output_format(const ChatConversation& conversation, std::string_view prompt,
+                                           ReasoningFormat reasoning) const {
+  ChatOutputFormat out;
+  const jinja::Template* t = template_for(conversation);
+  const std::string_view source = t ? std::string_view(t->source()) : std::string_view();
+  out.reasoning = resolve_reasoning_format(reasoning, source);
+  out.think_open = out.reasoning != ReasoningFormat::kNone && template_opens_think(prompt);
+  out.tool_calls = conversation.tool_request.active();
+  // Tools folded into text ask for the Hermes format (tools/tool_prompt.h).
+  const ToolCallFormat own = t ? detect_tool_call_format(source) : ToolCallFormat::kHermes;
+  out.tool_format = own == ToolCallFormat::kGptOss || (t && template_handles_tools(*t)) ? own : ToolCallFormat::kHermes;
+  return out;
+}
+
 std::optional<ChatFormat> select_chat_format(const std::string& override_spec, const gguf::GgufFile& file,
                                              const tokenizer::Tokenizer* tok) {
   ChatFormat f;

@@ -9,10 +9,6 @@ namespace tokenmill::server {
 
 namespace {
 
-// Whether a template writes tools and tool turns itself; one that does not
-// (Gemma's, Llama 2's, ...) gets them folded into text as the presets do.
-bool template_handles_tools(const jinja::Template& t) { return t.mentions("tools") || t.mentions("tool_calls"); }
-
 // Tools and tool turns as system/user/assistant text (tools/tool_prompt.h).
 ChatConversation folded_conversation(const ChatConversation& c) {
   ChatConversation out;
@@ -78,6 +74,8 @@ std::string render_preset(const ChatFormat& f, const ChatConversation& c, const 
 
 }  // namespace
 
+bool template_handles_tools(const jinja::Template& t) { return t.mentions("tools") || t.mentions("tool_calls"); }
+
 std::string render_chat_text(const ChatFormat& format, const ChatConversation& conversation,
                              const ChatRenderOptions& options) {
   if (const jinja::Template* t = format.template_for(conversation))
@@ -87,7 +85,12 @@ std::string render_chat_text(const ChatFormat& format, const ChatConversation& c
 
 std::vector<int32_t> chat_prompt_tokens(const ChatFormat& format, const tokenizer::Tokenizer& tok,
                                         const ChatConversation& conversation, const ChatRenderOptions& options) {
-  const std::string text = render_chat_text(format, conversation, options);
+  return chat_prompt(format, tok, conversation, options).ids;
+}
+
+ChatPrompt chat_prompt(const ChatFormat& format, const tokenizer::Tokenizer& tok, const ChatConversation& conversation,
+                       const ChatRenderOptions& options) {
+  std::string text = render_chat_text(format, conversation, options);
   // A Jinja template usually writes {{ bos_token }} itself; the presets
   // never do. Either way the prompt starts with exactly one BOS when the
   // model asks for one.
@@ -95,7 +98,7 @@ std::vector<int32_t> chat_prompt_tokens(const ChatFormat& format, const tokenize
   const int32_t bos = tok.bos_id();
   if (tok.add_bos() && bos >= 0 && (ids.empty() || ids.front() != bos)) ids.insert(ids.begin(), bos);
   if (options.add_special_tokens && tok.add_bos() && bos >= 0) ids.insert(ids.begin(), bos);
-  return ids;
+  return {std::move(text), std::move(ids)};
 }
 
 ChatConversation plain_conversation(const std::vector<tokenizer::ChatMessage>& messages) {

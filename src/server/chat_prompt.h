@@ -28,6 +28,7 @@
 #include "gguf/reader.h"
 #include "jinja/template.h"
 #include "server/chat_conversation.h"
+#include "server/chat_output.h"
 #include "server/tools/tool_request.h"
 #include "tokenizer/chat_template.h"
 #include "tokenizer/tokenizer.h"
@@ -49,6 +50,13 @@ struct ChatFormat {
   std::string name() const;
   // The template for this conversation (tool_use when tools are offered and it exists).
   const jinja::Template* template_for(const ChatConversation& conversation) const;
+  // How the reply to this conversation is parsed: think spans per
+  // `reasoning` (--reasoning-format; kAuto: when the template writes think
+  // tags), and tool calls in the format the template asks for (Hermes
+  // when tools reach the model as text). `prompt`: the rendered prompt
+  // (whether it opened a think span).
+  ChatOutputFormat output_format(const ChatConversation& conversation, std::string_view prompt,
+                                 ReasoningFormat reasoning) const;
 };
 
 // override_spec: "" (use the GGUF), a preset name, or the path of a file
@@ -82,6 +90,18 @@ std::string render_chat_text(const ChatFormat& format, const ChatConversation& c
 // it (templates that write {{ bos_token }} do). Throws as render_chat_text.
 std::vector<int32_t> chat_prompt_tokens(const ChatFormat& format, const tokenizer::Tokenizer& tok,
                                         const ChatConversation& conversation, const ChatRenderOptions& options);
+
+// The text and its tokens.
+struct ChatPrompt {
+  std::string text;
+  std::vector<int32_t> ids;
+};
+ChatPrompt chat_prompt(const ChatFormat& format, const tokenizer::Tokenizer& tok, const ChatConversation& conversation,
+                       const ChatRenderOptions& options);
+
+// Whether a Jinja template writes tools and tool turns itself (it reads
+// `tools` or `tool_calls`); one that does not gets them folded into text.
+bool template_handles_tools(const jinja::Template& t);
 
 // A conversation of plain messages (role, content) and no tools.
 ChatConversation plain_conversation(const std::vector<tokenizer::ChatMessage>& messages);

@@ -187,6 +187,7 @@ tokenizer::Tokenizer vocab_with(std::vector<std::string> extra, bool add_bos) {
   spec.bos_id = 1;
   spec.eos_id = 2;
   spec.add_bos = add_bos;
+  spec.add_space_prefix = false;
   return tokenizer::Tokenizer::from_spec(std::move(spec));
 }
 

@@ -110,6 +110,7 @@ void HttpServer::attach_engine(engine::Engine& engine, const std::string& model_
     ctx_.grammar_compiler = std::make_unique<grammar::GrammarCompiler>(*ctx_.tokenizer, grammar::GrammarLimits{});
   const gguf::GgufFile& file = engine.model_file();
   ctx_.chat = select_chat_format(options_.chat_template, file, ctx_.tokenizer);
+  ctx_.reasoning_format = options_.reasoning_format;
   ctx_.model_profile = profile_model(read_model_metadata(file), ctx_.chat);
   ctx_.model_path = model_path;
   for (const auto& hook : ctx_.on_attach) hook(engine);  // before the engine is published to the handlers

@@ -43,6 +43,7 @@ struct ServerOptions {
   std::vector<ApiKey> api_keys;          // empty: no authentication
   std::vector<std::string> model_names;  // served names; [0] is reported by /v1/models
   std::string chat_template;             // --chat-template NAME|FILE; "" = the GGUF's
+  ReasoningFormat reasoning_format = ReasoningFormat::kAuto;  // --reasoning-format
   size_t max_body_bytes = size_t{8} << 20;
   // Memory a body's parsed JSON may take (413 beyond), and what all bodies
   // being parsed at once may take together (503 + Retry-After beyond):

@@ -46,6 +46,8 @@ struct ServingContext {
   std::atomic<ServerState> state{ServerState::kLoading};
   const tokenizer::Tokenizer* tokenizer = nullptr;
   std::optional<ChatFormat> chat;
+  // --reasoning-format: what becomes of think spans in chat replies.
+  ReasoningFormat reasoning_format = ReasoningFormat::kAuto;
   ModelProfile model_profile;  // base model or not, the chat template and its source (model_profile.h)
   // Compiles output constraints and tool grammars against the tokenizer's
   // vocabulary (thread-safe); null when the model has no tokenizer.

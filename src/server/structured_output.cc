@@ -25,9 +25,10 @@ std::shared_ptr<const grammar::CompiledGrammar> request_grammar(ServingContext& 
   }
 }
 
-void apply_tool_calls(ChoiceOutput& choice) {
-  ParsedChoice parsed = parse_tool_calls(choice.text);
+void apply_chat_output(ChoiceOutput& choice, const ChatOutputFormat& format) {
+  ParsedChoice parsed = parse_chat_output(choice.text, format);
   choice.text = std::move(parsed.content);
+  choice.reasoning = std::move(parsed.reasoning);
   if (parsed.calls.empty()) return;
   std::vector<std::string> ids;
   for (size_t i = 0; i < parsed.calls.size(); ++i) ids.push_back(new_response_id("call_"));

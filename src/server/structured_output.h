@@ -8,6 +8,7 @@
 #include <optional>
 
 #include "grammar/compiled_grammar.h"
+#include "server/chat_output.h"
 #include "server/openai/openai_response.h"
 #include "server/serving_context.h"
 #include "server/tools/tool_request.h"
@@ -24,9 +25,9 @@ std::shared_ptr<const grammar::CompiledGrammar> request_grammar(ServingContext& 
                                                                 const std::optional<OutputConstraint>& constraint,
                                                                 const ToolsRequest* tools);
 
-// A finished chat choice of a tools request: parses its text into
+// A finished chat choice: parses its text (chat_output.h) into reasoning,
 // tool_calls (fresh "call_..." ids), content (null when only calls), and
 // finish_reason "tool_calls" when it stopped normally after a call.
-void apply_tool_calls(ChoiceOutput& choice);
+void apply_chat_output(ChoiceOutput& choice, const ChatOutputFormat& format);
 
 }  // namespace tokenmill::server

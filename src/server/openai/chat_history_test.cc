@@ -5,15 +5,16 @@
 
 #include "server/api_error.h"
 #include "server/openai/openai_request.h"
+#include "server/tools/tool_prompt.h"
 
 namespace tokenmill::server {
 namespace {
 
 // The turns a template without tool support renders (tool_prompt.h).
-std::vector<tokenizer::ChatMessage> turns(const ChatRequest& r) {
+std::vector<tokenizer::ChatMessage> history_turns(const ChatRequest& r) {
   return template_messages(r.conversation.messages, r.conversation.tool_request);
 }
-std::vector<tokenizer::ChatMessage> turns(const TokenizeRequest& r) {
+std::vector<tokenizer::ChatMessage> history_turns(const TokenizeRequest& r) {
   return template_messages(r.conversation.messages, ToolsRequest{});
 }
 
@@ -31,14 +32,14 @@ constexpr const char* kToolHistory = R"({"messages": [
 TEST(ChatHistory, ToolCallsAndResultsWithoutToolsRenderAsText) {
   const ChatRequest r = parse_chat_request(kToolHistory, kHistoryLimits);
   EXPECT_FALSE(r.conversation.tool_request.active());
-  ASSERT_EQ(turns(r).size(), 3u);  // user, assistant (the call), user (the result + the question)
-  EXPECT_EQ(turns(r)[0].role, "user");
-  EXPECT_EQ(turns(r)[1].role, "assistant");
-  EXPECT_NE(turns(r)[1].content.find("\"name\": \"get_weather\""), std::string::npos) << turns(r)[1].content;
-  EXPECT_NE(turns(r)[1].content.find("\"city\": \"Paris\""), std::string::npos) << turns(r)[1].content;
-  EXPECT_EQ(turns(r)[2].role, "user");
-  EXPECT_NE(turns(r)[2].content.find("sunny, 21 C"), std::string::npos) << turns(r)[2].content;
-  EXPECT_NE(turns(r)[2].content.find("and tomorrow?"), std::string::npos) << turns(r)[2].content;
+  ASSERT_EQ(history_turns(r).size(), 3u);  // user, assistant (the call), user (the result + the question)
+  EXPECT_EQ(history_turns(r)[0].role, "user");
+  EXPECT_EQ(history_turns(r)[1].role, "assistant");
+  EXPECT_NE(history_turns(r)[1].content.find("\"name\": \"get_weather\""), std::string::npos) << history_turns(r)[1].content;
+  EXPECT_NE(history_turns(r)[1].content.find("\"city\": \"Paris\""), std::string::npos) << history_turns(r)[1].content;
+  EXPECT_EQ(history_turns(r)[2].role, "user");
+  EXPECT_NE(history_turns(r)[2].content.find("sunny, 21 C"), std::string::npos) << history_turns(r)[2].content;
+  EXPECT_NE(history_turns(r)[2].content.find("and tomorrow?"), std::string::npos) << history_turns(r)[2].content;
 }
 
 void expect_history_400(const std::string& body, const std::string& param, const std::string& needle) {

@@ -38,7 +38,7 @@ struct OpenAiJob {
   GenerationJob gen;
   std::vector<std::string> echo_texts;  // completions with echo
   int echo_top = 0;                     // alternatives the echo reports (prompt_logprobs may ask more)
-  bool tool_calls = false;              // chat with active tools: parse the output into tool_calls
+  ChatOutputFormat output;              // chat: how the text splits into reasoning, content and tool calls
 
   int n() const { return gen.common.n; }
 };
@@ -53,7 +53,7 @@ void respond_stream(ServingContext& ctx, engine::Engine& engine, OpenAiJob& job,
   spec.n = job.n();
   spec.echo_texts = job.echo_texts;
   if (job.gen.prompt_logprobs >= 0) spec.echo_prompts = job.gen.prompts;
-  spec.tool_calls = job.tool_calls;
+  if (job.kind == ApiKind::kChat) spec.output = job.output;
   const size_t num_choices = job.gen.prompts.size() * static_cast<size_t>(job.n());
   respond_with_stream(ctx, std::move(gen), job.gen,
                       std::make_shared<OpenAiStream>(std::move(spec), num_choices, piece_fn(ctx.tokenizer)), res);
@@ -92,7 +92,7 @@ ChoiceOutput choice_output(ServingContext& ctx, const OpenAiJob& job, size_t i, 
   if (job.gen.common.prompt_logprobs >= 0)
     c.prompt_logprobs = vllm_prompt_logprobs_json(job.gen.prompts[p], r.prompt_logprobs, job.gen.common.prompt_logprobs,
                                                   piece_fn(ctx.tokenizer));
-  if (job.tool_calls) apply_tool_calls(c);
+  if (job.kind == ApiKind::kChat && job.output.active()) apply_chat_output(c, job.output);
   return c;
 }
 
@@ -207,12 +207,14 @@ void handle_chat_completions(ServingContext& ctx, const HttpRequest& req, HttpRe
   check_prompt_text(ctx, engine, c, message_bytes, "messages");
   const ChatRenderOptions render{r.add_generation_prompt, r.continue_final_message,
                                  c.add_special_tokens.value_or(false)};
-  job.gen.prompts.push_back(chat_prompt_tokens(*ctx.chat, tok, r.conversation, render));
+  ChatPrompt prompt = chat_prompt(*ctx.chat, tok, r.conversation, render);
+  job.gen.prompts.push_back(std::move(prompt.ids));
+  job.output = ctx.chat->output_format(r.conversation, prompt.text, ctx.reasoning_format);
+  r.conversation.tool_request.format = job.output.tool_format;
   // Without max_tokens a chat may run to the end of the context (OpenAI's
   // rule), unless the server sets a default (--default-max-tokens).
   if (!c.max_tokens_to_context) job.gen.asked_max_tokens = c.max_tokens;
   job.gen.tools = &r.conversation.tool_request;
-  job.tool_calls = r.conversation.tool_request.active();
   prepare_job(ctx, engine, job.gen);
   run_job(ctx, engine, job, req, res);
 }

@@ -182,6 +182,7 @@ json tool_calls_json(const std::vector<ToolCallOutput>& calls, const std::vector
 
 json tool_delta_json(const ParsedOutput& piece, const std::vector<std::string>& ids) {
   json delta = json::object();
+  if (!piece.reasoning.empty()) delta["reasoning_content"] = piece.reasoning;
   if (!piece.content.empty()) delta["content"] = piece.content;
   if (piece.calls.empty()) return delta;
   json calls = json::array();
@@ -206,6 +207,7 @@ json chat_response(const ResponseMeta& meta, const std::vector<ChoiceOutput>& ch
   for (const ChoiceOutput& c : choices) {
     json message = {
         {"role", "assistant"}, {"content", c.null_content ? json(nullptr) : json(c.text)}, {"refusal", nullptr}};
+    if (!c.reasoning.empty()) message["reasoning_content"] = c.reasoning;
     if (c.tool_calls.is_array() && !c.tool_calls.empty()) message["tool_calls"] = c.tool_calls;
     cs.push_back({{"index", c.index},
                   {"message", std::move(message)},

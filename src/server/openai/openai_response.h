@@ -93,6 +93,7 @@ struct ChoiceOutput {
   // whether its content is null (only calls, no text).
   nlohmann::json tool_calls;
   bool null_content = false;
+  std::string reasoning;  // chat: the think text, reported as message.reasoning_content ("" none)
   // vLLM's prompt_logprobs (vllm_prompt_logprobs_json); null unless asked
   // for. Completions put it in the choice, chat at the top of the body
   // (from the first choice: a chat has one prompt), as vLLM does.

@@ -7,21 +7,22 @@ using nlohmann::json;
 OpenAiStream::OpenAiStream(StreamSpec spec, size_t num_choices, TokenPieceFn piece)
     : spec_(std::move(spec)), piece_(std::move(piece)), choices_(num_choices) {
   for (size_t i = 0; i < choices_.size(); ++i) {
+    if (spec_.kind == ApiKind::kChat && spec_.output.active()) choices_[i].parser.emplace(spec_.output);
     const size_t p = i / static_cast<size_t>(spec_.n);
     if (p < spec_.echo_texts.size()) choices_[i].offset = static_cast<int64_t>(spec_.echo_texts[p].size());
   }
 }
 
 json OpenAiStream::chat_delta(size_t i, const std::string& text, bool last) {
-  if (!spec_.tool_calls) {
+  Choice& c = choices_[i];
+  if (!c.parser) {
     json delta = json::object();
     if (!text.empty()) delta["content"] = text;
     return delta;
   }
-  Choice& c = choices_[i];
-  ParsedOutput piece = c.parser.feed(text);
-  if (last) piece.append(c.parser.finish());
-  while (c.call_ids.size() < static_cast<size_t>(c.parser.num_calls())) c.call_ids.push_back(new_response_id("call_"));
+  ParsedOutput piece = c.parser->feed(text);
+  if (last) piece.append(c.parser->finish());
+  while (c.call_ids.size() < static_cast<size_t>(c.parser->num_calls())) c.call_ids.push_back(new_response_id("call_"));
   return tool_delta_json(piece, c.call_ids);
 }
 
@@ -80,7 +81,7 @@ std::string OpenAiStream::on_token(size_t i, const engine::TokenEvent& t) {
 std::string OpenAiStream::on_final(size_t i, const engine::FinalEvent& f) {
   std::string out = scored_echo(i, f.prompt_logprobs);
   json last = chunk(i, f.text, nullptr, finish_reason_text(f.reason), /*last=*/true);
-  if (spec_.tool_calls && choices_[i].parser.num_calls() > 0 && f.reason == engine::FinishReason::kStop)
+  if (choices_[i].parser && choices_[i].parser->num_calls() > 0 && f.reason == engine::FinishReason::kStop)
     last["choices"][0]["finish_reason"] = "tool_calls";
   last["timings"] = timings_json(f.timings, f.usage, f.spec);  // extension: per choice, as it ends
   return out + sse_event(last);

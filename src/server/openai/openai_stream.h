@@ -7,9 +7,11 @@
 // (generation_stream.h).
 #pragma once
 
+#include <optional>
 #include <string>
 #include <vector>
 
+#include "server/chat_output.h"
 #include "server/generation_stream.h"
 #include "server/openai/openai_response.h"
 
@@ -27,10 +29,11 @@ struct StreamSpec {
   // Echo with logprobs: the prompts' tokens. Each choice's echo chunk then
   // waits for its first event, which carries the prompt log-probabilities.
   std::vector<std::vector<int32_t>> echo_prompts;
-  // Chat with active tools: each choice's text goes through a
-  // ToolCallParser and is streamed as content and tool_calls deltas; a
-  // choice that stopped after a call ends with finish_reason "tool_calls".
-  bool tool_calls = false;
+  // Chat: when output.active(), each choice's text goes through a
+  // ChatOutputParser and is streamed as reasoning_content, content and
+  // tool_calls deltas; a choice that stopped after a call ends with
+  // finish_reason "tool_calls".
+  ChatOutputFormat output;
 };
 
 class OpenAiStream : public StreamShape {
@@ -46,7 +49,7 @@ class OpenAiStream : public StreamShape {
   struct Choice {
     bool echoed = false;                // the echo chunk went out (echo_prompts only)
     int64_t offset = 0;                 // bytes of text before the next token (completion logprobs)
-    ToolCallParser parser;              // spec_.tool_calls only
+    std::optional<ChatOutputParser> parser;  // spec_.output.active() only
     std::vector<std::string> call_ids;  // one per call the parser started
   };
 

@@ -9,6 +9,7 @@
 
 #include "server/json_fields.h"
 #include "server/sampling_request.h"
+#include "server/tools/tool_call_format.h"
 
 namespace tokenmill::server {
 
@@ -30,6 +31,10 @@ struct ToolsRequest {
   ToolChoiceMode mode = ToolChoiceMode::kAuto;
   std::string named;  // kNamed: a declared tool's name
   bool parallel = true;
+  // The wire format the model is asked to write calls in (set with the
+  // chat prompt: the template's family, or Hermes when tools reach the
+  // model as text); the tool grammar and the output parser use it.
+  ToolCallFormat format = ToolCallFormat::kHermes;
 
   // Whether the output is generated and parsed as tool calls: tools were
   // declared and tool_choice is not "none".
