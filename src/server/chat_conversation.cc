@@ -26,7 +26,10 @@ RequestJson tool_call_json(const ToolCallRecord& call) {
 RequestJson message_json(const ApiMessage& message) {
   RequestJson m = RequestJson::object();
   m["role"] = message.role;
-  m["content"] = message.content_null ? RequestJson(nullptr) : RequestJson(message.content);
+  // An absent content (an assistant turn of only tool calls) is passed as
+  // "", not None: templates such as Qwen3's test `'</think>' in content`,
+  // which raises on None in jinja2.
+  m["content"] = message.content;
   if (!message.name.empty()) m["name"] = message.name;
   if (!message.tool_calls.empty()) {
     RequestJson calls = RequestJson::array();

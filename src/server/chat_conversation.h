@@ -24,8 +24,7 @@ struct ToolCallRecord {
 
 struct ApiMessage {
   std::string role;  // "system" | "user" | "assistant" | "tool"
-  std::string content;
-  bool content_null = false;               // content absent or null (an assistant turn of only tool calls)
+  std::string content;                     // "" when absent or null (an assistant turn of only tool calls)
   std::string name;                        // the optional "name" field ("" when absent)
   std::vector<ToolCallRecord> tool_calls;  // assistant only
   std::string tool_call_id;                // tool only
@@ -46,7 +45,7 @@ struct ChatConversation {
 
 // The render context Hugging Face's apply_chat_template gives a template:
 // messages (tool-call arguments as JSON objects when they parse as JSON,
-// as vLLM and llama.cpp pass them), tools (only when offered),
+// as vLLM and llama.cpp pass them; a null content as ""), tools (only when offered),
 // add_generation_prompt, bos_token, eos_token, reasoning_effort (when
 // sent) and then every chat_template_kwargs key (which may override the
 // others, as in transformers).

@@ -126,7 +126,6 @@ TEST(ChatPrompt, ContextCarriesToolsKwargsAndToolTurns) {
   ChatConversation conv = plain_conversation({{"user", "weather?"}});
   ApiMessage call;
   call.role = "assistant";
-  call.content_null = true;
   call.reasoning_content = "R";
   call.tool_calls.push_back({"call_1", "get_weather", R"({"city": "Paris"})"});
   conv.messages.push_back(call);

@@ -108,8 +108,6 @@ ApiMessage parse_message(const RequestJson& m, size_t i, const ApiMessage* previ
     out.content = message_content(*content, mf.param("content"));
   } else if (out.tool_calls.empty()) {
     bad_request(mf.param("content"), "'{}' is required", mf.param("content"));
-  } else {
-    out.content_null = true;
   }
   out.name = mf.string("name").value_or("");
   if (const std::optional<std::string> r = mf.string("reasoning_content")) {
