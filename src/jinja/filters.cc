@@ -33,6 +33,7 @@ Value filter_first(Renderer&, const Value& v, CallArgs&) {
 }
 
 Value filter_last(Renderer&, const Value& v, CallArgs&) {
+  if (v.is_list() && v.list->is_iterator) fail_render("'generator' object is not reversible");
   std::vector<Value> items = iterate(v);
   return items.empty() ? make_undefined("No last item, sequence was empty.") : items.back();
 }
@@ -110,6 +111,7 @@ Value filter_abs(Renderer&, const Value& v, CallArgs&) {
 }
 
 Value filter_escape(Renderer&, const Value& v, CallArgs&) {
+  if (v.is_string() && v.markup) return v;
   std::string out;
   for (const char c : text_of(v)) {
     switch (c) {
@@ -121,7 +123,9 @@ Value filter_escape(Renderer&, const Value& v, CallArgs&) {
       default: out += c;
     }
   }
-  return Value::string(std::move(out));
+  Value result = Value::string(std::move(out));
+  result.markup = true;
+  return result;
 }
 
 Value filter_list(Renderer&, const Value& v, CallArgs&) {
@@ -136,6 +140,7 @@ Value filter_items(Renderer&, const Value& v, CallArgs&) {
   if (v.is_undefined()) return out;
   if (!v.is_dict()) fail_render("items requires a mapping");
   for (const auto& [k, x] : v.dict->entries) out.list->items.push_back(Value::new_list({k, x}, true));
+  out.list->is_iterator = true;  // jinja2 3.1's items filter is a generator
   return out;
 }
 
@@ -147,6 +152,8 @@ Value filter_reverse(Renderer&, const Value& v, CallArgs&) {
     return Value::string(std::move(out));
   }
   std::vector<Value> items = iterate(v);
+  // reversed() of a list is an iterator in jinja2; of anything else, a list.
+  if (v.is_list() && !v.list->is_iterator) return Value::new_iterator({items.rbegin(), items.rend()});
   return Value::new_list({items.rbegin(), items.rend()});
 }
 
@@ -253,7 +260,12 @@ const std::unordered_map<std::string, FilterFn>& filter_table() {
       {"batch", filter_batch},
       {"format", filter_format},
       {"attr", filter_attr},
-      {"safe", [](Renderer&, const Value& v, CallArgs&) { return v; }},
+      {"safe",
+       [](Renderer&, const Value& v, CallArgs&) {
+         Value out = Value::string(to_str(v));
+         out.markup = true;
+         return out;
+       }},
       {"string", [](Renderer&, const Value& v, CallArgs&) { return Value::string(to_str(v)); }},
       {"trim",
        [](Renderer&, const Value& v, CallArgs& a) {

@@ -42,7 +42,7 @@ CallArgs rest_args(const CallArgs& a, size_t skip) {
 }
 
 Value select_items(Renderer& r, const Value& v, CallArgs& a, bool by_attr, bool keep) {
-  Value out = Value::new_list();
+  Value out = Value::new_iterator({});
   const size_t test_pos = by_attr ? 1 : 0;
   const Value test = a.get(test_pos, "");
   CallArgs rest = rest_args(a, test_pos + 1);
@@ -93,7 +93,7 @@ Value extreme(Renderer& r, const Value& v, CallArgs& a, bool want_max) {
 }  // namespace
 
 Value filter_map(Renderer& r, const Value& v, CallArgs& a) {
-  Value out = Value::new_list();
+  Value out = Value::new_iterator({});
   const Value attribute = a.get(SIZE_MAX, "attribute");
   if (!attribute.is_undefined()) {
     const Value def = a.get(SIZE_MAX, "default");
@@ -135,7 +135,7 @@ Value filter_dictsort(Renderer& r, const Value& v, CallArgs& a) {
 Value filter_unique(Renderer& r, const Value& v, CallArgs& a) {
   const bool cs = a.get(0, "case_sensitive").truthy();
   const Value attr = a.get(1, "attribute");
-  Value out = Value::new_list();
+  Value out = Value::new_iterator({});
   std::vector<Value> seen;
   for (const Value& item : iterate(v)) {
     r.tick();
@@ -185,7 +185,7 @@ Value filter_batch(Renderer&, const Value& v, CallArgs& a) {
   const Value count = a.get(0, "linecount");
   if (count.kind != Value::Kind::kInt || count.i <= 0) fail_render("batch needs a positive line count");
   const Value fill = a.get(1, "fill_with");
-  Value out = Value::new_list();
+  Value out = Value::new_iterator({});
   Value cur = Value::new_list();
   for (const Value& item : iterate(v)) {
     cur.list->items.push_back(item);

@@ -46,14 +46,28 @@ Value repeat(Renderer& r, const Value& seq, int64_t times) {
   return out;
 }
 
+// Markup + str (either order) escapes the plain string, as markupsafe does.
+Value add_markup(Renderer& r, const Value& a, const Value& b) {
+  CallArgs none;
+  const Value ea = a.markup ? a : apply_filter(r, "escape", a, none);
+  const Value eb = b.markup ? b : apply_filter(r, "escape", b, none);
+  r.check_size(ea.s.size() + eb.s.size());
+  Value out = Value::string(ea.s + eb.s);
+  out.markup = true;
+  return out;
+}
+
 Value add(Renderer& r, const Value& a, const Value& b) {
   if (is_integral(a) && is_integral(b)) return checked_int(add_op, int_of(a), int_of(b));
   if (a.is_number() && b.is_number()) return Value::floating(a.as_double() + b.as_double());
   if (a.is_string() && b.is_string()) {
+    if (a.markup != b.markup) return add_markup(r, a, b);
     r.check_size(a.s.size() + b.s.size());
-    return Value::string(a.s + b.s);
+    Value out = Value::string(a.s + b.s);
+    out.markup = a.markup;
+    return out;
   }
-  if (a.is_list() && b.is_list()) {
+  if (a.is_list() && b.is_list() && !a.list->is_iterator && !b.list->is_iterator) {
     Value out = Value::new_list(a.list->items, a.list->is_tuple);
     for (const Value& v : b.list->items) out.list->items.push_back(v);
     return out;

@@ -61,6 +61,12 @@ Value Value::new_list(std::vector<Value> items, bool is_tuple) {
   return r;
 }
 
+Value Value::new_iterator(std::vector<Value> items) {
+  Value r = new_list(std::move(items));
+  r.list->is_iterator = true;
+  return r;
+}
+
 Value Value::new_dict() {
   Value r = make(Kind::kDict);
   r.dict = std::make_shared<Dict>();
@@ -110,7 +116,7 @@ bool Value::truthy() const {
     case Kind::kInt: return i != 0;
     case Kind::kFloat: return f != 0;
     case Kind::kString: return !s.empty();
-    case Kind::kList: return !list->items.empty();
+    case Kind::kList: return list->is_iterator || !list->items.empty();
     case Kind::kDict: return dict->is_namespace || !dict->entries.empty();
     case Kind::kCallable: return true;
   }
@@ -125,7 +131,7 @@ int64_t Value::length() const {
       for (unsigned char c : s) n += (c & 0xC0) != 0x80;
       return n;
     }
-    case Kind::kList: return static_cast<int64_t>(list->items.size());
+    case Kind::kList: return list->is_iterator ? -1 : static_cast<int64_t>(list->items.size());
     case Kind::kDict: return static_cast<int64_t>(dict->entries.size());
     default: return -1;
   }
@@ -139,7 +145,7 @@ const char* Value::type_name() const {
     case Kind::kInt: return "int";
     case Kind::kFloat: return "float";
     case Kind::kString: return "str";
-    case Kind::kList: return list->is_tuple ? "tuple" : "list";
+    case Kind::kList: return list->is_iterator ? "generator" : (list->is_tuple ? "tuple" : "list");
     case Kind::kDict: return dict->is_namespace ? "Namespace" : "dict";
     case Kind::kCallable: return "function";
   }

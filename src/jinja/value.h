@@ -23,6 +23,10 @@ struct CallArgs;
 struct List {
   std::vector<Value> items;
   bool is_tuple = false;  // prints as (a, b) instead of [a, b]
+  // The result of a filter that is a Python generator in jinja2 (map, select,
+  // reject, ...): always truthy, no len(), no indexing, not JSON-serializable,
+  // so that templates relying on those errors fail here as they do there.
+  bool is_iterator = false;
 };
 
 // Insertion-ordered, as Python dicts are; chat-template dicts are small, so
@@ -48,6 +52,7 @@ struct Value {
 
   Kind kind = Kind::kUndefined;
   bool b = false;
+  bool markup = false;  // a string marked safe (jinja2's Markup): `+` escapes plain strings joined to it
   int64_t i = 0;
   double f = 0;
   std::string s;
@@ -62,6 +67,7 @@ struct Value {
   static Value floating(double v);
   static Value string(std::string v);
   static Value new_list(std::vector<Value> items = {}, bool is_tuple = false);
+  static Value new_iterator(std::vector<Value> items);
   static Value new_dict();
   static Value function(std::string name, BuiltinFn fn);
   static Value from_json(const nlohmann::ordered_json& json);

@@ -145,6 +145,10 @@ std::string format_python_float(double d) {
 }
 
 void append_repr(std::string& out, const Value& v) {
+  if (v.is_list() && v.list->is_iterator) {
+    out += "<generator object>";
+    return;
+  }
   switch (v.kind) {
     case Value::Kind::kString: append_python_string(out, v.s); return;
     case Value::Kind::kList: {
@@ -212,6 +216,7 @@ void append_json(std::string& out, const Value& v, const JsonStyle& style, int l
       return;
     case Value::Kind::kString: append_json_string(out, v.s); return;
     case Value::Kind::kList: {
+      if (v.list->is_iterator) break;
       if (v.list->items.empty()) {
         out += "[]";
         return;
