@@ -139,8 +139,9 @@ Value filter_items(Renderer&, const Value& v, CallArgs&) {
   Value out = Value::new_list();
   if (v.is_undefined()) return out;
   if (!v.is_dict()) fail_render("items requires a mapping");
-  for (const auto& [k, x] : v.dict->entries) out.list->items.push_back(Value::new_list({k, x}, true));
+  for (const auto& [k, x] : v.dict->entries) push_item(out, Value::pair(k, x));
   out.list->is_iterator = true;  // jinja2 3.1's items filter is a generator
+  out.list->depth = v.dict->depth + 1;
   return out;
 }
 

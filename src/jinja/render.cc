@@ -22,12 +22,22 @@ Renderer::Renderer(const nlohmann::ordered_json& context, const Limits& limits)
   num_frames_ = 1;
 }
 
+Renderer::~Renderer() {
+  for (const auto& weak : namespaces_) {
+    if (const std::shared_ptr<Dict> ns = weak.lock()) ns->entries.clear();
+  }
+}
+
 std::string Renderer::run(const StmtList& body) { return capture(body); }
 
 void Renderer::check_size(size_t bytes) const {
   if (bytes > limits_.max_output_bytes) {
     fail_limit(fmt::format("the output would exceed max_output_bytes ({} bytes)", limits_.max_output_bytes));
   }
+}
+
+void Renderer::check_nesting(int depth) const {
+  if (depth > limits_.max_depth) fail_limit(fmt::format("values nest deeper than max_depth ({})", limits_.max_depth));
 }
 
 void Renderer::write(std::string_view text) {
@@ -62,6 +72,8 @@ void Renderer::exec_body(const StmtList& body) {
     } catch (const TemplateError& e) {
       if (e.line() != 0) throw;
       throw TemplateError(e.kind(), s->line, s->column, e.detail());
+    } catch (const std::invalid_argument& e) {
+      throw TemplateError(ErrorKind::kRender, s->line, s->column, e.what());
     }
     if (flow != Flow::kNormal) return;
   }

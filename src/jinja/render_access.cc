@@ -155,7 +155,7 @@ Value slice_value(const Value& object, const Value& start, const Value& stop, co
     const auto& items = object.list->items;
     Value out = Value::new_list({}, object.list->is_tuple);
     for (int64_t i : slice_positions(static_cast<int64_t>(items.size()), start, stop, step)) {
-      out.list->items.push_back(items[static_cast<size_t>(i)]);
+      push_item(out, items[static_cast<size_t>(i)]);
     }
     return out;
   }

@@ -1,6 +1,7 @@
 // Expression nodes: Python's operator semantics on template values.
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cmath>
 
 #include "jinja/render.h"
@@ -41,7 +42,7 @@ Value repeat(Renderer& r, const Value& seq, int64_t times) {
   r.check_size(seq.list->items.size() * static_cast<uint64_t>(times));
   Value out = Value::new_list();
   for (int64_t n = 0; n < times; ++n) {
-    for (const Value& v : seq.list->items) out.list->items.push_back(v);
+    for (const Value& v : seq.list->items) push_item(out, v);
   }
   return out;
 }
@@ -69,7 +70,7 @@ Value add(Renderer& r, const Value& a, const Value& b) {
   }
   if (a.is_list() && b.is_list() && !a.list->is_iterator && !b.list->is_iterator) {
     Value out = Value::new_list(a.list->items, a.list->is_tuple);
-    for (const Value& v : b.list->items) out.list->items.push_back(v);
+    for (const Value& v : b.list->items) push_item(out, v);
     return out;
   }
   bad_operands("+", a, b);
@@ -166,7 +167,11 @@ Value NameExpr::evaluate(Renderer& r) const { return r.lookup(name); }
 Value ListExpr::evaluate(Renderer& r) const {
   Value out = Value::new_list({}, is_tuple);
   out.list->items.reserve(items.size());
-  for (const ExprPtr& e : items) out.list->items.push_back(e->eval(r));
+  for (const ExprPtr& e : items) {
+    push_item(out, e->eval(r));
+    out.list->depth = std::max(out.list->depth, out.list->items.back().depth() + 1);
+  }
+  r.check_nesting(out.list->depth);
   return out;
 }
 
@@ -174,8 +179,11 @@ Value DictExpr::evaluate(Renderer& r) const {
   Value out = Value::new_dict();
   for (const auto& [k, v] : entries) {
     Value key = k->eval(r);
-    out.dict->set(std::move(key), v->eval(r));
+    Value value = v->eval(r);
+    out.dict->depth = std::max({out.dict->depth, key.depth() + 1, value.depth() + 1});
+    out.dict->set(std::move(key), std::move(value));
   }
+  r.check_nesting(out.dict->depth);
   return out;
 }
 

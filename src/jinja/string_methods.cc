@@ -30,7 +30,7 @@ int64_t int_arg(const CallArgs& args, size_t index, std::string_view name, int64
 Value strings_to_list(std::vector<std::string> parts) {
   Value out = Value::new_list();
   out.list->items.reserve(parts.size());
-  for (std::string& p : parts) out.list->items.push_back(Value::string(std::move(p)));
+  for (std::string& p : parts) push_item(out, Value::string(std::move(p)));
   return out;
 }
 
@@ -128,18 +128,20 @@ Value dict_call(const Value& self, const std::string& name, CallArgs& args, Rend
   if (name == "copy") {
     Value out = Value::new_dict();
     out.dict->entries = self.dict->entries;
+    out.dict->depth = self.dict->depth;
     return out;
   }
   Value out = Value::new_list();
   for (const auto& [k, v] : self.dict->entries) {
     if (name == "keys") {
-      out.list->items.push_back(k);
+      push_item(out, k);
     } else if (name == "values") {
-      out.list->items.push_back(v);
+      push_item(out, v);
     } else {
-      out.list->items.push_back(Value::new_list({k, v}, true));
+      push_item(out, Value::pair(k, v));
     }
   }
+  out.list->depth = self.dict->depth + 1;
   return out;
 }
 

@@ -132,6 +132,21 @@ TEST(JinjaLimits, DeepNestingIsASyntaxErrorNotACrash) {
   EXPECT_EQ(render("{{ ((((1)))) }}"), "1");
 }
 
+TEST(JinjaLimits, NestedValuesHitTheDepthLimit) {
+  const char* wrap =
+      "{% set ns = namespace(x=none) %}{% for i in range(100000) %}{% set ns.x = [ns.x] %}{% endfor %}{{ ns.x }}";
+  EXPECT_EQ(error_of(wrap).kind(), ErrorKind::kLimit);
+  const char* dicts =
+      "{% set ns = namespace(x=1) %}{% for i in range(100000) %}{% set ns.x = {'k': ns.x} %}{% endfor %}";
+  EXPECT_EQ(error_of(dicts).kind(), ErrorKind::kLimit);
+  const char* batches =
+      "{% set ns = namespace(x=[1]) %}{% for i in range(100000) %}{% set ns.x = ns.x|batch(1)|list %}{% endfor %}";
+  EXPECT_EQ(error_of(batches).kind(), ErrorKind::kLimit);
+  // A namespace holding itself prints as an error, not a stack overflow (and does not leak).
+  EXPECT_EQ(error_of("{% set ns = namespace() %}{% set ns.me = ns %}{{ ns }}").kind(), ErrorKind::kRender);
+  EXPECT_EQ(render("{% set ns = namespace() %}{% set ns.me = ns %}{{ ns.me.me is defined }}"), "True");
+}
+
 TEST(JinjaLimits, WallTimeIsChecked) {
   Limits quick;
   quick.max_seconds = 1e-9;

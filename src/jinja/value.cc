@@ -1,5 +1,6 @@
 #include "jinja/value.h"
 
+#include <algorithm>
 #include <stdexcept>
 
 namespace tokenmill::jinja {
@@ -58,12 +59,19 @@ Value Value::new_list(std::vector<Value> items, bool is_tuple) {
   r.list = std::make_shared<List>();
   r.list->items = std::move(items);
   r.list->is_tuple = is_tuple;
+  for (const Value& v : r.list->items) r.list->depth = std::max(r.list->depth, v.depth() + 1);
   return r;
 }
 
 Value Value::new_iterator(std::vector<Value> items) {
   Value r = new_list(std::move(items));
   r.list->is_iterator = true;
+  return r;
+}
+
+Value Value::pair(const Value& first, const Value& second) {
+  Value r = new_list({first, second}, true);
+  r.list->depth = std::max(first.depth(), second.depth()) + 1;
   return r;
 }
 
@@ -95,13 +103,19 @@ Value Value::from_json(const nlohmann::ordered_json& json) {
     case T::array: {
       Value r = new_list();
       r.list->items.reserve(json.size());
-      for (const auto& e : json) r.list->items.push_back(from_json(e));
+      for (const auto& e : json) {
+        r.list->items.push_back(from_json(e));
+        r.list->depth = std::max(r.list->depth, r.list->items.back().depth() + 1);
+      }
       return r;
     }
     case T::object: {
       Value r = new_dict();
       r.dict->entries.reserve(json.size());
-      for (const auto& [k, e] : json.items()) r.dict->entries.emplace_back(string(k), from_json(e));
+      for (const auto& [k, e] : json.items()) {
+        r.dict->entries.emplace_back(string(k), from_json(e));
+        r.dict->depth = std::max(r.dict->depth, r.dict->entries.back().second.depth() + 1);
+      }
       return r;
     }
     default: return none();
@@ -190,6 +204,7 @@ bool values_equal(const Value& a, const Value& b) {
     }
     case K::kDict: {
       if (a.dict == b.dict) return true;
+      if (a.dict->is_namespace || b.dict->is_namespace) return false;  // Python compares Namespace by identity
       if (a.dict->entries.size() != b.dict->entries.size()) return false;
       for (const auto& [k, v] : a.dict->entries) {
         const Value* other = b.dict->find(k);
