@@ -194,32 +194,9 @@ Value filter_wordcount(Renderer&, const Value& v, CallArgs&) {
   return Value::integer(words);
 }
 
-Value filter_format(Renderer&, const Value& v, CallArgs& a) {
-  const std::string f = text_of(v);
-  std::string out;
-  size_t next_arg = 0;
-  for (size_t n = 0; n < f.size(); ++n) {
-    if (f[n] != '%' || n + 1 >= f.size()) {
-      out += f[n];
-      continue;
-    }
-    const char spec = f[++n];
-    if (spec == '%') {
-      out += '%';
-    } else if (spec == 's' || spec == 'd' || spec == 'i' || spec == 'r') {
-      const Value x = a.get(next_arg++, "");
-      if (spec == 'r') {
-        out += to_repr(x);
-      } else if (spec != 's' && x.is_number()) {
-        out += std::to_string(static_cast<int64_t>(x.as_double()));
-      } else {
-        out += to_str(x);
-      }
-    } else {
-      fail_render(fmt::format("format: unsupported conversion '%{}'", spec));
-    }
-  }
-  return Value::string(std::move(out));
+Value filter_format(Renderer& r, const Value& v, CallArgs& a) {
+  if (!a.keywords.empty()) fail_render("format: keyword arguments are not supported");
+  return Value::string(percent_format(text_of(v), a.positional, r.limits().max_output_bytes));
 }
 
 Value filter_attr(Renderer&, const Value& v, CallArgs& a) { return get_attribute(v, text_of(a.get(0, "name"))); }
@@ -259,6 +236,7 @@ const std::unordered_map<std::string, FilterFn>& filter_table() {
       {"title", filter_title},
       {"wordcount", filter_wordcount},
       {"batch", filter_batch},
+      {"groupby", filter_groupby},
       {"format", filter_format},
       {"attr", filter_attr},
       {"safe",
@@ -273,8 +251,8 @@ const std::unordered_map<std::string, FilterFn>& filter_table() {
          const Value chars = a.get(0, "chars");
          return Value::string(strip_chars(to_str(v), chars.is_string() ? &chars.s : nullptr, true, true));
        }},
-      {"lower", [](Renderer&, const Value& v, CallArgs&) { return Value::string(ascii_lower(to_str(v))); }},
-      {"upper", [](Renderer&, const Value& v, CallArgs&) { return Value::string(ascii_upper(to_str(v))); }},
+      {"lower", [](Renderer&, const Value& v, CallArgs&) { return Value::string(to_lower(to_str(v))); }},
+      {"upper", [](Renderer&, const Value& v, CallArgs&) { return Value::string(to_upper(to_str(v))); }},
       {"capitalize", [](Renderer&, const Value& v, CallArgs&) { return Value::string(capitalize(to_str(v))); }},
       {"center",
        [](Renderer& r, const Value& v, CallArgs& a) {

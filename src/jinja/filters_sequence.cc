@@ -5,6 +5,7 @@
 #include <algorithm>
 
 #include "jinja/filters.h"
+#include "jinja/string_util.h"
 
 namespace tokenmill::jinja {
 
@@ -24,11 +25,7 @@ Value follow_attribute(const Value& v, const Value& path) {
 
 Value sort_key(const Value& v, bool case_sensitive) {
   if (case_sensitive || !v.is_string()) return v;
-  std::string s = v.s;
-  for (char& c : s) {
-    if (c >= 'A' && c <= 'Z') c = static_cast<char>(c + 32);
-  }
-  return Value::string(std::move(s));
+  return Value::string(to_lower(v.s));
 }
 
 namespace {
@@ -179,6 +176,31 @@ Value filter_join(Renderer& r, const Value& v, CallArgs& a) {
     r.check_size(out.size());
   }
   return Value::string(std::move(out));
+}
+
+// Sorted by the attribute, then runs of equal keys as (grouper, items) tuples.
+Value filter_groupby(Renderer& r, const Value& v, CallArgs& a) {
+  r.tick();
+  const Value attr = a.get(0, "attribute");
+  const Value def = a.get(1, "default");
+  const bool cs = a.get(2, "case_sensitive").truthy();
+  auto key_of = [&](const Value& item) {
+    Value k = follow_attribute(item, attr);
+    return k.is_undefined() && !def.is_undefined() ? def : k;
+  };
+  std::vector<std::pair<Value, Value>> keyed;
+  for (const Value& item : iterate(v)) keyed.emplace_back(sort_key(key_of(item), cs), item);
+  std::stable_sort(keyed.begin(), keyed.end(),
+                   [](const auto& x, const auto& y) { return compare_values(x.first, y.first) < 0; });
+  Value out = Value::new_list();
+  for (size_t n = 0; n < keyed.size();) {
+    Value items = Value::new_list();
+    size_t end = n;
+    while (end < keyed.size() && values_equal(keyed[end].first, keyed[n].first)) push_item(items, keyed[end++].second);
+    push_item(out, Value::pair(key_of(keyed[n].second), items));
+    n = end;
+  }
+  return out;
 }
 
 Value filter_batch(Renderer& r, const Value& v, CallArgs& a) {

@@ -49,6 +49,7 @@ class Renderer {
 
   Value call(const Value& callee, CallArgs& args);
   Value call_macro(const MacroStmt& macro, CallArgs& args);
+  void bind_macro_args(const MacroStmt& macro, CallArgs& args);
   void enter_call();
   void leave_call() { --depth_; }
 

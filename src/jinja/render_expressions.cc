@@ -5,6 +5,7 @@
 #include <cmath>
 
 #include "jinja/render.h"
+#include "jinja/string_util.h"
 
 namespace tokenmill::jinja {
 namespace {
@@ -134,6 +135,10 @@ Value arithmetic(Renderer& r, const std::string& op, const Value& a, const Value
     bad_operands(op, a, b);
   }
   if (op == "**") return power(a, b);
+  if (op == "%" && a.is_string()) {
+    const std::vector<Value> args = b.is_list() && b.list->is_tuple ? b.list->items : std::vector<Value>{b};
+    return Value::string(percent_format(a.s, args, r.limits().max_output_bytes));
+  }
   return divide(op, a, b);
 }
 

@@ -92,8 +92,8 @@ Value str_call(const Value& self, const std::string& name, CallArgs& args, Rende
                                   int_arg(args, 2, "count", -1), r.limits().max_output_bytes);
     return Value::string(std::move(out));
   }
-  if (name == "upper") return Value::string(ascii_upper(s));
-  if (name == "lower") return Value::string(ascii_lower(s));
+  if (name == "upper") return Value::string(to_upper(s));
+  if (name == "lower") return Value::string(to_lower(s));
   if (name == "title") return Value::string(python_title(s));
   if (name == "capitalize") return Value::string(capitalize(s));
   if (name == "find" || name == "rfind" || name == "index" || name == "rindex") {
@@ -104,7 +104,11 @@ Value str_call(const Value& self, const std::string& name, CallArgs& args, Rende
   if (name == "format") return Value::string(python_format(s, args));
   if (name == "splitlines") return strings_to_list(split_lines(s, args.get(0, "keepends").truthy()));
   if (name == "zfill") return Value::string(zfill(s, int_arg(args, 0, "width", 0)));
-  if (name == "center") return Value::string(center(s, int_arg(args, 0, "width", 0), r.limits().max_output_bytes));
+  if (name == "center") {
+    const Value fill = args.get(1, "fillchar");
+    return Value::string(
+        center(s, int_arg(args, 0, "width", 0), r.limits().max_output_bytes, fill.is_string() ? fill.s : " "));
+  }
   return Value::boolean(char_class_test(s, name));
 }
 

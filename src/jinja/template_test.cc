@@ -68,6 +68,16 @@ TEST(JinjaErrors, RuntimeErrorsAreRenderErrors) {
   EXPECT_EQ(e.line(), 3);
 }
 
+TEST(JinjaErrors, ErrorsWhereJinja2Errs) {
+  // Each of these fails in jinja2 as well (checked with the oracle).
+  EXPECT_EQ(error_of("{% macro f(a) %}{{ a }}{% endmacro %}{{ f(1, b=2) }}").kind(), ErrorKind::kRender);
+  EXPECT_EQ(error_of("{% macro f(a) %}{{ a }}{% endmacro %}{{ f(1, 2) }}").kind(), ErrorKind::kRender);
+  EXPECT_EQ(error_of("{{ [1, 2]|map('string')|tojson }}").kind(), ErrorKind::kRender);  // a generator
+  EXPECT_EQ(error_of("{{ [1, 2]|select|length }}").kind(), ErrorKind::kRender);
+  EXPECT_EQ(error_of("{{ x|tojson }}").kind(), ErrorKind::kRender);  // Undefined is not JSON
+  EXPECT_EQ(error_of("{{ '%s %s' % ('a',) }}").kind(), ErrorKind::kRender);
+}
+
 TEST(JinjaSandbox, MutatingMethodsAreUnsafe) {
   // jinja2's ImmutableSandboxedEnvironment refuses these with a SecurityError.
   EXPECT_EQ(error_of("{% set x = [] %}{{ x.append(1) }}").kind(), ErrorKind::kRender);
