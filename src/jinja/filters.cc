@@ -199,6 +199,16 @@ Value filter_format(Renderer& r, const Value& v, CallArgs& a) {
   return Value::string(percent_format(text_of(v), a.positional, r.limits().max_output_bytes));
 }
 
+Value filter_trim(Renderer&, const Value& v, CallArgs& a) {
+  const Value chars = a.get(0, "chars");
+  return Value::string(strip_chars(to_str(v), chars.is_string() ? &chars.s : nullptr, true, true));
+}
+
+Value filter_center(Renderer& r, const Value& v, CallArgs& a) {
+  const Value w = a.get(0, "width");
+  return Value::string(center(to_str(v), w.kind == Value::Kind::kInt ? w.i : 80, r.limits().max_output_bytes));
+}
+
 Value filter_attr(Renderer&, const Value& v, CallArgs& a) { return get_attribute(v, text_of(a.get(0, "name"))); }
 
 const std::unordered_map<std::string, FilterFn>& filter_table() {
@@ -246,19 +256,11 @@ const std::unordered_map<std::string, FilterFn>& filter_table() {
          return out;
        }},
       {"string", [](Renderer&, const Value& v, CallArgs&) { return Value::string(to_str(v)); }},
-      {"trim",
-       [](Renderer&, const Value& v, CallArgs& a) {
-         const Value chars = a.get(0, "chars");
-         return Value::string(strip_chars(to_str(v), chars.is_string() ? &chars.s : nullptr, true, true));
-       }},
+      {"trim", filter_trim},
       {"lower", [](Renderer&, const Value& v, CallArgs&) { return Value::string(to_lower(to_str(v))); }},
       {"upper", [](Renderer&, const Value& v, CallArgs&) { return Value::string(to_upper(to_str(v))); }},
       {"capitalize", [](Renderer&, const Value& v, CallArgs&) { return Value::string(capitalize(to_str(v))); }},
-      {"center",
-       [](Renderer& r, const Value& v, CallArgs& a) {
-         const Value w = a.get(0, "width");
-         return Value::string(center(to_str(v), w.kind == Value::Kind::kInt ? w.i : 80, r.limits().max_output_bytes));
-       }},
+      {"center", filter_center},
   };
   return *table;
 }
