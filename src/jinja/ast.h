@@ -161,6 +161,10 @@ struct MacroStmt : Stmt {
   std::string name;
   std::vector<std::pair<std::string, ExprPtr>> params;  // default may be null
   StmtList body;
+  // The body reads `varargs` / `kwargs`: extra arguments are collected there,
+  // otherwise they are an error (as jinja2 decides from the macro's body).
+  bool takes_varargs = false;
+  bool takes_kwargs = false;
   void exec(Renderer& r) const override;
 };
 

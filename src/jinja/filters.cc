@@ -33,6 +33,7 @@ Value filter_first(Renderer&, const Value& v, CallArgs&) {
 }
 
 Value filter_last(Renderer&, const Value& v, CallArgs&) {
+  if (v.is_list() && v.list->is_iterator) fail_render("'generator' object is not reversible");
   std::vector<Value> items = iterate(v);
   return items.empty() ? make_undefined("No last item, sequence was empty.") : items.back();
 }
@@ -110,6 +111,7 @@ Value filter_abs(Renderer&, const Value& v, CallArgs&) {
 }
 
 Value filter_escape(Renderer&, const Value& v, CallArgs&) {
+  if (v.is_string() && v.markup) return v;
   std::string out;
   for (const char c : text_of(v)) {
     switch (c) {
@@ -121,7 +123,9 @@ Value filter_escape(Renderer&, const Value& v, CallArgs&) {
       default: out += c;
     }
   }
-  return Value::string(std::move(out));
+  Value result = Value::string(std::move(out));
+  result.markup = true;
+  return result;
 }
 
 Value filter_list(Renderer&, const Value& v, CallArgs&) {
@@ -135,7 +139,9 @@ Value filter_items(Renderer&, const Value& v, CallArgs&) {
   Value out = Value::new_list();
   if (v.is_undefined()) return out;
   if (!v.is_dict()) fail_render("items requires a mapping");
-  for (const auto& [k, x] : v.dict->entries) out.list->items.push_back(Value::new_list({k, x}, true));
+  for (const auto& [k, x] : v.dict->entries) push_item(out, Value::pair(k, x));
+  out.list->is_iterator = true;  // jinja2 3.1's items filter is a generator
+  out.list->depth = v.dict->depth + 1;
   return out;
 }
 
@@ -147,6 +153,8 @@ Value filter_reverse(Renderer&, const Value& v, CallArgs&) {
     return Value::string(std::move(out));
   }
   std::vector<Value> items = iterate(v);
+  // reversed() of a list is an iterator in jinja2; of anything else, a list.
+  if (v.is_list() && !v.list->is_iterator) return Value::new_iterator({items.rbegin(), items.rend()});
   return Value::new_list({items.rbegin(), items.rend()});
 }
 
@@ -186,32 +194,19 @@ Value filter_wordcount(Renderer&, const Value& v, CallArgs&) {
   return Value::integer(words);
 }
 
-Value filter_format(Renderer&, const Value& v, CallArgs& a) {
-  const std::string f = text_of(v);
-  std::string out;
-  size_t next_arg = 0;
-  for (size_t n = 0; n < f.size(); ++n) {
-    if (f[n] != '%' || n + 1 >= f.size()) {
-      out += f[n];
-      continue;
-    }
-    const char spec = f[++n];
-    if (spec == '%') {
-      out += '%';
-    } else if (spec == 's' || spec == 'd' || spec == 'i' || spec == 'r') {
-      const Value x = a.get(next_arg++, "");
-      if (spec == 'r') {
-        out += to_repr(x);
-      } else if (spec != 's' && x.is_number()) {
-        out += std::to_string(static_cast<int64_t>(x.as_double()));
-      } else {
-        out += to_str(x);
-      }
-    } else {
-      fail_render(fmt::format("format: unsupported conversion '%{}'", spec));
-    }
-  }
-  return Value::string(std::move(out));
+Value filter_format(Renderer& r, const Value& v, CallArgs& a) {
+  if (!a.keywords.empty()) fail_render("format: keyword arguments are not supported");
+  return Value::string(percent_format(text_of(v), a.positional, r.limits().max_output_bytes));
+}
+
+Value filter_trim(Renderer&, const Value& v, CallArgs& a) {
+  const Value chars = a.get(0, "chars");
+  return Value::string(strip_chars(to_str(v), chars.is_string() ? &chars.s : nullptr, true, true));
+}
+
+Value filter_center(Renderer& r, const Value& v, CallArgs& a) {
+  const Value w = a.get(0, "width");
+  return Value::string(center(to_str(v), w.kind == Value::Kind::kInt ? w.i : 80, r.limits().max_output_bytes));
 }
 
 Value filter_attr(Renderer&, const Value& v, CallArgs& a) { return get_attribute(v, text_of(a.get(0, "name"))); }
@@ -251,23 +246,21 @@ const std::unordered_map<std::string, FilterFn>& filter_table() {
       {"title", filter_title},
       {"wordcount", filter_wordcount},
       {"batch", filter_batch},
+      {"groupby", filter_groupby},
       {"format", filter_format},
       {"attr", filter_attr},
-      {"safe", [](Renderer&, const Value& v, CallArgs&) { return v; }},
+      {"safe",
+       [](Renderer&, const Value& v, CallArgs&) {
+         Value out = Value::string(to_str(v));
+         out.markup = true;
+         return out;
+       }},
       {"string", [](Renderer&, const Value& v, CallArgs&) { return Value::string(to_str(v)); }},
-      {"trim",
-       [](Renderer&, const Value& v, CallArgs& a) {
-         const Value chars = a.get(0, "chars");
-         return Value::string(strip_chars(to_str(v), chars.is_string() ? &chars.s : nullptr, true, true));
-       }},
-      {"lower", [](Renderer&, const Value& v, CallArgs&) { return Value::string(ascii_lower(to_str(v))); }},
-      {"upper", [](Renderer&, const Value& v, CallArgs&) { return Value::string(ascii_upper(to_str(v))); }},
+      {"trim", filter_trim},
+      {"lower", [](Renderer&, const Value& v, CallArgs&) { return Value::string(to_lower(to_str(v))); }},
+      {"upper", [](Renderer&, const Value& v, CallArgs&) { return Value::string(to_upper(to_str(v))); }},
       {"capitalize", [](Renderer&, const Value& v, CallArgs&) { return Value::string(capitalize(to_str(v))); }},
-      {"center",
-       [](Renderer& r, const Value& v, CallArgs& a) {
-         const Value w = a.get(0, "width");
-         return Value::string(center(to_str(v), w.kind == Value::Kind::kInt ? w.i : 80, r.limits().max_output_bytes));
-       }},
+      {"center", filter_center},
   };
   return *table;
 }

@@ -27,6 +27,7 @@ Value filter_min(Renderer& r, const Value& v, CallArgs& a);
 Value filter_max(Renderer& r, const Value& v, CallArgs& a);
 Value filter_sum(Renderer& r, const Value& v, CallArgs& a);
 Value filter_join(Renderer& r, const Value& v, CallArgs& a);
+Value filter_groupby(Renderer& r, const Value& v, CallArgs& a);
 Value filter_batch(Renderer& r, const Value& v, CallArgs& a);
 Value filter_tojson(Renderer& r, const Value& v, CallArgs& a);
 

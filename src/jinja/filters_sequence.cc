@@ -5,6 +5,7 @@
 #include <algorithm>
 
 #include "jinja/filters.h"
+#include "jinja/string_util.h"
 
 namespace tokenmill::jinja {
 
@@ -24,11 +25,7 @@ Value follow_attribute(const Value& v, const Value& path) {
 
 Value sort_key(const Value& v, bool case_sensitive) {
   if (case_sensitive || !v.is_string()) return v;
-  std::string s = v.s;
-  for (char& c : s) {
-    if (c >= 'A' && c <= 'Z') c = static_cast<char>(c + 32);
-  }
-  return Value::string(std::move(s));
+  return Value::string(to_lower(v.s));
 }
 
 namespace {
@@ -42,7 +39,7 @@ CallArgs rest_args(const CallArgs& a, size_t skip) {
 }
 
 Value select_items(Renderer& r, const Value& v, CallArgs& a, bool by_attr, bool keep) {
-  Value out = Value::new_list();
+  Value out = Value::new_iterator({});
   const size_t test_pos = by_attr ? 1 : 0;
   const Value test = a.get(test_pos, "");
   CallArgs rest = rest_args(a, test_pos + 1);
@@ -55,7 +52,7 @@ Value select_items(Renderer& r, const Value& v, CallArgs& a, bool by_attr, bool 
     } else {
       ok = apply_test(r, to_str(test), subject, rest);
     }
-    if (ok == keep) out.list->items.push_back(item);
+    if (ok == keep) push_item(out, item);
   }
   return out;
 }
@@ -72,7 +69,7 @@ Value sorted_copy(Renderer& r, std::vector<Value> items, const Value& attribute,
     return reverse ? compare_values(y.first, x.first) < 0 : compare_values(x.first, y.first) < 0;
   });
   Value out = Value::new_list();
-  for (auto& kv : keyed) out.list->items.push_back(std::move(kv.second));
+  for (auto& kv : keyed) push_item(out, std::move(kv.second));
   return out;
 }
 
@@ -93,13 +90,13 @@ Value extreme(Renderer& r, const Value& v, CallArgs& a, bool want_max) {
 }  // namespace
 
 Value filter_map(Renderer& r, const Value& v, CallArgs& a) {
-  Value out = Value::new_list();
+  Value out = Value::new_iterator({});
   const Value attribute = a.get(SIZE_MAX, "attribute");
   if (!attribute.is_undefined()) {
     const Value def = a.get(SIZE_MAX, "default");
     for (const Value& item : iterate(v)) {
       Value x = follow_attribute(item, attribute);
-      out.list->items.push_back(x.is_undefined() && !def.is_undefined() ? def : x);
+      push_item(out, x.is_undefined() && !def.is_undefined() ? def : x);
     }
     return out;
   }
@@ -108,7 +105,7 @@ Value filter_map(Renderer& r, const Value& v, CallArgs& a) {
   CallArgs rest = rest_args(a, 1);
   for (const Value& item : iterate(v)) {
     r.tick();
-    out.list->items.push_back(apply_filter(r, name.s, item, rest));
+    push_item(out, apply_filter(r, name.s, item, rest));
   }
   return out;
 }
@@ -127,7 +124,7 @@ Value filter_dictsort(Renderer& r, const Value& v, CallArgs& a) {
   if (!v.is_dict()) fail_render("dictsort requires a mapping");
   const bool by_value = a.get(1, "by").is_string() && a.get(1, "by").s == "value";
   std::vector<Value> pairs;
-  for (const auto& [k, x] : v.dict->entries) pairs.push_back(Value::new_list({k, x}, true));
+  for (const auto& [k, x] : v.dict->entries) pairs.push_back(Value::pair(k, x));
   return sorted_copy(r, std::move(pairs), Value::integer(by_value ? 1 : 0), a.get(0, "case_sensitive").truthy(),
                      a.get(2, "reverse").truthy());
 }
@@ -135,14 +132,14 @@ Value filter_dictsort(Renderer& r, const Value& v, CallArgs& a) {
 Value filter_unique(Renderer& r, const Value& v, CallArgs& a) {
   const bool cs = a.get(0, "case_sensitive").truthy();
   const Value attr = a.get(1, "attribute");
-  Value out = Value::new_list();
+  Value out = Value::new_iterator({});
   std::vector<Value> seen;
   for (const Value& item : iterate(v)) {
     r.tick();
     Value k = sort_key(attr.is_undefined() ? item : follow_attribute(item, attr), cs);
     if (std::any_of(seen.begin(), seen.end(), [&](const Value& s) { return values_equal(s, k); })) continue;
     seen.push_back(std::move(k));
-    out.list->items.push_back(item);
+    push_item(out, item);
   }
   return out;
 }
@@ -181,25 +178,54 @@ Value filter_join(Renderer& r, const Value& v, CallArgs& a) {
   return Value::string(std::move(out));
 }
 
-Value filter_batch(Renderer&, const Value& v, CallArgs& a) {
+// Sorted by the attribute, then runs of equal keys as (grouper, items) tuples.
+Value filter_groupby(Renderer& r, const Value& v, CallArgs& a) {
+  r.tick();
+  const Value attr = a.get(0, "attribute");
+  const Value def = a.get(1, "default");
+  const bool cs = a.get(2, "case_sensitive").truthy();
+  auto key_of = [&](const Value& item) {
+    Value k = follow_attribute(item, attr);
+    return k.is_undefined() && !def.is_undefined() ? def : k;
+  };
+  std::vector<std::pair<Value, Value>> keyed;
+  for (const Value& item : iterate(v)) keyed.emplace_back(sort_key(key_of(item), cs), item);
+  std::stable_sort(keyed.begin(), keyed.end(),
+                   [](const auto& x, const auto& y) { return compare_values(x.first, y.first) < 0; });
+  Value out = Value::new_list();
+  for (size_t n = 0; n < keyed.size();) {
+    Value items = Value::new_list();
+    size_t end = n;
+    while (end < keyed.size() && values_equal(keyed[end].first, keyed[n].first)) push_item(items, keyed[end++].second);
+    push_item(out, Value::pair(key_of(keyed[n].second), items));
+    n = end;
+  }
+  return out;
+}
+
+Value filter_batch(Renderer& r, const Value& v, CallArgs& a) {
+  // Each batch adds two levels of nesting to the items.
+  r.check_nesting(v.depth() + 2);
   const Value count = a.get(0, "linecount");
   if (count.kind != Value::Kind::kInt || count.i <= 0) fail_render("batch needs a positive line count");
   const Value fill = a.get(1, "fill_with");
-  Value out = Value::new_list();
+  Value out = Value::new_iterator({});
   Value cur = Value::new_list();
   for (const Value& item : iterate(v)) {
-    cur.list->items.push_back(item);
+    push_item(cur, item);
     if (static_cast<int64_t>(cur.list->items.size()) == count.i) {
-      out.list->items.push_back(cur);
+      push_item(out, cur);
       cur = Value::new_list();
     }
   }
   if (!cur.list->items.empty()) {
     while (!fill.is_undefined() && !fill.is_none() && static_cast<int64_t>(cur.list->items.size()) < count.i) {
-      cur.list->items.push_back(fill);
+      push_item(cur, fill);
     }
-    out.list->items.push_back(cur);
+    push_item(out, cur);
   }
+  for (Value& b : out.list->items) b.list->depth = v.depth() + 1;
+  out.list->depth = v.depth() + 2;
   return out;
 }
 

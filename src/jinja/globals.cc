@@ -40,9 +40,10 @@ Value global_range(Renderer& r, CallArgs& args) {
   return Value::new_list(std::move(items));
 }
 
-Value dict_from_args(CallArgs& args, bool is_namespace) {
+Value dict_from_args(Renderer& r, CallArgs& args, bool is_namespace) {
   Value d = Value::new_dict();
   d.dict->is_namespace = is_namespace;
+  if (is_namespace) r.track_namespace(d.dict);
   for (const Value& p : args.positional) {
     if (p.is_dict()) {
       for (const auto& [k, v] : p.dict->entries) d.dict->set(k, v);
@@ -57,6 +58,8 @@ Value dict_from_args(CallArgs& args, bool is_namespace) {
     }
   }
   for (auto& [k, v] : args.keywords) d.dict->set(Value::string(k), v);
+  for (const auto& kv : d.dict->entries) d.dict->depth = std::max(d.dict->depth, kv.second.depth() + 1);
+  r.check_nesting(d.dict->depth);
   return d;
 }
 
@@ -104,8 +107,8 @@ Value global_cycler(Renderer&, CallArgs& args) {
 const std::unordered_map<std::string, Value>& global_table() {
   static const auto* table = new std::unordered_map<std::string, Value>{
       {"range", Value::function("range", global_range)},
-      {"dict", Value::function("dict", [](Renderer&, CallArgs& a) { return dict_from_args(a, false); })},
-      {"namespace", Value::function("namespace", [](Renderer&, CallArgs& a) { return dict_from_args(a, true); })},
+      {"dict", Value::function("dict", [](Renderer& r, CallArgs& a) { return dict_from_args(r, a, false); })},
+      {"namespace", Value::function("namespace", [](Renderer& r, CallArgs& a) { return dict_from_args(r, a, true); })},
       {"raise_exception", Value::function("raise_exception",
                                           [](Renderer&, CallArgs& a) -> Value {
                                             throw TemplateError(ErrorKind::kRaised, 0, 0, to_str(a.get(0, "message")));

@@ -242,7 +242,7 @@ class SourceLexer {
     Token& t = push(is_float ? TokenType::kFloat : TokenType::kInt, digits, pos);
     try {
       if (is_float) {
-        t.float_value = std::stod(digits);
+        t.float_value = std::strtod(digits.c_str(), nullptr);  // subnormals and overflow (inf) as Python reads them
       } else {
         t.int_value = std::stoll(digits);
       }

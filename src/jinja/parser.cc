@@ -221,7 +221,13 @@ StmtPtr Parser::parse_macro(const Token& at) {
   s->name = expect_name();
   s->params = parse_params();
   expect_block_end();
+  const bool outer_varargs = saw_varargs_, outer_kwargs = saw_kwargs_;
+  saw_varargs_ = saw_kwargs_ = false;
   s->body = parse_body({"endmacro"});
+  s->takes_varargs = saw_varargs_;
+  s->takes_kwargs = saw_kwargs_;
+  saw_varargs_ = outer_varargs;
+  saw_kwargs_ = outer_kwargs;
   expect_end_tag("endmacro");
   return s;
 }

@@ -89,6 +89,8 @@ class Parser {
   std::vector<Token> tokens_;
   size_t pos_ = 0;
   int depth_ = 0;
+  bool saw_varargs_ = false;  // a `varargs` / `kwargs` name inside the macro being parsed
+  bool saw_kwargs_ = false;
 };
 
 }  // namespace tokenmill::jinja

@@ -174,6 +174,8 @@ ExprPtr Parser::parse_primary() {
     }
     auto n = node<NameExpr>(t);
     n->name = t.text;
+    saw_varargs_ = saw_varargs_ || t.text == "varargs";
+    saw_kwargs_ = saw_kwargs_ || t.text == "kwargs";
     return n;
   }
   if (t.type == TokenType::kString) {

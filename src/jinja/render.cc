@@ -2,6 +2,8 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+
 namespace tokenmill::jinja {
 
 void fail_render(const std::string& message) { throw TemplateError(ErrorKind::kRender, 0, 0, message); }
@@ -22,12 +24,22 @@ Renderer::Renderer(const nlohmann::ordered_json& context, const Limits& limits)
   num_frames_ = 1;
 }
 
+Renderer::~Renderer() {
+  for (const auto& weak : namespaces_) {
+    if (const std::shared_ptr<Dict> ns = weak.lock()) ns->entries.clear();
+  }
+}
+
 std::string Renderer::run(const StmtList& body) { return capture(body); }
 
 void Renderer::check_size(size_t bytes) const {
   if (bytes > limits_.max_output_bytes) {
     fail_limit(fmt::format("the output would exceed max_output_bytes ({} bytes)", limits_.max_output_bytes));
   }
+}
+
+void Renderer::check_nesting(int depth) const {
+  if (depth > limits_.max_depth) fail_limit(fmt::format("values nest deeper than max_depth ({})", limits_.max_depth));
 }
 
 void Renderer::write(std::string_view text) {
@@ -62,6 +74,8 @@ void Renderer::exec_body(const StmtList& body) {
     } catch (const TemplateError& e) {
       if (e.line() != 0) throw;
       throw TemplateError(e.kind(), s->line, s->column, e.detail());
+    } catch (const std::invalid_argument& e) {
+      throw TemplateError(ErrorKind::kRender, s->line, s->column, e.what());
     }
     if (flow != Flow::kNormal) return;
   }
@@ -115,6 +129,36 @@ Value Renderer::call(const Value& callee, CallArgs& args) {
   return callee.callable->fn(*this, args);
 }
 
+void Renderer::bind_macro_args(const MacroStmt& macro, CallArgs& args) {
+  const size_t num_params = macro.params.size();
+  if (args.positional.size() > num_params && !macro.takes_varargs) {
+    fail_render(fmt::format("macro '{}' takes not more than {} argument(s)", macro.name, num_params));
+  }
+  for (size_t n = 0; n < num_params; ++n) {
+    const auto& [name, def] = macro.params[n];
+    Value v = args.get(n, name);
+    if (!args.has(n, name) && def) v = def->eval(*this);
+    assign(name, std::move(v));
+  }
+  Value kwargs = Value::new_dict();
+  for (auto& [name, v] : args.keywords) {
+    const bool is_param =
+        std::any_of(macro.params.begin(), macro.params.end(), [&](const auto& p) { return p.first == name; });
+    if (name == "caller") {
+      assign(name, v);
+    } else if (!is_param) {
+      if (!macro.takes_kwargs) fail_render(fmt::format("macro '{}' takes no keyword argument '{}'", macro.name, name));
+      kwargs.dict->set(Value::string(name), v);
+    }
+  }
+  if (macro.takes_kwargs) assign("kwargs", std::move(kwargs));
+  if (macro.takes_varargs) {
+    std::vector<Value> extra;
+    for (size_t n = num_params; n < args.positional.size(); ++n) extra.push_back(args.positional[n]);
+    assign("varargs", Value::new_list(std::move(extra), true));
+  }
+}
+
 Value Renderer::call_macro(const MacroStmt& macro, CallArgs& args) {
   enter_call();
   const size_t saved_floor = floor_;
@@ -132,18 +176,7 @@ Value Renderer::call_macro(const MacroStmt& macro, CallArgs& args) {
       r.leave_call();
     }
   } restore{*this, saved_floor, saved_flow};
-  if (args.positional.size() > macro.params.size()) {
-    fail_render(fmt::format("macro '{}' takes not more than {} argument(s)", macro.name, macro.params.size()));
-  }
-  for (size_t n = 0; n < macro.params.size(); ++n) {
-    const auto& [name, def] = macro.params[n];
-    Value v = args.get(n, name);
-    if (!args.has(n, name) && def) v = def->eval(*this);
-    assign(name, std::move(v));
-  }
-  for (auto& [name, v] : args.keywords) {
-    if (name == "caller") assign(name, v);
-  }
+  bind_macro_args(macro, args);
   flow = Flow::kNormal;
   return Value::string(capture(macro.body));
 }

@@ -22,6 +22,10 @@ namespace tokenmill::jinja {
 class Renderer {
  public:
   Renderer(const nlohmann::ordered_json& context, const Limits& limits);
+  // Empties every namespace made during the render: `set ns.me = ns` makes a
+  // cycle that reference counting alone would leak.
+  ~Renderer();
+  void track_namespace(const std::shared_ptr<Dict>& ns) { namespaces_.push_back(ns); }
 
   std::string run(const StmtList& body);
 
@@ -45,10 +49,14 @@ class Renderer {
 
   Value call(const Value& callee, CallArgs& args);
   Value call_macro(const MacroStmt& macro, CallArgs& args);
+  void bind_macro_args(const MacroStmt& macro, CallArgs& args);
   void enter_call();
   void leave_call() { --depth_; }
 
   const Limits& limits() const { return limits_; }
+  // Containers nest at most max_depth deep (kLimit), so printing, comparing
+  // and freeing them stays within the stack.
+  void check_nesting(int depth) const;
 
   enum class Flow { kNormal, kBreak, kContinue };
   Flow flow = Flow::kNormal;
@@ -66,6 +74,7 @@ class Renderer {
   uint64_t steps_ = 0;
   int depth_ = 0;
   std::chrono::steady_clock::time_point start_;
+  std::vector<std::weak_ptr<Dict>> namespaces_;
 };
 
 // Attribute and item access with Python/jinja2 semantics (render_access.cc).

@@ -131,6 +131,7 @@ Value get_item(const Value& object, const Value& key) {
       if (key.is_string()) return get_attribute(object, key.s);
       return make_undefined(fmt::format("'dict object' has no attribute {}", to_repr(key)));
     case Value::Kind::kList:
+      if (object.list->is_iterator) fail_render("'generator' object is not subscriptable");
       if (index_of(key, static_cast<int64_t>(object.list->items.size()), index)) {
         return object.list->items[static_cast<size_t>(index)];
       }
@@ -149,11 +150,12 @@ Value get_item(const Value& object, const Value& key) {
 }
 
 Value slice_value(const Value& object, const Value& start, const Value& stop, const Value& step) {
+  if (object.is_list() && object.list->is_iterator) fail_render("'generator' object is not subscriptable");
   if (object.is_list()) {
     const auto& items = object.list->items;
     Value out = Value::new_list({}, object.list->is_tuple);
     for (int64_t i : slice_positions(static_cast<int64_t>(items.size()), start, stop, step)) {
-      out.list->items.push_back(items[static_cast<size_t>(i)]);
+      push_item(out, items[static_cast<size_t>(i)]);
     }
     return out;
   }

@@ -1,9 +1,11 @@
 // Expression nodes: Python's operator semantics on template values.
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cmath>
 
 #include "jinja/render.h"
+#include "jinja/string_util.h"
 
 namespace tokenmill::jinja {
 namespace {
@@ -41,8 +43,19 @@ Value repeat(Renderer& r, const Value& seq, int64_t times) {
   r.check_size(seq.list->items.size() * static_cast<uint64_t>(times));
   Value out = Value::new_list();
   for (int64_t n = 0; n < times; ++n) {
-    for (const Value& v : seq.list->items) out.list->items.push_back(v);
+    for (const Value& v : seq.list->items) push_item(out, v);
   }
+  return out;
+}
+
+// Markup + str (either order) escapes the plain string, as markupsafe does.
+Value add_markup(Renderer& r, const Value& a, const Value& b) {
+  CallArgs none;
+  const Value ea = a.markup ? a : apply_filter(r, "escape", a, none);
+  const Value eb = b.markup ? b : apply_filter(r, "escape", b, none);
+  r.check_size(ea.s.size() + eb.s.size());
+  Value out = Value::string(ea.s + eb.s);
+  out.markup = true;
   return out;
 }
 
@@ -50,12 +63,15 @@ Value add(Renderer& r, const Value& a, const Value& b) {
   if (is_integral(a) && is_integral(b)) return checked_int(add_op, int_of(a), int_of(b));
   if (a.is_number() && b.is_number()) return Value::floating(a.as_double() + b.as_double());
   if (a.is_string() && b.is_string()) {
+    if (a.markup != b.markup) return add_markup(r, a, b);
     r.check_size(a.s.size() + b.s.size());
-    return Value::string(a.s + b.s);
+    Value out = Value::string(a.s + b.s);
+    out.markup = a.markup;
+    return out;
   }
-  if (a.is_list() && b.is_list()) {
+  if (a.is_list() && b.is_list() && !a.list->is_iterator && !b.list->is_iterator) {
     Value out = Value::new_list(a.list->items, a.list->is_tuple);
-    for (const Value& v : b.list->items) out.list->items.push_back(v);
+    for (const Value& v : b.list->items) push_item(out, v);
     return out;
   }
   bad_operands("+", a, b);
@@ -119,6 +135,10 @@ Value arithmetic(Renderer& r, const std::string& op, const Value& a, const Value
     bad_operands(op, a, b);
   }
   if (op == "**") return power(a, b);
+  if (op == "%" && a.is_string()) {
+    const std::vector<Value> args = b.is_list() && b.list->is_tuple ? b.list->items : std::vector<Value>{b};
+    return Value::string(percent_format(a.s, args, r.limits().max_output_bytes));
+  }
   return divide(op, a, b);
 }
 
@@ -152,7 +172,11 @@ Value NameExpr::evaluate(Renderer& r) const { return r.lookup(name); }
 Value ListExpr::evaluate(Renderer& r) const {
   Value out = Value::new_list({}, is_tuple);
   out.list->items.reserve(items.size());
-  for (const ExprPtr& e : items) out.list->items.push_back(e->eval(r));
+  for (const ExprPtr& e : items) {
+    push_item(out, e->eval(r));
+    out.list->depth = std::max(out.list->depth, out.list->items.back().depth() + 1);
+  }
+  r.check_nesting(out.list->depth);
   return out;
 }
 
@@ -160,8 +184,11 @@ Value DictExpr::evaluate(Renderer& r) const {
   Value out = Value::new_dict();
   for (const auto& [k, v] : entries) {
     Value key = k->eval(r);
-    out.dict->set(std::move(key), v->eval(r));
+    Value value = v->eval(r);
+    out.dict->depth = std::max({out.dict->depth, key.depth() + 1, value.depth() + 1});
+    out.dict->set(std::move(key), std::move(value));
   }
+  r.check_nesting(out.dict->depth);
   return out;
 }
 

@@ -1,6 +1,8 @@
 // Statement nodes: output, control flow, assignments, macros and loops.
 #include <fmt/format.h>
 
+#include <algorithm>
+
 #include "jinja/render.h"
 
 namespace tokenmill::jinja {
@@ -145,6 +147,8 @@ void SetStmt::exec(Renderer& r) const {
   if (!attribute.empty()) {
     Value ns = r.lookup(targets[0]);
     if (!ns.is_dict() || !ns.dict->is_namespace) fail_render("can only assign attributes of a namespace object");
+    ns.dict->depth = std::max(ns.dict->depth, v.depth() + 1);
+    r.check_nesting(ns.dict->depth);
     ns.dict->set(Value::string(attribute), std::move(v));
     return;
   }

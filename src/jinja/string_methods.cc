@@ -30,7 +30,7 @@ int64_t int_arg(const CallArgs& args, size_t index, std::string_view name, int64
 Value strings_to_list(std::vector<std::string> parts) {
   Value out = Value::new_list();
   out.list->items.reserve(parts.size());
-  for (std::string& p : parts) out.list->items.push_back(Value::string(std::move(p)));
+  for (std::string& p : parts) push_item(out, Value::string(std::move(p)));
   return out;
 }
 
@@ -92,8 +92,8 @@ Value str_call(const Value& self, const std::string& name, CallArgs& args, Rende
                                   int_arg(args, 2, "count", -1), r.limits().max_output_bytes);
     return Value::string(std::move(out));
   }
-  if (name == "upper") return Value::string(ascii_upper(s));
-  if (name == "lower") return Value::string(ascii_lower(s));
+  if (name == "upper") return Value::string(to_upper(s));
+  if (name == "lower") return Value::string(to_lower(s));
   if (name == "title") return Value::string(python_title(s));
   if (name == "capitalize") return Value::string(capitalize(s));
   if (name == "find" || name == "rfind" || name == "index" || name == "rindex") {
@@ -104,7 +104,11 @@ Value str_call(const Value& self, const std::string& name, CallArgs& args, Rende
   if (name == "format") return Value::string(python_format(s, args));
   if (name == "splitlines") return strings_to_list(split_lines(s, args.get(0, "keepends").truthy()));
   if (name == "zfill") return Value::string(zfill(s, int_arg(args, 0, "width", 0)));
-  if (name == "center") return Value::string(center(s, int_arg(args, 0, "width", 0), r.limits().max_output_bytes));
+  if (name == "center") {
+    const Value fill = args.get(1, "fillchar");
+    return Value::string(
+        center(s, int_arg(args, 0, "width", 0), r.limits().max_output_bytes, fill.is_string() ? fill.s : " "));
+  }
   return Value::boolean(char_class_test(s, name));
 }
 
@@ -128,18 +132,20 @@ Value dict_call(const Value& self, const std::string& name, CallArgs& args, Rend
   if (name == "copy") {
     Value out = Value::new_dict();
     out.dict->entries = self.dict->entries;
+    out.dict->depth = self.dict->depth;
     return out;
   }
   Value out = Value::new_list();
   for (const auto& [k, v] : self.dict->entries) {
     if (name == "keys") {
-      out.list->items.push_back(k);
+      push_item(out, k);
     } else if (name == "values") {
-      out.list->items.push_back(v);
+      push_item(out, v);
     } else {
-      out.list->items.push_back(Value::new_list({k, v}, true));
+      push_item(out, Value::pair(k, v));
     }
   }
+  out.list->depth = self.dict->depth + 1;
   return out;
 }
 

@@ -230,13 +230,18 @@ std::string zfill(const std::string& s, int64_t width) {
   return (sign ? s.substr(0, 1) : "") + std::string(pad, '0') + (sign ? s.substr(1) : s);
 }
 
-std::string center(const std::string& s, int64_t width, size_t max_bytes) {
+std::string center(const std::string& s, int64_t width, size_t max_bytes, const std::string& fill) {
   const int64_t len = code_point_count(s);
   if (width <= len) return s;
   if (static_cast<uint64_t>(width) > max_bytes) fail_limit("a string would exceed max_output_bytes");
   const auto marg = static_cast<size_t>(width - len);
   const size_t left = marg / 2 + (marg & static_cast<size_t>(width) & 1);
-  return std::string(left, ' ') + s + std::string(marg - left, ' ');
+  auto repeat = [&](size_t count) {
+    std::string out;
+    for (size_t k = 0; k < count; ++k) out += fill;
+    return out;
+  };
+  return repeat(left) + s + repeat(marg - left);
 }
 
 bool char_class_test(const std::string& s, const std::string& method) {

@@ -22,13 +22,18 @@ std::string replace_all(const std::string& s, const std::string& old, const std:
                         size_t max_bytes);
 std::string ascii_upper(std::string s);
 std::string ascii_lower(std::string s);
+// Python's str.upper()/lower() for Latin, Greek and Cyrillic (case_map.cc).
+std::string to_upper(const std::string& s);
+std::string to_lower(const std::string& s);
 std::string python_title(const std::string& s);
 std::string capitalize(const std::string& s);
 int64_t count_occurrences(const std::string& s, const std::string& sub);
 std::string python_format(const std::string& format, const CallArgs& args);
+// Python's `format % args`; throws a kLimit TemplateError past max_bytes.
+std::string percent_format(const std::string& format, const std::vector<Value>& args, size_t max_bytes);
 std::vector<std::string> split_lines(const std::string& s, bool keepends);
 std::string zfill(const std::string& s, int64_t width);
-std::string center(const std::string& s, int64_t width, size_t max_bytes);
+std::string center(const std::string& s, int64_t width, size_t max_bytes, const std::string& fill = " ");
 // isdigit, isalpha, isspace, isalnum, islower, isupper, isnumeric, isdecimal.
 bool char_class_test(const std::string& s, const std::string& method);
 

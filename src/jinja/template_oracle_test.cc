@@ -201,8 +201,118 @@ const OracleCase kCases[] = {
      "}\n        }\n      }\n    ]\n  }\n]"},
     {"{{ 'a' * -1 }}|{{ [1, 2] + [3] }}|{{ (1, 2) + (3,) }}", "|[1, 2, 3]|(1, 2, 3)"},
     {"{% set d = {'x': 1, 'y': 2} %}{% for k in d %}{{ k }}{% endfor %}{% for k, v in d|dictsort %}{{ k }}{{ v }}{% "
-     "endfor %}\n",
+     "endfor %}",
      "xyx1y2"},
+    {"{{ '%s-%d' % ('a', 3) }}{{ '%s!' % 'x' }}{{ '%.2f' % 1.5 }}{{ '%5s|%-4d|%03d|%x' % ('ab', 7, 5, 255) }}{{ '%r' % "
+     "'q' }}{{ \"%s\"|format([1]) }}",
+     "a-3x!1.50   ab|7   |005|ff'q'[1]"},
+    {"{{ messages[1].content[:5] }}{{ '\xc3"
+     "\xa9"
+     "'|upper }}{{ 'Hello'.center(11, '*') }}{{ '\xc3"
+     "\x89"
+     "COLE'|lower }}{{ '\xd0"
+     "\x9f"
+     "\xd1"
+     "\x80"
+     "\xd0"
+     "\xb8"
+     "\xd0"
+     "\xb2"
+     "\xd0"
+     "\xb5"
+     "\xd1"
+     "\x82"
+     "'|upper }}{{ '\xce"
+     "\x91"
+     "\xce"
+     "\x92"
+     "\xce"
+     "\x93"
+     "'.lower() }}",
+     "Hi \xc3"
+     "\xbc"
+     "n\xc3"
+     "\x89"
+     "***Hello***\xc3"
+     "\xa9"
+     "cole\xd0"
+     "\x9f"
+     "\xd0"
+     "\xa0"
+     "\xd0"
+     "\x98"
+     "\xd0"
+     "\x92"
+     "\xd0"
+     "\x95"
+     "\xd0"
+     "\xa2"
+     "\xce"
+     "\xb1"
+     "\xce"
+     "\xb2"
+     "\xce"
+     "\xb3"
+     ""},
+    {"{% macro f(a) %}{{ a }}{{ kwargs }}{% endmacro %}{{ f(1, b=2) }}", "1{'b': 2}"},
+    {"{% macro f() %}{{ varargs }}{% endmacro %}{{ f(1, 2) }}", "(1, 2)"},
+    {"{{ 0.1 + 0.2 }}{{ 1/7 }}{{ 2**62 }}{{ 1e-7 }}{{ 123456789.123 }}{{ 5e-324 }}{{ 1e999 }}",
+     "0.300000000000000040.1428571428571428546116860184273879041e-07123456789.1235e-324inf"},
+    {"{{ messages|groupby('role') }}{% for g, items in messages|groupby('role') %}{{ g }}={{ items|length }};{% endfor "
+     "%}",
+     "[('assistant', [{'role': 'assistant', 'content': 'Hello!', 'tool_calls': [{'function': {'name': 'f', "
+     "'arguments': {'a': 1, 'b': [1.5, True, None]}}}]}]), ('system', [{'role': 'system', 'content': 'Be nice.'}]), "
+     "('user', [{'role': 'user', 'content': 'Hi \xc3"
+     "\xbc"
+     "n\xc3"
+     "\xaf"
+     "code \\'q\\' \"d\"'}])]assistant=1;system=1;user=1;"},
+    {"{{ ['b','A','a','B']|sort }}{{ ['b','A','a','B']|unique|list }}{{ ['\xc3"
+     "\x89"
+     "', 'e']|sort(case_sensitive=true) }}",
+     "['A', 'a', 'b', 'B']['b', 'A']['e', '\xc3"
+     "\x89"
+     "']"},
+    {"{{ 'a' 'b' }}{{ 'abc' ~ 1.0 }}{{ x.y if x is defined }}{% if x is not defined or x is none %}U{% endif %}",
+     "ababc1.0U"},
+    {"{{ tools|map(attribute='function.name')|join(', ') }}{{ {'b':1,'a':2}|dictsort(reverse=true) }}{{ "
+     "range(3)|list|tojson }}{{ messages|length > 0 }}",
+     "f[('b', 1), ('a', 2)][0, 1, 2]True"},
+    {"{{ 1.5|int }}{{ 'abc'|int }}{{ true|int }}{{ {'a':1}|length }}{{ 3|float }}{{ none|string }}{{ 'abc'|first }}{{ "
+     "[1,2,3]|join }}",
+     "10113.0Nonea123"},
+    {"{% for a in [1] %}{{ loop.depth }}{{ loop.depth0 }}{% endfor %}", "10"},
+    {"{{ (messages|selectattr('role', 'equalto', 'system')|first).content }}{{ "
+     "messages|rejectattr('role','in',['system','tool'])|list|length }}",
+     "Be nice.2"},
+    {"{{ messages[0] }}", "{'role': 'system', 'content': 'Be nice.'}"},
+    {"{{ \"a\\tb\"|tojson }}{{ \"\\u2028\"|tojson }}{{ \"\\x7f\"|tojson }}{{ 1e300*1e10 }}",
+     "\"a\\tb\"\"\xe2"
+     "\x80"
+     "\xa8"
+     "\"\"\x7f"
+     "\"inf"},
+    {"{%- for m in messages -%}\n\t{%- if loop.first -%}\n\t\t[{{ m.role }}]\n\t{%- endif -%}\n{%- endfor %}",
+     "[system]"},
+    {"{% set x = namespace(a=[]) %}{% set x.a = x.a + [1] %}{{ x.a }}", "[1]"},
+    {"{{ [1, [2, [3]]]|tojson(indent=1) }}{{ {}|tojson(indent=2) }}{{ [[]]|tojson(indent=2) }}",
+     "[\n 1,\n [\n  2,\n  [\n   3\n  ]\n ]\n]{}[\n  []\n]"},
+    {"{{ 'a,b'.split(',')|last }}{{ 'x'.join(['a','b']) }}{{ ', '.join(messages|map(attribute='role')) }}",
+     "baxbsystem, user, assistant"},
+    {"{{ message }}{% for message in messages %}{% endfor %}{{ message }}", ""},
+    {"{% if true %}{% set top = 1 %}{% endif %}{{ top }}", "1"},
+    {"{{ [1,2,3]|first }}{{ [none]|first is none }}{{ []|first is defined }}", "1TrueFalse"},
+    {"{{ 'A'|lower is lower }}{{ 'abc' is upper }}{{ 5 is ge 3 }}{{ 5 is lt 3 }}{{ none is sameas none }}{{ 'x' is in "
+     "['x'] }}",
+     "TrueFalseTrueFalseTrueTrue"},
+    {"{{ \"Hello {name}\".format(name='W') }}{{ '{0}{0}'.format('z') }}", "Hello Wzz"},
+    {"{{ [1,2]|map('string')|join(',') }}{{ ([]|select) is true }}{% if []|select %}T{% endif %}{{ [1,2]|reverse|first "
+     "}}{{ [3,1]|map('string')|sort }}",
+     "1,2FalseT2['1', '3']"},
+    {"{{ \"a'\"|safe + \"<b>\" }}|{{ \"<x>\" + \"y\"|safe }}|{{ (\"<\" ~ \"a\"|safe) }}|{{ \"<\"|e }}{{ \"<\"|e|e }}",
+     "a'&lt;b&gt;|&lt;x&gt;y|<a|&lt;&lt;"},
+    {"{{ {'a': 1}|items|list }}{% for k, v in {'a': 1}|items %}{{k}}{{v}}{% endfor %}\n", "[('a', 1)]a1"},
+
 };
 
 TEST(JinjaOracle, RendersLikeJinja2) {

@@ -68,6 +68,16 @@ TEST(JinjaErrors, RuntimeErrorsAreRenderErrors) {
   EXPECT_EQ(e.line(), 3);
 }
 
+TEST(JinjaErrors, ErrorsWhereJinja2Errs) {
+  // Each of these fails in jinja2 as well (checked with the oracle).
+  EXPECT_EQ(error_of("{% macro f(a) %}{{ a }}{% endmacro %}{{ f(1, b=2) }}").kind(), ErrorKind::kRender);
+  EXPECT_EQ(error_of("{% macro f(a) %}{{ a }}{% endmacro %}{{ f(1, 2) }}").kind(), ErrorKind::kRender);
+  EXPECT_EQ(error_of("{{ [1, 2]|map('string')|tojson }}").kind(), ErrorKind::kRender);  // a generator
+  EXPECT_EQ(error_of("{{ [1, 2]|select|length }}").kind(), ErrorKind::kRender);
+  EXPECT_EQ(error_of("{{ x|tojson }}").kind(), ErrorKind::kRender);  // Undefined is not JSON
+  EXPECT_EQ(error_of("{{ '%s %s' % ('a',) }}").kind(), ErrorKind::kRender);
+}
+
 TEST(JinjaSandbox, MutatingMethodsAreUnsafe) {
   // jinja2's ImmutableSandboxedEnvironment refuses these with a SecurityError.
   EXPECT_EQ(error_of("{% set x = [] %}{{ x.append(1) }}").kind(), ErrorKind::kRender);
@@ -130,6 +140,21 @@ TEST(JinjaLimits, DeepNestingIsASyntaxErrorNotACrash) {
   for (int n = 0; n < 100000; ++n) nots += "not ";
   EXPECT_EQ(error_of(nots + "1 }}").kind(), ErrorKind::kSyntax);
   EXPECT_EQ(render("{{ ((((1)))) }}"), "1");
+}
+
+TEST(JinjaLimits, NestedValuesHitTheDepthLimit) {
+  const char* wrap =
+      "{% set ns = namespace(x=none) %}{% for i in range(100000) %}{% set ns.x = [ns.x] %}{% endfor %}{{ ns.x }}";
+  EXPECT_EQ(error_of(wrap).kind(), ErrorKind::kLimit);
+  const char* dicts =
+      "{% set ns = namespace(x=1) %}{% for i in range(100000) %}{% set ns.x = {'k': ns.x} %}{% endfor %}";
+  EXPECT_EQ(error_of(dicts).kind(), ErrorKind::kLimit);
+  const char* batches =
+      "{% set ns = namespace(x=[1]) %}{% for i in range(100000) %}{% set ns.x = ns.x|batch(1)|list %}{% endfor %}";
+  EXPECT_EQ(error_of(batches).kind(), ErrorKind::kLimit);
+  // A namespace holding itself prints as an error, not a stack overflow (and does not leak).
+  EXPECT_EQ(error_of("{% set ns = namespace() %}{% set ns.me = ns %}{{ ns }}").kind(), ErrorKind::kRender);
+  EXPECT_EQ(render("{% set ns = namespace() %}{% set ns.me = ns %}{{ ns.me.me is defined }}"), "True");
 }
 
 TEST(JinjaLimits, WallTimeIsChecked) {

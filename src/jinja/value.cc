@@ -1,5 +1,6 @@
 #include "jinja/value.h"
 
+#include <algorithm>
 #include <stdexcept>
 
 namespace tokenmill::jinja {
@@ -58,6 +59,19 @@ Value Value::new_list(std::vector<Value> items, bool is_tuple) {
   r.list = std::make_shared<List>();
   r.list->items = std::move(items);
   r.list->is_tuple = is_tuple;
+  for (const Value& v : r.list->items) r.list->depth = std::max(r.list->depth, v.depth() + 1);
+  return r;
+}
+
+Value Value::new_iterator(std::vector<Value> items) {
+  Value r = new_list(std::move(items));
+  r.list->is_iterator = true;
+  return r;
+}
+
+Value Value::pair(const Value& first, const Value& second) {
+  Value r = new_list({first, second}, true);
+  r.list->depth = std::max(first.depth(), second.depth()) + 1;
   return r;
 }
 
@@ -89,13 +103,19 @@ Value Value::from_json(const nlohmann::ordered_json& json) {
     case T::array: {
       Value r = new_list();
       r.list->items.reserve(json.size());
-      for (const auto& e : json) r.list->items.push_back(from_json(e));
+      for (const auto& e : json) {
+        r.list->items.push_back(from_json(e));
+        r.list->depth = std::max(r.list->depth, r.list->items.back().depth() + 1);
+      }
       return r;
     }
     case T::object: {
       Value r = new_dict();
       r.dict->entries.reserve(json.size());
-      for (const auto& [k, e] : json.items()) r.dict->entries.emplace_back(string(k), from_json(e));
+      for (const auto& [k, e] : json.items()) {
+        r.dict->entries.emplace_back(string(k), from_json(e));
+        r.dict->depth = std::max(r.dict->depth, r.dict->entries.back().second.depth() + 1);
+      }
       return r;
     }
     default: return none();
@@ -110,7 +130,7 @@ bool Value::truthy() const {
     case Kind::kInt: return i != 0;
     case Kind::kFloat: return f != 0;
     case Kind::kString: return !s.empty();
-    case Kind::kList: return !list->items.empty();
+    case Kind::kList: return list->is_iterator || !list->items.empty();
     case Kind::kDict: return dict->is_namespace || !dict->entries.empty();
     case Kind::kCallable: return true;
   }
@@ -125,7 +145,7 @@ int64_t Value::length() const {
       for (unsigned char c : s) n += (c & 0xC0) != 0x80;
       return n;
     }
-    case Kind::kList: return static_cast<int64_t>(list->items.size());
+    case Kind::kList: return list->is_iterator ? -1 : static_cast<int64_t>(list->items.size());
     case Kind::kDict: return static_cast<int64_t>(dict->entries.size());
     default: return -1;
   }
@@ -139,7 +159,7 @@ const char* Value::type_name() const {
     case Kind::kInt: return "int";
     case Kind::kFloat: return "float";
     case Kind::kString: return "str";
-    case Kind::kList: return list->is_tuple ? "tuple" : "list";
+    case Kind::kList: return list->is_iterator ? "generator" : (list->is_tuple ? "tuple" : "list");
     case Kind::kDict: return dict->is_namespace ? "Namespace" : "dict";
     case Kind::kCallable: return "function";
   }
@@ -184,6 +204,7 @@ bool values_equal(const Value& a, const Value& b) {
     }
     case K::kDict: {
       if (a.dict == b.dict) return true;
+      if (a.dict->is_namespace || b.dict->is_namespace) return false;  // Python compares Namespace by identity
       if (a.dict->entries.size() != b.dict->entries.size()) return false;
       for (const auto& [k, v] : a.dict->entries) {
         const Value* other = b.dict->find(k);

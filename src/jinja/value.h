@@ -4,6 +4,7 @@
 // Python shares them, so copying a Value is cheap; strings are copied.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -23,6 +24,11 @@ struct CallArgs;
 struct List {
   std::vector<Value> items;
   bool is_tuple = false;  // prints as (a, b) instead of [a, b]
+  // The result of a filter that is a Python generator in jinja2 (map, select,
+  // reject, ...): always truthy, no len(), no indexing, not JSON-serializable,
+  // so that templates relying on those errors fail here as they do there.
+  bool is_iterator = false;
+  int depth = 1;  // nesting of containers, bounded so that printing and freeing cannot exhaust the stack
 };
 
 // Insertion-ordered, as Python dicts are; chat-template dicts are small, so
@@ -30,6 +36,7 @@ struct List {
 struct Dict {
   std::vector<std::pair<Value, Value>> entries;
   bool is_namespace = false;  // the only object a template may assign attributes of
+  int depth = 1;              // as List::depth
 
   const Value* find(const Value& key) const;
   const Value* find(std::string_view key) const;
@@ -48,6 +55,7 @@ struct Value {
 
   Kind kind = Kind::kUndefined;
   bool b = false;
+  bool markup = false;  // a string marked safe (jinja2's Markup): `+` escapes plain strings joined to it
   int64_t i = 0;
   double f = 0;
   std::string s;
@@ -62,6 +70,9 @@ struct Value {
   static Value floating(double v);
   static Value string(std::string v);
   static Value new_list(std::vector<Value> items = {}, bool is_tuple = false);
+  static Value new_iterator(std::vector<Value> items);
+  // A tuple (k, v) with its nesting depth set.
+  static Value pair(const Value& first, const Value& second);
   static Value new_dict();
   static Value function(std::string name, BuiltinFn fn);
   static Value from_json(const nlohmann::ordered_json& json);
@@ -76,6 +87,8 @@ struct Value {
   double as_double() const { return kind == Kind::kFloat ? f : static_cast<double>(kind == Kind::kBool ? b : i); }
 
   bool truthy() const;
+  // Container nesting: 0 for scalars.
+  int depth() const { return kind == Kind::kList ? list->depth : (kind == Kind::kDict ? dict->depth : 0); }
   // Python's len(); -1 for values without one.
   int64_t length() const;
   const char* type_name() const;
@@ -99,13 +112,21 @@ struct CallArgs {
   bool has(size_t index, std::string_view name) const;
 };
 
+// Appends to a list value, keeping its nesting depth.
+inline void push_item(Value& list, Value item) {
+  list.list->depth = std::max(list.list->depth, item.depth() + 1);
+  list.list->items.push_back(std::move(item));
+}
+
 // Python semantics of ==, <, str(), repr() and json.dumps (value_print.cc).
 bool values_equal(const Value& a, const Value& b);
 // -1, 0, 1; throws TemplateError-free std::invalid_argument for unorderable types.
 int compare_values(const Value& a, const Value& b);
 std::string to_str(const Value& v);
 std::string to_repr(const Value& v);
-void append_repr(std::string& out, const Value& v);
+// Throws std::invalid_argument past kMaxPrintDepth levels (a namespace may contain itself).
+inline constexpr int kMaxPrintDepth = 1000;
+void append_repr(std::string& out, const Value& v, int level = 0);
 std::string format_python_float(double d);
 
 struct JsonStyle {

@@ -144,7 +144,12 @@ std::string format_python_float(double d) {
   return out;
 }
 
-void append_repr(std::string& out, const Value& v) {
+void append_repr(std::string& out, const Value& v, int level) {
+  if (level > kMaxPrintDepth) throw std::invalid_argument("a value nests too deeply (or contains itself) to print");
+  if (v.is_list() && v.list->is_iterator) {
+    out += "<generator object>";
+    return;
+  }
   switch (v.kind) {
     case Value::Kind::kString: append_python_string(out, v.s); return;
     case Value::Kind::kList: {
@@ -152,7 +157,7 @@ void append_repr(std::string& out, const Value& v) {
       out += tuple ? '(' : '[';
       for (size_t n = 0; n < v.list->items.size(); ++n) {
         if (n > 0) out += ", ";
-        append_repr(out, v.list->items[n]);
+        append_repr(out, v.list->items[n], level + 1);
       }
       if (tuple && v.list->items.size() == 1) out += ',';
       out += tuple ? ')' : ']';
@@ -165,9 +170,9 @@ void append_repr(std::string& out, const Value& v) {
       for (const auto& [k, e] : v.dict->entries) {
         if (!first) out += ", ";
         first = false;
-        append_repr(out, k);
+        append_repr(out, k, level + 1);
         out += ": ";
-        append_repr(out, e);
+        append_repr(out, e, level + 1);
       }
       out += '}';
       if (v.dict->is_namespace) out += '>';
@@ -197,6 +202,7 @@ std::string to_str(const Value& v) {
 }
 
 void append_json(std::string& out, const Value& v, const JsonStyle& style, int level) {
+  if (level > kMaxPrintDepth) throw std::invalid_argument("a value nests too deeply to serialize");
   switch (v.kind) {
     case Value::Kind::kNone: out += "null"; return;
     case Value::Kind::kBool: out += v.b ? "true" : "false"; return;
@@ -212,6 +218,7 @@ void append_json(std::string& out, const Value& v, const JsonStyle& style, int l
       return;
     case Value::Kind::kString: append_json_string(out, v.s); return;
     case Value::Kind::kList: {
+      if (v.list->is_iterator) break;
       if (v.list->items.empty()) {
         out += "[]";
         return;

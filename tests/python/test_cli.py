@@ -295,3 +295,21 @@ def test_lora_flags_of_run_logits_and_eval(tokenmill_bin, tiny, tmp_path):
     other_lora = str(tmp_path / "qwen2_lora.gguf")
     run_tokenmill(tokenmill_bin, "synth-lora", "-m", other, "-o", other_lora)
     fails_with(tokenmill_bin, gen + ["--lora", other_lora], "for architecture 'qwen2', the base model is 'llama'")
+
+
+def test_template_renders_exactly_and_fails_cleanly(tokenmill_bin, tmp_path):
+    # `tokenmill template` prints the rendered prompt with no newline added; a
+    # template error goes to stderr with its line and exit code 1.
+    messages = tmp_path / "messages.json"
+    messages.write_text(json.dumps([{"role": "user", "content": "Hi é"}]), encoding="utf-8")
+    template = tmp_path / "t.jinja"
+    template.write_text("{{ bos_token }}{% for m in messages %}<{{ m.role }}>{{ m.content }}{% endfor %}"
+                        "{% if add_generation_prompt %}<assistant>{% endif %}{{ extra|tojson }}\n", encoding="utf-8")
+    args = ["template", "--chat-template-file", str(template), "--messages-file", str(messages)]
+    out = run_tokenmill(tokenmill_bin, *args, "--bos-token", "<s>", "--chat-template-kwargs", '{"extra": [1, "x"]}')
+    assert out.stdout == '<s><user>Hi é<assistant>[1, "x"]'
+    quiet = run_tokenmill(tokenmill_bin, *args, "--no-generation-prompt", "--chat-template-kwargs", '{"extra": null}')
+    assert quiet.stdout == "<user>Hi énull"
+    template.write_text("line one\n{{ raise_exception('roles must alternate') }}", encoding="utf-8")
+    proc = fails_with(tokenmill_bin, args, "chat template line 2", "roles must alternate")
+    assert proc.returncode == 1 and proc.stdout == ""
