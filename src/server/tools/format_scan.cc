@@ -125,7 +125,7 @@ Scan call_member_value(std::string_view s, size_t& i, const std::string& key, co
     return m == Scan::kDone && !has_name ? Scan::kBad : m;
   }
   const JsonValueScan v = scan_json_value(s, i);
-  if (key_in(key, keys.args) && !has_args && v.status != Scan::kBad) {
+  if (key_in(key, keys.args) && !has_args && v.status != Scan::kBad && v.begin < s.size()) {
     has_args = true;
     out.args_begin = v.begin;
     out.args_end = v.end;
