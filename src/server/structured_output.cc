@@ -9,7 +9,7 @@ namespace tokenmill::server {
 
 std::shared_ptr<const grammar::CompiledGrammar> request_grammar(ServingContext& ctx,
                                                                 const std::optional<OutputConstraint>& constraint,
-                                                                const ToolsRequest* tools) {
+                                                                const ToolsRequest* tools, ToolCallFormat format) {
   const bool use_tools = tools && tools->active();
   if (!use_tools && !constraint) return nullptr;
   const std::string param = use_tools ? std::string("tools") : constraint->param;
@@ -19,14 +19,15 @@ std::shared_ptr<const grammar::CompiledGrammar> request_grammar(ServingContext& 
     if (!use_tools) return ctx.grammar_compiler->compile(constraint->spec);
     const grammar::GrammarLimits& limits = ctx.grammar_compiler->limits();
     const grammar::Deadline deadline(limits.max_compile_time);
-    return ctx.grammar_compiler->compile({grammar::ConstraintKind::kGbnf, tool_call_gbnf(*tools, limits, deadline)});
+    return ctx.grammar_compiler->compile(
+        {grammar::ConstraintKind::kGbnf, tool_call_gbnf(*tools, limits, deadline, format)});
   } catch (const Error& e) {
     bad_request(param, "{}", e.what());
   }
 }
 
-void apply_tool_calls(ChoiceOutput& choice) {
-  ParsedChoice parsed = parse_tool_calls(choice.text);
+void apply_tool_calls(ChoiceOutput& choice, ToolCallFormat format) {
+  ParsedChoice parsed = parse_tool_calls(choice.text, format);
   choice.text = std::move(parsed.content);
   if (parsed.calls.empty()) return;
   std::vector<std::string> ids;

@@ -10,6 +10,7 @@
 #include "grammar/compiled_grammar.h"
 #include "server/openai/openai_response.h"
 #include "server/serving_context.h"
+#include "server/tools/tool_call_format.h"
 #include "server/tools/tool_request.h"
 
 namespace tokenmill::server {
@@ -22,11 +23,15 @@ namespace tokenmill::server {
 // the compiler's; so is a model without a tokenizer.
 std::shared_ptr<const grammar::CompiledGrammar> request_grammar(ServingContext& ctx,
                                                                 const std::optional<OutputConstraint>& constraint,
-                                                                const ToolsRequest* tools);
+                                                                const ToolsRequest* tools,
+                                                                ToolCallFormat format = ToolCallFormat::kHermes);
 
 // A finished chat choice of a tools request: parses its text into
 // tool_calls (fresh "call_..." ids), content (null when only calls), and
 // finish_reason "tool_calls" when it stopped normally after a call.
-void apply_tool_calls(ChoiceOutput& choice);
+// `format`: the model's wire format (tool_call_format.h), as for the
+// grammar. Reasoning the format reports (gpt-oss's analysis channel) is
+// dropped here: ChoiceOutput has no field for it yet.
+void apply_tool_calls(ChoiceOutput& choice, ToolCallFormat format = ToolCallFormat::kHermes);
 
 }  // namespace tokenmill::server

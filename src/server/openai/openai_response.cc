@@ -183,6 +183,7 @@ json tool_calls_json(const std::vector<ToolCallOutput>& calls, const std::vector
 json tool_delta_json(const ParsedOutput& piece, const std::vector<std::string>& ids) {
   json delta = json::object();
   if (!piece.content.empty()) delta["content"] = piece.content;
+  if (!piece.reasoning.empty()) delta["reasoning_content"] = piece.reasoning;
   if (piece.calls.empty()) return delta;
   json calls = json::array();
   for (const ToolCallDelta& d : piece.calls) {

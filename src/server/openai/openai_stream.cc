@@ -7,6 +7,7 @@ using nlohmann::json;
 OpenAiStream::OpenAiStream(StreamSpec spec, size_t num_choices, TokenPieceFn piece)
     : spec_(std::move(spec)), piece_(std::move(piece)), choices_(num_choices) {
   for (size_t i = 0; i < choices_.size(); ++i) {
+    choices_[i].parser = ToolCallParser(spec_.tool_format);
     const size_t p = i / static_cast<size_t>(spec_.n);
     if (p < spec_.echo_texts.size()) choices_[i].offset = static_cast<int64_t>(spec_.echo_texts[p].size());
   }

@@ -31,6 +31,7 @@ struct StreamSpec {
   // ToolCallParser and is streamed as content and tool_calls deltas; a
   // choice that stopped after a call ends with finish_reason "tool_calls".
   bool tool_calls = false;
+  ToolCallFormat tool_format = ToolCallFormat::kHermes;  // the model's (tool_call_format.h)
 };
 
 class OpenAiStream : public StreamShape {
