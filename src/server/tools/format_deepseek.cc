@@ -42,7 +42,7 @@ RegionScan deepseek_call(std::string_view s, size_t i, SnapshotBuilder& out) {
   }
   if (!is_call_name(name)) return {Scan::kBad, i};
   out.begin_call(std::string(name));
-  const JsonValueScan v = scan_json_value(s, j);
+  const JsonValueScan v = scan_json_value(s, j, out.memo());
   report_args(s, v.begin, v.end, v.status == Scan::kDone, out);
   if (v.status != Scan::kDone) return {v.status, v.status == Scan::kMore ? s.size() : v.begin};
   RegionScan r{Scan::kDone, v.end};

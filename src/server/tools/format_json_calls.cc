@@ -104,7 +104,7 @@ RegionScan mistral_region(std::string_view s, std::string_view, size_t i, Snapsh
   }
   if (Scan m = match_word(s, j, "[ARGS]"); m != Scan::kDone) return {m, j};
   out.begin_call(name);
-  const JsonValueScan v = scan_json_value(s, j);
+  const JsonValueScan v = scan_json_value(s, j, out.memo());
   report_args(s, v.begin, v.end, v.status == Scan::kDone, out);
   if (v.status == Scan::kMore) return {Scan::kMore, s.size()};
   return {Scan::kDone, v.status == Scan::kDone ? v.end : v.begin};

@@ -32,8 +32,9 @@ class FormatParser {
 // tool_call_parser.h applied.
 class SnapshotBuilder {
  public:
-  explicit SnapshotBuilder(bool final) : final_(final) {}
+  explicit SnapshotBuilder(bool final, ScanMemo* memo = nullptr) : final_(final), memo_(memo) {}
   bool final() const { return final_; }
+  ScanMemo* memo() const { return memo_; }
 
   // Text; whitespace right after a call is dropped.
   void content(std::string_view text);
@@ -51,6 +52,7 @@ class SnapshotBuilder {
 
  private:
   bool final_;
+  ScanMemo* memo_;
   bool after_call_ = false;
   std::string content_;
   std::string reasoning_;

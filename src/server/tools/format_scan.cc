@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cctype>
 #include <nlohmann/json.hpp>
+#include <tuple>
 
 namespace tokenmill::server::tools_internal {
 
@@ -56,7 +57,25 @@ void JsonLexer::step(char c) {
   }
 }
 
-JsonValueScan scan_json_value(std::string_view s, size_t i) {
+size_t find_memo(std::string_view s, std::string_view word, size_t from, ScanMemo* memo) {
+  if (!memo) return s.find(word, from);
+  size_t& below = memo->searched[{from, word.data()}];
+  const size_t start = std::max(from, below >= word.size() ? below - word.size() + 1 : 0);
+  const size_t p = s.find(word, start);
+  below = p == std::string_view::npos ? s.size() : p + word.size() - 1;  // the next search starts at p
+  return p;
+}
+
+std::string escape_memo(std::string_view s, size_t begin, size_t n, ScanMemo* memo) {
+  if (!memo) return json_escape(s.substr(begin, n));
+  auto& [done, escaped] = memo->escaped[begin];
+  if (n < done) return json_escape(s.substr(begin, n));
+  escaped += json_escape(s.substr(begin + done, n - done));
+  done = n;
+  return escaped;
+}
+
+JsonValueScan scan_json_value(std::string_view s, size_t i, ScanMemo* memo) {
   JsonValueScan out;
   i = skip_space(s, i);
   out.begin = i;
@@ -66,7 +85,11 @@ JsonValueScan scan_json_value(std::string_view s, size_t i) {
   const char c = s[i];
   if (c == '{' || c == '[' || c == '"') {
     JsonLexer lex;
-    for (size_t j = i; j < s.size(); ++j) {
+    size_t j = i;
+    if (memo)
+      if (auto it = memo->json.find(i); it != memo->json.end() && it->second.first <= s.size())
+        std::tie(j, lex) = it->second;
+    for (; j < s.size(); ++j) {
       lex.step(s[j]);
       if (lex.closed || (c == '"' && j > i && !lex.in_string)) {
         out.end = j + 1;
@@ -74,6 +97,7 @@ JsonValueScan scan_json_value(std::string_view s, size_t i) {
         return out;
       }
     }
+    if (memo) memo->json[i] = {j, lex};
     return out;
   }
   if (c != '-' && c != 't' && c != 'f' && c != 'n' && (c < '0' || c > '9')) {
@@ -117,15 +141,15 @@ bool key_in(std::string_view key, std::initializer_list<std::string_view> keys) 
 
 // One member's value at s[i] for scan_call_object; returns how it ended.
 Scan call_member_value(std::string_view s, size_t& i, const std::string& key, const CallKeys& keys, CallObjectScan& out,
-                       bool& has_name, bool& has_args) {
+                       bool& has_name, bool& has_args, ScanMemo* memo) {
   if (key_in(key, keys.name) && !has_name) {
     const Scan m = scan_json_string(s, i, out.name);
     has_name = m == Scan::kDone && !out.name.empty();
     out.committed = has_name && has_args;
     return m == Scan::kDone && !has_name ? Scan::kBad : m;
   }
-  const JsonValueScan v = scan_json_value(s, i);
-  if (key_in(key, keys.args) && !has_args && v.status != Scan::kBad) {
+  const JsonValueScan v = scan_json_value(s, i, memo);
+  if (key_in(key, keys.args) && !has_args && v.status != Scan::kBad && v.begin < s.size()) {
     has_args = true;
     out.args_begin = v.begin;
     out.args_end = v.end;
@@ -138,7 +162,7 @@ Scan call_member_value(std::string_view s, size_t& i, const std::string& key, co
 
 }  // namespace
 
-CallObjectScan scan_call_object(std::string_view s, size_t i, const CallKeys& keys) {
+CallObjectScan scan_call_object(std::string_view s, size_t i, const CallKeys& keys, ScanMemo* memo) {
   CallObjectScan out;
   i = skip_space(s, i);
   if ((out.status = match_word(s, i, "{")) != Scan::kDone) return out;
@@ -155,7 +179,7 @@ CallObjectScan scan_call_object(std::string_view s, size_t i, const CallKeys& ke
     i = skip_space(s, i);
     if (Scan m = match_word(s, i, ":"); m != Scan::kDone) return stop(m);
     i = skip_space(s, i);
-    if (Scan m = call_member_value(s, i, key, keys, out, has_name, has_args); m != Scan::kDone) return stop(m);
+    if (Scan m = call_member_value(s, i, key, keys, out, has_name, has_args, memo); m != Scan::kDone) return stop(m);
     i = skip_space(s, i);
     if (i == s.size()) return stop(Scan::kMore);
     if (s[i] == ',') {

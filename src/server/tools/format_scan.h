@@ -10,8 +10,10 @@
 
 #include <cstddef>
 #include <initializer_list>
+#include <map>
 #include <string>
 #include <string_view>
+#include <utility>
 
 namespace tokenmill::server::tools_internal {
 
@@ -42,6 +44,25 @@ struct JsonLexer {
   void step(char c);
 };
 
+// What the scanners learnt about a text that only grows (a streamed
+// output, re-scanned at every piece), by position, so that each byte is
+// scanned about once: the lexer state of open JSON values, how far a
+// search found nothing, the escaped form of a string's settled part.
+// SnapshotParser keeps one per parser; the scanners work without one.
+struct ScanMemo {
+  std::map<size_t, std::pair<size_t, JsonLexer>> json;        // value begin -> (lexed up to, state)
+  std::map<std::pair<size_t, const char*>, size_t> searched;  // (from, word) -> no match below
+  std::map<size_t, std::pair<size_t, std::string>> escaped;   // begin -> (bytes, json_escape of them)
+};
+
+// s.find(word, from), resuming where an earlier search of the same word
+// from the same place stopped. `word` must outlive `memo` (a constant).
+size_t find_memo(std::string_view s, std::string_view word, size_t from, ScanMemo* memo);
+
+// json_escape(s.substr(begin, n)), extending an earlier escape of a
+// shorter part of the same string.
+std::string escape_memo(std::string_view s, size_t begin, size_t n, ScanMemo* memo);
+
 // A JSON value starting at s[i] after whitespace: [begin, end) is its text
 // (end = s.size() while kMore). Objects and arrays end where their
 // brackets balance (their inside is not validated); a scalar ends at the
@@ -51,7 +72,7 @@ struct JsonValueScan {
   size_t begin = 0;
   size_t end = 0;
 };
-JsonValueScan scan_json_value(std::string_view s, size_t i);
+JsonValueScan scan_json_value(std::string_view s, size_t i, ScanMemo* memo = nullptr);
 
 // A JSON string at s[i] (no whitespace skipped), decoded into `out`.
 Scan scan_json_string(std::string_view s, size_t& i, std::string& out);
@@ -77,7 +98,7 @@ struct CallObjectScan {
   size_t args_end = 0;
   size_t end = 0;
 };
-CallObjectScan scan_call_object(std::string_view s, size_t i, const CallKeys& keys);
+CallObjectScan scan_call_object(std::string_view s, size_t i, const CallKeys& keys, ScanMemo* memo = nullptr);
 
 // `text` as the inside of a JSON string (quotes not included), byte by
 // byte: a prefix of the text escapes to a prefix of the whole's escape.

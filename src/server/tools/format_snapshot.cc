@@ -56,7 +56,7 @@ class SnapshotParser final : public FormatParser {
   }
 
   ParsedOutput report(bool final) {
-    SnapshotBuilder b(final);
+    SnapshotBuilder b(final, &memo_);
     fn_(text_, b);
     const ParsedChoice s = b.take();
     ParsedOutput out;
@@ -74,6 +74,7 @@ class SnapshotParser final : public FormatParser {
   }
 
   SnapshotFn fn_;
+  ScanMemo memo_;  // about text_, which only grows
   std::string text_;
   size_t content_size_ = 0;
   size_t reasoning_size_ = 0;
@@ -122,7 +123,7 @@ void report_args(std::string_view s, size_t begin, size_t end, bool done, Snapsh
 }
 
 CallObjectScan report_call_object(std::string_view s, size_t i, const CallKeys& keys, SnapshotBuilder& out) {
-  CallObjectScan c = scan_call_object(s, i, keys);
+  CallObjectScan c = scan_call_object(s, i, keys, out.memo());
   if (c.committed) {
     out.begin_call(c.name);
     report_args(s, c.args_begin, c.args_end, c.args_done, out);

@@ -31,26 +31,29 @@ bool may_be_json(std::string_view value) {
   return !value.empty() && std::string_view("{[\"-0123456789tfn").find(value[0]) != std::string_view::npos;
 }
 
-std::string parameter_json(std::string_view value) {
+// A complete value s[v, v + n) as JSON text.
+std::string parameter_json(std::string_view s, size_t v, size_t n, ScanMemo* memo) {
+  const std::string_view value = s.substr(v, n);
   if (may_be_json(value) && nlohmann::json::accept(strip(value))) return std::string(strip(value));
-  return "\"" + json_escape(value) + "\"";
+  return "\"" + escape_memo(s, v, n, memo) + "\"";
 }
 
 // One parameter's value from s[v] (after `<parameter=KEY>`): appended to
 // `args` (a streamed string value without its closing quote while open);
 // kMore while open. One newline is dropped on each side of the value.
-Scan qwen_parameter_value(std::string_view s, size_t& v, bool final, std::string& args) {
+Scan qwen_parameter_value(std::string_view s, size_t& v, SnapshotBuilder& out, std::string& args) {
+  const bool final = out.final();
   if (v < s.size() && s[v] == '\n') ++v;
-  const size_t close = s.find(kQcParamClose, v);
+  const size_t close = find_memo(s, kQcParamClose, v, out.memo());
   std::string_view value = s.substr(v, close == std::string_view::npos ? s.npos : close - v);
   if (close == std::string_view::npos) value.remove_suffix(partial_suffix(value, kQcParamClose));
   if (!value.empty() && value.back() == '\n') value.remove_suffix(1);
   if (close != std::string_view::npos || final) {
-    args += parameter_json(value);
+    args += parameter_json(s, v, value.size(), out.memo());
     v = close == std::string_view::npos ? s.size() : close + kQcParamClose.size();
     return close == std::string_view::npos ? Scan::kMore : Scan::kDone;
   }
-  if (v < s.size() && !may_be_json(s.substr(v))) args += "\"" + json_escape(value);
+  if (v < s.size() && !may_be_json(s.substr(v))) args += "\"" + escape_memo(s, v, value.size(), out.memo());
   return Scan::kMore;
 }
 
@@ -76,7 +79,7 @@ RegionScan qwen_parameters(std::string_view s, size_t j, SnapshotBuilder& out) {
     if (j == std::string_view::npos) return stop(s.size() - key > kMaxNameBytes ? Scan::kBad : Scan::kMore, key);
     args += (args.empty() ? "{\"" : ", \"") + json_escape(s.substr(key, j - key)) + "\": ";
     ++j;
-    if (qwen_parameter_value(s, j, out.final(), args) == Scan::kMore) return stop(Scan::kMore, s.size());
+    if (qwen_parameter_value(s, j, out, args) == Scan::kMore) return stop(Scan::kMore, s.size());
   }
 }
 
@@ -104,7 +107,7 @@ RegionScan functionary_region(std::string_view s, std::string_view opener, size_
   if (j == s.size()) return {Scan::kMore, j};
   if (s[j] != '{') return {Scan::kBad, i};
   out.begin_call(std::move(name));
-  const JsonValueScan v = scan_json_value(s, j);
+  const JsonValueScan v = scan_json_value(s, j, out.memo());
   report_args(s, v.begin, v.end, v.status == Scan::kDone, out);
   if (v.status != Scan::kDone) return {v.status, s.size()};
   return opener == kQcFunctionOpen ? close_with(s, kQcFunctionClose, {Scan::kDone, v.end})

@@ -263,5 +263,66 @@ TEST(ToolCallFormats, DetectFromTemplate) {
   EXPECT_EQ(tool_call_format_name(ToolCallFormat::kGptOss), "gpt_oss");
 }
 
+// Random outputs built from the formats' markers and JSON fragments: no
+// crash, and every split agrees with the whole parse.
+TEST(ToolCallFormats, RandomOutputsStreamLikeTheWhole) {
+  const std::vector<std::string> fragments = {"<tool_call>",
+                                              "</tool_call>",
+                                              "<function=f>",
+                                              "</function>",
+                                              "<parameter=p>",
+                                              "</parameter>",
+                                              "{\"name\": \"f\"",
+                                              ", \"arguments\": ",
+                                              ", \"parameters\": ",
+                                              "{",
+                                              "}",
+                                              "[",
+                                              "]",
+                                              "\"",
+                                              "\\",
+                                              ",",
+                                              ";",
+                                              " ",
+                                              "\n",
+                                              "x",
+                                              "12",
+                                              "true",
+                                              "[TOOL_CALLS]",
+                                              "[ARGS]",
+                                              "<|python_tag|>",
+                                              "g.call(a=1)",
+                                              "<｜tool▁calls▁begin｜>",
+                                              "<｜tool▁call▁begin｜>",
+                                              "function<｜tool▁sep｜>f\n```json\n",
+                                              "```",
+                                              "<｜tool▁call▁end｜>",
+                                              "<|channel|>",
+                                              "analysis",
+                                              "commentary to=functions.f",
+                                              "<|message|>",
+                                              "<|end|>",
+                                              "<|call|>",
+                                              "<|start|>",
+                                              "Action: ```json\n",
+                                              "{\"tool_name\": \"t\"",
+                                              "<|tool_call|>",
+                                              ">>>",
+                                              "all\n",
+                                              "f\n"};
+  std::mt19937 rng(7);
+  for (int i = 0; i < 9; ++i) {
+    const auto format = static_cast<ToolCallFormat>(i);
+    for (int round = 0; round < 100; ++round) {
+      std::string text;
+      const int n = std::uniform_int_distribution<int>(1, 24)(rng);
+      for (int k = 0; k < n; ++k)
+        text += fragments[std::uniform_int_distribution<size_t>(0, fragments.size() - 1)(rng)];
+      SCOPED_TRACE(std::string(tool_call_format_name(format)) + ": " + text);
+      expect_same_every_split(text, format);
+    }
+  }
+}
+
 }  // namespace
 }  // namespace tokenmill::server

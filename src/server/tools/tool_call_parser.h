@@ -24,9 +24,12 @@
 // cut before its header was complete is dropped (kHermes) or, for the
 // other formats when no call came before it, returned as content.
 //
-// Cost: kHermes is linear in the text; the other formats re-scan the text
-// received so far at each feed() (quadratic in the number of pieces, which
-// the output length bounds: about 1 ms per feed at 32 KiB).
+// Cost: kHermes is linear in the text. The other formats re-parse the
+// text received so far at each feed(), but remember where the costly
+// scans (an open JSON value's lexer, a search for a closing tag, a
+// string's escaping) stopped, so a long call costs little more than a
+// copy of its arguments per feed: a 32 KiB call fed 4 bytes at a time
+// took 5-15 ms in all (Release, one core) against 0.5 ms for kHermes.
 //
 // Not thread-safe; one per choice.
 #pragma once

@@ -168,6 +168,9 @@ TEST(ToolDeltaJson, Shapes) {
                                         "function": {"name": "f", "arguments": "{\"x\""}})"));
   EXPECT_EQ(d["tool_calls"][1], nlohmann::json::parse(R"({"index": 1, "function": {"arguments": ": 2}"}})"));
   EXPECT_TRUE(tool_delta_json(ParsedOutput{}, {}).empty());
+  ParsedOutput thinking;
+  thinking.reasoning = "hmm";
+  EXPECT_EQ(tool_delta_json(thinking, {}), nlohmann::json::parse(R"({"reasoning_content": "hmm"})"));
   const nlohmann::json calls = tool_calls_json({{"f", "{}"}}, {"call_x"});
   EXPECT_EQ(calls, nlohmann::json::parse(
                        R"([{"id": "call_x", "type": "function", "function": {"name": "f", "arguments": "{}"}}])"));
