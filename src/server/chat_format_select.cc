@@ -96,7 +96,10 @@ ChatOutputFormat ChatFormat::output_format(const ChatConversation& conversation,
   out.tool_calls = conversation.tool_request.active();
   // Tools folded into text ask for the Hermes format (tools/tool_prompt.h).
   const ToolCallFormat own = t ? detect_tool_call_format(source) : ToolCallFormat::kHermes;
-  out.tool_format = own == ToolCallFormat::kGptOss || (t && template_handles_tools(*t)) ? own : ToolCallFormat::kHermes;
+  const bool template_writes_tools = t && template_handles_tools(*t);
+  out.tool_format = own == ToolCallFormat::kGptOss || template_writes_tools ? own : ToolCallFormat::kHermes;
+  out.tool_format_recognised =
+      !template_writes_tools || own != ToolCallFormat::kHermes || source.find("<tool_call>") != std::string_view::npos;
   return out;
 }
 

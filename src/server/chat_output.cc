@@ -2,6 +2,11 @@
 
 namespace tokenmill::server {
 
+std::string ChatOutputFormat::describe_tools() const {
+  std::string name(tool_call_format_name(tool_format));
+  return tool_format_recognised ? name : name + " (the template's format was not recognised)";
+}
+
 ChatOutputParser::ChatOutputParser(const ChatOutputFormat& format)
     : reasoning_(format.reasoning, format.think_open), channels_(format.tool_format == ToolCallFormat::kGptOss) {
   if (format.tool_calls || channels_) tools_.emplace(format.tool_format);

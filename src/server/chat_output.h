@@ -23,6 +23,12 @@ struct ChatOutputFormat {
   bool think_open = false;                             // the prompt ended inside <think>
   bool tool_calls = false;                             // tools offered: parse calls
   ToolCallFormat tool_format = ToolCallFormat::kHermes;
+  // False when the template writes tools but no format's markers were
+  // found in it: the Hermes parser is tried (and the request's log line says so).
+  bool tool_format_recognised = true;
+
+  // For the request's log line: "llama3_json", "hermes (not recognised)", ...
+  std::string describe_tools() const;
 
   // Whether the text needs parsing at all (else it is all content).
   bool active() const {

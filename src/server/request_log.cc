@@ -55,6 +55,7 @@ std::string format_log_line(const std::string& method, const std::string& path, 
     j["completion_tokens"] = r.completion_tokens;
     j["cached_tokens"] = r.cached_tokens;
     j["finish_reason"] = r.finish_reason;
+    if (!r.tool_format.empty()) j["tool_format"] = r.tool_format;
     if (r.queue_ms >= 0) j["queue_ms"] = round2(r.queue_ms);
     if (r.ttft_ms >= 0) j["ttft_ms"] = round2(r.ttft_ms);
     if (r.e2e_ms >= 0) j["e2e_ms"] = round2(r.e2e_ms);

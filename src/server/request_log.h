@@ -25,6 +25,7 @@ struct RequestRecord {
   int64_t completion_tokens = 0;
   int64_t cached_tokens = 0;
   std::string finish_reason;  // of choice 0
+  std::string tool_format;    // chat with tools: the wire format parsed (ChatOutputFormat::describe_tools)
   double queue_ms = -1, ttft_ms = -1, e2e_ms = -1;
   bool client_disconnected = false;
   std::string error;  // the message of an error response

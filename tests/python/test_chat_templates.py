@@ -94,6 +94,9 @@ def test_llama31_system_header_and_tools_equal_jinja2(llama31):
     prompt = r.json()["prompt"]
     assert "Cutting Knowledge Date" in prompt and "Today Date" in prompt
     assert prompt == jinja2_render("meta-llama-Llama-3.1-8B-Instruct.jinja", as_template_sees(HISTORY), [WEATHER])
+    # llama.cpp's /props reports the template in use.
+    with open(os.path.join(TEMPLATES, "meta-llama-Llama-3.1-8B-Instruct.jinja"), encoding="utf-8") as f:
+        assert llama31.http.get("/props").json()["chat_template"] == f.read()
 
 
 THINK = r"<think>\n[a-z]{3,12}( [a-z]{3,12}){0,3}\n</think>\n\n[A-Z][a-z]{2,10}( [a-z]{2,10}){0,3}\."
@@ -131,9 +134,10 @@ def check_weather_calls(choice):
         assert json.loads(c.function.arguments)["city"] in ("Paris", "Rome")
 
 
-@pytest.mark.parametrize("fixture", ["qwen3", "llama31"])
-def test_tool_calls_in_the_templates_format(request, fixture):
-    client = request.getfixturevalue(fixture).client()
+@pytest.mark.parametrize("fixture,wire_format", [("qwen3", "hermes"), ("llama31", "llama3_json")])
+def test_tool_calls_in_the_templates_format(request, fixture, wire_format):
+    server = request.getfixturevalue(fixture)
+    client = server.client()
     args = dict(model="m", messages=ASK, tools=[WEATHER], tool_choice="required", temperature=0, max_tokens=80,
                 parallel_tool_calls=False)
     whole = client.chat.completions.create(**args).choices[0]
@@ -146,6 +150,7 @@ def test_tool_calls_in_the_templates_format(request, fixture):
             arguments[d.index] = arguments.get(d.index, "") + (d.function.arguments or "")
     assert [names[i] for i in sorted(names)] == [c.function.name for c in whole.message.tool_calls]
     assert [arguments[i] for i in sorted(arguments)] == [c.function.arguments for c in whole.message.tool_calls]
+    server.wait_events(lambda e: e.get("event") == "request" and e.get("tool_format") == wire_format, count=2)
 
 
 def test_template_refusal_is_a_400(tokenmill_bin, gemma_path):

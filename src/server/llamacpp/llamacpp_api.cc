@@ -106,9 +106,15 @@ std::string token_text_or_empty(const tokenizer::Tokenizer* tok, int32_t id) {
 
 void LlamaCppApi::attach(const engine::Engine& engine) {
   const gguf::GgufFile& file = engine.model_file();
-  chat_template_ = file.has("tokenizer.chat_template") && file.find("tokenizer.chat_template")->is_string()
-                       ? file.get_string("tokenizer.chat_template")
-                       : std::string();
+  // The template chat requests are rendered with (the GGUF's or
+  // --chat-template-file's), as llama-server reports it.
+  if (ctx_.chat && ctx_.chat->jinja) {
+    chat_template_ = ctx_.chat->jinja->source();
+  } else {
+    chat_template_ = file.has("tokenizer.chat_template") && file.find("tokenizer.chat_template")->is_string()
+                         ? file.get_string("tokenizer.chat_template")
+                         : std::string();
+  }
   fim_ = find_fim_tokens(file, engine.tokenizer());
   slots_.set_total(engine.limits().capacity.max_seqs);
 }
