@@ -23,11 +23,11 @@ struct ToolCallRecord {
 };
 
 struct ApiMessage {
-  std::string role;  // "system" | "user" | "assistant" | "tool"
-  std::string content;                     // "" when absent or null (an assistant turn of only tool calls)
-  std::string name;                        // the optional "name" field ("" when absent)
-  std::vector<ToolCallRecord> tool_calls;  // assistant only
-  std::string tool_call_id;                // tool only
+  std::string role;                              // "system" | "user" | "assistant" | "tool"
+  std::string content;                           // "" when absent or null (an assistant turn of only tool calls)
+  std::string name;                              // the optional "name" field ("" when absent)
+  std::vector<ToolCallRecord> tool_calls;        // assistant only
+  std::string tool_call_id;                      // tool only
   std::optional<std::string> reasoning_content;  // assistant only: its think text, when the client sends it back
 };
 

@@ -103,7 +103,8 @@ TEST(ChatPrompt, TemplateRefusalIsABadRequest) {
 // The sandbox's bounds are the server's fault, not the client's: 500.
 TEST(ChatPrompt, TemplateOverItsBoundsIsAServerError) {
   std::vector<uint8_t> bytes;
-  const ChatFormat c = *select_chat_format("", file_with("{% for i in range(1000000000) %}x{% endfor %}", bytes), nullptr);
+  const ChatFormat c =
+      *select_chat_format("", file_with("{% for i in range(1000000000) %}x{% endfor %}", bytes), nullptr);
   try {
     render_chat_text(c, user_says("hi"), {});
     FAIL() << "an endless template rendered";
@@ -118,10 +119,11 @@ TEST(ChatPrompt, ContextCarriesToolsKwargsAndToolTurns) {
   std::vector<uint8_t> bytes;
   const ChatFormat c = *select_chat_format(
       "",
-      file_with("{% if tools %}T={{ tools | map(attribute='function') | map(attribute='name') | join(',') }};{% endif %}"
-                "{% for m in messages %}{{ m.role }}:{% if m.tool_calls %}{{ m.tool_calls[0].function.arguments.city }}"
-                "{% endif %}{{ m.reasoning_content or '' }}|{% endfor %}think={{ enable_thinking }}",
-                bytes),
+      file_with(
+          "{% if tools %}T={{ tools | map(attribute='function') | map(attribute='name') | join(',') }};{% endif %}"
+          "{% for m in messages %}{{ m.role }}:{% if m.tool_calls %}{{ m.tool_calls[0].function.arguments.city }}"
+          "{% endif %}{{ m.reasoning_content or '' }}|{% endfor %}think={{ enable_thinking }}",
+          bytes),
       nullptr);
   ChatConversation conv = plain_conversation({{"user", "weather?"}});
   ApiMessage call;
@@ -144,7 +146,8 @@ TEST(ChatPrompt, ContextCarriesToolsKwargsAndToolTurns) {
 // A template that knows nothing of tools gets them folded into text.
 TEST(ChatPrompt, ToolsFoldIntoTextForTemplatesWithoutTools) {
   std::vector<uint8_t> bytes;
-  const ChatFormat c = *select_chat_format("", file_with("{% for m in messages %}{{ m.role }}:{{ m.content }}|{% endfor %}", bytes), nullptr);
+  const ChatFormat c = *select_chat_format(
+      "", file_with("{% for m in messages %}{{ m.role }}:{{ m.content }}|{% endfor %}", bytes), nullptr);
   ChatConversation conv = user_says("weather?");
   conv.tool_request.tools.push_back({"get_weather", "Weather by city", RequestJson::object(), false});
   conv.tools = RequestJson::parse(R"([{"type": "function", "function": {"name": "get_weather"}}])");

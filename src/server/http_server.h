@@ -39,10 +39,10 @@ namespace tokenmill::server {
 
 struct ServerOptions {
   std::string host = "127.0.0.1";
-  int port = 8080;                       // 0: any free port (bind() returns it)
-  std::vector<ApiKey> api_keys;          // empty: no authentication
-  std::vector<std::string> model_names;  // served names; [0] is reported by /v1/models
-  std::string chat_template;             // --chat-template NAME|FILE; "" = the GGUF's
+  int port = 8080;                                            // 0: any free port (bind() returns it)
+  std::vector<ApiKey> api_keys;                               // empty: no authentication
+  std::vector<std::string> model_names;                       // served names; [0] is reported by /v1/models
+  std::string chat_template;                                  // --chat-template NAME|FILE; "" = the GGUF's
   ReasoningFormat reasoning_format = ReasoningFormat::kAuto;  // --reasoning-format
   size_t max_body_bytes = size_t{8} << 20;
   // Memory a body's parsed JSON may take (413 beyond), and what all bodies

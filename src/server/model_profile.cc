@@ -92,7 +92,7 @@ std::vector<std::string> model_notices(const ModelProfile& p) {
         "replies continue the conversation text rather than follow instructions, and may not end their turn",
         p.base_model_reason));
   }
-  const std::string own = !p.gguf_chat_template         ? "the GGUF has no chat template"
+  const std::string own = !p.gguf_chat_template              ? "the GGUF has no chat template"
                           : !p.chat_template_warning.empty() ? p.chat_template_warning
                                                              : "the GGUF's chat template cannot be used";
   if (p.chat_template.empty()) {

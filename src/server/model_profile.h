@@ -27,10 +27,10 @@ namespace tokenmill::server {
 
 struct ModelProfile {
   bool base_model = false;
-  std::string base_model_reason;     // the evidence, in words (for the log)
-  bool gguf_chat_template = false;   // the GGUF carries tokenizer.chat_template
-  std::string chat_template;         // the family used ("gemma", ...); "" when chat is not served
-  std::string chat_template_source;  // ChatFormat::source; "" when chat is not served
+  std::string base_model_reason;      // the evidence, in words (for the log)
+  bool gguf_chat_template = false;    // the GGUF carries tokenizer.chat_template
+  std::string chat_template;          // the family used ("gemma", ...); "" when chat is not served
+  std::string chat_template_source;   // ChatFormat::source; "" when chat is not served
   std::string chat_template_warning;  // ChatFormat::warning: why the GGUF's own template is not used
 };
 

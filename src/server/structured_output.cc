@@ -19,7 +19,8 @@ std::shared_ptr<const grammar::CompiledGrammar> request_grammar(ServingContext& 
     if (!use_tools) return ctx.grammar_compiler->compile(constraint->spec);
     const grammar::GrammarLimits& limits = ctx.grammar_compiler->limits();
     const grammar::Deadline deadline(limits.max_compile_time);
-    return ctx.grammar_compiler->compile({grammar::ConstraintKind::kGbnf, tool_call_gbnf(*tools, limits, deadline, tools->format)});
+    return ctx.grammar_compiler->compile(
+        {grammar::ConstraintKind::kGbnf, tool_call_gbnf(*tools, limits, deadline, tools->format)});
   } catch (const Error& e) {
     bad_request(param, "{}", e.what());
   }

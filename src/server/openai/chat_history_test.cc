@@ -35,7 +35,8 @@ TEST(ChatHistory, ToolCallsAndResultsWithoutToolsRenderAsText) {
   ASSERT_EQ(history_turns(r).size(), 3u);  // user, assistant (the call), user (the result + the question)
   EXPECT_EQ(history_turns(r)[0].role, "user");
   EXPECT_EQ(history_turns(r)[1].role, "assistant");
-  EXPECT_NE(history_turns(r)[1].content.find("\"name\": \"get_weather\""), std::string::npos) << history_turns(r)[1].content;
+  EXPECT_NE(history_turns(r)[1].content.find("\"name\": \"get_weather\""), std::string::npos)
+      << history_turns(r)[1].content;
   EXPECT_NE(history_turns(r)[1].content.find("\"city\": \"Paris\""), std::string::npos) << history_turns(r)[1].content;
   EXPECT_EQ(history_turns(r)[2].role, "user");
   EXPECT_NE(history_turns(r)[2].content.find("sunny, 21 C"), std::string::npos) << history_turns(r)[2].content;

@@ -79,9 +79,8 @@ ApiMessage parse_message(const RequestJson& m, size_t i, const ApiMessage* previ
   // "refusal" comes back when a client appends the response's message, and
   // "annotations", "audio" and "function_call" too when it appends the
   // openai client's message.model_dump() (as nulls).
-  mf.reject_unknown(
-      {"role", "content", "name", "tool_calls", "tool_call_id", "refusal", "annotations", "audio", "function_call",
-       "reasoning_content"});
+  mf.reject_unknown({"role", "content", "name", "tool_calls", "tool_call_id", "refusal", "annotations", "audio",
+                     "function_call", "reasoning_content"});
   reject_unsupported_history_fields(mf);
   ApiMessage out;
   out.role = mf.string("role").value_or("");

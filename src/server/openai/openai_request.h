@@ -53,8 +53,8 @@ struct ChatRequest {
 struct TokenizeRequest {
   std::string model;
   bool is_chat = false;
-  bool llama_shape = false;                      // the text came as "content"
-  std::string prompt;                            // !is_chat ("prompt" or "content")
+  bool llama_shape = false;       // the text came as "content"
+  std::string prompt;             // !is_chat ("prompt" or "content")
   ChatConversation conversation;  // is_chat; rendered as a chat request's
   bool add_special_tokens = true;
   bool parse_special = false;  // special-token texts become those tokens

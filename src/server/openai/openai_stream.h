@@ -47,10 +47,10 @@ class OpenAiStream : public StreamShape {
 
  private:
   struct Choice {
-    bool echoed = false;                // the echo chunk went out (echo_prompts only)
-    int64_t offset = 0;                 // bytes of text before the next token (completion logprobs)
+    bool echoed = false;                     // the echo chunk went out (echo_prompts only)
+    int64_t offset = 0;                      // bytes of text before the next token (completion logprobs)
     std::optional<ChatOutputParser> parser;  // spec_.output.active() only
-    std::vector<std::string> call_ids;  // one per call the parser started
+    std::vector<std::string> call_ids;       // one per call the parser started
   };
 
   // The echo chunk of a choice whose prompt is scored, once its first

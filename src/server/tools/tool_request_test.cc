@@ -57,7 +57,8 @@ TEST(ToolsRequest, ToolsAndDefaults) {
   EXPECT_EQ(r.conversation.tool_request.tools[0].description, "Weather in a city.");
   EXPECT_TRUE(r.conversation.tool_request.tools[0].strict);
   EXPECT_EQ(r.conversation.tool_request.tools[0].parameters["required"][0], "city");
-  EXPECT_EQ(r.conversation.tool_request.tools[1].parameters, RequestJson::parse(R"({"type": "object", "properties": {}})"));
+  EXPECT_EQ(r.conversation.tool_request.tools[1].parameters,
+            RequestJson::parse(R"({"type": "object", "properties": {}})"));
   // Keys stay in the order sent (the grammar writes properties in it).
   EXPECT_EQ(r.conversation.tool_request.tools[0].parameters.dump(),
             R"({"type":"object","properties":{"city":{"type":"string"}},"required":["city"]})");
