@@ -173,3 +173,21 @@ def test_hostile_template_fails_the_request_not_the_server(tokenmill_bin, gemma_
         assert "bounds" in r.json()["error"]["message"]
         assert time.monotonic() - start < 30
         assert s.http.get("/health").status_code == 200
+
+
+def test_gpt_oss_channels_split_into_reasoning_and_content(tokenmill_bin, gemma_path):
+    harmony = (r"<\|channel\|>analysis<\|message\|>[a-z]{3,10}( [a-z]{3,10}){0,3}<\|end\|>"
+               r"<\|start\|>assistant<\|channel\|>final<\|message\|>[A-Z][a-z]{2,10}( [a-z]{2,10}){0,3}\.")
+    with serve(tokenmill_bin, gemma_path, "openai-gpt-oss-120b.jinja") as s:
+        client = s.client()
+        args = dict(model="m", messages=ASK, temperature=0, max_tokens=60, extra_body={"guided_regex": harmony})
+        msg = client.chat.completions.create(**args).choices[0].message
+        reasoning = (msg.model_extra or {}).get("reasoning_content")
+        assert reasoning and "<|" not in reasoning, msg
+        assert msg.content[0].isupper() and msg.content.endswith(".") and "<|" not in msg.content, msg
+        streamed = {"reasoning_content": "", "content": ""}
+        for chunk in client.chat.completions.create(stream=True, **args):
+            for choice in chunk.choices:
+                for field in streamed:
+                    streamed[field] += (choice.delta.model_extra or {}).get(field) or getattr(choice.delta, field, "") or ""
+        assert streamed == {"reasoning_content": reasoning, "content": msg.content}

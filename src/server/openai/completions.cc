@@ -212,6 +212,12 @@ void handle_chat_completions(ServingContext& ctx, const HttpRequest& req, HttpRe
   job.output = ctx.chat->output_format(r.conversation, prompt.text, ctx.reasoning_format);
   r.conversation.tool_request.format = job.output.tool_format;
   if (job.output.tool_calls) current_record().tool_format = job.output.describe_tools();
+  // gpt-oss's channel markers (<|channel|>, <|message|>, <|call|>) are
+  // control tokens: the parser must see their text, as written.
+  if (job.output.tool_format == ToolCallFormat::kGptOss) {
+    c.sampling.skip_special_tokens = false;
+    c.sampling.spaces_between_special_tokens = false;
+  }
   // Without max_tokens a chat may run to the end of the context (OpenAI's
   // rule), unless the server sets a default (--default-max-tokens).
   if (!c.max_tokens_to_context) job.gen.asked_max_tokens = c.max_tokens;
