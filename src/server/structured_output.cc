@@ -3,9 +3,34 @@
 #include "grammar/grammar_compiler.h"
 #include "server/api_error.h"
 #include "server/tools/tool_grammar.h"
+#include "util/check.h"
 #include "util/error.h"
 
 namespace tokenmill::server {
+
+namespace {
+
+// The tool grammar behind a think span: `<think>` (unless the prompt
+// opened it), text, `</think>`, whitespace. The span's text may hold '<'
+// but not "</" (GBNF has no "anything but this string"), so its first "</"
+// must be the closing tag.
+std::string behind_think_span(std::string gbnf, bool think_open) {
+  TM_CHECK(gbnf.rfind("root ::= ", 0) == 0);
+  gbnf.replace(0, 4, "tools-root");
+  const std::string span = R"(think-body "</think>" [ \t\r\n]*)";
+  std::string head =
+      think_open ? "root ::= " + span + " tools-root\n" : "root ::= (\"<think>\" " + span + ")? tools-root\n";
+  head += "think-body ::= ([^<] | \"<\" [^/])*\n";
+  return head + gbnf;
+}
+
+}  // namespace
+
+std::string tools_gbnf(const ToolsRequest& tools, const grammar::GrammarLimits& limits) {
+  const grammar::Deadline deadline(limits.max_compile_time);
+  std::string gbnf = tool_call_gbnf(tools, limits, deadline, tools.format);
+  return tools.think_first ? behind_think_span(std::move(gbnf), tools.think_open) : gbnf;
+}
 
 std::shared_ptr<const grammar::CompiledGrammar> request_grammar(ServingContext& ctx,
                                                                 const std::optional<OutputConstraint>& constraint,

@@ -25,6 +25,11 @@ std::shared_ptr<const grammar::CompiledGrammar> request_grammar(ServingContext& 
                                                                 const std::optional<OutputConstraint>& constraint,
                                                                 const ToolsRequest* tools);
 
+// The GBNF of a tools request: the calls in tools.format
+// (tools/tool_grammar.h), behind an optional think span for a reasoning
+// model (tools.think_first; inside one when tools.think_open).
+std::string tools_gbnf(const ToolsRequest& tools, const grammar::GrammarLimits& limits);
+
 // A finished chat choice: parses its text (chat_output.h) into reasoning,
 // tool_calls (fresh "call_..." ids), content (null when only calls), and
 // finish_reason "tool_calls" when it stopped normally after a call.

@@ -211,6 +211,8 @@ void handle_chat_completions(ServingContext& ctx, const HttpRequest& req, HttpRe
   job.gen.prompts.push_back(std::move(prompt.ids));
   job.output = ctx.chat->output_format(r.conversation, prompt.text, ctx.reasoning_format);
   r.conversation.tool_request.format = job.output.tool_format;
+  r.conversation.tool_request.think_first = job.output.reasoning != ReasoningFormat::kNone;
+  r.conversation.tool_request.think_open = job.output.think_open;
   if (job.output.tool_calls) current_record().tool_format = job.output.describe_tools();
   // gpt-oss's channel markers (<|channel|>, <|message|>, <|call|>) are
   // control tokens: the parser must see their text, as written.

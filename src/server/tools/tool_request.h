@@ -35,6 +35,11 @@ struct ToolsRequest {
   // chat prompt: the template's family, or Hermes when tools reach the
   // model as text); the tool grammar and the output parser use it.
   ToolCallFormat format = ToolCallFormat::kHermes;
+  // A reasoning model thinks before it calls: the grammar lets a think
+  // span come first (think_first), or starts inside one the prompt opened
+  // (think_open). Set with the chat prompt, as `format`.
+  bool think_first = false;
+  bool think_open = false;
 
   // Whether the output is generated and parsed as tool calls: tools were
   // declared and tool_choice is not "none".
