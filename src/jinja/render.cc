@@ -141,7 +141,9 @@ void Renderer::bind_macro_args(const MacroStmt& macro, CallArgs& args) {
     assign(name, std::move(v));
   }
   Value kwargs = Value::new_dict();
-  for (auto& [name, v] : args.keywords) {
+  for (auto& keyword : args.keywords) {
+    const std::string& name = keyword.first;  // a named reference: clang cannot capture structured bindings
+    const Value& v = keyword.second;
     const bool is_param =
         std::any_of(macro.params.begin(), macro.params.end(), [&](const auto& p) { return p.first == name; });
     if (name == "caller") {

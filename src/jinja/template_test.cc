@@ -173,6 +173,9 @@ TEST(JinjaTemplate, MentionsFindsWholeNames) {
 TEST(JinjaTemplate, TrailingNewlineIsDroppedOnce) {
   EXPECT_EQ(render("a\n"), "a");
   EXPECT_EQ(render("a\n\n"), "a\n");
+  // As jinja2 (checked with the oracle): \r\n and \r become \n before lexing.
+  EXPECT_EQ(render("a\r\nb  {%- if true %}\r\nx\r\n{% endif %}\r\n"), "a\nbx\n");
+  EXPECT_EQ(render("a\rb\r\n"), "a\nb");
   ParseOptions keep;
   keep.keep_trailing_newline = true;
   EXPECT_EQ(Template::parse("a\n", keep).render(kEmpty), "a\n");
