@@ -76,6 +76,8 @@ TEST(JinjaErrors, ErrorsWhereJinja2Errs) {
   EXPECT_EQ(error_of("{{ [1, 2]|select|length }}").kind(), ErrorKind::kRender);
   EXPECT_EQ(error_of("{{ x|tojson }}").kind(), ErrorKind::kRender);  // Undefined is not JSON
   EXPECT_EQ(error_of("{{ '%s %s' % ('a',) }}").kind(), ErrorKind::kRender);
+  EXPECT_EQ(error_of("{{ 3|last }}").kind(), ErrorKind::kRender);  // 'int' object is not iterable
+  EXPECT_EQ(error_of("{{ false|indent(2) }}").kind(), ErrorKind::kRender);
 }
 
 TEST(JinjaSandbox, MutatingMethodsAreUnsafe) {
