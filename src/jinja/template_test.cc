@@ -4,6 +4,8 @@
 
 #include <chrono>
 #include <string>
+#include <thread>
+#include <vector>
 
 #include "jinja/template.h"
 
@@ -163,6 +165,27 @@ TEST(JinjaLimits, WallTimeIsChecked) {
   Limits quick;
   quick.max_seconds = 1e-9;
   EXPECT_EQ(error_of("{% for i in range(1000000) %}{% endfor %}", quick).kind(), ErrorKind::kLimit);
+}
+
+TEST(JinjaTemplate, OneTemplateRendersOnManyThreads) {
+  const Template t = Template::parse(
+      "{% set ns = namespace(n=0) %}{% macro m(x) %}<{{ x|upper }}>{% endmacro %}"
+      "{% for msg in messages %}{% set ns.n = ns.n + 1 %}{{ m(msg.role) }}{{ msg.content|tojson }}"
+      "{{ loop.cycle('a', 'b') }}{% endfor %}{{ ns.n }}{{ messages|map(attribute='role')|join(',') }}");
+  nlohmann::ordered_json context;
+  context["messages"] = nlohmann::ordered_json::array();
+  for (int n = 0; n < 10; ++n) context["messages"].push_back({{"role", n % 2 ? "assistant" : "user"}, {"content", n}});
+  const std::string expected = t.render(context);
+  std::vector<int> mismatches(4, 0);
+  std::vector<std::thread> threads;
+  for (int k = 0; k < 4; ++k) {
+    threads.emplace_back([&, k] {
+      for (int n = 0; n < 200; ++n) mismatches[static_cast<size_t>(k)] += t.render(context) != expected;
+    });
+  }
+  for (std::thread& th : threads) th.join();
+  EXPECT_EQ(mismatches, std::vector<int>(4, 0));
+  EXPECT_EQ(expected.substr(0, 11), "<USER>0a<AS");
 }
 
 TEST(JinjaTemplate, MentionsFindsWholeNames) {
