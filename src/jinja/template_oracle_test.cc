@@ -327,7 +327,7 @@ const OracleCase kCases[] = {
      "'|title }}{{ '\xc3"
      "\xa9"
      "A'|capitalize }}{{ 'hello-world (x)'|title }}{{ \"it's\"|title }}{{ \"they're bill's friends.\"|title }}{{ "
-     "\"ab1cd\"|title }}{{ 'ab1cd'.title() }}\n",
+     "\"ab1cd\"|title }}{{ 'ab1cd'.title() }}",
      "\xc3"
      "\x89"
      "a B\xc3"
@@ -339,6 +339,12 @@ const OracleCase kCases[] = {
      "\xc3"
      "\x89"
      "aHello-World (X)It'sThey're Bill's Friends.Ab1cdAb1Cd"},
+    {"{% macro mac(a, b=2) %}[{{ a }}{{ b }}{% if caller is defined %}{{ caller() }}{% endif %}]{% endmacro %}{% for m "
+     "in messages %}{% call mac(loop.index) %}{{ m.role }}{{ loop.first }}{{ kwargs }}{% endcall %}{% endfor %}",
+     "[12systemTrue{}][22userFalse{}][32assistantFalse{}]"},
+    {"{% macro list_it(items) %}{% for it in items %}{{ caller(it) }}{% endfor %}{% endmacro %}{% set sep = ';' %}{% "
+     "call(x) list_it([1, 2]) %}{{ x }}{{ sep }}{% endcall %}\n",
+     "1;2;"},
 
 };
 
