@@ -170,7 +170,8 @@ Value slice_value(const Value& object, const Value& start, const Value& stop, co
     return Value::string(std::move(out));
   }
   if (object.is_undefined()) fail_render(undefined_message(object));
-  fail_render(fmt::format("'{}' object is not subscriptable", object.type_name()));
+  // jinja2's sandbox turns a failed subscript into an undefined value.
+  return make_undefined(fmt::format("'{}' object is not subscriptable", object.type_name()));
 }
 
 }  // namespace tokenmill::jinja

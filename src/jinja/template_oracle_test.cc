@@ -343,8 +343,11 @@ const OracleCase kCases[] = {
      "in messages %}{% call mac(loop.index) %}{{ m.role }}{{ loop.first }}{{ kwargs }}{% endcall %}{% endfor %}",
      "[12systemTrue{}][22userFalse{}][32assistantFalse{}]"},
     {"{% macro list_it(items) %}{% for it in items %}{{ caller(it) }}{% endfor %}{% endmacro %}{% set sep = ';' %}{% "
-     "call(x) list_it([1, 2]) %}{{ x }}{{ sep }}{% endcall %}\n",
+     "call(x) list_it([1, 2]) %}{{ x }}{{ sep }}{% endcall %}",
      "1;2;"},
+    {"{{ (false)[::-1] }}{{ 2.0 is even }}{{ 3.5 is odd }}{{ 4.5 is divisibleby(1.5) }}{{ 7 is divisibleby 2 }}{{ -4 "
+     "is even }}{{ -3 is odd }}{{ 3.0 is odd }}{{ -3.0 is odd }}\n",
+     "TrueFalseTrueFalseTrueTrueTrueTrue"},
 
 };
 
