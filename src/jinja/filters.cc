@@ -5,6 +5,8 @@
 #include <fmt/format.h>
 
 #include <cmath>
+#include <cstdio>
+#include <cstdlib>
 #include <unordered_map>
 
 #include "jinja/string_util.h"
@@ -40,6 +42,8 @@ Value filter_last(Renderer&, const Value& v, CallArgs&) {
 
 // jinja2 3.1's indent: width may be a string; blank lines stay empty unless blank=true.
 Value filter_indent(Renderer& r, const Value& v, CallArgs& a) {
+  // jinja2 appends "\n" to the value first, which fails for anything but a string.
+  if (!v.is_string()) fail_render(fmt::format("unsupported operand type(s) for +=: '{}' and 'str'", v.type_name()));
   const Value w = a.get(0, "width");
   std::string pad =
       w.is_string()
@@ -95,6 +99,15 @@ Value filter_round(Renderer&, const Value& v, CallArgs& a) {
   if (!v.is_number()) fail_render("round requires a number");
   const int64_t precision = a.get(0, "precision").kind == Value::Kind::kInt ? a.get(0, "precision").i : 0;
   const Value method = a.get(1, "method");
+  const bool common = !method.is_string() || method.s == "common";
+  if (common && v.kind != Value::Kind::kFloat)
+    return Value::integer(v.kind == Value::Kind::kBool ? v.b : v.i);  // round(int) is an int
+  if (common && precision >= 0 && precision <= 20) {
+    // printf rounds the exact binary value half-to-even, as Python's round() does.
+    char buf[512];
+    std::snprintf(buf, sizeof buf, "%.*f", static_cast<int>(precision), v.as_double());
+    return Value::floating(std::strtod(buf, nullptr));
+  }
   const double scale = std::pow(10.0, static_cast<double>(precision));
   const double x = v.as_double() * scale;
   double rounded = std::nearbyint(x);
@@ -166,16 +179,16 @@ Value filter_replace(Renderer& r, const Value& v, CallArgs& a) {
 
 // jinja2's title filter: capitalises after runs of whitespace, '-', and opening brackets.
 Value filter_title(Renderer&, const Value& v, CallArgs&) {
-  std::string out = text_of(v);
+  std::string out;
   bool word_start = true;
-  for (char& c : out) {
-    const bool sep = is_python_space(c) || c == '-' || c == '(' || c == '{' || c == '[' || c == '<';
-    if (sep) {
+  for (const std::string& cp : split_code_points(text_of(v))) {
+    const char c = cp[0];
+    if (cp.size() == 1 && (is_python_space(c) || c == '-' || c == '(' || c == '{' || c == '[' || c == '<')) {
       word_start = true;
+      out += cp;
       continue;
     }
-    if (word_start && c >= 'a' && c <= 'z') c = static_cast<char>(c - 32);
-    if (!word_start && c >= 'A' && c <= 'Z') c = static_cast<char>(c + 32);
+    out += word_start ? to_upper(cp) : to_lower(cp);
     word_start = false;
   }
   return Value::string(std::move(out));

@@ -43,6 +43,7 @@ Value select_items(Renderer& r, const Value& v, CallArgs& a, bool by_attr, bool 
   const size_t test_pos = by_attr ? 1 : 0;
   const Value test = a.get(test_pos, "");
   CallArgs rest = rest_args(a, test_pos + 1);
+  if (!v.truthy()) return out;  // jinja2 walks the value only `if value:` (none|select is empty)
   for (const Value& item : iterate(v)) {
     r.tick();
     const Value subject = by_attr ? follow_attribute(item, a.get(0, "attribute")) : item;
@@ -91,6 +92,7 @@ Value extreme(Renderer& r, const Value& v, CallArgs& a, bool want_max) {
 
 Value filter_map(Renderer& r, const Value& v, CallArgs& a) {
   Value out = Value::new_iterator({});
+  if (!v.truthy()) return out;  // as select: jinja2 maps only `if value:`
   const Value attribute = a.get(SIZE_MAX, "attribute");
   if (!attribute.is_undefined()) {
     const Value def = a.get(SIZE_MAX, "default");

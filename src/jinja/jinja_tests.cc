@@ -1,6 +1,7 @@
 // jinja2's tests (`x is defined`, `n is divisibleby 3`, ...).
 #include <fmt/format.h>
 
+#include <cmath>
 #include <unordered_map>
 
 #include "jinja/render.h"
@@ -15,6 +16,24 @@ bool int_like(const Value& v) { return v.kind == Value::Kind::kInt || v.kind == 
 int64_t test_int(const Value& v) {
   if (!int_like(v)) fail_render(fmt::format("expected an integer, got '{}'", v.type_name()));
   return v.kind == Value::Kind::kBool ? v.b : v.i;
+}
+
+// Python's `value % divisor == 0`, for ints and floats.
+bool divisible(const Value& v, const Value& d) {
+  if (!v.is_number() || !d.is_number())
+    fail_render(fmt::format("unsupported operand type(s) for %: '{}' and '{}'", v.type_name(), d.type_name()));
+  if (d.as_double() == 0) fail_render("integer division or modulo by zero");
+  if (v.kind != Value::Kind::kFloat && d.kind != Value::Kind::kFloat) return test_int(v) % test_int(d) == 0;
+  return std::fmod(v.as_double(), d.as_double()) == 0;
+}
+
+// jinja2's `value % 2 == 1` (3.5 is neither odd nor even).
+bool is_odd(const Value& v) {
+  if (!v.is_number()) fail_render(fmt::format("unsupported operand type(s) for %: '{}' and 'int'", v.type_name()));
+  if (v.kind != Value::Kind::kFloat) return (test_int(v) % 2 + 2) % 2 == 1;
+  double m = std::fmod(v.f, 2.0);
+  if (m < 0) m += 2.0;
+  return m == 1.0;
 }
 
 bool ordered(const Value& v, CallArgs& a, bool (*pred)(int)) {
@@ -61,14 +80,9 @@ const std::unordered_map<std::string, TestFn>& test_table() {
        [](const Value& v, CallArgs&) { return v.is_list() || v.is_dict() || v.is_string() || v.is_undefined(); }},
       {"sequence", [](const Value& v, CallArgs&) { return v.is_list() || v.is_dict() || v.is_string(); }},
       {"callable", [](const Value& v, CallArgs&) { return v.is_callable(); }},
-      {"even", [](const Value& v, CallArgs&) { return test_int(v) % 2 == 0; }},
-      {"odd", [](const Value& v, CallArgs&) { return test_int(v) % 2 != 0; }},
-      {"divisibleby",
-       [](const Value& v, CallArgs& a) {
-         const int64_t d = test_int(a.get(0, "num"));
-         if (d == 0) fail_render("integer division or modulo by zero");
-         return test_int(v) % d == 0;
-       }},
+      {"even", [](const Value& v, CallArgs&) { return divisible(v, Value::integer(2)); }},
+      {"odd", [](const Value& v, CallArgs&) { return is_odd(v); }},
+      {"divisibleby", [](const Value& v, CallArgs& a) { return divisible(v, a.get(0, "num")); }},
       {"eq", [](const Value& v, CallArgs& a) { return values_equal(v, a.get(0, "other")); }},
       {"ne", [](const Value& v, CallArgs& a) { return !values_equal(v, a.get(0, "other")); }},
       {"lt", [](const Value& v, CallArgs& a) { return ordered(v, a, [](int c) { return c < 0; }); }},

@@ -151,7 +151,8 @@ class SourceLexer {
   size_t lex_raw(size_t tag, size_t inner) {
     size_t body;
     char close;
-    if (!match_simple_tag(inner, "raw", body, close)) return 0;
+    // jinja2 opens a raw block with "%}" or "-%}" only; "raw +%}" is an unknown tag there.
+    if (!match_simple_tag(inner, "raw", body, close) || close == '+') return 0;
     if (close == '-') {
       while (body < src_.size() && is_space(src_[body])) ++body;
     }
@@ -310,11 +311,20 @@ class SourceLexer {
 }  // namespace
 
 std::vector<Token> tokenize(std::string_view source, const ParseOptions& options) {
-  if (!options.keep_trailing_newline && !source.empty() && source.back() == '\n') {
-    source.remove_suffix(1);
-    if (!source.empty() && source.back() == '\r') source.remove_suffix(1);
+  // jinja2 turns every \r\n and \r of the source into \n (its newline_sequence).
+  std::string normalized;
+  normalized.reserve(source.size());
+  for (size_t n = 0; n < source.size(); ++n) {
+    if (source[n] == '\r') {
+      normalized += '\n';
+      if (n + 1 < source.size() && source[n + 1] == '\n') ++n;
+    } else {
+      normalized += source[n];
+    }
   }
-  return SourceLexer(source, options).run();
+  std::string_view text = normalized;
+  if (!options.keep_trailing_newline && !text.empty() && text.back() == '\n') text.remove_suffix(1);
+  return SourceLexer(text, options).run();
 }
 
 }  // namespace tokenmill::jinja

@@ -241,7 +241,13 @@ StmtPtr Parser::parse_call_block(const Token& at) {
   if (dynamic_cast<CallExpr*>(call.get()) == nullptr) error(at, "expected a call after 'call'");
   s->call.reset(static_cast<CallExpr*>(call.release()));
   expect_block_end();
+  const bool outer_varargs = saw_varargs_, outer_kwargs = saw_kwargs_;
+  saw_varargs_ = saw_kwargs_ = false;
   caller->body = parse_body({"endcall"});
+  caller->takes_varargs = saw_varargs_;
+  caller->takes_kwargs = saw_kwargs_;
+  saw_varargs_ = outer_varargs;
+  saw_kwargs_ = outer_kwargs;
   expect_end_tag("endcall");
   s->caller = std::move(caller);
   return s;

@@ -141,7 +141,9 @@ void Renderer::bind_macro_args(const MacroStmt& macro, CallArgs& args) {
     assign(name, std::move(v));
   }
   Value kwargs = Value::new_dict();
-  for (auto& [name, v] : args.keywords) {
+  for (auto& keyword : args.keywords) {
+    const std::string& name = keyword.first;  // a named reference: clang cannot capture structured bindings
+    const Value& v = keyword.second;
     const bool is_param =
         std::any_of(macro.params.begin(), macro.params.end(), [&](const auto& p) { return p.first == name; });
     if (name == "caller") {
@@ -159,12 +161,12 @@ void Renderer::bind_macro_args(const MacroStmt& macro, CallArgs& args) {
   }
 }
 
-Value Renderer::call_macro(const MacroStmt& macro, CallArgs& args) {
+Value Renderer::call_macro(const MacroStmt& macro, CallArgs& args, bool isolated) {
   enter_call();
   const size_t saved_floor = floor_;
   const Flow saved_flow = flow;
   push_frame();
-  floor_ = num_frames_ - 1;
+  if (isolated) floor_ = num_frames_ - 1;
   struct Restore {
     Renderer& r;
     size_t floor;
@@ -179,6 +181,27 @@ Value Renderer::call_macro(const MacroStmt& macro, CallArgs& args) {
   bind_macro_args(macro, args);
   flow = Flow::kNormal;
   return Value::string(capture(macro.body));
+}
+
+Value Renderer::call_caller(const MacroStmt& body, CallArgs& args, size_t call_site_top, size_t call_site_floor) {
+  if (call_site_top > num_frames_ || call_site_floor > call_site_top) fail_render("caller() outside its call block");
+  // Set the macro's frames aside; the call site's become the innermost again.
+  std::vector<Frame> hidden;
+  for (size_t n = call_site_top; n < num_frames_; ++n) hidden.push_back(std::move(frames_[n]));
+  const size_t saved_top = num_frames_, saved_floor = floor_;
+  num_frames_ = call_site_top;
+  floor_ = call_site_floor;
+  struct Restore {
+    Renderer& r;
+    std::vector<Frame>& hidden;
+    size_t top, floor;
+    ~Restore() {
+      for (size_t n = 0; n < hidden.size(); ++n) r.frames_[r.num_frames_ + n] = std::move(hidden[n]);
+      r.num_frames_ = top;
+      r.floor_ = floor;
+    }
+  } restore{*this, hidden, saved_top, saved_floor};
+  return call_macro(body, args, /*isolated=*/false);
 }
 
 Value Expr::eval(Renderer& r) const {

@@ -48,7 +48,14 @@ class Renderer {
   void pop_frame();
 
   Value call(const Value& callee, CallArgs& args);
-  Value call_macro(const MacroStmt& macro, CallArgs& args);
+  // isolated: a macro's body sees only its arguments and the template's top level.
+  Value call_macro(const MacroStmt& macro, CallArgs& args, bool isolated = true);
+  // The body of a {% call %} block, run from inside the macro it was passed
+  // to: it sees the scopes of the call site (frames below `call_site_top`,
+  // down to `call_site_floor`), not the macro's.
+  Value call_caller(const MacroStmt& body, CallArgs& args, size_t call_site_top, size_t call_site_floor);
+  size_t num_frames() const { return num_frames_; }
+  size_t floor() const { return floor_; }
   void bind_macro_args(const MacroStmt& macro, CallArgs& args);
   void enter_call();
   void leave_call() { --depth_; }

@@ -37,6 +37,8 @@ std::vector<Value> iterate(const Value& v) {
     for (const auto& kv : v.dict->entries) out.push_back(kv.first);
   } else if (v.is_string()) {
     for (std::string& ch : split_code_points(v.s)) out.push_back(Value::string(std::move(ch)));
+  } else if (!v.is_undefined()) {
+    fail_render(fmt::format("'{}' object is not iterable", v.type_name()));
   }
   return out;
 }
@@ -168,7 +170,8 @@ Value slice_value(const Value& object, const Value& start, const Value& stop, co
     return Value::string(std::move(out));
   }
   if (object.is_undefined()) fail_render(undefined_message(object));
-  fail_render(fmt::format("'{}' object is not subscriptable", object.type_name()));
+  // jinja2's sandbox turns a failed subscript into an undefined value.
+  return make_undefined(fmt::format("'{}' object is not subscriptable", object.type_name()));
 }
 
 }  // namespace tokenmill::jinja

@@ -162,12 +162,14 @@ void MacroStmt::exec(Renderer& r) const {
 
 void CallBlockStmt::exec(Renderer& r) const {
   const MacroStmt* body = caller.get();
+  const size_t top = r.num_frames(), floor = r.floor();
   Value fn = call->callee->eval(r);
   CallArgs args;
   for (const ExprPtr& e : call->args.positional) args.positional.push_back(e->eval(r));
   for (const auto& [name, e] : call->args.keywords) args.keywords.emplace_back(name, e->eval(r));
-  args.keywords.emplace_back(
-      "caller", Value::function("caller", [body](Renderer& rr, CallArgs& a) { return rr.call_macro(*body, a); }));
+  args.keywords.emplace_back("caller", Value::function("caller", [body, top, floor](Renderer& rr, CallArgs& a) {
+                               return rr.call_caller(*body, a, top, floor);
+                             }));
   Value out = r.call(fn, args);
   r.write(to_str(out));
 }

@@ -141,27 +141,24 @@ std::string ascii_lower(std::string s) {
   return s;
 }
 
-namespace {
-bool is_ascii_alpha(char c) { return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z'); }
-}  // namespace
+// A code point with case: upper- and lower-casing it differ.
+bool is_cased(const std::string& cp) { return to_upper(cp) != to_lower(cp); }
 
 std::string python_title(const std::string& s) {
-  std::string out = s;
+  std::string out;
   bool prev_cased = false;
-  for (char& c : out) {
-    if (is_ascii_alpha(c)) {
-      c = prev_cased ? ascii_lower(std::string(1, c))[0] : ascii_upper(std::string(1, c))[0];
-      prev_cased = true;
-    } else {
-      prev_cased = static_cast<unsigned char>(c) >= 0x80 && prev_cased;
-    }
+  for (const std::string& cp : split_code_points(s)) {
+    const bool cased = is_cased(cp);
+    out += cased ? (prev_cased ? to_lower(cp) : to_upper(cp)) : cp;
+    prev_cased = cased;
   }
   return out;
 }
 
 std::string capitalize(const std::string& s) {
-  std::string out = ascii_lower(s);
-  if (!out.empty() && out[0] >= 'a' && out[0] <= 'z') out[0] = static_cast<char>(out[0] - 32);
+  const std::vector<std::string> cps = split_code_points(s);
+  std::string out;
+  for (size_t n = 0; n < cps.size(); ++n) out += n == 0 ? to_upper(cps[n]) : to_lower(cps[n]);
   return out;
 }
 

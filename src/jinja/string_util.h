@@ -26,6 +26,7 @@ std::string ascii_lower(std::string s);
 std::string to_upper(const std::string& s);
 std::string to_lower(const std::string& s);
 std::string python_title(const std::string& s);
+bool is_cased(const std::string& code_point);
 std::string capitalize(const std::string& s);
 int64_t count_occurrences(const std::string& s, const std::string& sub);
 std::string python_format(const std::string& format, const CallArgs& args);

@@ -311,7 +311,43 @@ const OracleCase kCases[] = {
      "1,2FalseT2['1', '3']"},
     {"{{ \"a'\"|safe + \"<b>\" }}|{{ \"<x>\" + \"y\"|safe }}|{{ (\"<\" ~ \"a\"|safe) }}|{{ \"<\"|e }}{{ \"<\"|e|e }}",
      "a'&lt;b&gt;|&lt;x&gt;y|<a|&lt;&lt;"},
-    {"{{ {'a': 1}|items|list }}{% for k, v in {'a': 1}|items %}{{k}}{{v}}{% endfor %}\n", "[('a', 1)]a1"},
+    {"{{ {'a': 1}|items|list }}{% for k, v in {'a': 1}|items %}{{k}}{{v}}{% endfor %}", "[('a', 1)]a1"},
+    {"{{ 0|round }}{{ 5|round(2) }}{{ 2.5|round }}{{ 3.5|round }}{{ 2.675|round(2) }}{{ 7|round(method='floor') }}{{ "
+     "-2.5|round }}{{ 1.45|round(1, 'ceil') }}{{ 1e300|round(2) }}",
+     "052.04.02.677.0-2.01.51e+300"},
+    {"{{ none|selectattr('a')|list }}{{ ''|map('upper')|list }}{{ 0|reject|list }}", "[][][]"},
+    {"{{ '\xc3"
+     "\xa9"
+     "a b\xc3"
+     "\x89"
+     "'.title() }}{{ '\xc3"
+     "\xa9"
+     "a b\xc3"
+     "\x89"
+     "'|title }}{{ '\xc3"
+     "\xa9"
+     "A'|capitalize }}{{ 'hello-world (x)'|title }}{{ \"it's\"|title }}{{ \"they're bill's friends.\"|title }}{{ "
+     "\"ab1cd\"|title }}{{ 'ab1cd'.title() }}",
+     "\xc3"
+     "\x89"
+     "a B\xc3"
+     "\xa9"
+     "\xc3"
+     "\x89"
+     "a B\xc3"
+     "\xa9"
+     "\xc3"
+     "\x89"
+     "aHello-World (X)It'sThey're Bill's Friends.Ab1cdAb1Cd"},
+    {"{% macro mac(a, b=2) %}[{{ a }}{{ b }}{% if caller is defined %}{{ caller() }}{% endif %}]{% endmacro %}{% for m "
+     "in messages %}{% call mac(loop.index) %}{{ m.role }}{{ loop.first }}{{ kwargs }}{% endcall %}{% endfor %}",
+     "[12systemTrue{}][22userFalse{}][32assistantFalse{}]"},
+    {"{% macro list_it(items) %}{% for it in items %}{{ caller(it) }}{% endfor %}{% endmacro %}{% set sep = ';' %}{% "
+     "call(x) list_it([1, 2]) %}{{ x }}{{ sep }}{% endcall %}",
+     "1;2;"},
+    {"{{ (false)[::-1] }}{{ 2.0 is even }}{{ 3.5 is odd }}{{ 4.5 is divisibleby(1.5) }}{{ 7 is divisibleby 2 }}{{ -4 "
+     "is even }}{{ -3 is odd }}{{ 3.0 is odd }}{{ -3.0 is odd }}\n",
+     "TrueFalseTrueFalseTrueTrueTrueTrue"},
 
 };
 

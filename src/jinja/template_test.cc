@@ -4,6 +4,8 @@
 
 #include <chrono>
 #include <string>
+#include <thread>
+#include <vector>
 
 #include "jinja/template.h"
 
@@ -76,6 +78,8 @@ TEST(JinjaErrors, ErrorsWhereJinja2Errs) {
   EXPECT_EQ(error_of("{{ [1, 2]|select|length }}").kind(), ErrorKind::kRender);
   EXPECT_EQ(error_of("{{ x|tojson }}").kind(), ErrorKind::kRender);  // Undefined is not JSON
   EXPECT_EQ(error_of("{{ '%s %s' % ('a',) }}").kind(), ErrorKind::kRender);
+  EXPECT_EQ(error_of("{{ 3|last }}").kind(), ErrorKind::kRender);  // 'int' object is not iterable
+  EXPECT_EQ(error_of("{{ false|indent(2) }}").kind(), ErrorKind::kRender);
 }
 
 TEST(JinjaSandbox, MutatingMethodsAreUnsafe) {
@@ -163,6 +167,27 @@ TEST(JinjaLimits, WallTimeIsChecked) {
   EXPECT_EQ(error_of("{% for i in range(1000000) %}{% endfor %}", quick).kind(), ErrorKind::kLimit);
 }
 
+TEST(JinjaTemplate, OneTemplateRendersOnManyThreads) {
+  const Template t = Template::parse(
+      "{% set ns = namespace(n=0) %}{% macro m(x) %}<{{ x|upper }}>{% endmacro %}"
+      "{% for msg in messages %}{% set ns.n = ns.n + 1 %}{{ m(msg.role) }}{{ msg.content|tojson }}"
+      "{{ loop.cycle('a', 'b') }}{% endfor %}{{ ns.n }}{{ messages|map(attribute='role')|join(',') }}");
+  nlohmann::ordered_json context;
+  context["messages"] = nlohmann::ordered_json::array();
+  for (int n = 0; n < 10; ++n) context["messages"].push_back({{"role", n % 2 ? "assistant" : "user"}, {"content", n}});
+  const std::string expected = t.render(context);
+  std::vector<int> mismatches(4, 0);
+  std::vector<std::thread> threads;
+  for (int k = 0; k < 4; ++k) {
+    threads.emplace_back([&, k] {
+      for (int n = 0; n < 200; ++n) mismatches[static_cast<size_t>(k)] += t.render(context) != expected;
+    });
+  }
+  for (std::thread& th : threads) th.join();
+  EXPECT_EQ(mismatches, std::vector<int>(4, 0));
+  EXPECT_EQ(expected.substr(0, 11), "<USER>0a<AS");
+}
+
 TEST(JinjaTemplate, MentionsFindsWholeNames) {
   const Template t = Template::parse("{% if tools %}{{ enable_thinking_x }}{% endif %}");
   EXPECT_TRUE(t.mentions("tools"));
@@ -173,6 +198,9 @@ TEST(JinjaTemplate, MentionsFindsWholeNames) {
 TEST(JinjaTemplate, TrailingNewlineIsDroppedOnce) {
   EXPECT_EQ(render("a\n"), "a");
   EXPECT_EQ(render("a\n\n"), "a\n");
+  // As jinja2 (checked with the oracle): \r\n and \r become \n before lexing.
+  EXPECT_EQ(render("a\r\nb  {%- if true %}\r\nx\r\n{% endif %}\r\n"), "a\nbx\n");
+  EXPECT_EQ(render("a\rb\r\n"), "a\nb");
   ParseOptions keep;
   keep.keep_trailing_newline = true;
   EXPECT_EQ(Template::parse("a\n", keep).render(kEmpty), "a\n");
