@@ -97,7 +97,7 @@ TEST(ToolCallFormats, Hermes) {
                  "\"arguments\": {\"x\": \"</tool_call>\"}}\n</tool_call>\nBye",
                  "HiBye",
                  {{"f", "{}"}, {"g", "{\"x\": \"</tool_call>\"}"}}},
-                {"plain <tool_call> text", "plain<tool_call> text", {}}});
+                {"plain <tool_call> text", "plain <tool_call> text", {}}});
 }
 
 TEST(ToolCallFormats, Qwen3Coder) {
