@@ -29,6 +29,7 @@ std::shared_ptr<const grammar::CompiledGrammar> request_grammar(ServingContext& 
 void apply_tool_calls(ChoiceOutput& choice, ToolCallFormat format) {
   ParsedChoice parsed = parse_tool_calls(choice.text, format);
   choice.text = std::move(parsed.content);
+  choice.reasoning += parsed.reasoning;
   if (parsed.calls.empty()) return;
   std::vector<std::string> ids;
   for (size_t i = 0; i < parsed.calls.size(); ++i) ids.push_back(new_response_id("call_"));

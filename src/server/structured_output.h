@@ -31,7 +31,7 @@ std::shared_ptr<const grammar::CompiledGrammar> request_grammar(ServingContext& 
 // finish_reason "tool_calls" when it stopped normally after a call.
 // `format`: the model's wire format (tool_call_format.h), as for the
 // grammar. Reasoning the format reports (gpt-oss's analysis channel) is
-// dropped here: ChoiceOutput has no field for it yet.
+// appended to choice.reasoning.
 void apply_tool_calls(ChoiceOutput& choice, ToolCallFormat format = ToolCallFormat::kHermes);
 
 }  // namespace tokenmill::server

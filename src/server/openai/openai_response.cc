@@ -208,6 +208,7 @@ json chat_response(const ResponseMeta& meta, const std::vector<ChoiceOutput>& ch
     json message = {
         {"role", "assistant"}, {"content", c.null_content ? json(nullptr) : json(c.text)}, {"refusal", nullptr}};
     if (c.tool_calls.is_array() && !c.tool_calls.empty()) message["tool_calls"] = c.tool_calls;
+    if (!c.reasoning.empty()) message["reasoning_content"] = c.reasoning;
     cs.push_back({{"index", c.index},
                   {"message", std::move(message)},
                   {"logprobs", c.logprobs},

@@ -97,6 +97,9 @@ struct ChoiceOutput {
   // for. Completions put it in the choice, chat at the top of the body
   // (from the first choice: a chat has one prompt), as vLLM does.
   nlohmann::json prompt_logprobs;
+  // The model's reasoning, apart from the content ("reasoning_content",
+  // DeepSeek's field; omitted when empty).
+  std::string reasoning;
 };
 
 // The tool calls of a message: [{"id", "type": "function", "function":
