@@ -159,6 +159,7 @@ TEST(ToolCallFormats, Mistral) {
                  {{"get_weather", "{\"city\": \"Paris\"}"}, {"get_time", "{}"}}},
                 {"[TOOL_CALLS]f[CALL_ID]a1b2c3d4e[ARGS]{\"x\": [1]}", "", {{"f", "{\"x\": [1]}"}}},
                 {"[TOOL_CALLS]oops no call", "[TOOL_CALLS]oops no call", {}},
+                {"[TOOL_CALLS]f[ARGS]oops", "[TOOL_CALLS]f[ARGS]oops", {}},
                 {"[TOOL_CALLS][{\"name\": \"f\", \"argu", "[TOOL_CALLS][{\"name\": \"f\", \"argu", {}},
                 {"[TOOL_CALLS]f[ARGS]{\"a\": \"tru", "", {{"f", "{\"a\": \"tru"}}}});
 }
