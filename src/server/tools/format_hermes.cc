@@ -193,12 +193,16 @@ bool HermesParser::step_args(ParsedOutput& out) {
     emit_args(out, rstrip(args));
     return end_call(j);
   }
-  // A scalar argument may be followed by the wrapper: hold back ws '}' ws
-  // and a start of "</tool_call>" until it is clear.
+  // Outside strings, a start of "</tool_call>" and whitespace wait (the
+  // tag ends the call at any depth, and the arguments are trimmed before
+  // it); a scalar argument may also be followed by the wrapper: ws '}' ws
+  // waits too until it is clear.
   size_t end = buf_.size();
-  if (lex.depth == 0 && !lex.in_string) {
+  if (!lex.in_string) {
     end -= partial_suffix(buf_, kToolCallClose);
     while (end > 0 && is_space(buf_[end - 1])) --end;
+  }
+  if (lex.depth == 0 && !lex.in_string) {
     if (end > 0 && buf_[end - 1] == '}') --end;
     while (end > 0 && is_space(buf_[end - 1])) --end;
   }
