@@ -1,7 +1,8 @@
 // The tool-call parsers of every format and the reasoning parser on
 // arbitrary model output: no crash, and the streamed parse (pieces of a
 // size the input's second byte picks) concatenates to the whole parse.
-// Input: [format byte][step byte][output text].
+// Input: [format byte][step byte][output text]; the step byte's top bit
+// says whether the prompt opened a think span.
 #include <cstdint>
 #include <string>
 #include <string_view>
