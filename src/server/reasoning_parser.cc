@@ -5,21 +5,21 @@
 namespace tokenmill::server {
 namespace {
 
-constexpr std::string_view kThinkOpen = "<think>";
-constexpr std::string_view kThinkClose = "</think>";
+constexpr std::string_view kReasoningOpenTag = "<think>";
+constexpr std::string_view kReasoningCloseTag = "</think>";
 
 }  // namespace
 
 ReasoningFormat resolve_reasoning_format(ReasoningFormat format, std::string_view template_source) {
   if (format != ReasoningFormat::kAuto) return format;
-  const bool think = template_source.find(kThinkOpen) != std::string_view::npos ||
-                     template_source.find(kThinkClose) != std::string_view::npos;
+  const bool think = template_source.find(kReasoningOpenTag) != std::string_view::npos ||
+                     template_source.find(kReasoningCloseTag) != std::string_view::npos;
   return think ? ReasoningFormat::kDeepSeek : ReasoningFormat::kNone;
 }
 
 bool template_opens_think(std::string_view rendered_prompt) {
   const std::string_view s = tools_internal::rstrip(rendered_prompt);
-  return s.size() >= kThinkOpen.size() && s.substr(s.size() - kThinkOpen.size()) == kThinkOpen;
+  return s.size() >= kReasoningOpenTag.size() && s.substr(s.size() - kReasoningOpenTag.size()) == kReasoningOpenTag;
 }
 
 ReasoningParser::ReasoningParser(ReasoningFormat format, bool think_open)
@@ -38,25 +38,25 @@ void ReasoningParser::emit_reasoning(ReasoningDelta& out, std::string_view text)
 bool ReasoningParser::step_start() {
   const size_t i = tools_internal::skip_space(buf_, 0);
   const std::string_view rest = std::string_view(buf_).substr(i);
-  if (rest.substr(0, kThinkOpen.size()) == kThinkOpen) {
-    buf_.erase(0, i + kThinkOpen.size());
+  if (rest.substr(0, kReasoningOpenTag.size()) == kReasoningOpenTag) {
+    buf_.erase(0, i + kReasoningOpenTag.size());
     state_ = State::kThink;
     return true;
   }
-  if (kThinkOpen.substr(0, rest.size()) == rest) return false;  // may still become <think>
+  if (kReasoningOpenTag.substr(0, rest.size()) == rest) return false;  // may still become <think>
   state_ = State::kContent;
   return true;
 }
 
 bool ReasoningParser::step_think(ReasoningDelta& out) {
-  const size_t p = buf_.find(kThinkClose);
+  const size_t p = buf_.find(kReasoningCloseTag);
   if (p != std::string::npos) {
     emit_reasoning(out, tools_internal::rstrip(std::string_view(buf_).substr(0, p)));
-    buf_.erase(0, p + kThinkClose.size());
+    buf_.erase(0, p + kReasoningCloseTag.size());
     state_ = State::kAfterThink;
     return true;
   }
-  size_t end = buf_.size() - tools_internal::partial_suffix(buf_, kThinkClose);
+  size_t end = buf_.size() - tools_internal::partial_suffix(buf_, kReasoningCloseTag);
   while (end > 0 && tools_internal::is_space(buf_[end - 1])) --end;
   emit_reasoning(out, std::string_view(buf_).substr(0, end));
   buf_.erase(0, end);

@@ -41,10 +41,12 @@ RegionScan deepseek_call(std::string_view s, size_t i, SnapshotBuilder& out) {
     fenced = fence == Scan::kDone;
   }
   if (!is_call_name(name)) return {Scan::kBad, i};
-  out.begin_call(std::string(name));
   const JsonValueScan v = scan_json_value(s, j, out.memo());
+  if (v.status == Scan::kBad) return {Scan::kBad, i};
+  if (v.begin == s.size()) return {Scan::kMore, s.size()};  // a call counts once its arguments begin
+  out.begin_call(std::string(name));
   report_args(s, v.begin, v.end, v.status == Scan::kDone, out);
-  if (v.status != Scan::kDone) return {v.status, v.status == Scan::kMore ? s.size() : v.begin};
+  if (v.status != Scan::kDone) return {Scan::kMore, s.size()};
   RegionScan r{Scan::kDone, v.end};
   if (fenced) r = close_with(s, "```", r);
   if (r.status != Scan::kDone) return r;

@@ -94,6 +94,8 @@ class HermesParser final : public FormatParser {
 
   State state_ = State::kText;
   std::string buf_;  // text received and not yet reported
+  // kHeader: the whitespace before the tag, content again if no call follows.
+  std::string space_before_tag_;
   int num_calls_ = 0;
   bool after_call_ = false;  // no content reported since the last call ended
   bool args_begun_ = false;  // the current call reported a non-space byte of ARGS
@@ -127,7 +129,9 @@ void HermesParser::emit_args(ParsedOutput& out, std::string_view text) {
 bool HermesParser::step_text(ParsedOutput& out) {
   const size_t p = buf_.find(kToolCallOpen);
   if (p != std::string::npos) {
-    emit_content(out, rstrip(std::string_view(buf_).substr(0, p)));
+    const std::string_view before = rstrip(std::string_view(buf_).substr(0, p));
+    emit_content(out, before);
+    space_before_tag_ = buf_.substr(before.size(), p - before.size());
     buf_.erase(0, p + kToolCallOpen.size());
     state_ = State::kHeader;
     return true;
@@ -145,7 +149,7 @@ bool HermesParser::step_header(ParsedOutput& out) {
   HermesHeaderMatch m = HermesHeaderMatcher(buf_).run();
   if (m.match == HermesMatch::kMore && buf_.size() <= kHermesMaxHeaderBytes) return false;
   if (m.match != HermesMatch::kYes) {  // not a call after all: the tag is content
-    emit_content(out, kToolCallOpen);
+    emit_content(out, space_before_tag_ + std::string(kToolCallOpen));
     state_ = State::kText;
     return true;
   }
@@ -189,12 +193,16 @@ bool HermesParser::step_args(ParsedOutput& out) {
     emit_args(out, rstrip(args));
     return end_call(j);
   }
-  // A scalar argument may be followed by the wrapper: hold back ws '}' ws
-  // and a start of "</tool_call>" until it is clear.
+  // Outside strings, a start of "</tool_call>" and whitespace wait (the
+  // tag ends the call at any depth, and the arguments are trimmed before
+  // it); a scalar argument may also be followed by the wrapper: ws '}' ws
+  // waits too until it is clear.
   size_t end = buf_.size();
-  if (lex.depth == 0 && !lex.in_string) {
+  if (!lex.in_string) {
     end -= partial_suffix(buf_, kToolCallClose);
     while (end > 0 && is_space(buf_[end - 1])) --end;
+  }
+  if (lex.depth == 0 && !lex.in_string) {
     if (end > 0 && buf_[end - 1] == '}') --end;
     while (end > 0 && is_space(buf_[end - 1])) --end;
   }
@@ -228,7 +236,7 @@ ParsedOutput HermesParser::finish() {
       // Cut inside a call's header: the call has no name yet, so it cannot
       // be reported as one, and its syntax must not surface as content.
       if (HermesHeaderMatcher(buf_).run().match == HermesMatch::kNo)
-        emit_content(out, std::string(kToolCallOpen) + buf_);
+        emit_content(out, space_before_tag_ + std::string(kToolCallOpen) + buf_);
       break;
     case State::kArgs:  // cut short: the arguments as far as they were written
       if (!lex_.closed) emit_args(out, buf_);

@@ -103,11 +103,12 @@ RegionScan mistral_region(std::string_view s, std::string_view, size_t i, Snapsh
     j = k;
   }
   if (Scan m = match_word(s, j, "[ARGS]"); m != Scan::kDone) return {m, j};
-  out.begin_call(name);
   const JsonValueScan v = scan_json_value(s, j, out.memo());
+  if (v.status == Scan::kBad) return {Scan::kBad, i};
+  if (v.begin == s.size()) return {Scan::kMore, s.size()};  // a call counts once its arguments begin
+  out.begin_call(name);
   report_args(s, v.begin, v.end, v.status == Scan::kDone, out);
-  if (v.status == Scan::kMore) return {Scan::kMore, s.size()};
-  return {Scan::kDone, v.status == Scan::kDone ? v.end : v.begin};
+  return {v.status, v.status == Scan::kDone ? v.end : s.size()};
 }
 
 RegionScan granite_region(std::string_view s, std::string_view, size_t i, SnapshotBuilder& out) {

@@ -73,10 +73,17 @@ RegionScan qwen_parameters(std::string_view s, size_t j, SnapshotBuilder& out) {
       out.args(args);
       return close_with(s, kToolCallClose, {Scan::kDone, j});
     }
+    if (const Scan m = match_word(s, j, kToolCallClose); m != Scan::kBad) {  // </function> left out
+      if (m == Scan::kMore) return stop(Scan::kMore, s.size());
+      args += args.empty() ? "{}" : "}";
+      out.args(args);
+      return {Scan::kDone, j};
+    }
     if (const Scan m = match_word(s, j, kQcParamOpen); m != Scan::kDone) return stop(m, j);
     const size_t key = j;
-    j = s.find('>', key);
-    if (j == std::string_view::npos) return stop(s.size() - key > kMaxNameBytes ? Scan::kBad : Scan::kMore, key);
+    while (j < s.size() && s[j] != '>' && s[j] != '<' && s[j] != '\n' && j - key <= kMaxNameBytes) ++j;
+    if (j == s.size()) return stop(Scan::kMore, key);
+    if (j == key || s[j] != '>' || j - key > kMaxNameBytes) return stop(Scan::kBad, key);
     args += (args.empty() ? "{\"" : ", \"") + json_escape(s.substr(key, j - key)) + "\": ";
     ++j;
     if (qwen_parameter_value(s, j, out, args) == Scan::kMore) return stop(Scan::kMore, s.size());
@@ -108,7 +115,7 @@ RegionScan functionary_region(std::string_view s, std::string_view opener, size_
   if (s[j] != '{') return {Scan::kBad, i};
   out.begin_call(std::move(name));
   const JsonValueScan v = scan_json_value(s, j, out.memo());
-  report_args(s, v.begin, v.end, v.status == Scan::kDone, out);
+  if (v.status != Scan::kBad) report_args(s, v.begin, v.end, v.status == Scan::kDone, out);
   if (v.status != Scan::kDone) return {v.status, s.size()};
   return opener == kQcFunctionOpen ? close_with(s, kQcFunctionClose, {Scan::kDone, v.end})
                                    : RegionScan{Scan::kDone, v.end};

@@ -3,24 +3,26 @@
 namespace tokenmill::server {
 namespace {
 
-bool has(std::string_view s, std::string_view marker) { return s.find(marker) != std::string_view::npos; }
+bool template_has(std::string_view s, std::string_view marker) { return s.find(marker) != std::string_view::npos; }
 
 }  // namespace
 
 ToolCallFormat detect_tool_call_format(std::string_view t) {
   // Most specific markers first: several templates share generic ones
   // (<tool_call>, <function=, <|python_tag|>).
-  if (has(t, "<｜tool▁calls▁begin｜>") || has(t, "<｜tool▁call▁begin｜>")) return ToolCallFormat::kDeepSeekV3;
-  if (has(t, "<|channel|>") && has(t, "<|message|>")) return ToolCallFormat::kGptOss;
-  if (has(t, "<function=") && has(t, "<parameter=")) return ToolCallFormat::kQwen3Coder;
-  if (has(t, "[TOOL_CALLS]")) return ToolCallFormat::kMistral;
-  if (has(t, "<|tool_call|>")) return ToolCallFormat::kGranite;
-  if (has(t, "<|START_ACTION|>") || has(t, "Action: ```json") ||
-      (has(t, "<|START_OF_TURN_TOKEN|>") && has(t, "tool_name")))
+  if (template_has(t, "<｜tool▁calls▁begin｜>") || template_has(t, "<｜tool▁call▁begin｜>"))
+    return ToolCallFormat::kDeepSeekV3;
+  if (template_has(t, "<|channel|>") && template_has(t, "<|message|>")) return ToolCallFormat::kGptOss;
+  if (template_has(t, "<function=") && template_has(t, "<parameter=")) return ToolCallFormat::kQwen3Coder;
+  if (template_has(t, "[TOOL_CALLS]")) return ToolCallFormat::kMistral;
+  if (template_has(t, "<|tool_call|>")) return ToolCallFormat::kGranite;
+  if (template_has(t, "<|START_ACTION|>") || template_has(t, "Action: ```json") ||
+      (template_has(t, "<|START_OF_TURN_TOKEN|>") && template_has(t, "tool_name")))
     return ToolCallFormat::kCommandR;
-  if (has(t, ">>>all") || has(t, "<function=")) return ToolCallFormat::kFunctionary;
-  if (has(t, "<tool_call>")) return ToolCallFormat::kHermes;
-  if (has(t, "<|python_tag|>") || (has(t, "<|start_header_id|>") && has(t, "\"parameters\"")))
+  if (template_has(t, ">>>all") || template_has(t, "<function=")) return ToolCallFormat::kFunctionary;
+  if (template_has(t, "<tool_call>")) return ToolCallFormat::kHermes;
+  if (template_has(t, "<|python_tag|>") ||
+      (template_has(t, "<|start_header_id|>") && template_has(t, "\"parameters\"")))
     return ToolCallFormat::kLlama3Json;
   return ToolCallFormat::kHermes;
 }

@@ -97,7 +97,11 @@ TEST(ToolCallFormats, Hermes) {
                  "\"arguments\": {\"x\": \"</tool_call>\"}}\n</tool_call>\nBye",
                  "HiBye",
                  {{"f", "{}"}, {"g", "{\"x\": \"</tool_call>\"}"}}},
-                {"plain <tool_call> text", "plain<tool_call> text", {}}});
+                {"plain <tool_call> text", "plain <tool_call> text", {}},
+                // Malformed arguments that open brackets: the tag still ends the call.
+                {"<tool_call>{\"name\": \"f\", \"arguments\": x\"s\": {\"a\":1\n</tool_call>",
+                 "",
+                 {{"f", "x\"s\": {\"a\":1"}}}});
 }
 
 TEST(ToolCallFormats, Qwen3Coder) {
@@ -105,25 +109,31 @@ TEST(ToolCallFormats, Qwen3Coder) {
       "<tool_call>\n<function=get_weather>\n<parameter=city>\nParis, \"FR\"\n</parameter>\n<parameter=days>\n3\n"
       "</parameter>\n<parameter=opts>\n{\"unit\": \"C\"}\n</parameter>\n</function>\n</tool_call>";
   const std::string args = R"({"city": "Paris, \"FR\"", "days": 3, "opts": {"unit": "C"}})";
-  expect_cases(ToolCallFormat::kQwen3Coder,
-               {{call, "", {{"get_weather", args}}},
-                {"Let me look.\n\n" + call + "\n" + call + "\nDone",
-                 "Let me look.Done",
-                 {{"get_weather", args}, {"get_weather", args}}},
-                {"<tool_call>\n<function=now>\n</function>\n</tool_call>", "", {{"now", "{}"}}},
-                {"<tool_call>\n<function=f>\n<parameter=s>\ntrue "
-                 "story\n</parameter>\n<parameter=t>\nline1\nline2\n</parameter>\n"
-                 "</function>\n</tool_call>",
-                 "",
-                 {{"f", R"({"s": "true story", "t": "line1\nline2"})"}}},
-                // Hermes JSON inside the tag is accepted too.
-                {"<tool_call>\n{\"name\": \"f\", \"arguments\": {\"a\": 1}}\n</tool_call>", "", {{"f", "{\"a\": 1}"}}},
-                // Cut short: the open value and object are closed.
-                {"<tool_call>\n<function=f>\n<parameter=q>\nhello wor", "", {{"f", R"({"q": "hello wor"})"}}},
-                {"<tool_call>\n<function=f>\n<parameter=n>\n12", "", {{"f", R"({"n": 12})"}}},
-                // Malformed: content, as written.
-                {"<tool_call>\n<func=x>\n</tool_call> ok", "<tool_call>\n<func=x>\n</tool_call> ok", {}},
-                {"a <tool_call", "a <tool_call", {}}});
+  expect_cases(
+      ToolCallFormat::kQwen3Coder,
+      {{call, "", {{"get_weather", args}}},
+       {"Let me look.\n\n" + call + "\n" + call + "\nDone",
+        "Let me look.Done",
+        {{"get_weather", args}, {"get_weather", args}}},
+       {"<tool_call>\n<function=now>\n</function>\n</tool_call>", "", {{"now", "{}"}}},
+       {"<tool_call>\n<function=f>\n<parameter=s>\ntrue "
+        "story\n</parameter>\n<parameter=t>\nline1\nline2\n</parameter>\n"
+        "</function>\n</tool_call>",
+        "",
+        {{"f", R"({"s": "true story", "t": "line1\nline2"})"}}},
+       // Hermes JSON inside the tag is accepted too.
+       {"<tool_call>\n{\"name\": \"f\", \"arguments\": {\"a\": 1}}\n</tool_call>", "", {{"f", "{\"a\": 1}"}}},
+       // Cut short: the open value and object are closed.
+       {"<tool_call>\n<function=f>\n<parameter=q>\nhello wor", "", {{"f", R"({"q": "hello wor"})"}}},
+       {"<tool_call>\n<function=f>\n<parameter=n>\n12", "", {{"f", R"({"n": 12})"}}},
+       // </function> left out; a parameter name may not run across tags.
+       {"<tool_call>\n<function=f>\n<parameter=a>\n1\n</parameter>\n</tool_call>x", "x", {{"f", R"({"a": 1})"}}},
+       {"<tool_call>\n<function=f>\n<parameter=a\n</function>\n</tool_call>",
+        "a\n</function>\n</tool_call>",
+        {{"f", ""}}},
+       // Malformed: content, as written.
+       {"<tool_call>\n<func=x>\n</tool_call> ok", "<tool_call>\n<func=x>\n</tool_call> ok", {}},
+       {"a <tool_call", "a <tool_call", {}}});
 }
 
 TEST(ToolCallFormats, Llama3Json) {
@@ -159,6 +169,7 @@ TEST(ToolCallFormats, Mistral) {
                  {{"get_weather", "{\"city\": \"Paris\"}"}, {"get_time", "{}"}}},
                 {"[TOOL_CALLS]f[CALL_ID]a1b2c3d4e[ARGS]{\"x\": [1]}", "", {{"f", "{\"x\": [1]}"}}},
                 {"[TOOL_CALLS]oops no call", "[TOOL_CALLS]oops no call", {}},
+                {"[TOOL_CALLS]f[ARGS]oops", "[TOOL_CALLS]f[ARGS]oops", {}},
                 {"[TOOL_CALLS][{\"name\": \"f\", \"argu", "[TOOL_CALLS][{\"name\": \"f\", \"argu", {}},
                 {"[TOOL_CALLS]f[ARGS]{\"a\": \"tru", "", {{"f", "{\"a\": \"tru"}}}});
 }

@@ -21,8 +21,9 @@
 // complete, and its arguments as they arrive (less a tail that may still
 // be the wrapper). finish() releases everything held back: a call cut
 // short (max_tokens) keeps its arguments as far as they were written; one
-// cut before its header was complete is dropped (kHermes) or, for the
-// other formats when no call came before it, returned as content.
+// cut before its header was complete is dropped (kHermes, and a kGptOss
+// message header) or, for the other formats when no call came before it
+// in the same block, returned as content.
 //
 // Cost: kHermes is linear in the text. The other formats re-parse the
 // text received so far at each feed(), but remember where the costly

@@ -190,6 +190,12 @@ TEST(ChatResponseJson, ToolCallsMessage) {
   plain.text = "hi";
   EXPECT_FALSE(
       chat_response({"chatcmpl-1", 0, "m"}, {plain}, nullptr, nullptr)["choices"][0]["message"].contains("tool_calls"));
+  EXPECT_FALSE(chat_response({"chatcmpl-1", 0, "m"}, {plain}, nullptr, nullptr)["choices"][0]["message"].contains(
+      "reasoning_content"));
+  plain.reasoning = "because";
+  EXPECT_EQ(
+      chat_response({"chatcmpl-1", 0, "m"}, {plain}, nullptr, nullptr)["choices"][0]["message"]["reasoning_content"],
+      "because");
 }
 
 }  // namespace
