@@ -126,6 +126,23 @@ TEST(JinjaLimits, DoublingStringHitsTheSizeLimit) {
   EXPECT_EQ(error_of("{{ 'x' * 100000000 }}").kind(), ErrorKind::kLimit);
   EXPECT_EQ(error_of("{{ ('x' * 1000000)|replace('x', 'yyyyyyyyyyyyyyyyyyyyyyyyyyyyyyy') }}").kind(),
             ErrorKind::kLimit);
+  // Small in memory (one string, many references), huge as text: printing is bounded too.
+  const std::string big = "{% set big = 'x' * 1000000 %}{% set many = [big] * 40 %}";
+  EXPECT_EQ(error_of(big + "{{ many }}").kind(), ErrorKind::kLimit);
+  EXPECT_EQ(error_of(big + "{{ many|tojson }}").kind(), ErrorKind::kLimit);
+  EXPECT_EQ(error_of(big + "{{ many|tojson(indent=1000) }}").kind(), ErrorKind::kLimit);
+  EXPECT_EQ(error_of(big + "{% set s = many ~ '' %}").kind(), ErrorKind::kLimit);
+  EXPECT_EQ(error_of(big + "{{ many|join }}").kind(), ErrorKind::kLimit);
+  // And holding copies of a string is bounded, whether built at once or in a loop.
+  EXPECT_EQ(error_of("{% set big = 'x' * 1000000 %}{% set l = [big] * 100000 %}").kind(), ErrorKind::kLimit);
+  EXPECT_EQ(error_of("{% set ns = namespace(l=[]) %}{% set big = 'x' * 10000000 %}"
+                     "{% for i in range(100000) %}{% set ns.l = ns.l + [big] %}{% endfor %}")
+                .kind(),
+            ErrorKind::kLimit);
+  // Replacing a namespace attribute does not count the old value.
+  EXPECT_EQ(render("{% set ns = namespace(s='') %}{% for i in range(100) %}{% set ns.s = 'y' * 1000000 %}{% endfor %}"
+                   "{{ ns.s|length }}"),
+            "1000000");
   Limits small;
   small.max_output_bytes = 10;
   EXPECT_EQ(error_of("{% for i in range(20) %}ab{% endfor %}", small).kind(), ErrorKind::kLimit);

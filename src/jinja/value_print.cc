@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <charconv>
 #include <cmath>
+#include <cstdint>
 #include <cstdio>
 #include <stdexcept>
 
@@ -11,6 +12,12 @@
 
 namespace tokenmill::jinja {
 namespace {
+
+thread_local size_t print_limit = SIZE_MAX;
+
+void check_print_size(const std::string& out) {
+  if (out.size() > print_limit) throw std::length_error("a printed value would exceed max_output_bytes");
+}
 
 // Python's repr of a str: single quotes unless the text has a single quote
 // and no double quote.
@@ -68,6 +75,7 @@ void append_json_string(std::string& out, const std::string& s) {
 }
 
 void append_newline_indent(std::string& out, const JsonStyle& style, int level) {
+  check_print_size(out);
   out += '\n';
   out.append(static_cast<size_t>(style.indent) * static_cast<size_t>(level), ' ');
 }
@@ -102,12 +110,16 @@ void append_json_dict(std::string& out, const Dict& d, const JsonStyle& style, i
     append_json_string(out, items[n].first);
     out += style.key_separator;
     append_json(out, *items[n].second, style, level + 1);
+    check_print_size(out);
   }
   if (style.indent >= 0) append_newline_indent(out, style, level);
   out += '}';
 }
 
 }  // namespace
+
+PrintLimitScope::PrintLimitScope(size_t max_bytes) : saved_(print_limit) { print_limit = max_bytes; }
+PrintLimitScope::~PrintLimitScope() { print_limit = saved_; }
 
 std::string format_python_float(double d) {
   if (std::isnan(d)) return "nan";
@@ -158,6 +170,7 @@ void append_repr(std::string& out, const Value& v, int level) {
       for (size_t n = 0; n < v.list->items.size(); ++n) {
         if (n > 0) out += ", ";
         append_repr(out, v.list->items[n], level + 1);
+        check_print_size(out);
       }
       if (tuple && v.list->items.size() == 1) out += ',';
       out += tuple ? ')' : ']';
@@ -173,6 +186,7 @@ void append_repr(std::string& out, const Value& v, int level) {
         append_repr(out, k, level + 1);
         out += ": ";
         append_repr(out, e, level + 1);
+        check_print_size(out);
       }
       out += '}';
       if (v.dict->is_namespace) out += '>';
@@ -228,6 +242,7 @@ void append_json(std::string& out, const Value& v, const JsonStyle& style, int l
         if (n > 0) out += style.item_separator;
         if (style.indent >= 0) append_newline_indent(out, style, level + 1);
         append_json(out, v.list->items[n], style, level + 1);
+        check_print_size(out);
       }
       if (style.indent >= 0) append_newline_indent(out, style, level);
       out += ']';
