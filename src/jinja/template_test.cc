@@ -205,6 +205,15 @@ TEST(JinjaTemplate, OneTemplateRendersOnManyThreads) {
   EXPECT_EQ(expected.substr(0, 11), "<USER>0a<AS");
 }
 
+TEST(JinjaTemplate, PlainJinja2WhitespaceWithoutTrimAndLstrip) {
+  // Expectations from jinja2.Environment() (trim_blocks and lstrip_blocks off).
+  ParseOptions plain;
+  plain.trim_blocks = false;
+  plain.lstrip_blocks = false;
+  EXPECT_EQ(Template::parse("  {% if true %}\nx\n  {% endif %}\ny\n", plain).render(kEmpty), "  \nx\n  \ny");
+  EXPECT_EQ(Template::parse("a  {%- if true -%}  b  {%+ endif %}\n", plain).render(kEmpty), "ab  ");
+}
+
 TEST(JinjaTemplate, MentionsFindsWholeNames) {
   const Template t = Template::parse("{% if tools %}{{ enable_thinking_x }}{% endif %}");
   EXPECT_TRUE(t.mentions("tools"));
