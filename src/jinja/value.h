@@ -160,6 +160,7 @@ struct JsonStyle {
   std::string item_separator = ", ";
   std::string key_separator = ": ";
   bool sort_keys = false;
+  bool ensure_ascii = false;  // \uXXXX for every non-ASCII code point (surrogate pairs above U+FFFF)
 };
 void append_json(std::string& out, const Value& v, const JsonStyle& style, int level = 0);
 
