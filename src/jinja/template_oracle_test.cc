@@ -362,11 +362,20 @@ const OracleCase kCases[] = {
      "\x8e"
      "\xd1"
      "\x87"
-     "': 'x'}|tojson(ensure_ascii=true, sort_keys=true) }}\n",
+     "': 'x'}|tojson(ensure_ascii=true, sort_keys=true) }}",
      "[{\"role\": \"system\", \"content\": \"Be nice.\"}, {\"role\": \"user\", \"content\": \"Hi \\u00fcn\\u00efcode "
      "'q' \\\"d\\\"\"}, {\"role\": \"assistant\", \"content\": \"Hello!\", \"tool_calls\": [{\"function\": {\"name\": "
      "\"f\", \"arguments\": {\"a\": 1, \"b\": [1.5, true, "
      "null]}}}]}]\"\\u00e9\\ud83d\\ude00\\n\\u0001\"{\"\\u043a\\u043b\\u044e\\u0447\": \"x\"}"},
+    {"{{ \"foo bar baz qux\"|truncate(9) }}|{{ \"foo bar baz qux\"|truncate(9, true) }}|{{ \"foo bar baz "
+     "qux\"|truncate(11) }}|{{ \"foo bar baz qux\"|truncate(9, end=' >>', leeway=0) }}|{{ \"h\xc3"
+     "\xa9"
+     "llo w\xc3"
+     "\xb6"
+     "rld\"|truncate(8, leeway=0) }}|{{ \"abcdefghijkl\"|truncate(5, leeway=0) }}\n",
+     "foo...|foo ba...|foo bar baz qux|foo >>|h\xc3"
+     "\xa9"
+     "llo...|ab..."},
 
 };
 
