@@ -81,10 +81,10 @@ void Renderer::exec_body(const StmtList& body) {
     } catch (const TemplateError& e) {
       if (e.line() != 0) throw;
       throw TemplateError(e.kind(), s->line, s->column, e.detail());
-    } catch (const std::invalid_argument& e) {
-      throw TemplateError(ErrorKind::kRender, s->line, s->column, e.what());
     } catch (const std::length_error& e) {
       throw TemplateError(ErrorKind::kLimit, s->line, s->column, e.what());
+    } catch (const std::logic_error& e) {  // invalid_argument, out_of_range: a bad operand
+      throw TemplateError(ErrorKind::kRender, s->line, s->column, e.what());
     }
     if (flow != Flow::kNormal) return;
   }
@@ -220,10 +220,10 @@ Value Expr::eval(Renderer& r) const {
   } catch (const TemplateError& e) {
     if (e.line() != 0) throw;
     throw TemplateError(e.kind(), line, column, e.detail());
-  } catch (const std::invalid_argument& e) {
-    throw TemplateError(ErrorKind::kRender, line, column, e.what());
   } catch (const std::length_error& e) {
     throw TemplateError(ErrorKind::kLimit, line, column, e.what());
+  } catch (const std::logic_error& e) {  // invalid_argument, out_of_range: a bad operand
+    throw TemplateError(ErrorKind::kRender, line, column, e.what());
   }
 }
 

@@ -66,6 +66,8 @@ TEST(JinjaErrors, RuntimeErrorsAreRenderErrors) {
   EXPECT_EQ(error_of("{{ none() }}").kind(), ErrorKind::kRender);
   EXPECT_EQ(error_of("{{ [1]|nosuchfilter }}").kind(), ErrorKind::kRender);
   EXPECT_EQ(error_of("{{ 1 is nosuchtest }}").kind(), ErrorKind::kRender);
+  EXPECT_EQ(error_of("{{ '{99999999999999999999999}'.format(1) }}").kind(), ErrorKind::kRender);
+  EXPECT_EQ(error_of("{{ [1]|map(attribute='99999999999999999999999')|list }}").kind(), ErrorKind::kRender);
   const TemplateError e = error_of("x\n\n   {{ y.z }}");
   EXPECT_EQ(e.line(), 3);
 }
