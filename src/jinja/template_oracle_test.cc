@@ -372,10 +372,13 @@ const OracleCase kCases[] = {
      "\xa9"
      "llo w\xc3"
      "\xb6"
-     "rld\"|truncate(8, leeway=0) }}|{{ \"abcdefghijkl\"|truncate(5, leeway=0) }}\n",
+     "rld\"|truncate(8, leeway=0) }}|{{ \"abcdefghijkl\"|truncate(5, leeway=0) }}",
      "foo...|foo ba...|foo bar baz qux|foo >>|h\xc3"
      "\xa9"
      "llo...|ab..."},
+    {"{{ ((1, 2)|reverse is not lower)|round }}{{ 1 is lower }}{{ true is upper }}{{ none is upper }}{{ 'aB' is lower "
+     "}}{{ 'ab1' is lower }}{{ [1] is lower }}\n",
+     "0FalseFalseFalseFalseTrueFalse"},
 
 };
 
