@@ -222,6 +222,25 @@ Value filter_center(Renderer& r, const Value& v, CallArgs& a) {
   return Value::string(center(to_str(v), w.kind == Value::Kind::kInt ? w.i : 80, r.limits().max_output_bytes));
 }
 
+// jinja2's truncate(length=255, killwords=False, end='...', leeway=5), by code points.
+Value filter_truncate(Renderer&, const Value& v, CallArgs& a) {
+  const std::vector<std::string> cps = split_code_points(text_of(v));
+  const Value len_arg = a.get(0, "length"), leeway_arg = a.get(3, "leeway");
+  const int64_t length = len_arg.kind == Value::Kind::kInt ? len_arg.i : 255;
+  const int64_t leeway = leeway_arg.kind == Value::Kind::kInt ? leeway_arg.i : 5;
+  const std::string end = a.has(2, "end") ? text_of(a.get(2, "end")) : "...";
+  const int64_t end_len = code_point_count(end);
+  if (length < end_len || leeway < 0) fail_render("truncate: length must be at least len(end), leeway at least 0");
+  if (static_cast<int64_t>(cps.size()) <= length + leeway) return Value::string(text_of(v));
+  std::string head;
+  for (int64_t n = 0; n < length - end_len; ++n) head += cps[static_cast<size_t>(n)];
+  if (!a.get(1, "killwords").truthy()) {
+    const size_t space = head.rfind(' ');
+    if (space != std::string::npos) head.resize(space);
+  }
+  return Value::string(head + end);
+}
+
 Value filter_attr(Renderer&, const Value& v, CallArgs& a) { return get_attribute(v, text_of(a.get(0, "name"))); }
 
 const std::unordered_map<std::string, FilterFn>& filter_table() {
@@ -260,6 +279,7 @@ const std::unordered_map<std::string, FilterFn>& filter_table() {
       {"wordcount", filter_wordcount},
       {"batch", filter_batch},
       {"groupby", filter_groupby},
+      {"truncate", filter_truncate},
       {"format", filter_format},
       {"attr", filter_attr},
       {"safe",

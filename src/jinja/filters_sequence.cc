@@ -247,6 +247,7 @@ Value filter_tojson(Renderer& r, const Value& v, CallArgs& a) {
     style.key_separator = to_str(seps.list->items[1]);
   }
   style.sort_keys = a.get(3, "sort_keys").truthy();
+  style.ensure_ascii = a.get(0, "ensure_ascii").truthy();
   std::string out;
   append_json(out, v, style);
   r.check_size(out.size());

@@ -60,6 +60,7 @@ Value dict_from_args(Renderer& r, CallArgs& args, bool is_namespace) {
   for (auto& [k, v] : args.keywords) d.dict->set(Value::string(k), v);
   for (const auto& kv : d.dict->entries) d.dict->depth = std::max(d.dict->depth, kv.second.depth() + 1);
   r.check_nesting(d.dict->depth);
+  r.check_bytes(d.dict->bytes);
   return d;
 }
 

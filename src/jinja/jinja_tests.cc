@@ -53,10 +53,11 @@ bool same_as(const Value& v, CallArgs& a) {
   }
 }
 
+// jinja2's str(value).islower() / .isupper(): any value, by its text.
 bool case_test(const Value& v, bool lower) {
-  if (!v.is_string()) return false;
+  const std::string text = to_str(v);
   bool cased = false;
-  for (char c : v.s) {
+  for (char c : text) {
     if ((lower && c >= 'A' && c <= 'Z') || (!lower && c >= 'a' && c <= 'z')) return false;
     cased = cased || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z');
   }

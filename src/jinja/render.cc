@@ -18,7 +18,10 @@ Value make_undefined(const std::string& hint) {
 std::string undefined_message(const Value& v) { return v.s.empty() ? "value is undefined" : v.s; }
 
 Renderer::Renderer(const nlohmann::ordered_json& context, const Limits& limits)
-    : limits_(limits), context_(Value::from_json(context)), start_(std::chrono::steady_clock::now()) {
+    : limits_(limits),
+      context_(Value::from_json(context)),
+      start_(std::chrono::steady_clock::now()),
+      print_limit_(limits.max_output_bytes) {
   if (!context_.is_dict()) context_ = Value::new_dict();
   frames_.resize(8);
   num_frames_ = 1;
@@ -40,6 +43,10 @@ void Renderer::check_size(size_t bytes) const {
 
 void Renderer::check_nesting(int depth) const {
   if (depth > limits_.max_depth) fail_limit(fmt::format("values nest deeper than max_depth ({})", limits_.max_depth));
+}
+
+void Renderer::check_bytes(size_t bytes) const {
+  if (bytes / 4 > limits_.max_output_bytes) fail_limit("a list or dict would hold more than 4 x max_output_bytes");
 }
 
 void Renderer::write(std::string_view text) {
@@ -74,7 +81,9 @@ void Renderer::exec_body(const StmtList& body) {
     } catch (const TemplateError& e) {
       if (e.line() != 0) throw;
       throw TemplateError(e.kind(), s->line, s->column, e.detail());
-    } catch (const std::invalid_argument& e) {
+    } catch (const std::length_error& e) {
+      throw TemplateError(ErrorKind::kLimit, s->line, s->column, e.what());
+    } catch (const std::logic_error& e) {  // invalid_argument, out_of_range: a bad operand
       throw TemplateError(ErrorKind::kRender, s->line, s->column, e.what());
     }
     if (flow != Flow::kNormal) return;
@@ -211,7 +220,9 @@ Value Expr::eval(Renderer& r) const {
   } catch (const TemplateError& e) {
     if (e.line() != 0) throw;
     throw TemplateError(e.kind(), line, column, e.detail());
-  } catch (const std::invalid_argument& e) {
+  } catch (const std::length_error& e) {
+    throw TemplateError(ErrorKind::kLimit, line, column, e.what());
+  } catch (const std::logic_error& e) {  // invalid_argument, out_of_range: a bad operand
     throw TemplateError(ErrorKind::kRender, line, column, e.what());
   }
 }

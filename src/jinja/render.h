@@ -64,6 +64,9 @@ class Renderer {
   // Containers nest at most max_depth deep (kLimit), so printing, comparing
   // and freeing them stays within the stack.
   void check_nesting(int depth) const;
+  // One container may hold at most 4 x max_output_bytes (kLimit): copies of
+  // strings inside lists are real memory even when nothing is printed.
+  void check_bytes(size_t bytes) const;
 
   enum class Flow { kNormal, kBreak, kContinue };
   Flow flow = Flow::kNormal;
@@ -82,6 +85,7 @@ class Renderer {
   int depth_ = 0;
   std::chrono::steady_clock::time_point start_;
   std::vector<std::weak_ptr<Dict>> namespaces_;
+  PrintLimitScope print_limit_;
 };
 
 // Attribute and item access with Python/jinja2 semantics (render_access.cc).

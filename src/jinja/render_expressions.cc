@@ -41,6 +41,7 @@ Value repeat(Renderer& r, const Value& seq, int64_t times) {
     return Value::string(std::move(out));
   }
   r.check_size(seq.list->items.size() * static_cast<uint64_t>(times));
+  r.check_bytes(seq.list->bytes * static_cast<uint64_t>(times));
   Value out = Value::new_list();
   for (int64_t n = 0; n < times; ++n) {
     for (const Value& v : seq.list->items) push_item(out, v);
@@ -70,6 +71,7 @@ Value add(Renderer& r, const Value& a, const Value& b) {
     return out;
   }
   if (a.is_list() && b.is_list() && !a.list->is_iterator && !b.list->is_iterator) {
+    r.check_bytes(a.list->bytes + b.list->bytes);
     Value out = Value::new_list(a.list->items, a.list->is_tuple);
     for (const Value& v : b.list->items) push_item(out, v);
     return out;
@@ -177,6 +179,7 @@ Value ListExpr::evaluate(Renderer& r) const {
     out.list->depth = std::max(out.list->depth, out.list->items.back().depth() + 1);
   }
   r.check_nesting(out.list->depth);
+  r.check_bytes(out.list->bytes);
   return out;
 }
 
@@ -189,6 +192,7 @@ Value DictExpr::evaluate(Renderer& r) const {
     out.dict->set(std::move(key), std::move(value));
   }
   r.check_nesting(out.dict->depth);
+  r.check_bytes(out.dict->bytes);
   return out;
 }
 

@@ -149,6 +149,7 @@ void SetStmt::exec(Renderer& r) const {
     if (!ns.is_dict() || !ns.dict->is_namespace) fail_render("can only assign attributes of a namespace object");
     ns.dict->depth = std::max(ns.dict->depth, v.depth() + 1);
     r.check_nesting(ns.dict->depth);
+    r.check_bytes(ns.dict->bytes);
     ns.dict->set(Value::string(attribute), std::move(v));
     return;
   }

@@ -2,6 +2,8 @@
 
 #include <fmt/format.h>
 
+#include <stdexcept>
+
 #include "jinja/parser.h"
 #include "jinja/render.h"
 
@@ -31,6 +33,10 @@ std::string Template::render(const nlohmann::ordered_json& context, const Limits
   } catch (const TemplateError& e) {
     if (e.line() != 0) throw;
     throw TemplateError(e.kind(), 1, 1, e.detail());
+  } catch (const std::length_error& e) {
+    throw TemplateError(ErrorKind::kLimit, 1, 1, e.what());
+  } catch (const std::logic_error& e) {
+    throw TemplateError(ErrorKind::kRender, 1, 1, e.what());
   }
 }
 

@@ -346,8 +346,39 @@ const OracleCase kCases[] = {
      "call(x) list_it([1, 2]) %}{{ x }}{{ sep }}{% endcall %}",
      "1;2;"},
     {"{{ (false)[::-1] }}{{ 2.0 is even }}{{ 3.5 is odd }}{{ 4.5 is divisibleby(1.5) }}{{ 7 is divisibleby 2 }}{{ -4 "
-     "is even }}{{ -3 is odd }}{{ 3.0 is odd }}{{ -3.0 is odd }}\n",
+     "is even }}{{ -3 is odd }}{{ 3.0 is odd }}{{ -3.0 is odd }}",
      "TrueFalseTrueFalseTrueTrueTrueTrue"},
+    {"{{ messages|tojson(ensure_ascii=true) }}{{ \"\xc3"
+     "\xa9"
+     "\xf0"
+     "\x9f"
+     "\x98"
+     "\x80"
+     "\\n\\u0001\"|tojson(true) }}{{ {'\xd0"
+     "\xba"
+     "\xd0"
+     "\xbb"
+     "\xd1"
+     "\x8e"
+     "\xd1"
+     "\x87"
+     "': 'x'}|tojson(ensure_ascii=true, sort_keys=true) }}",
+     "[{\"role\": \"system\", \"content\": \"Be nice.\"}, {\"role\": \"user\", \"content\": \"Hi \\u00fcn\\u00efcode "
+     "'q' \\\"d\\\"\"}, {\"role\": \"assistant\", \"content\": \"Hello!\", \"tool_calls\": [{\"function\": {\"name\": "
+     "\"f\", \"arguments\": {\"a\": 1, \"b\": [1.5, true, "
+     "null]}}}]}]\"\\u00e9\\ud83d\\ude00\\n\\u0001\"{\"\\u043a\\u043b\\u044e\\u0447\": \"x\"}"},
+    {"{{ \"foo bar baz qux\"|truncate(9) }}|{{ \"foo bar baz qux\"|truncate(9, true) }}|{{ \"foo bar baz "
+     "qux\"|truncate(11) }}|{{ \"foo bar baz qux\"|truncate(9, end=' >>', leeway=0) }}|{{ \"h\xc3"
+     "\xa9"
+     "llo w\xc3"
+     "\xb6"
+     "rld\"|truncate(8, leeway=0) }}|{{ \"abcdefghijkl\"|truncate(5, leeway=0) }}",
+     "foo...|foo ba...|foo bar baz qux|foo >>|h\xc3"
+     "\xa9"
+     "llo...|ab..."},
+    {"{{ ((1, 2)|reverse is not lower)|round }}{{ 1 is lower }}{{ true is upper }}{{ none is upper }}{{ 'aB' is lower "
+     "}}{{ 'ab1' is lower }}{{ [1] is lower }}\n",
+     "0FalseFalseFalseFalseTrueFalse"},
 
 };
 

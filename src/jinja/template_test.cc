@@ -66,6 +66,8 @@ TEST(JinjaErrors, RuntimeErrorsAreRenderErrors) {
   EXPECT_EQ(error_of("{{ none() }}").kind(), ErrorKind::kRender);
   EXPECT_EQ(error_of("{{ [1]|nosuchfilter }}").kind(), ErrorKind::kRender);
   EXPECT_EQ(error_of("{{ 1 is nosuchtest }}").kind(), ErrorKind::kRender);
+  EXPECT_EQ(error_of("{{ '{99999999999999999999999}'.format(1) }}").kind(), ErrorKind::kRender);
+  EXPECT_EQ(error_of("{{ [1]|map(attribute='99999999999999999999999')|list }}").kind(), ErrorKind::kRender);
   const TemplateError e = error_of("x\n\n   {{ y.z }}");
   EXPECT_EQ(e.line(), 3);
 }
@@ -126,6 +128,23 @@ TEST(JinjaLimits, DoublingStringHitsTheSizeLimit) {
   EXPECT_EQ(error_of("{{ 'x' * 100000000 }}").kind(), ErrorKind::kLimit);
   EXPECT_EQ(error_of("{{ ('x' * 1000000)|replace('x', 'yyyyyyyyyyyyyyyyyyyyyyyyyyyyyyy') }}").kind(),
             ErrorKind::kLimit);
+  // Small in memory (one string, many references), huge as text: printing is bounded too.
+  const std::string big = "{% set big = 'x' * 1000000 %}{% set many = [big] * 40 %}";
+  EXPECT_EQ(error_of(big + "{{ many }}").kind(), ErrorKind::kLimit);
+  EXPECT_EQ(error_of(big + "{{ many|tojson }}").kind(), ErrorKind::kLimit);
+  EXPECT_EQ(error_of(big + "{{ many|tojson(indent=1000) }}").kind(), ErrorKind::kLimit);
+  EXPECT_EQ(error_of(big + "{% set s = many ~ '' %}").kind(), ErrorKind::kLimit);
+  EXPECT_EQ(error_of(big + "{{ many|join }}").kind(), ErrorKind::kLimit);
+  // And holding copies of a string is bounded, whether built at once or in a loop.
+  EXPECT_EQ(error_of("{% set big = 'x' * 1000000 %}{% set l = [big] * 100000 %}").kind(), ErrorKind::kLimit);
+  EXPECT_EQ(error_of("{% set ns = namespace(l=[]) %}{% set big = 'x' * 10000000 %}"
+                     "{% for i in range(100000) %}{% set ns.l = ns.l + [big] %}{% endfor %}")
+                .kind(),
+            ErrorKind::kLimit);
+  // Replacing a namespace attribute does not count the old value.
+  EXPECT_EQ(render("{% set ns = namespace(s='') %}{% for i in range(100) %}{% set ns.s = 'y' * 1000000 %}{% endfor %}"
+                   "{{ ns.s|length }}"),
+            "1000000");
   Limits small;
   small.max_output_bytes = 10;
   EXPECT_EQ(error_of("{% for i in range(20) %}ab{% endfor %}", small).kind(), ErrorKind::kLimit);
@@ -186,6 +205,15 @@ TEST(JinjaTemplate, OneTemplateRendersOnManyThreads) {
   for (std::thread& th : threads) th.join();
   EXPECT_EQ(mismatches, std::vector<int>(4, 0));
   EXPECT_EQ(expected.substr(0, 11), "<USER>0a<AS");
+}
+
+TEST(JinjaTemplate, PlainJinja2WhitespaceWithoutTrimAndLstrip) {
+  // Expectations from jinja2.Environment() (trim_blocks and lstrip_blocks off).
+  ParseOptions plain;
+  plain.trim_blocks = false;
+  plain.lstrip_blocks = false;
+  EXPECT_EQ(Template::parse("  {% if true %}\nx\n  {% endif %}\ny\n", plain).render(kEmpty), "  \nx\n  \ny");
+  EXPECT_EQ(Template::parse("a  {%- if true -%}  b  {%+ endif %}\n", plain).render(kEmpty), "ab  ");
 }
 
 TEST(JinjaTemplate, MentionsFindsWholeNames) {

@@ -23,10 +23,12 @@ const Value* Dict::find(std::string_view key) const {
 void Dict::set(Value key, Value value) {
   for (auto& [k, v] : entries) {
     if (values_equal(k, key)) {
+      bytes = bytes - std::min(bytes, v.bytes()) + value.bytes();
       v = std::move(value);
       return;
     }
   }
+  bytes += key.bytes() + value.bytes();
   entries.emplace_back(std::move(key), std::move(value));
 }
 
@@ -59,7 +61,10 @@ Value Value::new_list(std::vector<Value> items, bool is_tuple) {
   r.list = std::make_shared<List>();
   r.list->items = std::move(items);
   r.list->is_tuple = is_tuple;
-  for (const Value& v : r.list->items) r.list->depth = std::max(r.list->depth, v.depth() + 1);
+  for (const Value& v : r.list->items) {
+    r.list->depth = std::max(r.list->depth, v.depth() + 1);
+    r.list->bytes += v.bytes();
+  }
   return r;
 }
 
@@ -72,6 +77,7 @@ Value Value::new_iterator(std::vector<Value> items) {
 Value Value::pair(const Value& first, const Value& second) {
   Value r = new_list({first, second}, true);
   r.list->depth = std::max(first.depth(), second.depth()) + 1;
+  r.list->bytes = first.bytes() + second.bytes();
   return r;
 }
 
@@ -106,6 +112,7 @@ Value Value::from_json(const nlohmann::ordered_json& json) {
       for (const auto& e : json) {
         r.list->items.push_back(from_json(e));
         r.list->depth = std::max(r.list->depth, r.list->items.back().depth() + 1);
+        r.list->bytes += r.list->items.back().bytes();
       }
       return r;
     }
@@ -115,6 +122,7 @@ Value Value::from_json(const nlohmann::ordered_json& json) {
       for (const auto& [k, e] : json.items()) {
         r.dict->entries.emplace_back(string(k), from_json(e));
         r.dict->depth = std::max(r.dict->depth, r.dict->entries.back().second.depth() + 1);
+        r.dict->bytes += k.size() + r.dict->entries.back().second.bytes();
       }
       return r;
     }

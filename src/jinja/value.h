@@ -29,6 +29,9 @@ struct List {
   // so that templates relying on those errors fail here as they do there.
   bool is_iterator = false;
   int depth = 1;  // nesting of containers, bounded so that printing and freeing cannot exhaust the stack
+  // Memory the items hold (strings are copied with their values, so
+  // [s] * 1000 holds s a thousand times); bounded by Renderer::check_bytes.
+  size_t bytes = 0;
 };
 
 // Insertion-ordered, as Python dicts are; chat-template dicts are small, so
@@ -37,6 +40,7 @@ struct Dict {
   std::vector<std::pair<Value, Value>> entries;
   bool is_namespace = false;  // the only object a template may assign attributes of
   int depth = 1;              // as List::depth
+  size_t bytes = 0;           // as List::bytes (an estimate that may only over-count)
 
   const Value* find(const Value& key) const;
   const Value* find(std::string_view key) const;
@@ -89,6 +93,12 @@ struct Value {
   bool truthy() const;
   // Container nesting: 0 for scalars.
   int depth() const { return kind == Kind::kList ? list->depth : (kind == Kind::kDict ? dict->depth : 0); }
+  // Memory held, roughly: the value itself plus its string or items.
+  size_t bytes() const {
+    return sizeof(Value) + (kind == Kind::kString
+                                ? s.size()
+                                : (kind == Kind::kList ? list->bytes : (kind == Kind::kDict ? dict->bytes : 0)));
+  }
   // Python's len(); -1 for values without one.
   int64_t length() const;
   const char* type_name() const;
@@ -115,6 +125,7 @@ struct CallArgs {
 // Appends to a list value, keeping its nesting depth.
 inline void push_item(Value& list, Value item) {
   list.list->depth = std::max(list.list->depth, item.depth() + 1);
+  list.list->bytes += item.bytes();
   list.list->items.push_back(std::move(item));
 }
 
@@ -124,6 +135,21 @@ bool values_equal(const Value& a, const Value& b);
 int compare_values(const Value& a, const Value& b);
 std::string to_str(const Value& v);
 std::string to_repr(const Value& v);
+// Printing is bounded: a repr or JSON text longer than the current thread's
+// print limit throws std::length_error (a list of a million references to
+// one long string is small in memory but huge as text). A Renderer sets the
+// limit to max_output_bytes for the duration of its render (PrintLimitScope).
+class PrintLimitScope {
+ public:
+  explicit PrintLimitScope(size_t max_bytes);
+  ~PrintLimitScope();
+  PrintLimitScope(const PrintLimitScope&) = delete;
+  PrintLimitScope& operator=(const PrintLimitScope&) = delete;
+
+ private:
+  size_t saved_;
+};
+
 // Throws std::invalid_argument past kMaxPrintDepth levels (a namespace may contain itself).
 inline constexpr int kMaxPrintDepth = 1000;
 void append_repr(std::string& out, const Value& v, int level = 0);
@@ -134,6 +160,7 @@ struct JsonStyle {
   std::string item_separator = ", ";
   std::string key_separator = ": ";
   bool sort_keys = false;
+  bool ensure_ascii = false;  // \uXXXX for every non-ASCII code point (surrogate pairs above U+FFFF)
 };
 void append_json(std::string& out, const Value& v, const JsonStyle& style, int level = 0);
 

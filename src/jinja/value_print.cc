@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <charconv>
 #include <cmath>
+#include <cstdint>
 #include <cstdio>
 #include <stdexcept>
 
@@ -11,6 +12,12 @@
 
 namespace tokenmill::jinja {
 namespace {
+
+thread_local size_t print_limit = SIZE_MAX;
+
+void check_print_size(const std::string& out) {
+  if (out.size() > print_limit) throw std::length_error("a printed value would exceed max_output_bytes");
+}
 
 // Python's repr of a str: single quotes unless the text has a single quote
 // and no double quote.
@@ -42,32 +49,64 @@ void append_python_string(std::string& out, const std::string& s) {
   out += quote;
 }
 
-void append_json_string(std::string& out, const std::string& s) {
+void append_escaped_code_point(std::string& out, uint32_t cp) {
+  char buf[16];
+  if (cp >= 0x10000) {
+    cp -= 0x10000;
+    std::snprintf(buf, sizeof buf, "\\u%04x\\u%04x", 0xD800 + (cp >> 10), 0xDC00 + (cp & 0x3FF));
+  } else {
+    std::snprintf(buf, sizeof buf, "\\u%04x", cp);
+  }
+  out += buf;
+}
+
+// Decodes the UTF-8 sequence at s[n] (a stray byte stands for itself); advances n.
+uint32_t next_code_point(const std::string& s, size_t& n) {
+  const auto c = static_cast<unsigned char>(s[n]);
+  const size_t len = c >= 0xF0 ? 4 : (c >= 0xE0 ? 3 : (c >= 0xC0 ? 2 : 1));
+  if (len == 1 || n + len > s.size()) {
+    ++n;
+    return c;
+  }
+  uint32_t cp = c & (0x7F >> len);
+  for (size_t k = 1; k < len; ++k) cp = (cp << 6) | (static_cast<unsigned char>(s[n + k]) & 0x3F);
+  n += len;
+  return cp;
+}
+
+void append_json_char(std::string& out, char ch) {
+  const auto c = static_cast<unsigned char>(ch);
+  switch (c) {
+    case '"': out += "\\\""; break;
+    case '\\': out += "\\\\"; break;
+    case '\n': out += "\\n"; break;
+    case '\r': out += "\\r"; break;
+    case '\t': out += "\\t"; break;
+    case '\b': out += "\\b"; break;
+    case '\f': out += "\\f"; break;
+    default:
+      if (c < 0x20) {
+        append_escaped_code_point(out, c);
+      } else {
+        out += ch;
+      }
+  }
+}
+
+void append_json_string(std::string& out, const std::string& s, bool ensure_ascii) {
   out += '"';
-  for (const char ch : s) {
-    const auto c = static_cast<unsigned char>(ch);
-    switch (c) {
-      case '"': out += "\\\""; break;
-      case '\\': out += "\\\\"; break;
-      case '\n': out += "\\n"; break;
-      case '\r': out += "\\r"; break;
-      case '\t': out += "\\t"; break;
-      case '\b': out += "\\b"; break;
-      case '\f': out += "\\f"; break;
-      default:
-        if (c < 0x20) {
-          char buf[8];
-          std::snprintf(buf, sizeof buf, "\\u%04x", c);
-          out += buf;
-        } else {
-          out += ch;
-        }
+  for (size_t n = 0; n < s.size();) {
+    if (static_cast<unsigned char>(s[n]) < 0x80 || !ensure_ascii) {
+      append_json_char(out, s[n++]);
+    } else {
+      append_escaped_code_point(out, next_code_point(s, n));
     }
   }
   out += '"';
 }
 
 void append_newline_indent(std::string& out, const JsonStyle& style, int level) {
+  check_print_size(out);
   out += '\n';
   out.append(static_cast<size_t>(style.indent) * static_cast<size_t>(level), ' ');
 }
@@ -99,15 +138,19 @@ void append_json_dict(std::string& out, const Dict& d, const JsonStyle& style, i
   for (size_t n = 0; n < items.size(); ++n) {
     if (n > 0) out += style.item_separator;
     if (style.indent >= 0) append_newline_indent(out, style, level + 1);
-    append_json_string(out, items[n].first);
+    append_json_string(out, items[n].first, style.ensure_ascii);
     out += style.key_separator;
     append_json(out, *items[n].second, style, level + 1);
+    check_print_size(out);
   }
   if (style.indent >= 0) append_newline_indent(out, style, level);
   out += '}';
 }
 
 }  // namespace
+
+PrintLimitScope::PrintLimitScope(size_t max_bytes) : saved_(print_limit) { print_limit = max_bytes; }
+PrintLimitScope::~PrintLimitScope() { print_limit = saved_; }
 
 std::string format_python_float(double d) {
   if (std::isnan(d)) return "nan";
@@ -158,6 +201,7 @@ void append_repr(std::string& out, const Value& v, int level) {
       for (size_t n = 0; n < v.list->items.size(); ++n) {
         if (n > 0) out += ", ";
         append_repr(out, v.list->items[n], level + 1);
+        check_print_size(out);
       }
       if (tuple && v.list->items.size() == 1) out += ',';
       out += tuple ? ')' : ']';
@@ -173,6 +217,7 @@ void append_repr(std::string& out, const Value& v, int level) {
         append_repr(out, k, level + 1);
         out += ": ";
         append_repr(out, e, level + 1);
+        check_print_size(out);
       }
       out += '}';
       if (v.dict->is_namespace) out += '>';
@@ -216,7 +261,7 @@ void append_json(std::string& out, const Value& v, const JsonStyle& style, int l
         out += format_python_float(v.f);
       }
       return;
-    case Value::Kind::kString: append_json_string(out, v.s); return;
+    case Value::Kind::kString: append_json_string(out, v.s, style.ensure_ascii); return;
     case Value::Kind::kList: {
       if (v.list->is_iterator) break;
       if (v.list->items.empty()) {
@@ -228,6 +273,7 @@ void append_json(std::string& out, const Value& v, const JsonStyle& style, int l
         if (n > 0) out += style.item_separator;
         if (style.indent >= 0) append_newline_indent(out, style, level + 1);
         append_json(out, v.list->items[n], style, level + 1);
+        check_print_size(out);
       }
       if (style.indent >= 0) append_newline_indent(out, style, level);
       out += ']';
