@@ -30,6 +30,7 @@ class HermesHeaderMatcher {
       if (HermesMatch m = literal(word); m != HermesMatch::kYes) return {m, 0, {}};
     HermesHeaderMatch out;
     if (HermesMatch m = string(out.name); m != HermesMatch::kYes) return {m, 0, {}};
+    if (out.name.empty()) return {HermesMatch::kNo, 0, {}};  // a call needs a name
     for (std::string_view word : {",", "\"arguments\"", ":"})
       if (HermesMatch m = literal(word); m != HermesMatch::kYes) return {m, 0, {}};
     out.match = HermesMatch::kYes;
