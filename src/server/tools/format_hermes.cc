@@ -190,7 +190,9 @@ bool HermesParser::step_args(ParsedOutput& out) {
   }
   if (j < buf_.size()) {  // the tag, after a scalar (or malformed) argument
     std::string_view args = rstrip(std::string_view(buf_).substr(0, j));
-    if (!args.empty() && args.back() == '}') args.remove_suffix(1);  // the wrapper's
+    // The wrapper's '}', when the brackets are balanced (as streaming held
+    // it back only then).
+    if (lex.depth == 0 && !args.empty() && args.back() == '}') args.remove_suffix(1);
     emit_args(out, rstrip(args));
     return end_call(j);
   }

@@ -101,6 +101,7 @@ TEST(ToolCallFormats, Hermes) {
                 {"<tool_call>{\"name\": \"\", \"arguments\": {}}</tool_call>",
                  "<tool_call>{\"name\": \"\", \"arguments\": {}}</tool_call>",
                  {}},
+                {"<tool_call>{\"name\": \"f\", \"arguments\": {\"a\": [[}\n</tool_call>", "", {{"f", "{\"a\": [[}"}}},
                 // Malformed arguments that open brackets: the tag still ends the call.
                 {"<tool_call>{\"name\": \"f\", \"arguments\": x\"s\": {\"a\":1\n</tool_call>",
                  "",
