@@ -23,9 +23,7 @@ bool template_opens_think(std::string_view rendered_prompt) {
 }
 
 ReasoningParser::ReasoningParser(ReasoningFormat format, bool think_open)
-    : state_(format == ReasoningFormat::kNone ? State::kContent
-             : think_open                     ? State::kThink
-                                              : State::kStart) {}
+    : state_(format == ReasoningFormat::kNone ? State::kContent : State::kStart), prompt_opened_(think_open) {}
 
 void ReasoningParser::emit_reasoning(ReasoningDelta& out, std::string_view text) {
   if (!reasoning_begun_)
@@ -44,7 +42,7 @@ bool ReasoningParser::step_start() {
     return true;
   }
   if (kReasoningOpenTag.substr(0, rest.size()) == rest) return false;  // may still become <think>
-  state_ = State::kContent;
+  state_ = prompt_opened_ ? State::kThink : State::kContent;
   return true;
 }
 
@@ -91,7 +89,8 @@ ReasoningDelta ReasoningParser::feed(std::string_view text) {
 ReasoningDelta ReasoningParser::finish() {
   ReasoningDelta out = feed("");
   if (state_ == State::kThink) emit_reasoning(out, tools_internal::rstrip(buf_));  // never closed: reasoning to the end
-  if (state_ == State::kStart) out.content += buf_;
+  if (state_ == State::kStart && prompt_opened_) emit_reasoning(out, tools_internal::rstrip(buf_));
+  if (state_ == State::kStart && !prompt_opened_) out.content += buf_;
   buf_.clear();
   return out;
 }

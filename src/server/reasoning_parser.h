@@ -12,11 +12,10 @@
 //              (resolve_reasoning_format decides, once per model)
 //
 // Rules: a think span counts only at the start of the output (after
-// whitespace) or when the prompt opened it; a `<think>` anywhere else is
-// content. Whitespace at both ends of the reasoning is dropped, and so is
-// whitespace after `</think>`, as DeepSeek's and Qwen's servers do. A span
-// never closed (max_tokens, or a model that does not close it) is
-// reasoning to the end.
+// whitespace) or when the prompt opened it (a model that writes `<think>`
+// again then has it dropped); a `<think>` anywhere else is content. Whitespace at both ends of the reasoning is
+// dropped, and so is whitespace after `</think>`, as DeepSeek's and Qwen's servers do. A span never closed (max_tokens,
+// or a model that does not close it) is reasoning to the end.
 //
 // Streaming: feed() returns only what can no longer change: the start of
 // an output that may still become `<think>`, a tail that may still become
@@ -74,7 +73,8 @@ class ReasoningParser {
   void emit_reasoning(ReasoningDelta& out, std::string_view text);
 
   State state_;
-  std::string buf_;  // text received and not yet reported
+  bool prompt_opened_;  // the span began in the prompt (a repeated <think> is dropped)
+  std::string buf_;     // text received and not yet reported
   bool reasoning_begun_ = false;
 };
 

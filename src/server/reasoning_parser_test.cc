@@ -63,6 +63,8 @@ TEST(ReasoningParser, ThinkSpanAtTheStart) {
 TEST(ReasoningParser, PromptOpenedThink) {
   expect_parse("Let me add.\n</think>\n\nIt is 4.", true, "Let me add.", "It is 4.");
   expect_parse("</think>Answer", true, "", "Answer");
+  expect_parse("<think>\nAgain.</think>Answer", true, "Again.", "Answer");  // a repeated <think>
+  expect_parse("\n<thi", true, "<thi", "");
 }
 
 TEST(ReasoningParser, NoThink) {

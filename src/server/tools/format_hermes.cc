@@ -30,6 +30,7 @@ class HermesHeaderMatcher {
       if (HermesMatch m = literal(word); m != HermesMatch::kYes) return {m, 0, {}};
     HermesHeaderMatch out;
     if (HermesMatch m = string(out.name); m != HermesMatch::kYes) return {m, 0, {}};
+    if (out.name.empty()) return {HermesMatch::kNo, 0, {}};  // a call needs a name
     for (std::string_view word : {",", "\"arguments\"", ":"})
       if (HermesMatch m = literal(word); m != HermesMatch::kYes) return {m, 0, {}};
     out.match = HermesMatch::kYes;
@@ -189,7 +190,9 @@ bool HermesParser::step_args(ParsedOutput& out) {
   }
   if (j < buf_.size()) {  // the tag, after a scalar (or malformed) argument
     std::string_view args = rstrip(std::string_view(buf_).substr(0, j));
-    if (!args.empty() && args.back() == '}') args.remove_suffix(1);  // the wrapper's
+    // The wrapper's '}', when the brackets are balanced (as streaming held
+    // it back only then).
+    if (lex.depth == 0 && !args.empty() && args.back() == '}') args.remove_suffix(1);
     emit_args(out, rstrip(args));
     return end_call(j);
   }

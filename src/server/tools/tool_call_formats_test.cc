@@ -98,6 +98,10 @@ TEST(ToolCallFormats, Hermes) {
                  "HiBye",
                  {{"f", "{}"}, {"g", "{\"x\": \"</tool_call>\"}"}}},
                 {"plain <tool_call> text", "plain <tool_call> text", {}},
+                {"<tool_call>{\"name\": \"\", \"arguments\": {}}</tool_call>",
+                 "<tool_call>{\"name\": \"\", \"arguments\": {}}</tool_call>",
+                 {}},
+                {"<tool_call>{\"name\": \"f\", \"arguments\": {\"a\": [[}\n</tool_call>", "", {{"f", "{\"a\": [[}"}}},
                 // Malformed arguments that open brackets: the tag still ends the call.
                 {"<tool_call>{\"name\": \"f\", \"arguments\": x\"s\": {\"a\":1\n</tool_call>",
                  "",
@@ -168,6 +172,7 @@ TEST(ToolCallFormats, Mistral) {
                  "",
                  {{"get_weather", "{\"city\": \"Paris\"}"}, {"get_time", "{}"}}},
                 {"[TOOL_CALLS]f[CALL_ID]a1b2c3d4e[ARGS]{\"x\": [1]}", "", {{"f", "{\"x\": [1]}"}}},
+                {"[TOOL_CALLS][{\"name\": \"f\", \"arguments\": {}}]\n\nDone.", "Done.", {{"f", "{}"}}},
                 {"[TOOL_CALLS]oops no call", "[TOOL_CALLS]oops no call", {}},
                 {"[TOOL_CALLS]f[ARGS]oops", "[TOOL_CALLS]f[ARGS]oops", {}},
                 {"[TOOL_CALLS][{\"name\": \"f\", \"argu", "[TOOL_CALLS][{\"name\": \"f\", \"argu", {}},
@@ -205,6 +210,11 @@ TEST(ToolCallFormats, GptOss) {
         "Easy."},
        {"<|start|>assistant to=functions.f<|channel|>commentary json<|message|>{}<|call|>", "", {{"f", "{}"}}},
        {"plain answer", "plain answer", {}},
+       {"<|channel|>commentary<|message|>Let me check both.<|end|><|start|>assistant<|channel|>commentary "
+        "to=functions.a <|constrain|>json<|message|>{}<|call|><|start|>assistant<|channel|>commentary "
+        "to=functions.b<|message|> {\"x\": 1} <|call|>",
+        "Let me check both.",
+        {{"a", "{}"}, {"b", "{\"x\": 1}"}}},
        {"<|channel|>analysis<|message|>thinking <|ch", "", {}, "thinking <|ch"},
        {"<|channel|>commentary to=functions.f <|constrain|>json<|message|>{\"a\": 1", "", {{"f", "{\"a\": 1"}}}});
 }
