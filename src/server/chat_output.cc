@@ -39,16 +39,7 @@ ParsedChoice parse_chat_output(std::string_view text, const ChatOutputFormat& fo
   ChatOutputParser parser(format);
   ParsedOutput all = parser.feed(text);
   all.append(parser.finish());
-  ParsedChoice out;
-  out.content = std::move(all.content);
-  out.reasoning = std::move(all.reasoning);
-  for (ToolCallDelta& d : all.calls) {
-    if (static_cast<size_t>(d.index) >= out.calls.size()) out.calls.resize(static_cast<size_t>(d.index) + 1);
-    ToolCallOutput& c = out.calls[static_cast<size_t>(d.index)];
-    if (!d.name.empty()) c.name = std::move(d.name);
-    c.arguments += d.arguments;
-  }
-  return out;
+  return merged_choice(std::move(all));
 }
 
 }  // namespace tokenmill::server

@@ -48,6 +48,10 @@ ParsedChoice parse_tool_calls(std::string_view text, ToolCallFormat format) {
   ToolCallParser parser(format);
   ParsedOutput all = parser.feed(text);
   all.append(parser.finish());
+  return merged_choice(std::move(all));
+}
+
+ParsedChoice merged_choice(ParsedOutput&& all) {
   ParsedChoice out;
   out.content = std::move(all.content);
   out.reasoning = std::move(all.reasoning);

@@ -93,6 +93,8 @@ struct ParsedChoice {
   std::string reasoning;
   std::vector<ToolCallOutput> calls;
 };
+// All the deltas of one output merged: each call's name and whole arguments.
+ParsedChoice merged_choice(ParsedOutput&& all);
 ParsedChoice parse_tool_calls(std::string_view text, ToolCallFormat format = ToolCallFormat::kHermes);
 
 }  // namespace tokenmill::server
