@@ -34,6 +34,9 @@ Value global_range(Renderer& r, CallArgs& args) {
       std::max(0.0, std::ceil((static_cast<double>(stop) - static_cast<double>(start)) / static_cast<double>(step)));
   // Every item costs at least a step to use, so a longer range can never finish.
   if (count > static_cast<double>(r.limits().max_steps)) fail_limit("range() is longer than max_steps");
+  // The items are made at once (a list, not Python's lazy range): their
+  // memory counts against the bound of any container.
+  r.check_bytes(static_cast<size_t>(count) * sizeof(Value));
   std::vector<Value> items;
   items.reserve(static_cast<size_t>(count));
   for (int64_t i = start; step > 0 ? i < stop : i > stop; i += step) items.push_back(Value::integer(i));

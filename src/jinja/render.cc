@@ -46,7 +46,8 @@ void Renderer::check_nesting(int depth) const {
 }
 
 void Renderer::check_bytes(size_t bytes) const {
-  if (bytes / 4 > limits_.max_output_bytes) fail_limit("a list or dict would hold more than 4 x max_output_bytes");
+  if (container_bytes_exceed(bytes, limits_.max_output_bytes))
+    fail_limit("a list or dict would hold more than 4 x max_output_bytes");
 }
 
 void Renderer::write(std::string_view text) {

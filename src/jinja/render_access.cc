@@ -36,6 +36,7 @@ std::vector<Value> iterate(const Value& v) {
     out.reserve(v.dict->entries.size());
     for (const auto& kv : v.dict->entries) out.push_back(kv.first);
   } else if (v.is_string()) {
+    check_values_fit(v.s.size());  // bytes bound the characters
     for (std::string& ch : split_code_points(v.s)) out.push_back(Value::string(std::move(ch)));
   } else if (!v.is_undefined()) {
     fail_render(fmt::format("'{}' object is not iterable", v.type_name()));

@@ -238,17 +238,25 @@ Value SliceExpr::evaluate(Renderer& r) const {
   return slice_value(obj, a, b, c);
 }
 
+// A list or dict a call or filter made (str.split, |list, ...) counts
+// against the bound of any container, as literals and `+` do.
+Value checked_size(Renderer& r, Value v) {
+  if (v.is_list()) r.check_bytes(v.list->bytes);
+  if (v.is_dict()) r.check_bytes(v.dict->bytes);
+  return v;
+}
+
 Value CallExpr::evaluate(Renderer& r) const {
   Value fn = callee->eval(r);
   CallArgs args = eval_args(r, this->args);
   args.line = line;
   args.column = column;
-  return r.call(fn, args);
+  return checked_size(r, r.call(fn, args));
 }
 
 Value FilterExpr::apply(Renderer& r, Value input) const {
   CallArgs call_args = eval_args(r, args);
-  return apply_filter(r, name, input, call_args);
+  return checked_size(r, apply_filter(r, name, input, call_args));
 }
 
 Value FilterExpr::evaluate(Renderer& r) const { return apply(r, value->eval(r)); }

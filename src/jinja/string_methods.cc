@@ -28,6 +28,7 @@ int64_t int_arg(const CallArgs& args, size_t index, std::string_view name, int64
 }
 
 Value strings_to_list(std::vector<std::string> parts) {
+  check_values_fit(parts.size());
   Value out = Value::new_list();
   out.list->items.reserve(parts.size());
   for (std::string& p : parts) push_item(out, Value::string(std::move(p)));

@@ -110,6 +110,18 @@ TEST(JinjaLimits, EndlessLoopHitsTheStepLimit) {
   EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(2));
 }
 
+// Sequences made at once (range, a string's characters, a split, |list)
+// count against the container bound before they are built, so a template
+// cannot take gigabytes for a moment.
+TEST(JinjaLimits, MaterialisedSequencesAreBounded) {
+  Limits small;
+  small.max_output_bytes = 64 * 1024;
+  for (const char* t : {"{% for i in range(100000) %}{% endfor %}", "{{ ('ab' * 30000) | list | length }}",
+                        "{{ ('a ' * 30000).split() | length }}", "{% for c in 'x' * 60000 %}{% endfor %}"})
+    EXPECT_EQ(error_of(t, small).kind(), ErrorKind::kLimit) << t;
+  EXPECT_EQ(render("{{ range(100) | length }} {{ ('a b' * 10).split() | length }}", kEmpty, small), "100 11");
+}
+
 TEST(JinjaLimits, RecursiveMacroHitsTheDepthLimit) {
   const TemplateError e = error_of("{% macro f(n) %}{{ f(n + 1) }}{% endmacro %}{{ f(0) }}");
   EXPECT_EQ(e.kind(), ErrorKind::kLimit);

@@ -150,6 +150,16 @@ class PrintLimitScope {
   size_t saved_;
 };
 
+// The current thread's print limit (max_output_bytes while a render runs).
+size_t current_print_limit();
+// Whether containers of `bytes` are over the bound of a render whose
+// output may take max_output_bytes: 4 x that, and never under 1 MiB.
+bool container_bytes_exceed(size_t bytes, size_t max_output_bytes);
+// Throws a kLimit TemplateError when `count` values made at once (a
+// string's characters, a split's parts) would hold more memory than any
+// container may (4 x the print limit, as Renderer::check_bytes).
+void check_values_fit(size_t count);
+
 // Throws std::invalid_argument past kMaxPrintDepth levels (a namespace may contain itself).
 inline constexpr int kMaxPrintDepth = 1000;
 void append_repr(std::string& out, const Value& v, int level = 0);

@@ -8,6 +8,7 @@
 #include <cstdio>
 #include <stdexcept>
 
+#include "jinja/render.h"
 #include "jinja/value.h"
 
 namespace tokenmill::jinja {
@@ -148,6 +149,19 @@ void append_json_dict(std::string& out, const Dict& d, const JsonStyle& style, i
 }
 
 }  // namespace
+
+size_t current_print_limit() { return print_limit; }
+
+bool container_bytes_exceed(size_t bytes, size_t max_output_bytes) {
+  // A floor of 1 MiB keeps small lists usable under a tiny output limit.
+  constexpr size_t kFloor = size_t{1} << 20;
+  return bytes > kFloor && bytes / 4 > max_output_bytes;
+}
+
+void check_values_fit(size_t count) {
+  if (container_bytes_exceed(count * sizeof(Value), print_limit))
+    fail_limit("a list or dict would hold more than 4 x max_output_bytes");
+}
 
 PrintLimitScope::PrintLimitScope(size_t max_bytes) : saved_(print_limit) { print_limit = max_bytes; }
 PrintLimitScope::~PrintLimitScope() { print_limit = saved_; }
