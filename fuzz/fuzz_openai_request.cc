@@ -10,6 +10,7 @@
 
 #include "server/api_error.h"
 #include "server/openai/openai_request.h"
+#include "server/tools/tool_prompt.h"
 
 namespace {
 
@@ -61,9 +62,15 @@ void parse(uint8_t endpoint, std::string_view body) {
     case 1: {
       const ChatRequest r = parse_chat_request(body, kLimits);
       check_common(r.common);
-      require(!r.messages.empty());
-      for (const auto& m : r.messages) require(m.role == "system" || m.role == "user" || m.role == "assistant");
-      require(!r.continue_final_message || (!r.add_generation_prompt && r.messages.back().role == "assistant"));
+      const std::vector<ApiMessage>& messages = r.conversation.messages;
+      require(!messages.empty());
+      for (const auto& m : messages)
+        require(m.role == "system" || m.role == "user" || m.role == "assistant" || m.role == "tool");
+      // What a template without tools renders: tool turns folded into the three roles.
+      for (const auto& m : template_messages(messages, r.conversation.tool_request))
+        require(m.role == "system" || m.role == "user" || m.role == "assistant");
+      require(r.conversation.tools.is_null() == !r.conversation.tool_request.active());
+      require(!r.continue_final_message || (!r.add_generation_prompt && messages.back().role == "assistant"));
       break;
     }
     case 2: parse_tokenize_request(body, kLimits); break;
