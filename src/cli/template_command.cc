@@ -3,11 +3,10 @@
 // engine and prints the prompt text exactly, with no newline added. The
 // conformance harness compares this output with Python jinja2's.
 #include <cstdio>
-#include <fstream>
 #include <memory>
-#include <sstream>
 #include <string>
 
+#include "cli/cli_util.h"
 #include "cli/commands.h"
 #include "gguf/reader.h"
 #include "jinja/template.h"
@@ -27,14 +26,6 @@ struct TemplateFlags {
   std::string model;
   bool no_generation_prompt = false;
 };
-
-std::string read_text_file(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) fail("{}: cannot open the file", path);
-  std::ostringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
 
 nlohmann::ordered_json parse_json(const std::string& text, const std::string& what) {
   try {

@@ -221,15 +221,20 @@ StmtPtr Parser::parse_macro(const Token& at) {
   s->name = expect_name();
   s->params = parse_params();
   expect_block_end();
+  parse_macro_body(*s, "endmacro");
+  return s;
+}
+
+void Parser::parse_macro_body(MacroStmt& m, const char* end_tag) {
+  // varargs/kwargs seen in this body belong to this macro, not the outer one.
   const bool outer_varargs = saw_varargs_, outer_kwargs = saw_kwargs_;
   saw_varargs_ = saw_kwargs_ = false;
-  s->body = parse_body({"endmacro"});
-  s->takes_varargs = saw_varargs_;
-  s->takes_kwargs = saw_kwargs_;
+  m.body = parse_body({end_tag});
+  m.takes_varargs = saw_varargs_;
+  m.takes_kwargs = saw_kwargs_;
   saw_varargs_ = outer_varargs;
   saw_kwargs_ = outer_kwargs;
-  expect_end_tag("endmacro");
-  return s;
+  expect_end_tag(end_tag);
 }
 
 StmtPtr Parser::parse_call_block(const Token& at) {
@@ -241,14 +246,7 @@ StmtPtr Parser::parse_call_block(const Token& at) {
   if (dynamic_cast<CallExpr*>(call.get()) == nullptr) error(at, "expected a call after 'call'");
   s->call.reset(static_cast<CallExpr*>(call.release()));
   expect_block_end();
-  const bool outer_varargs = saw_varargs_, outer_kwargs = saw_kwargs_;
-  saw_varargs_ = saw_kwargs_ = false;
-  caller->body = parse_body({"endcall"});
-  caller->takes_varargs = saw_varargs_;
-  caller->takes_kwargs = saw_kwargs_;
-  saw_varargs_ = outer_varargs;
-  saw_kwargs_ = outer_kwargs;
-  expect_end_tag("endcall");
+  parse_macro_body(*caller, "endcall");
   s->caller = std::move(caller);
   return s;
 }

@@ -54,6 +54,9 @@ class Parser {
   StmtPtr parse_set(const Token& at);
   StmtPtr parse_macro(const Token& at);
   StmtPtr parse_call_block(const Token& at);
+  // The body of a macro or call block up to `end_tag`, with the varargs /
+  // kwargs it uses.
+  void parse_macro_body(MacroStmt& m, const char* end_tag);
   StmtPtr parse_filter_block(const Token& at);
   std::vector<std::pair<std::string, ExprPtr>> parse_params();
   std::unique_ptr<FilterExpr> parse_filter_call(ExprPtr value);
@@ -73,6 +76,7 @@ class Parser {
   ExprPtr parse_postfix(ExprPtr node);
   ExprPtr parse_filter_expr(ExprPtr node);
   ExprPtr parse_subscript(ExprPtr node, const Token& at);
+  ExprPtr parse_call(ExprPtr callee, const Token& at);
   ExprPtr parse_test(ExprPtr node, const Token& at);
   ExprPtr parse_list_or_tuple(const Token& at, std::string_view close, bool tuple);
   ExprPtr parse_dict(const Token& at);

@@ -263,14 +263,18 @@ ExprPtr Parser::parse_postfix(ExprPtr expr) {
       next();
       expr = parse_subscript(std::move(expr), at);
     } else if (at_op("(")) {
-      auto n = node<CallExpr>(at);
-      n->callee = std::move(expr);
-      parse_args(n->args);
-      expr = std::move(n);
+      expr = parse_call(std::move(expr), at);
     } else {
       return expr;
     }
   }
+}
+
+ExprPtr Parser::parse_call(ExprPtr callee, const Token& at) {
+  auto n = node<CallExpr>(at);
+  n->callee = std::move(callee);
+  parse_args(n->args);
+  return n;
 }
 
 ExprPtr Parser::parse_subscript(ExprPtr object, const Token& at) {
@@ -312,10 +316,7 @@ ExprPtr Parser::parse_filter_expr(ExprPtr expr) {
       next();
       expr = parse_test(std::move(expr), at);
     } else if (at_op("(")) {
-      auto n = node<CallExpr>(at);
-      n->callee = std::move(expr);
-      parse_args(n->args);
-      expr = std::move(n);
+      expr = parse_call(std::move(expr), at);
     } else {
       return expr;
     }
