@@ -31,8 +31,8 @@ std::optional<tokenizer::ChatTemplateKind> detect_from_vocabulary(const tokenize
   return std::nullopt;
 }
 
-std::shared_ptr<const jinja::Template> parse_template(std::string_view source) {
-  return std::make_shared<const jinja::Template>(jinja::Template::parse(source));
+std::shared_ptr<const ChatTemplate> parse_template(std::string_view source) {
+  return std::make_shared<const ChatTemplate>(jinja::Template::parse(source));
 }
 
 const std::string* gguf_string(const gguf::GgufFile& file, const std::string& key) {
@@ -81,7 +81,15 @@ ChatFormat override_format(const std::string& spec, ChatFormat f) {
 
 std::string ChatFormat::name() const { return jinja ? "jinja" : std::string(tokenizer::chat_template_name(kind)); }
 
-const jinja::Template* ChatFormat::template_for(const ChatConversation& conversation) const {
+ChatTemplate::ChatTemplate(jinja::Template parsed)
+    : tmpl(std::move(parsed)),
+      handles_tools(tmpl.mentions("tools") || tmpl.mentions("tool_calls")),
+      tool_format(detect_tool_call_format(tmpl.source())),
+      tool_format_recognised(tool_format != ToolCallFormat::kHermes ||
+                             tmpl.source().find("<tool_call>") != std::string::npos),
+      auto_reasoning(resolve_reasoning_format(ReasoningFormat::kAuto, tmpl.source())) {}
+
+const ChatTemplate* ChatFormat::template_for(const ChatConversation& conversation) const {
   if (tool_use && conversation.tool_request.active()) return tool_use.get();
   return jinja.get();
 }
@@ -89,17 +97,17 @@ const jinja::Template* ChatFormat::template_for(const ChatConversation& conversa
 ChatOutputFormat ChatFormat::output_format(const ChatConversation& conversation, std::string_view prompt,
                                            ReasoningFormat reasoning) const {
   ChatOutputFormat out;
-  const jinja::Template* t = template_for(conversation);
-  const std::string_view source = t ? std::string_view(t->source()) : std::string_view();
-  out.reasoning = resolve_reasoning_format(reasoning, source);
+  const ChatTemplate* t = template_for(conversation);
+  // A preset writes no think tags: auto means none for it.
+  const ReasoningFormat auto_reasoning = t ? t->auto_reasoning : ReasoningFormat::kNone;
+  out.reasoning = reasoning == ReasoningFormat::kAuto ? auto_reasoning : reasoning;
   out.think_open = out.reasoning != ReasoningFormat::kNone && template_opens_think(prompt);
   out.tool_calls = conversation.tool_request.active();
   // Tools folded into text ask for the Hermes format (tools/tool_prompt.h).
-  const ToolCallFormat own = t ? detect_tool_call_format(source) : ToolCallFormat::kHermes;
-  const bool template_writes_tools = t && template_handles_tools(*t);
+  const ToolCallFormat own = t ? t->tool_format : ToolCallFormat::kHermes;
+  const bool template_writes_tools = t && t->handles_tools;
   out.tool_format = own == ToolCallFormat::kGptOss || template_writes_tools ? own : ToolCallFormat::kHermes;
-  out.tool_format_recognised =
-      !template_writes_tools || own != ToolCallFormat::kHermes || source.find("<tool_call>") != std::string_view::npos;
+  out.tool_format_recognised = !template_writes_tools || t->tool_format_recognised;
   return out;
 }
 

@@ -48,14 +48,13 @@ std::string cut_after_final_message(std::string text, const ChatConversation& c)
   return text;
 }
 
-std::string render_jinja(const ChatFormat& f, const jinja::Template& t, const ChatConversation& c,
+std::string render_jinja(const ChatFormat& f, const ChatTemplate& t, const ChatConversation& c,
                          const ChatRenderOptions& o) {
   const bool agp = o.add_generation_prompt && !o.continue_final_message;
   std::string text;
   try {
-    text = template_handles_tools(t)
-               ? t.render(chat_template_context(c, agp, f.bos_text, f.eos_text))
-               : t.render(chat_template_context(folded_conversation(c), agp, f.bos_text, f.eos_text));
+    text = t.handles_tools ? t.tmpl.render(chat_template_context(c, agp, f.bos_text, f.eos_text))
+                           : t.tmpl.render(chat_template_context(folded_conversation(c), agp, f.bos_text, f.eos_text));
   } catch (const jinja::TemplateError& e) {
     template_failed(e);
   }
@@ -74,12 +73,9 @@ std::string render_preset(const ChatFormat& f, const ChatConversation& c, const 
 
 }  // namespace
 
-bool template_handles_tools(const jinja::Template& t) { return t.mentions("tools") || t.mentions("tool_calls"); }
-
 std::string render_chat_text(const ChatFormat& format, const ChatConversation& conversation,
                              const ChatRenderOptions& options) {
-  if (const jinja::Template* t = format.template_for(conversation))
-    return render_jinja(format, *t, conversation, options);
+  if (const ChatTemplate* t = format.template_for(conversation)) return render_jinja(format, *t, conversation, options);
   return render_preset(format, conversation, options);
 }
 

@@ -35,11 +35,25 @@
 
 namespace tokenmill::server {
 
+// A Jinja chat template with what the server reads off its text, once at
+// start-up rather than per request.
+struct ChatTemplate {
+  explicit ChatTemplate(jinja::Template parsed);
+
+  jinja::Template tmpl;
+  // It writes tools and tool turns itself (reads `tools` or `tool_calls`);
+  // one that does not gets them folded into text.
+  bool handles_tools;
+  ToolCallFormat tool_format;      // detect_tool_call_format of its text
+  bool tool_format_recognised;     // a format's markers were found (else Hermes is tried)
+  ReasoningFormat auto_reasoning;  // what --reasoning-format auto means for it
+};
+
 struct ChatFormat {
   // The template in use; null: the preset `kind`.
-  std::shared_ptr<const jinja::Template> jinja;
+  std::shared_ptr<const ChatTemplate> jinja;
   // The GGUF's named template "tool_use", used instead when tools are offered.
-  std::shared_ptr<const jinja::Template> tool_use;
+  std::shared_ptr<const ChatTemplate> tool_use;
   tokenizer::ChatTemplateKind kind = tokenizer::ChatTemplateKind::ChatML;
   std::string bos_text;  // the BOS/EOS tokens' texts ("<s>", "</s>"): bos_token/eos_token of the template
   std::string eos_text;
@@ -49,7 +63,7 @@ struct ChatFormat {
   // "jinja" or the preset's name.
   std::string name() const;
   // The template for this conversation (tool_use when tools are offered and it exists).
-  const jinja::Template* template_for(const ChatConversation& conversation) const;
+  const ChatTemplate* template_for(const ChatConversation& conversation) const;
   // How the reply to this conversation is parsed: think spans per
   // `reasoning` (--reasoning-format; kAuto: when the template writes think
   // tags), and tool calls in the format the template asks for (Hermes
@@ -98,10 +112,6 @@ struct ChatPrompt {
 };
 ChatPrompt chat_prompt(const ChatFormat& format, const tokenizer::Tokenizer& tok, const ChatConversation& conversation,
                        const ChatRenderOptions& options);
-
-// Whether a Jinja template writes tools and tool turns itself (it reads
-// `tools` or `tool_calls`); one that does not gets them folded into text.
-bool template_handles_tools(const jinja::Template& t);
 
 // A conversation of plain messages (role, content) and no tools.
 ChatConversation plain_conversation(const std::vector<tokenizer::ChatMessage>& messages);

@@ -109,7 +109,7 @@ void LlamaCppApi::attach(const engine::Engine& engine) {
   // The template chat requests are rendered with (the GGUF's or
   // --chat-template-file's), as llama-server reports it.
   if (ctx_.chat && ctx_.chat->jinja) {
-    chat_template_ = ctx_.chat->jinja->source();
+    chat_template_ = ctx_.chat->jinja->tmpl.source();
   } else {
     chat_template_ = file.has("tokenizer.chat_template") && file.find("tokenizer.chat_template")->is_string()
                          ? file.get_string("tokenizer.chat_template")
